@@ -1,0 +1,38 @@
+# Finds lookback's dependencies (Debian 12 packages) and stops configuration with
+# the exact package to install when one is missing.
+find_package(PkgConfig QUIET)
+
+function(lb_require found what package)
+  if(NOT ${found})
+    message(FATAL_ERROR "lookback needs ${what}. Install it with:\n  sudo apt-get install ${package}\n")
+  endif()
+endfunction()
+
+lb_require(PKG_CONFIG_FOUND "pkg-config" "pkg-config")
+
+# OpenBLAS through its cblas interface: every matmul goes through sgemm/dgemm.
+pkg_check_modules(OPENBLAS IMPORTED_TARGET openblas)
+lb_require(OPENBLAS_FOUND "OpenBLAS (cblas)" "libopenblas-dev")
+
+# HDF5, serial C API.
+pkg_check_modules(HDF5 IMPORTED_TARGET hdf5)
+lb_require(HDF5_FOUND "HDF5 (C library)" "libhdf5-dev")
+
+# OpenMP for threads over batch, heads and tiles.
+find_package(OpenMP COMPONENTS C)
+lb_require(OpenMP_C_FOUND "OpenMP" "libgomp1 (part of gcc)")
+
+find_library(MATH_LIBRARY m)
+set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 OpenMP::OpenMP_C ${MATH_LIBRARY})
+
+# The command line: JSON output through json-c, plots through PLplot.
+pkg_check_modules(JSONC IMPORTED_TARGET json-c)
+lb_require(JSONC_FOUND "json-c" "libjson-c-dev")
+pkg_check_modules(PLPLOT IMPORTED_TARGET plplot)
+lb_require(PLPLOT_FOUND "PLplot" "libplplot-dev")
+set(LB_CLI_DEP_TARGETS PkgConfig::JSONC PkgConfig::PLPLOT)
+
+if(LOOKBACK_BUILD_TESTS)
+  pkg_check_modules(CUNIT IMPORTED_TARGET cunit)
+  lb_require(CUNIT_FOUND "CUnit" "libcunit1-dev")
+endif()

@@ -1,0 +1,89 @@
+#include "tensor/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { LB_ERROR_MAX = 1024 };
+
+static _Thread_local char error_message[LB_ERROR_MAX];
+static _Thread_local lb_status error_status = LB_OK;
+static lb_error_handler error_handler = NULL;
+static void *error_handler_user = NULL;
+
+const char *lb_status_name(lb_status status)
+{
+    switch (status) {
+    case LB_OK: return "ok";
+    case LB_ERR_SHAPE: return "shape error";
+    case LB_ERR_DTYPE: return "dtype error";
+    case LB_ERR_VALUE: return "value error";
+    case LB_ERR_MEMORY: return "out of memory";
+    case LB_ERR_STATE: return "state error";
+    case LB_ERR_IO: return "I/O error";
+    case LB_ERR_FORMAT: return "format error";
+    case LB_ERR_NUMERIC: return "numeric error";
+    }
+    return "unknown error";
+}
+
+lb_status lb_error(lb_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_message, sizeof error_message, fmt, ap);
+    va_end(ap);
+    error_status = status;
+    if (error_handler)
+        error_handler(status, error_message, error_handler_user);
+    return status;
+}
+
+lb_status lb_error_context(const char *fmt, ...)
+{
+    char prefix[256];
+    char old[LB_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, error_message, sizeof old);
+    size_t n = strlen(prefix);
+    if (n > LB_ERROR_MAX - 3)
+        n = LB_ERROR_MAX - 3;
+    memcpy(error_message, prefix, n);
+    memcpy(error_message + n, ": ", 2);
+    size_t rest = strnlen(old, LB_ERROR_MAX - n - 3);
+    memcpy(error_message + n + 2, old, rest);
+    error_message[n + 2 + rest] = '\0';
+    return error_status;
+}
+
+const char *lb_last_error(void) { return error_message; }
+lb_status lb_last_status(void) { return error_status; }
+
+void lb_clear_error(void)
+{
+    error_message[0] = '\0';
+    error_status = LB_OK;
+}
+
+void lb_set_error_handler(lb_error_handler handler, void *user)
+{
+    error_handler = handler;
+    error_handler_user = user;
+}
+
+char *lb_shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+    size_t used = 0;
+    if (size == 0)
+        return buf;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf + used, size - used, "[");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, "]");
+    return buf;
+}

@@ -1,0 +1,59 @@
+#include "support.h"
+
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+
+int lb_test_main(const char *suite_name, const lb_test_case *cases)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite suite = CU_add_suite(suite_name, NULL, NULL);
+    for (const lb_test_case *c = cases; suite && c->name; c++)
+        CU_add_test(suite, c->name, c->fn);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    unsigned ran = CU_get_number_of_tests_run();
+    CU_cleanup_registry();
+    return (failed || ran == 0) ? 1 : 0;
+}
+
+int lb_check_close(const lb_tensor *t, const double *expected, double atol, double rtol, const char *what)
+{
+    int64_t n = lb_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double got = lb_tensor_flat(t, i);
+        if (!(fabs(got - expected[i]) <= atol + rtol * fabs(expected[i]))) {
+            fprintf(stderr, "\n  %s: element %lld is %.10g, expected %.10g\n", what, (long long)i, got, expected[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int lb_check_tensors_close(const lb_tensor *a, const lb_tensor *b, double atol, double rtol, const char *what)
+{
+    char sa[128], sb[128];
+    if (!a || !b || !lb_tensor_same_shape(a, b)) {
+        fprintf(stderr, "\n  %s: shapes differ (%s vs %s)\n", what, a ? lb_tensor_describe(a, sa, sizeof sa) : "NULL",
+                b ? lb_tensor_describe(b, sb, sizeof sb) : "NULL");
+        return 0;
+    }
+    int64_t n = lb_tensor_numel(a);
+    for (int64_t i = 0; i < n; i++) {
+        double x = lb_tensor_flat(a, i), y = lb_tensor_flat(b, i);
+        if (!(fabs(x - y) <= atol + rtol * fabs(y))) {
+            fprintf(stderr, "\n  %s: element %lld is %.10g vs %.10g\n", what, (long long)i, x, y);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+const char *lb_fixture_path(const char *name)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/%s", LB_FIXTURES_DIR, name);
+    return path;
+}
