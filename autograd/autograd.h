@@ -1,0 +1,87 @@
+/* Define-by-run reverse-mode automatic differentiation.
+ *
+ * Every differentiable op (autograd/ops.h) takes an lb_graph, computes its value
+ * at once and, when gradients are enabled and an input requires them, records
+ * itself on the graph's tape. lb_backward walks the tape in reverse creation
+ * order (always a topological order) and accumulates gradients with +=, so a
+ * value used twice receives the sum of both uses.
+ *
+ * Memory has two lifetimes, kept apart:
+ *  - parameters (lb_param_new) persist across steps with their gradients; the
+ *    optimizer reads and writes them; they are freed with lb_param_free;
+ *  - the per-step graph (inputs, intermediate values, saved tensors, their
+ *    gradients) is released in one call, lb_graph_reset, and grows by itself.
+ *
+ * Every value held by a variable is a contiguous tensor. A variable's gradient,
+ * when present, has exactly its value's dtype and shape.
+ */
+#ifndef LB_AUTOGRAD_H
+#define LB_AUTOGRAD_H
+
+#include "tensor/tensor.h"
+
+enum { LB_MAX_OP_INPUTS = 4, LB_MAX_SAVED = 4 };
+
+typedef struct lb_graph lb_graph;
+typedef struct lb_var lb_var;
+
+struct lb_var {
+    lb_tensor *value;  /* contiguous; owned */
+    lb_tensor *grad;   /* NULL until a gradient arrives; then value's dtype and shape */
+    char *name;        /* parameters: stable hierarchical name; others NULL */
+    int requires_grad; /* gradients flow to (and through) this variable */
+    int op;            /* lb_op_kind that produced it; LB_OP_LEAF for inputs and parameters */
+    int n_inputs;
+    lb_var *inputs[LB_MAX_OP_INPUTS];
+    lb_tensor *saved[LB_MAX_SAVED]; /* tensors an op keeps for its backward */
+    double attr_f[4];               /* op attributes (scales, eps, ...) */
+    int64_t attr_i[8];              /* op attributes (dims, flags, sizes, ...) */
+    void *ctx;                      /* op-owned extra state, freed with ctx_free */
+    void (*ctx_free)(void *ctx);
+    lb_graph *graph;                /* NULL for parameters */
+};
+
+/* A new empty graph with gradients enabled. NULL when out of memory. */
+lb_graph *lb_graph_new(void);
+/* Frees every variable the graph owns, then the graph. Parameters are untouched. */
+void lb_graph_free(lb_graph *g);
+/* Frees every variable the graph owns (values, gradients, saved tensors) and makes it
+ * ready for the next step; the graph keeps its grad mode. */
+void lb_graph_reset(lb_graph *g);
+/* Gradient mode: with 0 (evaluation), ops record nothing and their results do not
+ * require gradients (torch.no_grad). Returns the previous mode. */
+int lb_graph_set_grad_enabled(lb_graph *g, int enabled);
+int lb_graph_grad_enabled(const lb_graph *g);
+/* Number of variables currently recorded on the graph. */
+int64_t lb_graph_size(const lb_graph *g);
+
+/* A graph leaf holding `value` (ownership passes to the graph; a non-contiguous value
+ * is replaced by a contiguous copy). `requires_grad` makes lb_backward fill its grad.
+ * NULL on error (value is then freed). */
+lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad);
+/* A leaf holding a copy of `value`. */
+lb_var *lb_input_copy(lb_graph *g, const lb_tensor *value, int requires_grad);
+
+/* A persistent parameter named `name` holding `value` (ownership passes). Its grad
+ * accumulates across backward passes until lb_param_zero_grad. NULL on error. */
+lb_var *lb_param_new(lb_tensor *value, const char *name);
+void lb_param_free(lb_var *param);
+/* Drops the gradient (sets it to NULL, like PyTorch's zero_grad(set_to_none=True)). */
+void lb_param_zero_grad(lb_var *param);
+
+/* Reverse pass from `output`. With grad_output NULL, output must hold one element
+ * and its gradient is 1; otherwise grad_output has output's shape and dtype.
+ * Accumulates into the grad of every variable that requires it.
+ * Errors: LB_ERR_STATE if the graph's backward already ran since the last reset
+ * (run the forward pass again), or if output does not require gradients;
+ * LB_ERR_SHAPE for a wrong grad_output or a non-scalar output without one. */
+lb_status lb_backward(lb_graph *g, lb_var *output, const lb_tensor *grad_output);
+
+/* Adds `grad` (which may be broadcast-larger than v's value; it is summed back to
+ * v's shape) into v->grad, allocating it on first use. Used by op backwards. */
+lb_status lb_accumulate_grad(lb_var *v, const lb_tensor *grad);
+
+/* Name of an op kind ("matmul", "masked_softmax", ...). */
+const char *lb_op_name(int op);
+
+#endif

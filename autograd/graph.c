@@ -1,0 +1,314 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/op_table.h"
+#include "tensor/kernels.h"
+
+struct lb_graph {
+    lb_var **nodes; /* creation order = a topological order */
+    int64_t size, capacity;
+    int grad_enabled;
+    int backward_done; /* backward ran since the last reset */
+};
+
+static const lb_op_info op_table[] = {
+    [LB_OP_LEAF] = {"leaf", NULL},
+    [LB_OP_ADD] = {"add", lb_add_backward},
+    [LB_OP_SUB] = {"sub", lb_sub_backward},
+    [LB_OP_MUL] = {"mul", lb_mul_backward},
+    [LB_OP_DIV] = {"div", lb_div_backward},
+    [LB_OP_NEG] = {"neg", lb_neg_backward},
+    [LB_OP_SCALE] = {"scale", lb_scale_backward},
+    [LB_OP_EXP] = {"exp", lb_unary_backward},
+    [LB_OP_LOG] = {"log", lb_unary_backward},
+    [LB_OP_TANH] = {"tanh", lb_unary_backward},
+    [LB_OP_SIGMOID] = {"sigmoid", lb_unary_backward},
+    [LB_OP_RELU] = {"relu", lb_unary_backward},
+    [LB_OP_GELU] = {"gelu", lb_unary_backward},
+    [LB_OP_MATMUL] = {"matmul", lb_matmul_backward},
+    [LB_OP_RESHAPE] = {"reshape", lb_reshape_backward},
+    [LB_OP_PERMUTE] = {"permute", lb_permute_backward},
+    [LB_OP_SLICE] = {"slice", lb_slice_backward},
+    [LB_OP_CONCAT] = {"concat", lb_concat_backward},
+    [LB_OP_SUM] = {"sum", lb_sum_backward},
+    [LB_OP_MEAN] = {"mean", lb_sum_backward},
+    [LB_OP_SOFTMAX] = {"softmax", lb_softmax_backward},
+    [LB_OP_LOG_SOFTMAX] = {"log_softmax", lb_log_softmax_backward},
+    [LB_OP_MASKED_SOFTMAX] = {"masked_softmax", lb_masked_softmax_backward},
+    [LB_OP_LAYER_NORM] = {"layer_norm", lb_layer_norm_backward},
+    [LB_OP_EMBEDDING] = {"embedding", lb_embedding_backward},
+    [LB_OP_DROPOUT] = {"dropout", lb_dropout_backward},
+    [LB_OP_CROSS_ENTROPY] = {"cross_entropy", lb_cross_entropy_backward},
+    [LB_OP_MSE] = {"mse", lb_mse_backward},
+};
+/* Adding an op kind without its table row fails to compile here. */
+_Static_assert(sizeof op_table / sizeof op_table[0] == LB_OP_COUNT, "every op kind needs a row in op_table");
+
+const lb_op_info *lb_op_info_of(int op) { return (op >= 0 && op < LB_OP_COUNT) ? &op_table[op] : NULL; }
+
+const char *lb_op_name(int op)
+{
+    const lb_op_info *info = lb_op_info_of(op);
+    return info && info->name ? info->name : "unknown";
+}
+
+lb_graph *lb_graph_new(void)
+{
+    lb_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        lb_error(LB_ERR_MEMORY, "lb_graph_new: out of memory");
+        return NULL;
+    }
+    g->grad_enabled = 1;
+    return g;
+}
+
+static void var_free(lb_var *v)
+{
+    if (!v)
+        return;
+    lb_tensor_free(v->value);
+    lb_tensor_free(v->grad);
+    for (int i = 0; i < LB_MAX_SAVED; i++)
+        lb_tensor_free(v->saved[i]);
+    if (v->ctx_free)
+        v->ctx_free(v->ctx);
+    free(v->name);
+    free(v);
+}
+
+void lb_graph_reset(lb_graph *g)
+{
+    if (!g)
+        return;
+    for (int64_t i = 0; i < g->size; i++)
+        var_free(g->nodes[i]);
+    g->size = 0;
+    g->backward_done = 0;
+}
+
+void lb_graph_free(lb_graph *g)
+{
+    if (!g)
+        return;
+    lb_graph_reset(g);
+    free(g->nodes);
+    free(g);
+}
+
+int lb_graph_set_grad_enabled(lb_graph *g, int enabled)
+{
+    int old = g->grad_enabled;
+    g->grad_enabled = enabled ? 1 : 0;
+    return old;
+}
+
+int lb_graph_grad_enabled(const lb_graph *g) { return g->grad_enabled; }
+int64_t lb_graph_size(const lb_graph *g) { return g->size; }
+
+static lb_status graph_push(lb_graph *g, lb_var *v)
+{
+    if (g->size == g->capacity) {
+        int64_t cap = g->capacity ? g->capacity * 2 : 64;
+        lb_var **nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        if (!nodes)
+            return lb_error(LB_ERR_MEMORY, "graph: out of memory recording variable %lld", (long long)g->size);
+        g->nodes = nodes;
+        g->capacity = cap;
+    }
+    g->nodes[g->size++] = v;
+    return LB_OK;
+}
+
+static lb_var *var_new(lb_tensor *value)
+{
+    lb_var *v = calloc(1, sizeof *v);
+    if (!v) {
+        lb_tensor_free(value);
+        lb_error(LB_ERR_MEMORY, "variable: out of memory");
+        return NULL;
+    }
+    v->value = value;
+    return v;
+}
+
+lb_var *lb_graph_record(lb_graph *g, lb_op_kind op, lb_tensor *value, int n_inputs, lb_var *const *inputs)
+{
+    if (!value)
+        return NULL;
+    lb_var *v = var_new(value);
+    if (!v)
+        return NULL;
+    v->op = op;
+    v->graph = g;
+    int needs = 0;
+    for (int i = 0; i < n_inputs; i++)
+        needs |= inputs[i]->requires_grad;
+    if (g->grad_enabled && needs) {
+        v->requires_grad = 1;
+        v->n_inputs = n_inputs;
+        memcpy(v->inputs, inputs, (size_t)n_inputs * sizeof *inputs);
+    }
+    if (graph_push(g, v) != LB_OK) {
+        var_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+lb_status lb_check_inputs(const char *op, lb_graph *g, int n, lb_var *const *inputs)
+{
+    if (!g)
+        return lb_error(LB_ERR_STATE, "%s: the graph is NULL (create one with lb_graph_new)", op);
+    for (int i = 0; i < n; i++) {
+        if (!inputs[i]) {
+            /* Keep the message of the op that failed upstream, if any. */
+            if (lb_last_status() == LB_OK)
+                lb_error(LB_ERR_VALUE, "%s: input %d is NULL", op, i);
+            return lb_last_status();
+        }
+        if (inputs[i]->graph && inputs[i]->graph != g)
+            return lb_error(LB_ERR_STATE, "%s: input %d belongs to another graph", op, i);
+        if (inputs[i]->value->dtype != inputs[0]->value->dtype) {
+            char a[128], b[128];
+            return lb_error(LB_ERR_DTYPE, "%s: dtypes differ: input 0 is %s, input %d is %s", op,
+                            lb_tensor_describe(inputs[0]->value, a, sizeof a), i,
+                            lb_tensor_describe(inputs[i]->value, b, sizeof b));
+        }
+    }
+    return LB_OK;
+}
+
+lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad)
+{
+    if (!value)
+        return NULL;
+    if (!g) {
+        lb_tensor_free(value);
+        lb_error(LB_ERR_STATE, "lb_input: the graph is NULL (create one with lb_graph_new)");
+        return NULL;
+    }
+    if (!lb_tensor_is_contiguous(value)) {
+        lb_tensor *c = lb_tensor_copy(value, value->dtype);
+        lb_tensor_free(value);
+        if (!c)
+            return NULL;
+        value = c;
+    }
+    lb_var *v = var_new(value);
+    if (!v)
+        return NULL;
+    v->graph = g;
+    v->requires_grad = requires_grad ? 1 : 0;
+    if (graph_push(g, v) != LB_OK) {
+        var_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+lb_var *lb_input_copy(lb_graph *g, const lb_tensor *value, int requires_grad)
+{
+    return lb_input(g, value ? lb_tensor_copy(value, value->dtype) : NULL, requires_grad);
+}
+
+lb_var *lb_param_new(lb_tensor *value, const char *name)
+{
+    if (!value)
+        return NULL;
+    if (!lb_tensor_is_contiguous(value)) {
+        lb_tensor *c = lb_tensor_copy(value, value->dtype);
+        lb_tensor_free(value);
+        if (!c)
+            return NULL;
+        value = c;
+    }
+    lb_var *v = var_new(value);
+    if (!v)
+        return NULL;
+    v->requires_grad = 1;
+    if (name && !(v->name = strdup(name))) {
+        var_free(v);
+        lb_error(LB_ERR_MEMORY, "lb_param_new: out of memory");
+        return NULL;
+    }
+    return v;
+}
+
+void lb_param_free(lb_var *param) { var_free(param); }
+
+void lb_param_zero_grad(lb_var *param)
+{
+    lb_tensor_free(param->grad);
+    param->grad = NULL;
+}
+
+lb_tensor *lb_grad_buffer(lb_var *v)
+{
+    if (!v->grad)
+        v->grad = lb_tensor_zeros_like(v->value);
+    return v->grad;
+}
+
+lb_status lb_accumulate_grad(lb_var *v, const lb_tensor *grad)
+{
+    if (!v->requires_grad)
+        return LB_OK;
+    lb_tensor *buf = lb_grad_buffer(v);
+    if (!buf)
+        return lb_last_status();
+    return lb_k_accumulate(buf, grad, 1.0);
+}
+
+lb_status lb_backward(lb_graph *g, lb_var *output, const lb_tensor *grad_output)
+{
+    char a[128], b[128];
+    if (!g || !output)
+        return lb_error(LB_ERR_VALUE, "backward: %s is NULL", g ? "output" : "graph");
+    if (g->backward_done)
+        return lb_error(LB_ERR_STATE, "backward: this graph's backward already ran and its saved tensors are "
+                                      "spent; call lb_graph_reset and run the forward pass again");
+    if (!output->requires_grad)
+        return lb_error(LB_ERR_STATE, "backward: the output (%s, from %s) does not require gradients: no "
+                                      "parameter or input with requires_grad reaches it, or grad mode was off",
+                        lb_tensor_describe(output->value, a, sizeof a), lb_op_name(output->op));
+    lb_tensor *seed;
+    if (grad_output) {
+        if (!lb_tensor_same_shape(grad_output, output->value) || grad_output->dtype != output->value->dtype)
+            return lb_error(LB_ERR_SHAPE, "backward: grad_output %s does not match the output %s",
+                            lb_tensor_describe(grad_output, a, sizeof a), lb_tensor_describe(output->value, b, sizeof b));
+        seed = lb_tensor_copy(grad_output, grad_output->dtype);
+    } else {
+        if (lb_tensor_numel(output->value) != 1)
+            return lb_error(LB_ERR_SHAPE, "backward: the output %s is not a scalar; pass grad_output",
+                            lb_tensor_describe(output->value, a, sizeof a));
+        seed = lb_tensor_zeros_like(output->value);
+        if (seed)
+            lb_tensor_fill(seed, 1.0);
+    }
+    if (!seed)
+        return lb_last_status();
+    lb_status st = lb_accumulate_grad(output, seed);
+    lb_tensor_free(seed);
+    if (st != LB_OK)
+        return st;
+    g->backward_done = 1;
+    for (int64_t i = g->size - 1; i >= 0; i--) {
+        lb_var *v = g->nodes[i];
+        if (!v->grad || v->op == LB_OP_LEAF || !v->requires_grad)
+            continue;
+        st = op_table[v->op].backward(v);
+        if (st != LB_OK)
+            return lb_error_context("backward of %s", lb_op_name(v->op));
+        /* Saved tensors are spent: free them now to bound peak memory. */
+        for (int k = 0; k < LB_MAX_SAVED; k++) {
+            lb_tensor_free(v->saved[k]);
+            v->saved[k] = NULL;
+        }
+        if (v != output) {
+            lb_tensor_free(v->grad);
+            v->grad = NULL;
+        }
+    }
+    return LB_OK;
+}

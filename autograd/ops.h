@@ -1,0 +1,130 @@
+/* Differentiable operations, forward and backward, float32 and float64.
+ *
+ * Each op computes its result immediately and returns a new variable owned by the
+ * graph `g`; when grad mode is on and an input requires gradients, it is recorded
+ * for lb_backward. On error an op returns NULL and lb_last_error() names the op and
+ * the shapes involved. A NULL input is accepted and returns NULL (the error of the
+ * op that produced it stays), so a chain of ops can be checked once at its end.
+ * All operands of one op share one dtype.
+ *
+ * Shapes use named dimensions: B batch, T (Tq, Tk) sequence positions (query, key),
+ * C classes, D features, V vocabulary, and "..." for any leading dimensions.
+ */
+#ifndef LB_OPS_H
+#define LB_OPS_H
+
+#include "autograd/autograd.h"
+#include "tensor/rng.h"
+
+/* ---- elementwise arithmetic with numpy broadcasting (torch.add/sub/mul/div) ----
+ * a: [*A], b: [*B] -> [*broadcast(A, B)]. Gradients are summed back to each
+ * operand's shape. div's gradient for b is -grad * a / b^2. */
+lb_var *lb_add(lb_graph *g, lb_var *a, lb_var *b);
+lb_var *lb_sub(lb_graph *g, lb_var *a, lb_var *b);
+lb_var *lb_mul(lb_graph *g, lb_var *a, lb_var *b);
+lb_var *lb_div(lb_graph *g, lb_var *a, lb_var *b);
+/* -x, and c * x for a constant c: [*] -> [*]. */
+lb_var *lb_neg(lb_graph *g, lb_var *x);
+lb_var *lb_scale(lb_graph *g, lb_var *x, double c);
+
+/* ---- unary functions, [*] -> [*] ----
+ * exp; log (natural; log of x <= 0 gives -inf/NaN as in torch.log); tanh;
+ * sigmoid 1/(1+e^-x); relu max(x, 0) (gradient 0 at 0, as PyTorch);
+ * gelu exact x * Phi(x) with the Gaussian CDF via erf (torch.nn.functional.gelu,
+ * approximate='none'; Hendrycks and Gimpel 2016). */
+lb_var *lb_exp(lb_graph *g, lb_var *x);
+lb_var *lb_log(lb_graph *g, lb_var *x);
+lb_var *lb_tanh(lb_graph *g, lb_var *x);
+lb_var *lb_sigmoid(lb_graph *g, lb_var *x);
+lb_var *lb_relu(lb_graph *g, lb_var *x);
+lb_var *lb_gelu(lb_graph *g, lb_var *x);
+
+/* ---- matrix products (torch.matmul), through cblas gemm ----
+ * a: [*Ba, M, K], b: [*Bb, K, N] -> [*broadcast(Ba, Bb), M, N]. Both operands need
+ * at least 2 dims. lb_matmul_t multiplies by the transposes of a and/or b
+ * (a stored [*Ba, K, M] when trans_a; b stored [*Bb, N, K] when trans_b) without
+ * copying them: Q Kᵀ is lb_matmul_t(g, q, 0, k, 1). */
+lb_var *lb_matmul(lb_graph *g, lb_var *a, lb_var *b);
+lb_var *lb_matmul_t(lb_graph *g, lb_var *a, int trans_a, lb_var *b, int trans_b);
+
+/* ---- shape ops (results are contiguous copies; gradients flow back exactly) ---- */
+/* [*] -> shape (one entry may be -1); element counts must match (torch.reshape). */
+lb_var *lb_reshape(lb_graph *g, lb_var *x, int ndim, const int64_t *shape);
+/* Result dim i is x's dim perm[i] (torch.permute). */
+lb_var *lb_permute(lb_graph *g, lb_var *x, const int *perm);
+/* Swaps two dims (negative dims count from the end) (torch.transpose). */
+lb_var *lb_transpose(lb_graph *g, lb_var *x, int d0, int d1);
+/* x[..., start:stop:step, ...] along dim (python slicing, 0 <= start <= stop <= size). */
+lb_var *lb_slice(lb_graph *g, lb_var *x, int dim, int64_t start, int64_t stop, int64_t step);
+/* Joins n >= 1 variables along dim; all other dims equal (torch.cat). */
+lb_var *lb_concat(lb_graph *g, int n, lb_var *const *xs, int dim);
+
+/* ---- reductions (torch.sum / torch.mean), accumulated in double ----
+ * lb_sum, lb_mean: all elements -> [] (a 0-dim scalar).
+ * lb_sum_axes, lb_mean_axes: over the n_axes listed dims (negative allowed);
+ * keepdim keeps them as size 1. */
+lb_var *lb_sum(lb_graph *g, lb_var *x);
+lb_var *lb_mean(lb_graph *g, lb_var *x);
+lb_var *lb_sum_axes(lb_graph *g, lb_var *x, int n_axes, const int *axes, int keepdim);
+lb_var *lb_mean_axes(lb_graph *g, lb_var *x, int n_axes, const int *axes, int keepdim);
+
+/* ---- softmax family, over the last axis ----
+ * x: [..., N] -> [..., N]; the row max is subtracted before exp, so logits of
+ * +-1000 are exact (torch.softmax / torch.log_softmax with dim=-1). */
+lb_var *lb_softmax(lb_graph *g, lb_var *x);
+lb_var *lb_log_softmax(lb_graph *g, lb_var *x);
+
+/* What a query may attend to, for lb_masked_softmax and the attention layers.
+ * Every field is optional; a zeroed struct masks nothing. Conventions match
+ * torch.nn.functional.scaled_dot_product_attention unless stated. */
+typedef struct lb_attn_mask {
+    /* Boolean mask broadcastable to the scores [..., Tq, Tk]: nonzero = may attend. */
+    const lb_tensor *allowed;
+    /* Float mask broadcastable to the scores, added after scaling; -inf entries
+     * count as masked. */
+    const lb_tensor *additive;
+    /* Causal: query i may attend key j iff j <= i + (Tk - Tq). When Tq != Tk the LAST
+     * query aligns with the LAST key (what a key-value cache needs); PyTorch's
+     * is_causal aligns the first query with the first key instead. */
+    int causal;
+    /* Sliding window (0 = off): additionally j > i + (Tk - Tq) - window, so each
+     * query sees at most the last `window` keys up to its aligned position. */
+    int64_t window;
+    /* Padding: per item of the scores' first dim (B), keys j >= key_lengths[b] are
+     * masked. NULL = no padding. */
+    const int32_t *key_lengths;
+} lb_attn_mask;
+
+/* Scaled masked softmax over the key axis:
+ *   scores: [B, ..., Tq, Tk] -> weights [B, ..., Tq, Tk],
+ *   weights = softmax(scale * scores + additive, masked entries removed).
+ * Masked entries never reach exp; a row with no allowed key gives all zeros and a
+ * zero gradient (never NaN). Attention uses scale = 1/sqrt(d_k) (Vaswani et al.
+ * 2017, eq. 1). Errors: mask shapes that do not broadcast to the scores. */
+lb_var *lb_masked_softmax(lb_graph *g, lb_var *scores, const lb_attn_mask *mask, double scale);
+
+/* ---- neural-network ops ---- */
+/* Layer normalisation over the last axis (Ba et al. 2016; torch.nn.functional.layer_norm):
+ *   x: [..., D], weight: [D] or NULL, bias: [D] or NULL -> [..., D],
+ *   y = (x - mean) / sqrt(var + eps) * weight + bias, var biased (divides by D),
+ *   computed in two passes. */
+lb_var *lb_layer_norm(lb_graph *g, lb_var *x, lb_var *weight, lb_var *bias, double eps);
+/* Embedding lookup (torch.nn.functional.embedding):
+ *   weight: [V, D], ids: int32 [*S] (ndim, shape) -> [*S, D]. Repeated ids
+ *   accumulate their gradients. Errors: an id outside [0, V) (names the position). */
+lb_var *lb_embedding(lb_graph *g, lb_var *weight, const int32_t *ids, int ndim, const int64_t *shape);
+/* Inverted dropout (torch.nn.functional.dropout): when training and p > 0, each
+ * element is zeroed with probability p (drawn from rng) and the rest scaled by
+ * 1/(1-p); otherwise the identity. Errors: p outside [0, 1). */
+lb_var *lb_dropout(lb_graph *g, lb_var *x, double p, int training, lb_rng *rng);
+/* Cross-entropy from logits (torch.nn.functional.cross_entropy, reduction='mean'):
+ *   logits: [..., C], targets: int32 [...] (numel(logits) / C entries)
+ *   -> [] mean over targets != ignore_index of logsumexp(row) - row[target].
+ * All targets ignored gives 0 with zero gradients. Errors: a target outside [0, C)
+ * that is not ignore_index (names its position). PyTorch's default ignore_index is -100. */
+lb_var *lb_cross_entropy(lb_graph *g, lb_var *logits, const int32_t *targets, int64_t ignore_index);
+/* Mean squared error (torch.nn.functional.mse_loss, reduction='mean'):
+ *   pred: [*], target: [*] (same shape) -> [] mean of (pred - target)^2. */
+lb_var *lb_mse(lb_graph *g, lb_var *pred, lb_var *target);
+
+#endif

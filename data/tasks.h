@@ -1,0 +1,128 @@
+/* Synthetic long-range-dependency tasks and their generator.
+ *
+ * Five tasks, each described with its exact recipe, chance level and purpose in
+ * docs/data.md:
+ *   spike   (default) a stream of sensor events; one token binds a sensor to its
+ *           reading; the last event is an alarm naming a sensor; the target is that
+ *           sensor's reading. Solvable by content alone (no positional encoding).
+ *   recall  multi-query associative recall (Arora et al. 2023, "Zoology", MQAR).
+ *   copy    copy memory (Hochreiter & Schmidhuber 1997; Arjovsky et al. 2016), with
+ *           a selective variant (Gu & Dao 2023, "Mamba", selective copying).
+ *   adding  the adding problem (Hochreiter & Schmidhuber 1997), real-valued inputs.
+ *   local   a control task whose answer depends on the last few tokens only.
+ *
+ * Token conventions for every token task: id 0 is PAD (never a real event), targets
+ * of -100 (LB_IGNORE_INDEX) are ignored, as in torch.nn.CrossEntropyLoss.
+ *
+ * Determinism: a file is a pure function of its options (seed included), identical
+ * on every machine and thread count. Each split draws from its own stream derived
+ * from the seed and the split's name, and each sequence from its own stream derived
+ * from the split's stream and its index, so the sizes of the other splits never
+ * change a split's contents. All draws come from lb_rng (tensor/rng.h).
+ */
+#ifndef LB_DATA_TASKS_H
+#define LB_DATA_TASKS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tensor/error.h"
+
+enum {
+    LB_DATA_FORMAT_VERSION = 1, /* root attribute format_version of files written here */
+    LB_IGNORE_INDEX = -100,     /* per-position target that is not scored */
+    LB_PAD_ID = 0,              /* token id reserved for padding in every token task */
+    LB_OPTION_AUTO = -1         /* value of an option resolved from the others */
+};
+
+typedef enum lb_task_kind {
+    LB_TASK_SPIKE = 0,
+    LB_TASK_RECALL,
+    LB_TASK_COPY,
+    LB_TASK_ADDING,
+    LB_TASK_LOCAL,
+    LB_TASK_COUNT
+} lb_task_kind;
+
+/* Every generator option. Each field is also a root attribute of the HDF5 file (same
+ * name) when it applies to the task; lb_task_print_help lists names, defaults and
+ * ranges. Fields marked "auto" accept LB_OPTION_AUTO and are filled in by
+ * lb_task_options_resolve. */
+typedef struct lb_task_options {
+    lb_task_kind task;
+    int64_t seq_len;         /* T: positions per sequence, padding included */
+    int64_t variable_length; /* 0/1: lengths drawn from [min_length, T], PAD after */
+    int64_t min_length;      /* shortest sequence (auto: T, or ceil(T/2) if variable) */
+    int64_t min_distance;    /* spike, adding: clue-to-query distance range (auto) */
+    int64_t max_distance;
+    int64_t noise_types;     /* spike, recall: number of distinct noise tokens */
+    int64_t sensors;         /* spike: S sensors, each spiking once */
+    int64_t readings;        /* spike: K possible readings = num_classes */
+    int64_t pairs;           /* recall: key-value pairs per sequence */
+    int64_t queries;         /* recall: keys queried per sequence (auto: pairs) */
+    int64_t key_vocab;       /* recall: distinct key tokens */
+    int64_t value_vocab;     /* recall: distinct value tokens = num_classes */
+    double power_a;          /* recall: query gaps g drawn with density ~ g^(a-1) */
+    int64_t copy_symbols;    /* copy: symbols to copy */
+    int64_t alphabet;        /* copy, local: symbol alphabet size */
+    int64_t selective;       /* copy: 0/1, scatter the symbols among blanks */
+    int64_t window;          /* local: the target sums the last `window` symbols */
+    int64_t classes;         /* local: target modulus = num_classes */
+    int64_t n_train, n_val, n_test; /* split sizes (sequences) */
+    uint64_t seed;
+} lb_task_options;
+
+/* Name of a task ("spike", ...), NULL for an invalid kind. */
+const char *lb_task_name(lb_task_kind task);
+
+/* Parses a task name (exact, lower case). LB_ERR_VALUE naming the known tasks
+ * when unknown. */
+lb_status lb_task_parse_name(const char *name, lb_task_kind *out);
+
+/* Fills *opt with the defaults of `task` (see lb_task_print_help). An invalid kind
+ * falls back to LB_TASK_SPIKE. */
+void lb_task_options_default(lb_task_kind task, lb_task_options *opt);
+
+/* Sets one option from text, as given on a command line: key "seq_len",
+ * "seq-len", "--seq-len" are the same; value is an integer, a real (power_a),
+ * "auto" for auto options, or 0/1/true/false/yes/no for flags. The key "task" is
+ * refused (choose the task with lb_task_options_default first).
+ * Errors (LB_ERR_VALUE, naming the option): unknown key (with a hint when it is a
+ * known option of another task), garbage or trailing characters, overflow, value
+ * outside the option's range. *opt is unchanged on error. */
+lb_status lb_task_set_option(lb_task_options *opt, const char *key, const char *value);
+
+/* Fills the auto options and checks every option and their combinations (e.g.
+ * max_distance <= min_length - 1). LB_ERR_VALUE naming the option(s) and the
+ * limit on error. Idempotent. */
+lb_status lb_task_options_resolve(lb_task_options *opt);
+
+/* Vocabulary size (0 for real-valued inputs), number of classes (0 for
+ * regression) and input features (0 for token inputs, else F) of resolved options. */
+int64_t lb_task_vocab_size(const lb_task_options *opt);
+int64_t lb_task_num_classes(const lb_task_options *opt);
+int64_t lb_task_num_features(const lb_task_options *opt);
+
+/* Whether option `key` (underscore spelling) applies to `task` (1/0; 0 if unknown). */
+int lb_task_option_applies(lb_task_kind task, const char *key);
+
+/* Writes every option of resolved `opt` that applies to its task as
+ * "name=value" separated by `sep`. */
+void lb_task_print_options(const lb_task_options *opt, const char *sep, FILE *out);
+
+/* Prints the tasks and, for every option, its command-line spelling, range, the
+ * tasks it applies to and each task's default. */
+void lb_task_print_help(FILE *out);
+
+/* Progress callback: `done` of `total` sequences written so far. */
+typedef void (*lb_progress_fn)(int64_t done, int64_t total, void *user);
+
+/* Generates the three splits of `opt` (resolved first; opt itself is not changed)
+ * and writes them to the HDF5 file `path` in the format of docs/data.md. Writes to
+ * "<path>.tmp" and renames it over `path` only when complete: an error never leaves
+ * a partial file nor touches an existing `path`. `progress` (may be NULL) is called
+ * after every block of sequences. Errors: LB_ERR_VALUE (options), LB_ERR_IO (file
+ * cannot be created, written or renamed), LB_ERR_MEMORY. */
+lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_progress_fn progress, void *user);
+
+#endif

@@ -1,0 +1,289 @@
+#include "tensor/kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* Visits every element of `shape` in row-major order. For each run of the last
+ * dimension, BODY sees `n` (run length), and offsets oa, ob, oc of the run's first
+ * element in three operands with strides sa, sb, sc (la, lb, lc: last-dim strides). */
+#define LB_STRIDED_LOOP3(ndim_, shape_, sa, sb, sc, oa0, ob0, oc0, ...)                    \
+    do {                                                                                    \
+        int nd_ = (ndim_);                                                                  \
+        int64_t idx_[LB_MAX_DIMS] = {0};                                                    \
+        int64_t n = nd_ ? (shape_)[nd_ - 1] : 1;                                            \
+        int64_t la = nd_ ? (sa)[nd_ - 1] : 0, lb = nd_ ? (sb)[nd_ - 1] : 0,                 \
+                lc = nd_ ? (sc)[nd_ - 1] : 0;                                               \
+        int64_t runs_ = 1;                                                                  \
+        for (int d_ = 0; d_ < nd_ - 1; d_++)                                                \
+            runs_ *= (shape_)[d_];                                                          \
+        int64_t oa = (oa0), ob = (ob0), oc = (oc0);                                         \
+        for (int64_t r_ = 0; r_ < runs_ && n > 0; r_++) {                                   \
+            __VA_ARGS__                                                                     \
+            for (int d_ = nd_ - 2; d_ >= 0; d_--) {                                         \
+                idx_[d_]++;                                                                 \
+                oa += (sa)[d_];                                                             \
+                ob += (sb)[d_];                                                             \
+                oc += (sc)[d_];                                                             \
+                if (idx_[d_] < (shape_)[d_])                                                \
+                    break;                                                                  \
+                oa -= idx_[d_] * (sa)[d_];                                                  \
+                ob -= idx_[d_] * (sb)[d_];                                                  \
+                oc -= idx_[d_] * (sc)[d_];                                                  \
+                idx_[d_] = 0;                                                               \
+            }                                                                               \
+        }                                                                                   \
+        (void)la;                                                                           \
+        (void)lb;                                                                           \
+        (void)lc;                                                                           \
+    } while (0)
+
+static lb_status same_dtype(const char *op, const lb_tensor *a, const lb_tensor *b)
+{
+    if (a->dtype == b->dtype)
+        return LB_OK;
+    char sa[128], sb[128];
+    return lb_error(LB_ERR_DTYPE, "%s: dtypes differ: %s and %s (convert one with lb_tensor_copy)", op,
+                    lb_tensor_describe(a, sa, sizeof sa), lb_tensor_describe(b, sb, sizeof sb));
+}
+
+/* Strides of `t` seen as broadcast to `shape` (ndim >= t->ndim): 0 where stretched. */
+static void broadcast_strides(const lb_tensor *t, int ndim, const int64_t *shape, int64_t *strides)
+{
+    int lead = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int s = i - lead;
+        strides[i] = (s < 0 || (t->shape[s] == 1 && shape[i] != 1)) ? 0 : t->strides[s];
+    }
+}
+
+lb_status lb_k_binary(lb_binary_op op, const lb_tensor *a, const lb_tensor *b, lb_tensor *out)
+{
+    static const char *names[] = {"add", "sub", "mul", "div"};
+    int ndim;
+    int64_t shape[LB_MAX_DIMS];
+    if (same_dtype(names[op], a, b) != LB_OK || same_dtype(names[op], a, out) != LB_OK)
+        return lb_last_status();
+    if (lb_broadcast_shapes(names[op], a->ndim, a->shape, b->ndim, b->shape, &ndim, shape) != LB_OK)
+        return lb_last_status();
+    if (out->ndim != ndim || memcmp(out->shape, shape, (size_t)ndim * sizeof *shape) != 0 ||
+        !lb_tensor_is_contiguous(out)) {
+        char so[128], sb[128];
+        return lb_error(LB_ERR_SHAPE, "%s: output %s must be contiguous with the broadcast shape %s", names[op],
+                        lb_tensor_describe(out, so, sizeof so), lb_shape_str(ndim, shape, sb, sizeof sb));
+    }
+    int64_t sa[LB_MAX_DIMS], sb[LB_MAX_DIMS];
+    broadcast_strides(a, ndim, shape, sa);
+    broadcast_strides(b, ndim, shape, sb);
+    LB_DISPATCH(a->dtype, T, {
+        const T *pa = (const T *)lb_tensor_data(a) - a->offset;
+        const T *pb = (const T *)lb_tensor_data(b) - b->offset;
+        T *pc = lb_tensor_data(out);
+        LB_STRIDED_LOOP3(ndim, shape, sa, sb, out->strides, a->offset, b->offset, 0, {
+            const T *x = pa + oa, *y = pb + ob;
+            T *z = pc + oc;
+            switch (op) {
+            case LB_BIN_ADD: for (int64_t i = 0; i < n; i++) z[i] = x[i * la] + y[i * lb]; break;
+            case LB_BIN_SUB: for (int64_t i = 0; i < n; i++) z[i] = x[i * la] - y[i * lb]; break;
+            case LB_BIN_MUL: for (int64_t i = 0; i < n; i++) z[i] = x[i * la] * y[i * lb]; break;
+            case LB_BIN_DIV: for (int64_t i = 0; i < n; i++) z[i] = x[i * la] / y[i * lb]; break;
+            }
+        });
+    });
+    return LB_OK;
+}
+
+lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha)
+{
+    int ndim;
+    int64_t shape[LB_MAX_DIMS];
+    if (same_dtype("accumulate", dst, src) != LB_OK)
+        return lb_last_status();
+    if (lb_broadcast_shapes("accumulate", dst->ndim, dst->shape, src->ndim, src->shape, &ndim, shape) != LB_OK)
+        return lb_last_status();
+    if (ndim != src->ndim || memcmp(shape, src->shape, (size_t)ndim * sizeof *shape) != 0) {
+        char sd[128], ss[128];
+        return lb_error(LB_ERR_SHAPE, "accumulate: %s cannot be summed into %s", lb_tensor_describe(src, ss, sizeof ss),
+                        lb_tensor_describe(dst, sd, sizeof sd));
+    }
+    int64_t sd[LB_MAX_DIMS];
+    broadcast_strides(dst, ndim, shape, sd);
+    LB_DISPATCH(dst->dtype, T, {
+        T *pd = (T *)lb_tensor_data(dst) - dst->offset;
+        const T *ps = (const T *)lb_tensor_data(src) - src->offset;
+        T al = (T)alpha;
+        LB_STRIDED_LOOP3(ndim, shape, sd, src->strides, src->strides, dst->offset, src->offset, src->offset, {
+            T *d = pd + oa;
+            const T *s = ps + ob;
+            if (la == 0) { /* reduce the whole run into one element */
+                double acc = 0;
+                for (int64_t i = 0; i < n; i++)
+                    acc += s[i * lb];
+                d[0] += (T)(alpha * acc);
+            } else {
+                for (int64_t i = 0; i < n; i++)
+                    d[i * la] += al * s[i * lb];
+            }
+        });
+    });
+    return LB_OK;
+}
+
+static int64_t prod(const int64_t *v, int n)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= v[i];
+    return p;
+}
+
+static void gemm(lb_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                 const void *b, double beta, void *c)
+{
+    enum CBLAS_TRANSPOSE ca = ta ? CblasTrans : CblasNoTrans, cb = tb ? CblasTrans : CblasNoTrans;
+    int lda = (int)(ta ? m : k), ldb = (int)(tb ? k : n), ldc = (int)n;
+    if (m == 0 || n == 0)
+        return;
+    if (dtype == LB_FLOAT32)
+        cblas_sgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void scale_inplace(lb_tensor *c, double beta)
+{
+    int64_t n = lb_tensor_numel(c);
+    LB_DISPATCH(c->dtype, T, {
+        T *p = lb_tensor_data(c);
+        for (int64_t i = 0; i < n; i++)
+            p[i] = beta == 0 ? (T)0 : (T)(p[i] * beta);
+    });
+}
+
+lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int trans_b, lb_tensor *c,
+                      double alpha, double beta)
+{
+    char s1[128], s2[128], s3[128];
+    if (same_dtype("matmul", a, b) != LB_OK || same_dtype("matmul", a, c) != LB_OK)
+        return lb_last_status();
+    if (a->ndim < 2 || b->ndim < 2 || c->ndim < 2)
+        return lb_error(LB_ERR_SHAPE, "matmul: operands need at least 2 dims, got %s @ %s -> %s",
+                        lb_tensor_describe(a, s1, sizeof s1), lb_tensor_describe(b, s2, sizeof s2),
+                        lb_tensor_describe(c, s3, sizeof s3));
+    if (!lb_tensor_is_contiguous(a) || !lb_tensor_is_contiguous(b) || !lb_tensor_is_contiguous(c))
+        return lb_error(LB_ERR_SHAPE, "matmul: operands must be contiguous");
+    int64_t m = a->shape[a->ndim - (trans_a ? 1 : 2)], k = a->shape[a->ndim - (trans_a ? 2 : 1)];
+    int64_t kb = b->shape[b->ndim - (trans_b ? 1 : 2)], n = b->shape[b->ndim - (trans_b ? 2 : 1)];
+    int nba = a->ndim - 2, nbb = b->ndim - 2, nbc = c->ndim - 2;
+    int nb;
+    int64_t batch[LB_MAX_DIMS];
+    if (k != kb || c->shape[c->ndim - 2] != m || c->shape[c->ndim - 1] != n ||
+        lb_broadcast_shapes("matmul", nba, a->shape, nbb, b->shape, &nb, batch) != LB_OK ||
+        lb_broadcast_shapes("matmul", nb, batch, nbc, c->shape, &nb, batch) != LB_OK)
+        return lb_error(LB_ERR_SHAPE, "matmul: %s%s @ %s%s does not fit output %s (inner sizes %lld and %lld)",
+                        lb_tensor_describe(a, s1, sizeof s1), trans_a ? "^T" : "", lb_tensor_describe(b, s2, sizeof s2),
+                        trans_b ? "^T" : "", lb_tensor_describe(c, s3, sizeof s3), (long long)k, (long long)kb);
+    int64_t nbatch = prod(batch, nb);
+    int c_full = nbc == nb && prod(c->shape, nbc) == nbatch;
+    const char *pa = lb_tensor_data(a), *pb = lb_tensor_data(b);
+    char *pc = lb_tensor_data(c);
+    size_t es = lb_dtype_size(a->dtype);
+    if (nbatch == 0 || m == 0 || n == 0)
+        return LB_OK;
+    /* Fold 1: [*batch, M, K] @ [K, N] is one gemm with M' = batch * M. */
+    if (nbb == 0 && !trans_a && c_full && prod(a->shape, nba) == nbatch) {
+        gemm(a->dtype, 0, trans_b, nbatch * m, n, k, alpha, pa, pb, beta, pc);
+        return LB_OK;
+    }
+    /* Fold 2: sum over batch of a_i^T b_i with [M, N] output is one gemm with K' = batch * K. */
+    if (nbc == 0 && trans_a && !trans_b && prod(a->shape, nba) == nbatch && prod(b->shape, nbb) == nbatch &&
+        nba == nbb && memcmp(a->shape, b->shape, (size_t)nba * sizeof *a->shape) == 0) {
+        gemm(a->dtype, 1, 0, m, n, nbatch * k, alpha, pa, pb, beta, pc);
+        return LB_OK;
+    }
+    if (!c_full && beta != 1.0) {
+        scale_inplace(c, beta);
+        beta = 1.0;
+    }
+    /* Batch strides in matrices for each operand, 0 where broadcast. */
+    int64_t st_a[LB_MAX_DIMS], st_b[LB_MAX_DIMS], st_c[LB_MAX_DIMS];
+    const lb_tensor *ops[3] = {a, b, c};
+    int64_t *sts[3] = {st_a, st_b, st_c};
+    for (int o = 0; o < 3; o++) {
+        int nbo = ops[o]->ndim - 2, lead = nb - nbo;
+        int64_t s = 1;
+        for (int i = nb - 1; i >= 0; i--) {
+            int src = i - lead;
+            int64_t size = src >= 0 ? ops[o]->shape[src] : 1;
+            sts[o][i] = (size == 1) ? 0 : s;
+            s *= size;
+        }
+    }
+    int64_t ma = m * k, mb = k * n, mc = m * n;
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+        int64_t rem = bi, oa = 0, ob = 0, oc = 0;
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t id = rem % batch[d];
+            rem /= batch[d];
+            oa += id * st_a[d];
+            ob += id * st_b[d];
+            oc += id * st_c[d];
+        }
+        gemm(a->dtype, trans_a, trans_b, m, n, k, alpha, pa + (size_t)(oa * ma) * es, pb + (size_t)(ob * mb) * es,
+             beta, pc + (size_t)(oc * mc) * es);
+    }
+    return LB_OK;
+}
+
+void lb_k_softmax(const lb_tensor *x, lb_tensor *out, int log_softmax)
+{
+    int64_t cols = x->ndim ? x->shape[x->ndim - 1] : 1;
+    int64_t rows = cols ? lb_tensor_numel(x) / cols : 0;
+    LB_DISPATCH(x->dtype, T, {
+        const T *px = lb_tensor_data(x);
+        T *po = lb_tensor_data(out);
+        for (int64_t r = 0; r < rows; r++) {
+            const T *xr = px + r * cols;
+            T *yr = po + r * cols;
+            T mx = xr[0];
+            for (int64_t j = 1; j < cols; j++)
+                mx = xr[j] > mx ? xr[j] : mx;
+            double sum = 0;
+            for (int64_t j = 0; j < cols; j++)
+                sum += exp((double)(xr[j] - mx));
+            if (log_softmax) {
+                T lse = (T)log(sum);
+                for (int64_t j = 0; j < cols; j++)
+                    yr[j] = xr[j] - mx - lse;
+            } else {
+                double inv = 1.0 / sum;
+                for (int64_t j = 0; j < cols; j++)
+                    yr[j] = (T)(exp((double)(xr[j] - mx)) * inv);
+            }
+        }
+    });
+}
+
+double lb_k_sum_all(const lb_tensor *x)
+{
+    int64_t n = lb_tensor_numel(x);
+    double acc = 0;
+    LB_DISPATCH(x->dtype, T, {
+        const T *p = lb_tensor_data(x);
+        for (int64_t i = 0; i < n; i++)
+            acc += p[i];
+    });
+    return acc;
+}
+
+int lb_k_all_finite(const lb_tensor *x)
+{
+    int64_t n = lb_tensor_numel(x);
+    int ok = 1;
+    LB_DISPATCH(x->dtype, T, {
+        const T *p = lb_tensor_data(x);
+        for (int64_t i = 0; i < n; i++)
+            ok &= isfinite(p[i]) ? 1 : 0;
+    });
+    return ok;
+}

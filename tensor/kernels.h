@@ -1,0 +1,47 @@
+/* Numerical kernels on tensors: BLAS matmul, broadcasting elementwise arithmetic,
+ * accumulation with reduction, and softmax over the last axis.
+ *
+ * Kernels are pure: they read their inputs and write their outputs, allocate
+ * nothing persistent, and report shape or dtype errors through lb_error. Outputs
+ * are contiguous tensors allocated by the caller with the documented shape.
+ * float32 sums over long rows accumulate in double.
+ */
+#ifndef LB_KERNELS_H
+#define LB_KERNELS_H
+
+#include "tensor/tensor.h"
+
+typedef enum lb_binary_op { LB_BIN_ADD, LB_BIN_SUB, LB_BIN_MUL, LB_BIN_DIV } lb_binary_op;
+
+/* out = a (op) b with numpy broadcasting.
+ *   a: [*shape_a], b: [*shape_b], out: contiguous [*broadcast(shape_a, shape_b)]
+ * a and b may be any strided views; all three share one dtype. */
+lb_status lb_k_binary(lb_binary_op op, const lb_tensor *a, const lb_tensor *b, lb_tensor *out);
+
+/* dst += alpha * src, summing src over the dimensions where dst is broadcast
+ * (dst's shape must broadcast to src's shape: the reduction of a broadcast).
+ *   dst: [*shape_d] (any strides), src: [*shape_s] with broadcast(shape_d, shape_s) == shape_s */
+lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha);
+
+/* Batched matrix product through cblas ?gemm, transposes passed to BLAS:
+ *   op(a): [*batch_a, M, K]  (a stored [*batch_a, K, M] when trans_a)
+ *   op(b): [*batch_b, K, N]  (b stored [*batch_b, N, K] when trans_b)
+ *   c:     [*batch_c, M, N]  c = alpha * op(a) @ op(b) + beta * c
+ * Batch dims broadcast (numpy). batch_c may be smaller than broadcast(batch_a,
+ * batch_b) (it must broadcast to it): products over the missing batch entries are
+ * summed into c, which is what gradients of broadcast operands need. a, b and c must
+ * be contiguous and share one dtype. A 1-D operand is not accepted (reshape it). */
+lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int trans_b, lb_tensor *c,
+                      double alpha, double beta);
+
+/* Softmax (or log-softmax when `log`) over the last axis of contiguous x:
+ *   x: [..., N] -> out: [..., N]; the row max is subtracted before exp. */
+void lb_k_softmax(const lb_tensor *x, lb_tensor *out, int log);
+
+/* Sum of all elements of a contiguous tensor, accumulated in double. */
+double lb_k_sum_all(const lb_tensor *x);
+
+/* Largest |x| and whether every element is finite (1) or not (0). */
+int lb_k_all_finite(const lb_tensor *x);
+
+#endif
