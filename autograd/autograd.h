@@ -38,6 +38,7 @@ struct lb_var {
     int64_t attr_i[8];              /* op attributes (dims, flags, sizes, ...) */
     void *ctx;                      /* op-owned extra state, freed with ctx_free */
     void (*ctx_free)(void *ctx);
+    lb_status (*custom_backward)(lb_var *node); /* lb_custom ops only */
     lb_graph *graph;                /* NULL for parameters */
 };
 
@@ -80,6 +81,14 @@ lb_status lb_backward(lb_graph *g, lb_var *output, const lb_tensor *grad_output)
 /* Adds `grad` (which may be broadcast-larger than v's value; it is summed back to
  * v's shape) into v->grad, allocating it on first use. Used by op backwards. */
 lb_status lb_accumulate_grad(lb_var *v, const lb_tensor *grad);
+
+/* A user-defined differentiable op (like torch.autograd.Function): records `value`
+ * (ownership passes) as computed from the n_inputs (<= LB_MAX_OP_INPUTS) inputs;
+ * during lb_backward, `backward(node)` reads node->grad and adds each input's
+ * gradient with lb_accumulate_grad. `ctx` (freed with ctx_free, may be NULL) is
+ * available as node->ctx. Check a custom op's backward with lb_gradcheck. */
+lb_var *lb_custom(lb_graph *g, int n_inputs, lb_var *const *inputs, lb_tensor *value,
+                  lb_status (*backward)(lb_var *node), void *ctx, void (*ctx_free)(void *ctx));
 
 /* Name of an op kind ("matmul", "masked_softmax", ...). */
 const char *lb_op_name(int op);

@@ -11,6 +11,8 @@ struct lb_graph {
     int backward_done; /* backward ran since the last reset */
 };
 
+static lb_status custom_backward(lb_var *node) { return node->custom_backward(node); }
+
 static const lb_op_info op_table[] = {
     [LB_OP_LEAF] = {"leaf", NULL},
     [LB_OP_ADD] = {"add", lb_add_backward},
@@ -40,6 +42,7 @@ static const lb_op_info op_table[] = {
     [LB_OP_DROPOUT] = {"dropout", lb_dropout_backward},
     [LB_OP_CROSS_ENTROPY] = {"cross_entropy", lb_cross_entropy_backward},
     [LB_OP_MSE] = {"mse", lb_mse_backward},
+    [LB_OP_CUSTOM] = {"custom", custom_backward},
 };
 /* Adding an op kind without its table row fails to compile here. */
 _Static_assert(sizeof op_table / sizeof op_table[0] == LB_OP_COUNT, "every op kind needs a row in op_table");
@@ -177,6 +180,33 @@ lb_status lb_check_inputs(const char *op, lb_graph *g, int n, lb_var *const *inp
         }
     }
     return LB_OK;
+}
+
+lb_var *lb_custom(lb_graph *g, int n_inputs, lb_var *const *inputs, lb_tensor *value,
+                  lb_status (*backward)(lb_var *node), void *ctx, void (*ctx_free)(void *ctx))
+{
+    if (n_inputs < 1 || n_inputs > LB_MAX_OP_INPUTS || !backward) {
+        lb_tensor_free(value);
+        if (ctx_free)
+            ctx_free(ctx);
+        lb_error(LB_ERR_VALUE, "lb_custom: need 1..%d inputs and a backward function (got %d inputs%s)",
+                 LB_MAX_OP_INPUTS, n_inputs, backward ? "" : ", no backward");
+        return NULL;
+    }
+    if (lb_check_inputs("custom", g, n_inputs, inputs) != LB_OK) {
+        lb_tensor_free(value);
+        value = NULL;
+    }
+    lb_var *v = lb_graph_record(g, LB_OP_CUSTOM, value, n_inputs, inputs); /* frees value on failure */
+    if (!v) {
+        if (ctx_free)
+            ctx_free(ctx);
+        return NULL;
+    }
+    v->custom_backward = backward;
+    v->ctx = ctx;
+    v->ctx_free = ctx_free;
+    return v;
 }
 
 lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad)
