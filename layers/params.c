@@ -1,0 +1,81 @@
+#include "layers/params.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void lb_params_init(lb_params *ps) { memset(ps, 0, sizeof *ps); }
+
+void lb_params_free(lb_params *ps)
+{
+    for (int i = 0; i < ps->count; i++)
+        lb_param_free(ps->items[i]);
+    free(ps->items);
+    memset(ps, 0, sizeof *ps);
+}
+
+char *lb_param_name(char *buf, size_t size, const char *prefix, const char *name)
+{
+    if (prefix && prefix[0])
+        snprintf(buf, size, "%s.%s", prefix, name);
+    else
+        snprintf(buf, size, "%s", name);
+    return buf;
+}
+
+lb_var *lb_params_find(const lb_params *ps, const char *name)
+{
+    for (int i = 0; i < ps->count; i++)
+        if (strcmp(ps->items[i]->name, name) == 0)
+            return ps->items[i];
+    return NULL;
+}
+
+lb_var *lb_params_add(lb_params *ps, const char *prefix, const char *name, lb_dtype dtype, int ndim,
+                      const int64_t *shape)
+{
+    char full[256];
+    lb_param_name(full, sizeof full, prefix, name);
+    if (lb_params_find(ps, full)) {
+        lb_error(LB_ERR_VALUE, "parameters: the name '%s' is already taken", full);
+        return NULL;
+    }
+    if (ps->count == ps->capacity) {
+        int cap = ps->capacity ? ps->capacity * 2 : 16;
+        lb_var **items = realloc(ps->items, (size_t)cap * sizeof *items);
+        if (!items) {
+            lb_error(LB_ERR_MEMORY, "parameters: out of memory adding '%s'", full);
+            return NULL;
+        }
+        ps->items = items;
+        ps->capacity = cap;
+    }
+    lb_var *p = lb_param_new(lb_tensor_zeros(dtype, ndim, shape), full);
+    if (p)
+        ps->items[ps->count++] = p;
+    return p;
+}
+
+int64_t lb_params_numel(const lb_params *ps)
+{
+    int64_t n = 0;
+    for (int i = 0; i < ps->count; i++)
+        n += lb_tensor_numel(ps->items[i]->value);
+    return n;
+}
+
+void lb_params_zero_grad(lb_params *ps)
+{
+    for (int i = 0; i < ps->count; i++)
+        lb_param_zero_grad(ps->items[i]);
+}
+
+void lb_init_uniform(lb_var *p, lb_rng *rng, double bound) { lb_rng_fill_uniform(rng, p->value, -bound, bound); }
+void lb_init_normal(lb_var *p, lb_rng *rng, double std) { lb_rng_fill_normal(rng, p->value, 0.0, std); }
+void lb_init_constant(lb_var *p, double value) { lb_tensor_fill(p->value, value); }
+
+void lb_init_xavier_uniform(lb_var *p, lb_rng *rng, int64_t fan_in, int64_t fan_out)
+{
+    lb_init_uniform(p, rng, sqrt(6.0 / (double)(fan_in + fan_out)));
+}
