@@ -56,13 +56,14 @@ lb_var *lb_permute(lb_graph *g, lb_var *x, const int *perm);
 lb_var *lb_transpose(lb_graph *g, lb_var *x, int d0, int d1);
 /* x[..., start:stop:step, ...] along dim (python slicing, 0 <= start <= stop <= size). */
 lb_var *lb_slice(lb_graph *g, lb_var *x, int dim, int64_t start, int64_t stop, int64_t step);
-/* Joins n >= 1 variables along dim; all other dims equal (torch.cat). */
+/* Joins n >= 1 variables along dim; all other dims equal (torch.cat). More than
+ * LB_MAX_OP_INPUTS inputs are joined in stages (same values and gradients). */
 lb_var *lb_concat(lb_graph *g, int n, lb_var *const *xs, int dim);
 
 /* ---- reductions (torch.sum / torch.mean), accumulated in double ----
  * lb_sum, lb_mean: all elements -> [] (a 0-dim scalar).
  * lb_sum_axes, lb_mean_axes: over the n_axes listed dims (negative allowed);
- * keepdim keeps them as size 1. */
+ * keepdim keeps them as size 1. n_axes == 0 reduces nothing (a copy, numpy's axis=()). */
 lb_var *lb_sum(lb_graph *g, lb_var *x);
 lb_var *lb_mean(lb_graph *g, lb_var *x);
 lb_var *lb_sum_axes(lb_graph *g, lb_var *x, int n_axes, const int *axes, int keepdim);

@@ -88,7 +88,8 @@ lb_tensor *lb_tensor_zeros(lb_dtype dtype, int ndim, const int64_t *shape)
     s->refcount = 1;
     t->dtype = dtype;
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0)
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     contiguous_strides(ndim, shape, t->strides);
     t->offset = 0;
     t->storage = s;
@@ -312,7 +313,8 @@ lb_tensor *lb_tensor_reshape(const lb_tensor *t, int ndim, const int64_t *shape)
     if (!out)
         return NULL;
     out->ndim = ndim;
-    memcpy(out->shape, resolved, (size_t)ndim * sizeof *resolved);
+    if (ndim > 0)
+        memcpy(out->shape, resolved, (size_t)ndim * sizeof *resolved);
     contiguous_strides(ndim, resolved, out->strides);
     return out;
 }
