@@ -88,19 +88,21 @@ typedef struct lb_attn_mask {
      * query aligns with the LAST key (what a key-value cache needs); PyTorch's
      * is_causal aligns the first query with the first key instead. */
     int causal;
-    /* Sliding window (0 = off): additionally j > i + (Tk - Tq) - window, so each
-     * query sees at most the last `window` keys up to its aligned position. */
+    /* Sliding window (0 = off): j > i + (Tk - Tq) - window and j <= i + (Tk - Tq)
+     * (a window implies the causal bound), so each query sees at most the last
+     * `window` keys up to its aligned position. */
     int64_t window;
     /* Padding: per item of the scores' first dim (B), keys j >= key_lengths[b] are
-     * masked. NULL = no padding. */
+     * masked; each length in [0, Tk]; the scores need >= 3 dims. NULL = no padding. */
     const int32_t *key_lengths;
 } lb_attn_mask;
 
 /* Scaled masked softmax over the key axis:
  *   scores: [B, ..., Tq, Tk] -> weights [B, ..., Tq, Tk],
  *   weights = softmax(scale * scores + additive, masked entries removed).
- * Masked entries never reach exp; a row with no allowed key gives all zeros and a
- * zero gradient (never NaN). Attention uses scale = 1/sqrt(d_k) (Vaswani et al.
+ * Masked entries never reach exp (their scores are never read, so inf or NaN there
+ * is harmless); a score of -inf after scaling and the additive mask counts as
+ * masked; a row with no allowed key gives all zeros and a zero gradient (never NaN). Attention uses scale = 1/sqrt(d_k) (Vaswani et al.
  * 2017, eq. 1). Errors: mask shapes that do not broadcast to the scores. */
 lb_var *lb_masked_softmax(lb_graph *g, lb_var *scores, const lb_attn_mask *mask, double scale);
 
@@ -116,7 +118,8 @@ lb_var *lb_layer_norm(lb_graph *g, lb_var *x, lb_var *weight, lb_var *bias, doub
 lb_var *lb_embedding(lb_graph *g, lb_var *weight, const int32_t *ids, int ndim, const int64_t *shape);
 /* Inverted dropout (torch.nn.functional.dropout): when training and p > 0, each
  * element is zeroed with probability p (drawn from rng) and the rest scaled by
- * 1/(1-p); otherwise the identity. Errors: p outside [0, 1). */
+ * 1/(1-p) (one uniform draw per element, row-major); otherwise the identity, and
+ * rng may then be NULL. Errors: p outside [0, 1), training with p > 0 and no rng. */
 lb_var *lb_dropout(lb_graph *g, lb_var *x, double p, int training, lb_rng *rng);
 /* Cross-entropy from logits (torch.nn.functional.cross_entropy, reduction='mean'):
  *   logits: [..., C], targets: int32 [...] (numel(logits) / C entries)
@@ -125,7 +128,7 @@ lb_var *lb_dropout(lb_graph *g, lb_var *x, double p, int training, lb_rng *rng);
  * that is not ignore_index (names its position). PyTorch's default ignore_index is -100. */
 lb_var *lb_cross_entropy(lb_graph *g, lb_var *logits, const int32_t *targets, int64_t ignore_index);
 /* Mean squared error (torch.nn.functional.mse_loss, reduction='mean'):
- *   pred: [*], target: [*] (same shape) -> [] mean of (pred - target)^2. */
+ *   pred: [*], target: [*] (same shape, non-empty) -> [] mean of (pred - target)^2. */
 lb_var *lb_mse(lb_graph *g, lb_var *pred, lb_var *target);
 
 #endif
