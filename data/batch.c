@@ -1,0 +1,107 @@
+/* Batch buffers shared by the loader and lb_dataset_slice. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/dataset_internal.h"
+
+lb_status lb_batch_store_init(lb_batch_store *store, const lb_layout *layout, int64_t capacity, const char *fn)
+{
+    memset(store, 0, sizeof *store);
+    store->layout = *layout;
+    store->capacity = capacity;
+    if (layout->features > 0) {
+        int64_t shape[3] = {capacity, layout->seq_len, layout->features};
+        store->features = lb_tensor_zeros(LB_FLOAT32, 3, shape);
+        if (!store->features)
+            return lb_error_context("%s", fn);
+    }
+    lb_status st = lb_rows_alloc(layout, capacity, store->features ? lb_tensor_data(store->features) : NULL, fn,
+                                 &store->rows);
+    store->indices = st == LB_OK ? calloc((size_t)(capacity > 0 ? capacity : 1), sizeof *store->indices) : NULL;
+    if (st == LB_OK && !store->indices)
+        st = lb_error(LB_ERR_MEMORY, "%s: out of memory for %lld indices", fn, (long long)capacity);
+    if (st != LB_OK)
+        lb_batch_store_free(store);
+    return st;
+}
+
+void lb_batch_store_free(lb_batch_store *store)
+{
+    lb_rows_free(&store->rows);
+    lb_tensor_free(store->short_view);
+    lb_tensor_free(store->features);
+    free(store->indices);
+    memset(store, 0, sizeof *store);
+}
+
+/* The features tensor for a batch of n: the whole buffer, or a [n, T, F] view. */
+static lb_tensor *features_for(lb_batch_store *store, int64_t n)
+{
+    if (!store->features)
+        return NULL;
+    if (n == store->capacity)
+        return store->features;
+    if (store->short_view && store->short_view->shape[0] == n)
+        return store->short_view;
+    lb_tensor_free(store->short_view);
+    store->short_view = lb_tensor_slice(store->features, 0, 0, n, 1);
+    return store->short_view;
+}
+
+lb_status lb_batch_store_fill(lb_batch_store *store, const lb_rows *src, const int64_t *indices, int64_t start,
+                              int64_t n, lb_batch *out)
+{
+    const lb_layout *l = &store->layout;
+    for (int64_t i = 0; i < n; i++) {
+        store->indices[i] = indices ? indices[i] : start + i;
+        lb_rows_copy(l, &store->rows, i, src, store->indices[i], 1);
+    }
+    memset(out, 0, sizeof *out);
+    out->batch_size = n;
+    out->seq_len = l->seq_len;
+    out->num_features = l->features;
+    out->features = features_for(store, n);
+    if (l->features > 0 && !out->features)
+        return lb_error_context("batch of %lld", (long long)n);
+    out->tokens = l->features ? NULL : store->rows.data[LB_FIELD_INPUTS];
+    out->targets = l->regression ? NULL : store->rows.data[LB_FIELD_TARGETS];
+    out->target_values = l->regression ? store->rows.data[LB_FIELD_TARGETS] : NULL;
+    out->per_position = l->per_position;
+    out->distance = store->rows.data[LB_FIELD_DISTANCE];
+    out->lengths = store->rows.data[LB_FIELD_LENGTHS];
+    out->indices = store->indices;
+    return LB_OK;
+}
+
+lb_status lb_dataset_slice(const lb_dataset *ds, const char *split, int64_t start, int64_t count, lb_batch *out)
+{
+    int s = lb_split_index(split, "lb_dataset_slice");
+    if (s < 0)
+        return LB_ERR_VALUE;
+    const lb_rows *rows = lb_dataset_rows(ds, s);
+    if (start < 0 || count < 0 || start > rows->n || count > rows->n - start)
+        return lb_error(LB_ERR_VALUE, "lb_dataset_slice: examples [%lld, %lld) are outside split %s of %lld examples",
+                        (long long)start, (long long)(start + count), split, (long long)rows->n);
+    lb_batch_store *store = malloc(sizeof *store);
+    if (!store)
+        return lb_error(LB_ERR_MEMORY, "lb_dataset_slice: out of memory");
+    lb_status st = lb_batch_store_init(store, lb_dataset_layout(ds), count, "lb_dataset_slice");
+    if (st == LB_OK)
+        st = lb_batch_store_fill(store, rows, NULL, start, count, out);
+    if (st != LB_OK) {
+        lb_batch_store_free(store);
+        free(store);
+        return st;
+    }
+    out->owner = store;
+    return LB_OK;
+}
+
+void lb_batch_free(lb_batch *batch)
+{
+    if (!batch || !batch->owner)
+        return;
+    lb_batch_store_free(batch->owner);
+    free(batch->owner);
+    memset(batch, 0, sizeof *batch);
+}

@@ -1,0 +1,572 @@
+/* Opening and validating a data file; accessors; `data info`. */
+#include "data/dataset.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data/dataset_internal.h"
+#include "data/h5io.h"
+#include "data/options.h"
+
+enum {
+    MAX_SEQ_LEN = 1 << 24,
+    MAX_FEATURES = 1 << 16,
+    MAX_EXAMPLES = 1 << 30,
+    /* Deflate cannot shrink data more than ~1032:1, so a file claiming more than this
+     * many bytes of data per byte on disk is corrupted (checked before allocating). */
+    MAX_EXPANSION = 1100
+};
+
+struct lb_dataset {
+    char *path;
+    lb_task_options options;
+    int all_options_present;
+    int64_t format_version, vocab_size, num_classes;
+    lb_layout layout;
+    lb_rows split[LB_SPLIT_COUNT];
+};
+
+static const char *const split_names[LB_SPLIT_COUNT] = {"train", "val", "test"};
+
+const char *lb_split_name(int split) { return (split >= 0 && split < LB_SPLIT_COUNT) ? split_names[split] : "?"; }
+
+int lb_split_index(const char *name, const char *fn)
+{
+    for (int s = 0; name && s < LB_SPLIT_COUNT; s++)
+        if (strcmp(name, split_names[s]) == 0)
+            return s;
+    lb_error(LB_ERR_VALUE, "%s: unknown split '%s' (expected train, val or test)", fn, name ? name : "(null)");
+    return -1;
+}
+
+/* State of one open: the file, its size and the running total of data claimed. */
+typedef struct reader {
+    lb_dataset *ds;
+    const char *file;
+    hid_t fid;
+    int64_t file_bytes;
+    int64_t claimed_bytes;
+} reader;
+
+/* ---- root attributes ---- */
+
+static lb_status check_attr_range(const char *file, const char *name, int64_t v, int64_t lo, int64_t hi)
+{
+    if (v < lo || v > hi)
+        return lb_error(LB_ERR_FORMAT, "%s: attribute '%s' = %lld is outside [%lld, %lld]", file, name, (long long)v,
+                        (long long)lo, (long long)hi);
+    return LB_OK;
+}
+
+static lb_status read_task_and_version(reader *r)
+{
+    char task[64];
+    lb_dataset *ds = r->ds;
+    lb_task_kind kind;
+    lb_status st = lb_h5_read_attr_string(r->fid, "task", task, sizeof task, r->file);
+    if (st == LB_OK && lb_task_parse_name(task, &kind) != LB_OK)
+        st = lb_error(LB_ERR_FORMAT, "%s: attribute 'task' = '%s' is not a known task (spike, recall, copy, adding, local)",
+                      r->file, task);
+    if (st == LB_OK)
+        st = lb_h5_read_attr_int(r->fid, "format_version", &ds->format_version, r->file);
+    if (st == LB_OK && ds->format_version != LB_DATA_FORMAT_VERSION)
+        st = lb_error(LB_ERR_FORMAT,
+                      "%s: format_version %lld is not supported (this lookback reads version %d): regenerate the "
+                      "file with `lookback data` or use a matching lookback",
+                      r->file, (long long)ds->format_version, LB_DATA_FORMAT_VERSION);
+    if (st == LB_OK)
+        lb_task_options_default(kind, &ds->options);
+    return st;
+}
+
+/* One option attribute into ds->options; *present receives whether it exists. */
+static lb_status read_option(reader *r, const lb_option_spec *spec, int *present)
+{
+    lb_task_options *o = &r->ds->options;
+    *present = lb_h5_has_attr(r->fid, spec->name);
+    if (!*present)
+        return LB_OK;
+    lb_status st;
+    if (spec->type == LB_OPT_SEED) {
+        uint64_t u = 0;
+        if ((st = lb_h5_read_attr_uint(r->fid, spec->name, &u, r->file)) == LB_OK)
+            lb_option_set_seed(o, spec, u);
+        return st;
+    }
+    double v = 0;
+    if (spec->type == LB_OPT_REAL) {
+        st = lb_h5_read_attr_real(r->fid, spec->name, &v, r->file);
+        if (st == LB_OK)
+            lb_option_set_real(o, spec, v);
+    } else {
+        int64_t i = 0;
+        st = lb_h5_read_attr_int(r->fid, spec->name, &i, r->file);
+        v = (double)i;
+        if (st == LB_OK)
+            lb_option_set_int(o, spec, i);
+    }
+    if (st == LB_OK && lb_option_check_range(spec, v, r->file) != LB_OK) {
+        char message[512];
+        snprintf(message, sizeof message, "%s", lb_last_error());
+        st = lb_error(LB_ERR_FORMAT, "%s (attribute)", message);
+    }
+    return st;
+}
+
+/* When every option is present, the stored sizes must be those the options imply. */
+static lb_status check_options_consistent(reader *r)
+{
+    lb_dataset *ds = r->ds;
+    lb_task_options o = ds->options;
+    if (lb_task_options_resolve(&o) != LB_OK)
+        return lb_error(LB_ERR_FORMAT, "%s: the option attributes are inconsistent: %s", r->file, lb_last_error());
+    if (lb_task_vocab_size(&o) != ds->vocab_size || lb_task_num_classes(&o) != ds->num_classes)
+        return lb_error(LB_ERR_FORMAT,
+                        "%s: vocab_size %lld / num_classes %lld do not match the task options (expected %lld / %lld)",
+                        r->file, (long long)ds->vocab_size, (long long)ds->num_classes,
+                        (long long)lb_task_vocab_size(&o), (long long)lb_task_num_classes(&o));
+    return LB_OK;
+}
+
+static lb_status read_root_attrs(reader *r)
+{
+    lb_dataset *ds = r->ds;
+    int64_t seq_len = 0;
+    uint64_t seed = 0;
+    lb_status st = read_task_and_version(r);
+    if (st == LB_OK)
+        st = lb_h5_read_attr_uint(r->fid, "seed", &seed, r->file);
+    if (st == LB_OK)
+        st = lb_h5_read_attr_int(r->fid, "seq_len", &seq_len, r->file);
+    if (st == LB_OK)
+        st = check_attr_range(r->file, "seq_len", seq_len, 1, MAX_SEQ_LEN);
+    if (st == LB_OK)
+        st = lb_h5_read_attr_int(r->fid, "vocab_size", &ds->vocab_size, r->file);
+    if (st == LB_OK)
+        st = check_attr_range(r->file, "vocab_size", ds->vocab_size, 0, INT32_MAX);
+    if (st == LB_OK)
+        st = lb_h5_read_attr_int(r->fid, "num_classes", &ds->num_classes, r->file);
+    if (st == LB_OK)
+        st = check_attr_range(r->file, "num_classes", ds->num_classes, 0, INT32_MAX);
+    int count = 0, present = 0, missing = 0;
+    const lb_option_spec *t = lb_option_table(&count);
+    for (int i = 0; st == LB_OK && i < count; i++) {
+        if (!lb_option_applies(&t[i], ds->options.task))
+            continue;
+        st = read_option(r, &t[i], &present);
+        missing += !present;
+    }
+    ds->options.seq_len = seq_len;
+    ds->options.seed = seed;
+    ds->layout.seq_len = seq_len;
+    ds->all_options_present = missing == 0;
+    if (st == LB_OK && ds->all_options_present)
+        st = check_options_consistent(r);
+    return st;
+}
+
+/* ---- datasets ---- */
+
+/* "int32 [N, 1024]": what a field should look like. */
+static char *expected_str(const lb_layout *l, lb_field f, char *buf, size_t size)
+{
+    int64_t dims[3];
+    int rank = lb_layout_dims(l, f, 0, dims);
+    int used = snprintf(buf, size, "%s [N", lb_layout_is_float(l, f) ? "float32" : "int32");
+    for (int i = 1; i < rank && used > 0 && (size_t)used < size; i++)
+        used += snprintf(buf + used, size - (size_t)used, ", %lld", (long long)dims[i]);
+    if (used > 0 && (size_t)used < size)
+        snprintf(buf + used, size - (size_t)used, "]");
+    return buf;
+}
+
+/* Fixes the parts of the layout only the datasets tell: F, per-position targets,
+ * and which optional datasets exist. Decided on /train, then required of every split. */
+static lb_status infer_layout(reader *r)
+{
+    lb_dataset *ds = r->ds;
+    lb_layout *l = &ds->layout;
+    hid_t group = lb_h5_has_link(r->fid, "train") ? H5Gopen2(r->fid, "train", H5P_DEFAULT) : -1;
+    if (group < 0)
+        return lb_error(LB_ERR_FORMAT, "%s: missing group /train (every file has train, val and test)", r->file);
+    lb_status st = LB_OK;
+    lb_h5_info info;
+    l->regression = ds->num_classes == 0;
+    l->has_distance = lb_h5_has_link(group, "distance");
+    l->has_lengths = lb_h5_has_link(group, "lengths");
+    hid_t dset = lb_h5_has_link(group, "inputs") ? H5Dopen2(group, "inputs", H5P_DEFAULT) : -1;
+    if (dset < 0)
+        st = lb_error(LB_ERR_FORMAT, "%s: missing dataset /train/inputs", r->file);
+    if (st == LB_OK)
+        st = lb_h5_dataset_info(dset, "/train/inputs", &info, r->file);
+    if (st == LB_OK && ds->vocab_size == 0)
+        l->features = info.rank == 3 ? info.dims[2] : -1;
+    if (st == LB_OK && (l->features < 0 || l->features > MAX_FEATURES || (ds->vocab_size == 0 && l->features == 0))) {
+        char found[160];
+        st = lb_error(LB_ERR_FORMAT, "%s: /train/inputs: vocab_size is 0 so expected float32 [N, %lld, F] with 1 <= F <= %d, found %s",
+                      r->file, (long long)l->seq_len, MAX_FEATURES, lb_h5_info_str(&info, found, sizeof found));
+    }
+    lb_h5_close(dset);
+    dset = (st == LB_OK && lb_h5_has_link(group, "targets")) ? H5Dopen2(group, "targets", H5P_DEFAULT) : -1;
+    if (st == LB_OK && dset < 0)
+        st = lb_error(LB_ERR_FORMAT, "%s: missing dataset /train/targets", r->file);
+    if (st == LB_OK)
+        st = lb_h5_dataset_info(dset, "/train/targets", &info, r->file);
+    if (st == LB_OK)
+        l->per_position = !l->regression && info.rank == 2;
+    lb_h5_close(dset);
+    lb_h5_close(group);
+    return st;
+}
+
+/* Checks the dtype class, rank and shape of `field`; *n receives its N. */
+static lb_status check_field_shape(reader *r, const char *where, hid_t dset, lb_field f, int64_t *n)
+{
+    const lb_layout *l = &r->ds->layout;
+    lb_h5_info info;
+    lb_status st = lb_h5_dataset_info(dset, where, &info, r->file);
+    if (st != LB_OK)
+        return st;
+    int64_t dims[3];
+    int rank = lb_layout_dims(l, f, info.rank > 0 ? info.dims[0] : 0, dims);
+    int ok = info.type_class == (lb_layout_is_float(l, f) ? H5T_FLOAT : H5T_INTEGER) && info.type_size <= 8 &&
+             info.rank == rank;
+    for (int i = 0; ok && i < rank; i++)
+        ok = info.dims[i] == dims[i];
+    if (!ok || dims[0] > MAX_EXAMPLES) {
+        char want[96], found[160];
+        return lb_error(LB_ERR_FORMAT, "%s: dataset %s: expected %s, found %s", r->file, where,
+                        expected_str(l, f, want, sizeof want), lb_h5_info_str(&info, found, sizeof found));
+    }
+    *n = dims[0];
+    return LB_OK;
+}
+
+/* N of the split, from its inputs, and a guard against sizes the file cannot hold. */
+static lb_status claim_bytes(reader *r, const char *group_name, int64_t n)
+{
+    int64_t per_example = 0;
+    for (int f = 0; f < LB_FIELD_COUNT; f++)
+        if (lb_layout_has(&r->ds->layout, (lb_field)f))
+            per_example += lb_layout_row_elems(&r->ds->layout, (lb_field)f) * 4;
+    r->claimed_bytes += n * per_example;
+    int64_t limit = r->file_bytes * MAX_EXPANSION + (64 << 20);
+    if (r->claimed_bytes > limit)
+        return lb_error(LB_ERR_FORMAT, "%s: /%s claims %lld examples (%lld bytes of data) but the file has only %lld bytes: corrupted",
+                        r->file, group_name, (long long)n, (long long)r->claimed_bytes, (long long)r->file_bytes);
+    return LB_OK;
+}
+
+/* Value rules of each field. */
+static lb_status check_int_values(reader *r, const char *where, const lb_layout *l, lb_field f, const int32_t *v,
+                                  int64_t n)
+{
+    int64_t per_row = lb_layout_row_elems(l, f), lo = 0, hi = 0;
+    int allow_ignore = f == LB_FIELD_TARGETS;
+    switch (f) {
+    case LB_FIELD_INPUTS: hi = r->ds->vocab_size - 1; break;
+    case LB_FIELD_TARGETS: hi = r->ds->num_classes - 1; break;
+    case LB_FIELD_DISTANCE: hi = l->seq_len - 1; break;
+    default: lo = 1, hi = l->seq_len; break;
+    }
+    for (int64_t i = 0; i < n * per_row; i++) {
+        if ((v[i] >= lo && v[i] <= hi) || (allow_ignore && v[i] == LB_IGNORE_INDEX))
+            continue;
+        return lb_error(LB_ERR_FORMAT, "%s: dataset %s: value %d at [%lld, %lld] is outside [%lld, %lld]%s", r->file,
+                        where, v[i], (long long)(i / per_row), (long long)(i % per_row), (long long)lo, (long long)hi,
+                        allow_ignore ? " and is not -100" : "");
+    }
+    return LB_OK;
+}
+
+static lb_status check_float_values(reader *r, const char *where, const float *v, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++)
+        if (!isfinite(v[i]))
+            return lb_error(LB_ERR_FORMAT, "%s: dataset %s: element %lld is not finite (%g)", r->file, where,
+                            (long long)i, (double)v[i]);
+    return LB_OK;
+}
+
+static lb_status read_field(reader *r, hid_t group, int split, lb_field f, int64_t *n)
+{
+    const lb_layout *l = &r->ds->layout;
+    const char *name = lb_field_name(f);
+    char where[64];
+    snprintf(where, sizeof where, "/%s/%s", split_names[split], name);
+    if (!lb_h5_has_link(group, name))
+        return lb_error(LB_ERR_FORMAT, "%s: missing dataset %s", r->file, where);
+    hid_t dset = H5Dopen2(group, name, H5P_DEFAULT);
+    int64_t this_n = -1;
+    lb_status st = dset < 0 ? lb_error(LB_ERR_FORMAT, "%s: dataset %s cannot be opened (corrupted?)", r->file, where)
+                            : check_field_shape(r, where, dset, f, &this_n);
+    if (st == LB_OK && *n >= 0 && this_n != *n)
+        st = lb_error(LB_ERR_FORMAT, "%s: dataset %s has %lld examples but /%s/inputs has %lld", r->file, where,
+                      (long long)this_n, split_names[split], (long long)*n);
+    if (st == LB_OK && *n < 0) { /* inputs come first: they fix N and allocate the split */
+        *n = this_n;
+        st = claim_bytes(r, split_names[split], this_n);
+        if (st == LB_OK)
+            st = lb_rows_alloc(l, this_n, NULL, r->file, &r->ds->split[split]);
+    }
+    void *buf = r->ds->split[split].data[f];
+    if (st == LB_OK)
+        st = lb_h5_read_all(dset, lb_layout_is_float(l, f), buf, where, r->file);
+    lb_h5_close(dset);
+    if (st != LB_OK)
+        return st;
+    if (lb_layout_is_float(l, f))
+        return check_float_values(r, where, buf, this_n * lb_layout_row_elems(l, f));
+    return check_int_values(r, where, l, f, buf, this_n);
+}
+
+static lb_status read_split(reader *r, int split)
+{
+    const char *name = split_names[split];
+    hid_t group = lb_h5_has_link(r->fid, name) ? H5Gopen2(r->fid, name, H5P_DEFAULT) : -1;
+    if (group < 0)
+        return lb_error(LB_ERR_FORMAT, "%s: missing group /%s (every file has train, val and test; a split may be empty)",
+                        r->file, name);
+    int64_t n = -1;
+    lb_status st = LB_OK;
+    for (int f = 0; st == LB_OK && f < LB_FIELD_COUNT; f++) {
+        if (lb_layout_has(&r->ds->layout, (lb_field)f))
+            st = read_field(r, group, split, (lb_field)f, &n);
+        else if (lb_h5_has_link(group, lb_field_name((lb_field)f)))
+            st = lb_error(LB_ERR_FORMAT, "%s: /%s/%s exists but /train has none (splits must hold the same datasets)",
+                          r->file, name, lb_field_name((lb_field)f));
+    }
+    lb_h5_close(group);
+    return st;
+}
+
+/* ---- open / close ---- */
+
+static lb_status check_file(const char *path, int64_t *bytes)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return lb_error(LB_ERR_IO, "lb_dataset_open: cannot open '%s': %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return lb_error(LB_ERR_IO, "lb_dataset_open: '%s' is not a regular file", path);
+    *bytes = (int64_t)sb.st_size;
+    if (H5Fis_hdf5(path) <= 0)
+        return lb_error(LB_ERR_FORMAT, "lb_dataset_open: '%s' is not an HDF5 file (no HDF5 signature; %lld bytes)", path,
+                        (long long)sb.st_size);
+    return LB_OK;
+}
+
+static lb_status read_file(reader *r)
+{
+    lb_status st = check_file(r->file, &r->file_bytes);
+    if (st != LB_OK)
+        return st;
+    r->fid = H5Fopen(r->file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (r->fid < 0)
+        return lb_error(LB_ERR_FORMAT, "lb_dataset_open: HDF5 cannot open '%s' (truncated or corrupted file?)", r->file);
+    st = read_root_attrs(r);
+    if (st == LB_OK)
+        st = infer_layout(r);
+    for (int s = 0; st == LB_OK && s < LB_SPLIT_COUNT; s++)
+        st = read_split(r, s);
+    if (H5Fclose(r->fid) < 0 && st == LB_OK)
+        st = lb_error(LB_ERR_FORMAT, "lb_dataset_open: closing '%s' failed (corrupted file?)", r->file);
+    return st;
+}
+
+lb_dataset *lb_dataset_open(const char *path)
+{
+    if (!path) {
+        lb_error(LB_ERR_VALUE, "lb_dataset_open: path is NULL");
+        return NULL;
+    }
+    lb_dataset *ds = calloc(1, sizeof *ds);
+    char *copy = ds ? strdup(path) : NULL;
+    if (!copy) {
+        free(ds);
+        lb_error(LB_ERR_MEMORY, "lb_dataset_open: out of memory");
+        return NULL;
+    }
+    ds->path = copy;
+    reader r = {.ds = ds, .file = path, .fid = -1};
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    lb_status st = read_file(&r);
+    lb_h5_quiet_end(&quiet);
+    if (st != LB_OK) {
+        lb_dataset_close(ds);
+        return NULL;
+    }
+    return ds;
+}
+
+void lb_dataset_close(lb_dataset *ds)
+{
+    if (!ds)
+        return;
+    for (int s = 0; s < LB_SPLIT_COUNT; s++)
+        lb_rows_free(&ds->split[s]);
+    free(ds->path);
+    free(ds);
+}
+
+/* ---- accessors ---- */
+
+const char *lb_dataset_path(const lb_dataset *ds) { return ds->path; }
+lb_task_kind lb_dataset_task(const lb_dataset *ds) { return ds->options.task; }
+const lb_task_options *lb_dataset_options(const lb_dataset *ds) { return &ds->options; }
+int64_t lb_dataset_seq_len(const lb_dataset *ds) { return ds->layout.seq_len; }
+int64_t lb_dataset_vocab_size(const lb_dataset *ds) { return ds->vocab_size; }
+int64_t lb_dataset_num_classes(const lb_dataset *ds) { return ds->num_classes; }
+int64_t lb_dataset_num_features(const lb_dataset *ds) { return ds->layout.features; }
+int lb_dataset_is_regression(const lb_dataset *ds) { return ds->layout.regression; }
+int lb_dataset_per_position(const lb_dataset *ds) { return ds->layout.per_position; }
+int lb_dataset_has_distance(const lb_dataset *ds) { return ds->layout.has_distance; }
+int lb_dataset_has_lengths(const lb_dataset *ds) { return ds->layout.has_lengths; }
+const lb_layout *lb_dataset_layout(const lb_dataset *ds) { return &ds->layout; }
+const lb_rows *lb_dataset_rows(const lb_dataset *ds, int split) { return &ds->split[split]; }
+
+int64_t lb_dataset_split_size(const lb_dataset *ds, const char *split)
+{
+    int s = lb_split_index(split, "lb_dataset_split_size");
+    return s < 0 ? -1 : ds->split[s].n;
+}
+
+lb_status lb_dataset_label_histogram(const lb_dataset *ds, const char *split, int64_t *counts, int64_t *ignored)
+{
+    int s = lb_split_index(split, "lb_dataset_label_histogram");
+    if (s < 0)
+        return LB_ERR_VALUE;
+    if (ds->layout.regression)
+        return lb_error(LB_ERR_STATE, "lb_dataset_label_histogram: %s has regression targets (no classes)", ds->path);
+    const int32_t *t = ds->split[s].data[LB_FIELD_TARGETS];
+    int64_t n = ds->split[s].n * lb_layout_row_elems(&ds->layout, LB_FIELD_TARGETS), skipped = 0;
+    memset(counts, 0, (size_t)ds->num_classes * sizeof *counts);
+    for (int64_t i = 0; i < n; i++) {
+        if (t[i] == LB_IGNORE_INDEX)
+            skipped++;
+        else
+            counts[t[i]]++;
+    }
+    if (ignored)
+        *ignored = skipped;
+    return LB_OK;
+}
+
+/* Smallest and largest of an int32 field over a split (n > 0). */
+static void int_range(const int32_t *v, int64_t n, int32_t *min, int32_t *max)
+{
+    *min = *max = v[0];
+    for (int64_t i = 1; i < n; i++) {
+        *min = v[i] < *min ? v[i] : *min;
+        *max = v[i] > *max ? v[i] : *max;
+    }
+}
+
+lb_status lb_dataset_distance_range(const lb_dataset *ds, const char *split, int32_t *min, int32_t *max)
+{
+    int s = lb_split_index(split, "lb_dataset_distance_range");
+    if (s < 0)
+        return LB_ERR_VALUE;
+    if (!ds->layout.has_distance || ds->split[s].n == 0)
+        return lb_error(LB_ERR_STATE, "lb_dataset_distance_range: %s has no distances in split %s", ds->path, split);
+    int_range(ds->split[s].data[LB_FIELD_DISTANCE], ds->split[s].n, min, max);
+    return LB_OK;
+}
+
+/* ---- data info ---- */
+
+static void print_shapes(const lb_dataset *ds, FILE *out)
+{
+    static const char *const meaning[LB_FIELD_COUNT] = {"inputs", "targets", "clue-to-query distance",
+                                                        "real length (PAD after)"};
+    for (int f = 0; f < LB_FIELD_COUNT; f++) {
+        if (!lb_layout_has(&ds->layout, (lb_field)f))
+            continue;
+        char shape[96];
+        const char *what = meaning[f];
+        if (f == LB_FIELD_INPUTS)
+            what = ds->layout.features ? "real-valued features" : "token ids, 0 = PAD";
+        else if (f == LB_FIELD_TARGETS)
+            what = ds->layout.regression ? "regression target" : ds->layout.per_position
+                                                                   ? "class per position, -100 = ignored"
+                                                                   : "class per sequence";
+        fprintf(out, "  %-9s %-22s %s\n", lb_field_name((lb_field)f),
+                expected_str(&ds->layout, (lb_field)f, shape, sizeof shape), what);
+    }
+}
+
+static void print_split_row(const lb_dataset *ds, int s, FILE *out)
+{
+    const lb_rows *rows = &ds->split[s];
+    fprintf(out, "  %-6s %10lld", split_names[s], (long long)rows->n);
+    int32_t lo, hi;
+    if (ds->layout.has_distance && rows->n > 0) {
+        int_range(rows->data[LB_FIELD_DISTANCE], rows->n, &lo, &hi);
+        fprintf(out, "   distance %d..%d", lo, hi);
+    }
+    if (ds->layout.has_lengths && rows->n > 0) {
+        int_range(rows->data[LB_FIELD_LENGTHS], rows->n, &lo, &hi);
+        fprintf(out, "   length %d..%d", lo, hi);
+    }
+    fputc('\n', out);
+}
+
+static void print_histogram(const lb_dataset *ds, FILE *out)
+{
+    int64_t *counts = calloc((size_t)ds->num_classes, sizeof *counts), ignored = 0;
+    if (!counts) {
+        fputs("label histogram: (out of memory)\n", out);
+        return;
+    }
+    lb_dataset_label_histogram(ds, "train", counts, &ignored);
+    fprintf(out, "label histogram (train%s):", ds->layout.per_position ? ", scored positions" : "");
+    for (int64_t c = 0; c < ds->num_classes; c++)
+        fprintf(out, "%s%lld:%lld", c % 8 ? "  " : "\n  ", (long long)c, (long long)counts[c]);
+    fputc('\n', out);
+    free(counts);
+}
+
+static void print_target_moments(const lb_dataset *ds, FILE *out)
+{
+    const lb_rows *rows = &ds->split[0];
+    const float *y = rows->data[LB_FIELD_TARGETS];
+    double mean = 0, m2 = 0;
+    for (int64_t i = 0; i < rows->n; i++) { /* Welford */
+        double delta = y[i] - mean;
+        mean += delta / (double)(i + 1);
+        m2 += delta * (y[i] - mean);
+    }
+    fprintf(out, "targets (train): mean %.6f, variance %.6f (= MSE of predicting the mean)\n", mean,
+            rows->n ? m2 / (double)rows->n : 0.0);
+}
+
+lb_status lb_dataset_print_info(const lb_dataset *ds, FILE *out)
+{
+    const lb_task_options *o = &ds->options;
+    fprintf(out, "file      %s\n", ds->path);
+    fprintf(out, "task      %s (format_version %lld)\n", lb_task_name(o->task), (long long)ds->format_version);
+    fputs("options   ", out);
+    lb_task_print_options(o, " ", out);
+    fprintf(out, "%s\n", ds->all_options_present ? "" : "  (some absent from the file: defaults shown)");
+    if (ds->layout.regression)
+        fprintf(out, "vocab     vocab_size %lld, regression (num_classes 0)\n", (long long)ds->vocab_size);
+    else
+        fprintf(out, "vocab     vocab_size %lld, num_classes %lld (chance accuracy %.4f)\n", (long long)ds->vocab_size,
+                (long long)ds->num_classes, 1.0 / (double)ds->num_classes);
+    fputs("datasets (per split)\n", out);
+    print_shapes(ds, out);
+    fputs("splits\n", out);
+    for (int s = 0; s < LB_SPLIT_COUNT; s++)
+        print_split_row(ds, s, out);
+    if (ds->layout.regression)
+        print_target_moments(ds, out);
+    else
+        print_histogram(ds, out);
+    if (ferror(out))
+        return lb_error(LB_ERR_IO, "lb_dataset_print_info: writing failed");
+    return LB_OK;
+}

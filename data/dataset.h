@@ -1,0 +1,93 @@
+/* Opening and validating a lookback data file (HDF5, format of docs/data.md), and
+ * batches of its examples.
+ *
+ * lb_dataset_open reads every split into memory (the file's uncompressed size:
+ * 100,000 x 1,024 int32 tokens is 400 MB) and checks all of it before any training
+ * starts: root attributes present and sane, format_version known, each split's
+ * datasets present with the expected dtype class, rank and shape and the same N,
+ * token ids in [0, vocab_size), class targets in [0, num_classes) or -100, real
+ * values finite, distance in [0, T), lengths in [1, T]. A bad file gives NULL and
+ * one message (lb_last_error) naming the file, the dataset or attribute, and what
+ * was expected versus found; nothing crashes, exits or prints HDF5's error stack.
+ *
+ * Dimensions: N examples in a split, B in a batch, T = seq_len, F input features.
+ * Splits are named "train", "val" and "test".
+ */
+#ifndef LB_DATA_DATASET_H
+#define LB_DATA_DATASET_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data/tasks.h"
+#include "tensor/error.h"
+#include "tensor/tensor.h"
+
+typedef struct lb_dataset lb_dataset;
+
+/* A batch of B examples. Pointers are read-only views, valid until the next call on
+ * the loader that produced the batch (or until lb_batch_free for lb_dataset_slice). */
+typedef struct lb_batch {
+    int64_t batch_size;         /* B (the last batch of an epoch may be short) */
+    int64_t seq_len;            /* T */
+    int64_t num_features;       /* F; 0 for token inputs */
+    const int32_t *tokens;      /* [B, T] token ids in [0, vocab_size), 0 = PAD; NULL if F > 0 */
+    lb_tensor *features;        /* float32 [B, T, F]; NULL for token inputs. Owned by the batch's source */
+    const int32_t *targets;     /* [B] or [B, T] (per_position; -100 = ignored) classes; NULL for regression */
+    const float *target_values; /* [B] regression targets; NULL for class targets */
+    int per_position;           /* targets are [B, T] */
+    const int32_t *distance;    /* [B] clue-to-query distance, or NULL when the task has none */
+    const int32_t *lengths;     /* [B] real lengths (positions >= length are PAD), or NULL */
+    const int64_t *indices;     /* [B] index of each example within its split */
+    void *owner;                /* internal: storage released by lb_batch_free */
+} lb_batch;
+
+/* Opens and validates the file at `path` (see the top of this header). NULL on error
+ * with LB_ERR_IO (missing or unreadable file), LB_ERR_FORMAT (not HDF5, truncated,
+ * corrupted, wrong attribute, dtype, shape or value, unknown format_version) or
+ * LB_ERR_MEMORY. */
+lb_dataset *lb_dataset_open(const char *path);
+/* Frees everything; NULL is allowed. Batches from lb_dataset_slice stay valid. */
+void lb_dataset_close(lb_dataset *ds);
+
+const char *lb_dataset_path(const lb_dataset *ds);
+lb_task_kind lb_dataset_task(const lb_dataset *ds);
+/* The generator options stored as root attributes (task defaults for those absent). */
+const lb_task_options *lb_dataset_options(const lb_dataset *ds);
+int64_t lb_dataset_seq_len(const lb_dataset *ds);      /* T */
+int64_t lb_dataset_vocab_size(const lb_dataset *ds);   /* 0 for real-valued inputs */
+int64_t lb_dataset_num_classes(const lb_dataset *ds);  /* 0 for regression */
+int64_t lb_dataset_num_features(const lb_dataset *ds); /* F; 0 for token inputs */
+int lb_dataset_is_regression(const lb_dataset *ds);
+int lb_dataset_per_position(const lb_dataset *ds);
+int lb_dataset_has_distance(const lb_dataset *ds);
+int lb_dataset_has_lengths(const lb_dataset *ds);
+
+/* N of a split; -1 and LB_ERR_VALUE for an unknown split name. */
+int64_t lb_dataset_split_size(const lb_dataset *ds, const char *split);
+
+/* Counts of each class over the split's (non-ignored) targets into counts
+ * [num_classes]; *ignored (may be NULL) receives the number of -100 targets.
+ * LB_ERR_STATE for a regression dataset, LB_ERR_VALUE for an unknown split. */
+lb_status lb_dataset_label_histogram(const lb_dataset *ds, const char *split, int64_t *counts, int64_t *ignored);
+
+/* Smallest and largest distance over the split. LB_ERR_STATE when the task has no
+ * distance or the split is empty, LB_ERR_VALUE for an unknown split. */
+lb_status lb_dataset_distance_range(const lb_dataset *ds, const char *split, int32_t *min, int32_t *max);
+
+/* Prints what `lookback data info` shows: file, task, options, vocabulary and
+ * classes with chance level, dataset shapes, split sizes, distance ranges, length
+ * ranges and the train label histogram (regression: target mean and variance, i.e.
+ * the MSE of predicting the mean). LB_ERR_IO if writing fails. */
+lb_status lb_dataset_print_info(const lb_dataset *ds, FILE *out);
+
+/* Examples [start, start + count) of a split in file order, as a batch owning copies
+ * of them (free with lb_batch_free); for evaluation in order. count may be 0.
+ * LB_ERR_VALUE for an unknown split or a range outside [0, N]; LB_ERR_MEMORY. */
+lb_status lb_dataset_slice(const lb_dataset *ds, const char *split, int64_t start, int64_t count, lb_batch *out);
+
+/* Releases a batch from lb_dataset_slice and zeroes it. A loader's batch is left
+ * untouched (its loader owns it). NULL is allowed. */
+void lb_batch_free(lb_batch *batch);
+
+#endif

@@ -1,0 +1,128 @@
+#include "data/loader.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/dataset_internal.h"
+
+struct lb_loader {
+    const lb_rows *src; /* the split, N examples */
+    int64_t batch_size; /* B */
+    int shuffle, drop_last;
+    int64_t epoch, position;
+    lb_rng epoch_rng;   /* generator state before this epoch's permutation */
+    lb_rng rng;         /* after it: the next epoch starts here */
+    int64_t *order;     /* [N] this epoch's order */
+    lb_batch_store store;
+};
+
+/* Draws the order of the current epoch from epoch_rng. */
+static void start_epoch(lb_loader *ld)
+{
+    ld->rng = ld->epoch_rng;
+    if (ld->shuffle)
+        lb_rng_permutation(&ld->rng, ld->src->n, ld->order);
+    else
+        for (int64_t i = 0; i < ld->src->n; i++)
+            ld->order[i] = i;
+}
+
+lb_loader *lb_loader_new(const lb_dataset *ds, const char *split, int64_t batch_size, int shuffle, int drop_last,
+                         uint64_t seed)
+{
+    int s = ds ? lb_split_index(split, "lb_loader_new") : -1;
+    if (!ds)
+        lb_error(LB_ERR_VALUE, "lb_loader_new: dataset is NULL");
+    if (s < 0)
+        return NULL;
+    if (batch_size < 1) {
+        lb_error(LB_ERR_VALUE, "lb_loader_new: batch_size %lld must be >= 1", (long long)batch_size);
+        return NULL;
+    }
+    lb_loader *ld = calloc(1, sizeof *ld);
+    if (!ld) {
+        lb_error(LB_ERR_MEMORY, "lb_loader_new: out of memory");
+        return NULL;
+    }
+    ld->src = lb_dataset_rows(ds, s);
+    ld->batch_size = batch_size;
+    ld->shuffle = shuffle != 0;
+    ld->drop_last = drop_last != 0;
+    lb_rng_seed(&ld->epoch_rng, seed);
+    ld->order = malloc((size_t)(ld->src->n > 0 ? ld->src->n : 1) * sizeof *ld->order);
+    int64_t capacity = batch_size < ld->src->n ? batch_size : (ld->src->n > 0 ? ld->src->n : 1);
+    lb_status st = ld->order ? lb_batch_store_init(&ld->store, lb_dataset_layout(ds), capacity, "lb_loader_new")
+                             : lb_error(LB_ERR_MEMORY, "lb_loader_new: out of memory for the order of %lld examples",
+                                        (long long)ld->src->n);
+    if (st != LB_OK) {
+        free(ld->order);
+        free(ld);
+        return NULL;
+    }
+    start_epoch(ld);
+    return ld;
+}
+
+void lb_loader_free(lb_loader *ld)
+{
+    if (!ld)
+        return;
+    lb_batch_store_free(&ld->store);
+    free(ld->order);
+    free(ld);
+}
+
+int lb_loader_next(lb_loader *ld, lb_batch *out)
+{
+    if (!ld || !out) {
+        lb_error(LB_ERR_VALUE, "lb_loader_next: loader and batch must not be NULL");
+        return -1;
+    }
+    int64_t left = ld->src->n - ld->position;
+    if (left <= 0 || (ld->drop_last && left < ld->batch_size)) {
+        ld->epoch++;
+        ld->position = 0;
+        ld->epoch_rng = ld->rng;
+        start_epoch(ld);
+        return 0;
+    }
+    int64_t n = left < ld->batch_size ? left : ld->batch_size;
+    if (lb_batch_store_fill(&ld->store, ld->src, ld->order + ld->position, 0, n, out) != LB_OK)
+        return -1;
+    ld->position += n;
+    return 1;
+}
+
+int64_t lb_loader_batches_per_epoch(const lb_loader *ld)
+{
+    int64_t n = ld->src->n, b = ld->batch_size;
+    return ld->drop_last ? n / b : (n + b - 1) / b;
+}
+
+int64_t lb_loader_size(const lb_loader *ld) { return ld->src->n; }
+
+lb_status lb_loader_get_state(const lb_loader *ld, lb_loader_state *out)
+{
+    if (!ld || !out)
+        return lb_error(LB_ERR_VALUE, "lb_loader_get_state: loader and state must not be NULL");
+    out->epoch = ld->epoch;
+    out->position = ld->position;
+    out->rng = ld->epoch_rng;
+    return LB_OK;
+}
+
+lb_status lb_loader_set_state(lb_loader *ld, const lb_loader_state *st)
+{
+    if (!ld || !st)
+        return lb_error(LB_ERR_VALUE, "lb_loader_set_state: loader and state must not be NULL");
+    if (st->epoch < 0 || st->position < 0 || st->position > ld->src->n)
+        return lb_error(LB_ERR_VALUE,
+                        "lb_loader_set_state: epoch %lld / position %lld do not fit a split of %lld examples "
+                        "(was the state saved for another split?)",
+                        (long long)st->epoch, (long long)st->position, (long long)ld->src->n);
+    ld->epoch = st->epoch;
+    ld->position = st->position;
+    ld->epoch_rng = st->rng;
+    start_epoch(ld);
+    return LB_OK;
+}

@@ -1,0 +1,46 @@
+/* Internal to data/: the table of generator options, shared by the command-line
+ * parser (tasks.c), the HDF5 writer (generate.c) and the reader (dataset.c). */
+#ifndef LB_DATA_OPTIONS_H
+#define LB_DATA_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/tasks.h"
+
+typedef enum lb_option_type {
+    LB_OPT_INT,  /* int64_t field */
+    LB_OPT_FLAG, /* int64_t field holding 0 or 1 */
+    LB_OPT_SEED, /* uint64_t field */
+    LB_OPT_REAL  /* double field */
+} lb_option_type;
+
+typedef struct lb_option_spec {
+    const char *name;  /* attribute name; the command line spells it --name-with-hyphens */
+    lb_option_type type;
+    size_t offset;     /* into lb_task_options */
+    double min, max;   /* inclusive range (LB_OPT_INT, LB_OPT_REAL) */
+    int auto_ok;       /* accepts LB_OPTION_AUTO */
+    unsigned tasks;    /* bit k: applies to task k */
+    const char *help;
+} lb_option_spec;
+
+/* The table, `*count` entries. */
+const lb_option_spec *lb_option_table(int *count);
+/* The entry named `key` (underscores or hyphens, optional leading "--"), or NULL. */
+const lb_option_spec *lb_option_find(const char *key);
+int lb_option_applies(const lb_option_spec *spec, lb_task_kind task);
+
+/* Field access as int64 (INT, FLAG), uint64 (SEED) or double (REAL). */
+int64_t lb_option_get_int(const lb_task_options *opt, const lb_option_spec *spec);
+void lb_option_set_int(lb_task_options *opt, const lb_option_spec *spec, int64_t value);
+uint64_t lb_option_get_seed(const lb_task_options *opt, const lb_option_spec *spec);
+void lb_option_set_seed(lb_task_options *opt, const lb_option_spec *spec, uint64_t value);
+double lb_option_get_real(const lb_task_options *opt, const lb_option_spec *spec);
+void lb_option_set_real(lb_task_options *opt, const lb_option_spec *spec, double value);
+
+/* Checks one integer or real value against the spec's range (and auto);
+ * LB_ERR_VALUE naming `where` and the option. */
+lb_status lb_option_check_range(const lb_option_spec *spec, double value, const char *where);
+
+#endif

@@ -1,0 +1,514 @@
+/* Task names, option defaults, the option table, command-line parsing of options
+ * and the checks that tie options together. The recipes are in generate.c. */
+#include "data/tasks.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/options.h"
+
+#define TASK_BIT(k) (1u << (k))
+#define ALL_TASKS ((1u << LB_TASK_COUNT) - 1u)
+#define OPT(field) offsetof(lb_task_options, field)
+
+enum { MAX_SEQ_LEN = 1 << 20, MAX_SPLIT = 1 << 30 };
+
+static const char *const task_names[LB_TASK_COUNT] = {"spike", "recall", "copy", "adding", "local"};
+
+static const lb_option_spec option_table[] = {
+    {"seq_len", LB_OPT_INT, OPT(seq_len), 2, MAX_SEQ_LEN, 0, ALL_TASKS, "positions per sequence T (padding included)"},
+    {"variable_length", LB_OPT_FLAG, OPT(variable_length), 0, 1, 0, ALL_TASKS,
+     "draw each length from [min_length, T] and pad with PAD (0) after it"},
+    {"min_length", LB_OPT_INT, OPT(min_length), 2, MAX_SEQ_LEN, 1, ALL_TASKS,
+     "shortest sequence when variable_length (auto: T, or max(ceil(T/2), task minimum))"},
+    {"min_distance", LB_OPT_INT, OPT(min_distance), 1, MAX_SEQ_LEN, 1, TASK_BIT(LB_TASK_SPIKE) | TASK_BIT(LB_TASK_ADDING),
+     "smallest clue-to-query distance (auto: spike 1, adding floor(min_length/2))"},
+    {"max_distance", LB_OPT_INT, OPT(max_distance), 1, MAX_SEQ_LEN, 1, TASK_BIT(LB_TASK_SPIKE) | TASK_BIT(LB_TASK_ADDING),
+     "largest clue-to-query distance (auto: min_length - 1)"},
+    {"noise_types", LB_OPT_INT, OPT(noise_types), 1, 1 << 20, 0, TASK_BIT(LB_TASK_SPIKE) | TASK_BIT(LB_TASK_RECALL),
+     "distinct ordinary (noise) event tokens"},
+    {"sensors", LB_OPT_INT, OPT(sensors), 1, 4096, 0, TASK_BIT(LB_TASK_SPIKE), "sensors S, each spiking once per sequence"},
+    {"readings", LB_OPT_INT, OPT(readings), 2, 4096, 0, TASK_BIT(LB_TASK_SPIKE),
+     "possible readings K of a spike (= num_classes)"},
+    {"pairs", LB_OPT_INT, OPT(pairs), 1, 1 << 16, 0, TASK_BIT(LB_TASK_RECALL), "key-value pairs per sequence"},
+    {"queries", LB_OPT_INT, OPT(queries), 1, 1 << 16, 1, TASK_BIT(LB_TASK_RECALL),
+     "keys queried per sequence, each once (auto: pairs)"},
+    {"key_vocab", LB_OPT_INT, OPT(key_vocab), 1, 1 << 20, 0, TASK_BIT(LB_TASK_RECALL), "distinct key tokens (>= pairs)"},
+    {"value_vocab", LB_OPT_INT, OPT(value_vocab), 2, 1 << 20, 0, TASK_BIT(LB_TASK_RECALL),
+     "distinct value tokens (= num_classes)"},
+    {"power_a", LB_OPT_REAL, OPT(power_a), 1e-6, 16, 0, TASK_BIT(LB_TASK_RECALL),
+     "query gap g >= 1 has density proportional to g^(power_a - 1)"},
+    {"copy_symbols", LB_OPT_INT, OPT(copy_symbols), 1, 1 << 16, 0, TASK_BIT(LB_TASK_COPY), "symbols to copy"},
+    {"alphabet", LB_OPT_INT, OPT(alphabet), 2, 1 << 20, 0, TASK_BIT(LB_TASK_COPY) | TASK_BIT(LB_TASK_LOCAL),
+     "symbol alphabet size (copy: = num_classes)"},
+    {"selective", LB_OPT_FLAG, OPT(selective), 0, 1, 0, TASK_BIT(LB_TASK_COPY),
+     "scatter the symbols at random positions among the blanks"},
+    {"window", LB_OPT_INT, OPT(window), 1, 1 << 16, 0, TASK_BIT(LB_TASK_LOCAL), "target sums the last `window` symbols"},
+    {"classes", LB_OPT_INT, OPT(classes), 2, 1 << 20, 0, TASK_BIT(LB_TASK_LOCAL), "target modulus (= num_classes)"},
+    {"n_train", LB_OPT_INT, OPT(n_train), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the train split"},
+    {"n_val", LB_OPT_INT, OPT(n_val), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the val split"},
+    {"n_test", LB_OPT_INT, OPT(n_test), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the test split"},
+    {"seed", LB_OPT_SEED, OPT(seed), 0, 0, 0, ALL_TASKS, "seed of every random draw (unsigned 64-bit)"},
+};
+
+enum { OPTION_COUNT = (int)(sizeof option_table / sizeof option_table[0]) };
+
+/* ---- table access ---- */
+
+const lb_option_spec *lb_option_table(int *count)
+{
+    *count = OPTION_COUNT;
+    return option_table;
+}
+
+/* Compares a key spelled "--seq-len", "seq-len" or "seq_len" with a table name. */
+static int key_matches(const char *key, const char *name)
+{
+    if (key[0] == '-' && key[1] == '-')
+        key += 2;
+    for (; *key && *name; key++, name++) {
+        char k = *key == '-' ? '_' : *key;
+        if (k != *name)
+            return 0;
+    }
+    return *key == '\0' && *name == '\0';
+}
+
+const lb_option_spec *lb_option_find(const char *key)
+{
+    for (int i = 0; key && i < OPTION_COUNT; i++)
+        if (key_matches(key, option_table[i].name))
+            return &option_table[i];
+    return NULL;
+}
+
+int lb_option_applies(const lb_option_spec *spec, lb_task_kind task) { return (spec->tasks >> task) & 1u; }
+
+int64_t lb_option_get_int(const lb_task_options *opt, const lb_option_spec *spec)
+{
+    return *(const int64_t *)((const char *)opt + spec->offset);
+}
+
+void lb_option_set_int(lb_task_options *opt, const lb_option_spec *spec, int64_t value)
+{
+    *(int64_t *)((char *)opt + spec->offset) = value;
+}
+
+uint64_t lb_option_get_seed(const lb_task_options *opt, const lb_option_spec *spec)
+{
+    return *(const uint64_t *)((const char *)opt + spec->offset);
+}
+
+void lb_option_set_seed(lb_task_options *opt, const lb_option_spec *spec, uint64_t value)
+{
+    *(uint64_t *)((char *)opt + spec->offset) = value;
+}
+
+double lb_option_get_real(const lb_task_options *opt, const lb_option_spec *spec)
+{
+    return *(const double *)((const char *)opt + spec->offset);
+}
+
+void lb_option_set_real(lb_task_options *opt, const lb_option_spec *spec, double value)
+{
+    *(double *)((char *)opt + spec->offset) = value;
+}
+
+lb_status lb_option_check_range(const lb_option_spec *spec, double value, const char *where)
+{
+    if (spec->type == LB_OPT_SEED)
+        return LB_OK;
+    if (spec->auto_ok && value == LB_OPTION_AUTO)
+        return LB_OK;
+    if (!(value >= spec->min && value <= spec->max))
+        return lb_error(LB_ERR_VALUE, "%s: option %s = %.17g is outside [%.17g, %.17g]%s", where, spec->name, value,
+                        spec->min, spec->max, spec->auto_ok ? " (or auto)" : "");
+    return LB_OK;
+}
+
+int lb_task_option_applies(lb_task_kind task, const char *key)
+{
+    const lb_option_spec *spec = lb_option_find(key);
+    return spec && task >= 0 && task < LB_TASK_COUNT && lb_option_applies(spec, task);
+}
+
+/* ---- names and defaults ---- */
+
+const char *lb_task_name(lb_task_kind task) { return (task >= 0 && task < LB_TASK_COUNT) ? task_names[task] : NULL; }
+
+lb_status lb_task_parse_name(const char *name, lb_task_kind *out)
+{
+    for (int k = 0; name && k < LB_TASK_COUNT; k++) {
+        if (strcmp(name, task_names[k]) == 0) {
+            *out = (lb_task_kind)k;
+            return LB_OK;
+        }
+    }
+    return lb_error(LB_ERR_VALUE, "unknown task '%s' (expected spike, recall, copy, adding or local)",
+                    name ? name : "(null)");
+}
+
+void lb_task_options_default(lb_task_kind task, lb_task_options *opt)
+{
+    static const int64_t default_seq_len[LB_TASK_COUNT] = {1024, 256, 120, 200, 64};
+    if (task < 0 || task >= LB_TASK_COUNT)
+        task = LB_TASK_SPIKE;
+    memset(opt, 0, sizeof *opt);
+    opt->task = task;
+    opt->seq_len = default_seq_len[task];
+    opt->variable_length = 0;
+    opt->min_length = LB_OPTION_AUTO;
+    opt->min_distance = LB_OPTION_AUTO;
+    opt->max_distance = LB_OPTION_AUTO;
+    opt->noise_types = 16;
+    opt->sensors = 1;
+    opt->readings = 8;
+    opt->pairs = 8;
+    opt->queries = LB_OPTION_AUTO;
+    opt->key_vocab = 64;
+    opt->value_vocab = 64;
+    opt->power_a = 0.01;
+    opt->copy_symbols = 10;
+    opt->alphabet = 8;
+    opt->selective = 0;
+    opt->window = 3;
+    opt->classes = 8;
+    opt->n_train = 10000;
+    opt->n_val = 1000;
+    opt->n_test = 1000;
+    opt->seed = 1;
+}
+
+/* ---- parsing one option from text ---- */
+
+static lb_status parse_flag(const lb_option_spec *spec, const char *value, int64_t *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(value, yes[i]) == 0) {
+            *out = 1;
+            return LB_OK;
+        }
+        if (strcmp(value, no[i]) == 0) {
+            *out = 0;
+            return LB_OK;
+        }
+    }
+    return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not a flag value (use 0/1, true/false, yes/no)", spec->name,
+                    value);
+}
+
+static lb_status parse_int(const lb_option_spec *spec, const char *value, int64_t *out)
+{
+    if (spec->auto_ok && strcmp(value, "auto") == 0) {
+        *out = LB_OPTION_AUTO;
+        return LB_OK;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (end == value || *end != '\0' || isspace((unsigned char)value[0]))
+        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not an integer", spec->name, value);
+    if (errno == ERANGE)
+        return lb_error(LB_ERR_VALUE, "option --%s: '%s' overflows a 64-bit integer", spec->name, value);
+    *out = (int64_t)v;
+    return lb_option_check_range(spec, (double)v, "lb_task_set_option");
+}
+
+static lb_status parse_seed(const lb_option_spec *spec, const char *value, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    if (!isdigit((unsigned char)value[0]))
+        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not an unsigned integer", spec->name, value);
+    unsigned long long v = strtoull(value, &end, 10);
+    if (*end != '\0')
+        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not an unsigned integer", spec->name, value);
+    if (errno == ERANGE)
+        return lb_error(LB_ERR_VALUE, "option --%s: '%s' overflows an unsigned 64-bit integer", spec->name, value);
+    *out = (uint64_t)v;
+    return LB_OK;
+}
+
+static lb_status parse_real(const lb_option_spec *spec, const char *value, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (end == value || *end != '\0' || isspace((unsigned char)value[0]))
+        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not a number", spec->name, value);
+    if (errno == ERANGE || !isfinite(v))
+        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is out of the range of a double", spec->name, value);
+    *out = v;
+    return lb_option_check_range(spec, v, "lb_task_set_option");
+}
+
+static lb_status unknown_key(const lb_task_options *opt, const char *key, const lb_option_spec *spec)
+{
+    if (key && (strcmp(key, "task") == 0 || strcmp(key, "--task") == 0))
+        return lb_error(LB_ERR_VALUE, "option --task cannot be set here: choose the task with lb_task_options_default");
+    if (!spec)
+        return lb_error(LB_ERR_VALUE, "unknown data option '%s' (see `lookback data --help`)", key ? key : "(null)");
+    char tasks[64] = "";
+    for (int k = 0; k < LB_TASK_COUNT; k++) {
+        if (lb_option_applies(spec, (lb_task_kind)k)) {
+            strcat(tasks, tasks[0] ? ", " : "");
+            strcat(tasks, task_names[k]);
+        }
+    }
+    return lb_error(LB_ERR_VALUE, "option --%s does not apply to task %s (only to %s)", spec->name,
+                    lb_task_name(opt->task), tasks);
+}
+
+lb_status lb_task_set_option(lb_task_options *opt, const char *key, const char *value)
+{
+    const lb_option_spec *spec = lb_option_find(key);
+    if (!spec || !lb_option_applies(spec, opt->task))
+        return unknown_key(opt, key, spec);
+    if (!value)
+        return lb_error(LB_ERR_VALUE, "option --%s needs a value", spec->name);
+    lb_status st = LB_OK;
+    int64_t i = 0;
+    uint64_t u = 0;
+    double d = 0;
+    switch (spec->type) {
+    case LB_OPT_FLAG:
+        if ((st = parse_flag(spec, value, &i)) == LB_OK)
+            lb_option_set_int(opt, spec, i);
+        break;
+    case LB_OPT_INT:
+        if ((st = parse_int(spec, value, &i)) == LB_OK)
+            lb_option_set_int(opt, spec, i);
+        break;
+    case LB_OPT_SEED:
+        if ((st = parse_seed(spec, value, &u)) == LB_OK)
+            lb_option_set_seed(opt, spec, u);
+        break;
+    case LB_OPT_REAL:
+        if ((st = parse_real(spec, value, &d)) == LB_OK)
+            lb_option_set_real(opt, spec, d);
+        break;
+    }
+    return st;
+}
+
+/* ---- resolving auto values and checking combinations ---- */
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Shortest sequence the task's recipe can fill; *why names the options behind it. */
+static int64_t task_min_length(const lb_task_options *o, const char **why)
+{
+    *why = "every task needs 2 positions";
+    switch (o->task) {
+    case LB_TASK_SPIKE: /* other spikes fill at most half the free slots */
+        *why = "spike needs 2 * (sensors - 1) + 1";
+        return max64(2, 2 * (o->sensors - 1) + 1);
+    case LB_TASK_RECALL:
+        *why = "recall needs 2 * pairs + queries";
+        return 2 * o->pairs + (o->queries == LB_OPTION_AUTO ? o->pairs : o->queries);
+    case LB_TASK_COPY: /* symbols, delimiter, outputs */
+        *why = "copy needs 2 * copy_symbols + 1";
+        return 2 * o->copy_symbols + 1;
+    case LB_TASK_LOCAL:
+        *why = "local needs window";
+        return max64(2, o->window);
+    default: return 2;
+    }
+}
+
+static lb_status check_ranges(const lb_task_options *o)
+{
+    int count = 0;
+    const lb_option_spec *t = lb_option_table(&count);
+    for (int i = 0; i < count; i++) {
+        if (!lb_option_applies(&t[i], o->task) || t[i].type == LB_OPT_SEED)
+            continue;
+        double v = t[i].type == LB_OPT_REAL ? lb_option_get_real(o, &t[i]) : (double)lb_option_get_int(o, &t[i]);
+        lb_status st = lb_option_check_range(&t[i], v, lb_task_name(o->task));
+        if (st != LB_OK)
+            return st;
+    }
+    return LB_OK;
+}
+
+static lb_status resolve_min_length(lb_task_options *o)
+{
+    const char *task = lb_task_name(o->task), *why = "";
+    int64_t need = task_min_length(o, &why);
+    if (!o->variable_length) {
+        o->min_length = o->seq_len;
+    } else if (o->min_length == LB_OPTION_AUTO) {
+        o->min_length = max64((o->seq_len + 1) / 2, need);
+        if (lb_task_option_applies(o->task, "max_distance") && o->max_distance != LB_OPTION_AUTO)
+            o->min_length = max64(o->min_length, o->max_distance + 1);
+        o->min_length = o->min_length < o->seq_len ? o->min_length : o->seq_len;
+    }
+    if (o->min_length > o->seq_len)
+        return lb_error(LB_ERR_VALUE, "%s: min_length %lld exceeds seq_len %lld", task, (long long)o->min_length,
+                        (long long)o->seq_len);
+    if (o->min_length < need)
+        return lb_error(LB_ERR_VALUE, "%s: sequences of length %lld are too short: %s = %lld (raise --seq-len%s)", task,
+                        (long long)o->min_length, why, (long long)need, o->variable_length ? " or --min-length" : "");
+    return LB_OK;
+}
+
+static lb_status resolve_distance(lb_task_options *o)
+{
+    if (!lb_task_option_applies(o->task, "min_distance"))
+        return LB_OK;
+    int64_t longest = o->min_length - 1;
+    if (o->min_distance == LB_OPTION_AUTO)
+        o->min_distance = o->task == LB_TASK_ADDING ? max64(1, o->min_length / 2) : 1;
+    if (o->max_distance == LB_OPTION_AUTO)
+        o->max_distance = longest;
+    if (o->min_distance > o->max_distance)
+        return lb_error(LB_ERR_VALUE, "%s: min_distance %lld exceeds max_distance %lld", lb_task_name(o->task),
+                        (long long)o->min_distance, (long long)o->max_distance);
+    if (o->max_distance > longest)
+        return lb_error(LB_ERR_VALUE, "%s: max_distance %lld exceeds min_length - 1 = %lld", lb_task_name(o->task),
+                        (long long)o->max_distance, (long long)longest);
+    return LB_OK;
+}
+
+static lb_status check_task_specific(lb_task_options *o)
+{
+    if (o->task == LB_TASK_RECALL) {
+        if (o->queries == LB_OPTION_AUTO)
+            o->queries = o->pairs;
+        if (o->queries > o->pairs)
+            return lb_error(LB_ERR_VALUE, "recall: queries %lld exceed pairs %lld (each key is queried once)",
+                            (long long)o->queries, (long long)o->pairs);
+        if (o->pairs > o->key_vocab)
+            return lb_error(LB_ERR_VALUE, "recall: pairs %lld exceed key_vocab %lld (keys are distinct)",
+                            (long long)o->pairs, (long long)o->key_vocab);
+    }
+    if (lb_task_vocab_size(o) > INT32_MAX)
+        return lb_error(LB_ERR_VALUE, "%s: vocabulary of %lld tokens does not fit int32", lb_task_name(o->task),
+                        (long long)lb_task_vocab_size(o));
+    return LB_OK;
+}
+
+lb_status lb_task_options_resolve(lb_task_options *opt)
+{
+    if (opt->task < 0 || opt->task >= LB_TASK_COUNT)
+        return lb_error(LB_ERR_VALUE, "lb_task_options_resolve: invalid task kind %d", (int)opt->task);
+    lb_task_options o = *opt;
+    lb_status st = check_ranges(&o);
+    if (st == LB_OK)
+        st = resolve_min_length(&o);
+    if (st == LB_OK)
+        st = resolve_distance(&o);
+    if (st == LB_OK)
+        st = check_task_specific(&o);
+    if (st == LB_OK)
+        *opt = o;
+    return st;
+}
+
+/* ---- derived sizes ---- */
+
+int64_t lb_task_vocab_size(const lb_task_options *o)
+{
+    switch (o->task) {
+    case LB_TASK_SPIKE: return 1 + o->noise_types + o->sensors * o->readings + o->sensors;
+    case LB_TASK_RECALL: return 1 + o->noise_types + o->key_vocab + o->value_vocab;
+    case LB_TASK_COPY: return o->alphabet + 3;
+    case LB_TASK_LOCAL: return o->alphabet + 1;
+    default: return 0;
+    }
+}
+
+int64_t lb_task_num_classes(const lb_task_options *o)
+{
+    switch (o->task) {
+    case LB_TASK_SPIKE: return o->readings;
+    case LB_TASK_RECALL: return o->value_vocab;
+    case LB_TASK_COPY: return o->alphabet;
+    case LB_TASK_LOCAL: return o->classes;
+    default: return 0;
+    }
+}
+
+int64_t lb_task_num_features(const lb_task_options *o) { return o->task == LB_TASK_ADDING ? 2 : 0; }
+
+/* ---- printing ---- */
+
+static void print_value(const lb_task_options *o, const lb_option_spec *spec, FILE *out)
+{
+    if (spec->type == LB_OPT_SEED)
+        fprintf(out, "%llu", (unsigned long long)lb_option_get_seed(o, spec));
+    else if (spec->type == LB_OPT_REAL)
+        fprintf(out, "%g", lb_option_get_real(o, spec));
+    else if (spec->auto_ok && lb_option_get_int(o, spec) == LB_OPTION_AUTO)
+        fputs("auto", out);
+    else
+        fprintf(out, "%lld", (long long)lb_option_get_int(o, spec));
+}
+
+void lb_task_print_options(const lb_task_options *opt, const char *sep, FILE *out)
+{
+    int count = 0, first = 1;
+    const lb_option_spec *t = lb_option_table(&count);
+    for (int i = 0; i < count; i++) {
+        if (!lb_option_applies(&t[i], opt->task))
+            continue;
+        fprintf(out, "%s%s=", first ? "" : sep, t[i].name);
+        print_value(opt, &t[i], out);
+        first = 0;
+    }
+}
+
+/* "--seq-len" spelling of a table name. */
+static void flag_spelling(const char *name, char *buf, size_t size)
+{
+    size_t i = 0;
+    buf[0] = buf[1] = '-';
+    for (; name[i] && i + 3 < size; i++)
+        buf[i + 2] = name[i] == '_' ? '-' : name[i];
+    buf[i + 2] = '\0';
+}
+
+static void print_defaults(const lb_option_spec *spec, FILE *out)
+{
+    fputs("      default:", out);
+    for (int k = 0; k < LB_TASK_COUNT; k++) {
+        if (!lb_option_applies(spec, (lb_task_kind)k))
+            continue;
+        lb_task_options o;
+        lb_task_options_default((lb_task_kind)k, &o);
+        fprintf(out, " %s ", task_names[k]);
+        print_value(&o, spec, out);
+    }
+    fputc('\n', out);
+}
+
+void lb_task_print_help(FILE *out)
+{
+    fputs("Tasks (docs/data.md gives each recipe and chance level):\n"
+          "  spike   the last event (an alarm) names a sensor; answer its spike's reading (default)\n"
+          "  recall  multi-query associative recall (MQAR): answer the value bound to each queried key\n"
+          "  copy    copy memory: emit the symbols seen at the start (--selective: scattered) in order\n"
+          "  adding  adding problem: sum the two marked values (regression, real-valued inputs)\n"
+          "  local   control task: (sum of the last `window` symbols) mod classes\n"
+          "Options (--name value; 'auto' where shown):\n",
+          out);
+    int count = 0;
+    const lb_option_spec *t = lb_option_table(&count);
+    for (int i = 0; i < count; i++) {
+        char flag[64];
+        flag_spelling(t[i].name, flag, sizeof flag);
+        fprintf(out, "  %-18s %s", flag, t[i].help);
+        if (t[i].type == LB_OPT_INT)
+            fprintf(out, " [%lld..%lld%s]", (long long)t[i].min, (long long)t[i].max, t[i].auto_ok ? " | auto" : "");
+        else if (t[i].type == LB_OPT_REAL)
+            fprintf(out, " [%g..%g]", t[i].min, t[i].max);
+        else if (t[i].type == LB_OPT_FLAG)
+            fputs(" [0|1]", out);
+        fputc('\n', out);
+        print_defaults(&t[i], out);
+    }
+}
