@@ -1,0 +1,300 @@
+/* Attention layers. Named dims as in attention.h: B, T, Tq, Tk, H, P, d_model,
+ * d_k, d_v, d_head. */
+#include "layers/attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "layers/linear.h"
+#include "layers/positional.h"
+
+/* Rotary base of RoFormer and GPT-NeoX. */
+#define ROTARY_BASE 10000.0
+
+/* ---- gathering selected rows ---- x [B, T, D] -> [B, P, D] */
+
+/* Checks positions [B, P] against T; names the first bad one. */
+static lb_status check_positions(const char *who, const lb_attn_queries *q, int64_t b, int64_t t)
+{
+    if (!q->positions || q->count < 1)
+        return lb_error(LB_ERR_VALUE, "%s: selected queries need positions [B, P] and a count P >= 1 (got %s, P = %lld)",
+                        who, q->positions ? "positions" : "NULL positions", (long long)q->count);
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t p = 0; p < q->count; p++) {
+            int32_t pos = q->positions[bi * q->count + p];
+            if (pos < 0 || pos >= t)
+                return lb_error(LB_ERR_VALUE, "%s: query position [%lld, %lld] = %d is outside [0, T = %lld)", who,
+                                (long long)bi, (long long)p, (int)pos, (long long)t);
+        }
+    return LB_OK;
+}
+
+lb_var *lb_gather_positions(lb_graph *g, lb_var *x, const lb_attn_queries *queries)
+{
+    if (!x)
+        return NULL;
+    const lb_tensor *tx = x->value;
+    char sx[128];
+    if (tx->ndim != 3) {
+        lb_error(LB_ERR_SHAPE, "gather_positions: x %s must be [B, T, D]", lb_tensor_describe(tx, sx, sizeof sx));
+        return NULL;
+    }
+    int64_t b = tx->shape[0], t = tx->shape[1];
+    if (!queries) {
+        lb_error(LB_ERR_VALUE, "gather_positions: queries is NULL for x %s", lb_tensor_describe(tx, sx, sizeof sx));
+        return NULL;
+    }
+    if (check_positions("gather_positions", queries, b, t) != LB_OK)
+        return NULL;
+    int64_t p = queries->count, shape[3] = {b, p, t};
+    lb_tensor *onehot = lb_tensor_zeros(tx->dtype, 3, shape);
+    if (!onehot)
+        return NULL;
+    LB_DISPATCH(tx->dtype, T, {
+        T *po = lb_tensor_data(onehot);
+        for (int64_t i = 0; i < b * p; i++)
+            po[i * t + queries->positions[i]] = (T)1;
+    });
+    return lb_matmul(g, lb_input(g, onehot, 0), x);
+}
+
+/* ---- scaled dot-product attention ---- */
+
+/* The mask for P selected queries: causal and window limits measured from each query's
+ * position become an explicit allowed mask [B, 1, ..., P, Tk] (the scores' rank),
+ * ANDed with the caller's `allowed` mask (broadcast); additive and key_lengths pass
+ * through. Without selected queries or structural limits, the mask is used as is.
+ * *owned receives the tensor to free after the softmax (or NULL). */
+static lb_status query_mask(const lb_attn_mask *mask, const lb_attn_queries *queries, const lb_tensor *scores,
+                            lb_attn_mask *out, lb_tensor **owned)
+{
+    *owned = NULL;
+    *out = mask ? *mask : (lb_attn_mask){0};
+    int nd = scores->ndim;
+    int64_t b = scores->shape[0], p = scores->shape[nd - 2], tk = scores->shape[nd - 1];
+    if (!queries)
+        return LB_OK;
+    char ss[128];
+    if (nd < 3 || queries->count != p)
+        return lb_error(LB_ERR_SHAPE, "attention: %lld selected queries do not fit the scores %s [B, ..., P, Tk]",
+                        (long long)queries->count, lb_tensor_describe(scores, ss, sizeof ss));
+    if (check_positions("attention", queries, b, tk) != LB_OK)
+        return lb_last_status();
+    if (!mask || (!mask->causal && mask->window <= 0))
+        return LB_OK;
+    /* Our positional mask, [B, 1, ..., P, Tk]. */
+    int64_t shape[LB_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        shape[d] = 1;
+    shape[0] = b;
+    shape[nd - 2] = p;
+    shape[nd - 1] = tk;
+    int out_nd = nd;
+    int64_t out_shape[LB_MAX_DIMS];
+    memcpy(out_shape, shape, sizeof shape);
+    const lb_tensor *user = mask->allowed;
+    if (user && lb_broadcast_shapes("attention (allowed mask with selected queries)", nd, shape, user->ndim, user->shape,
+                                    &out_nd, out_shape) != LB_OK)
+        return lb_last_status();
+    lb_tensor *allowed = lb_tensor_zeros(scores->dtype, out_nd, out_shape);
+    lb_tensor *user_view = user ? lb_tensor_expand(user, out_nd, out_shape) : NULL;
+    if (!allowed || (user && !user_view)) {
+        lb_tensor_free(allowed);
+        lb_tensor_free(user_view);
+        return lb_last_status();
+    }
+    /* Walk the output row-major; dims 0, nd-2 and nd-1 of our mask index (b, p, j). */
+    int64_t n = lb_tensor_numel(allowed), lead = out_nd - nd;
+    int64_t window = mask->window;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rem = i, idx[LB_MAX_DIMS];
+        for (int d = out_nd - 1; d >= 0; d--) {
+            idx[d] = rem % out_shape[d];
+            rem /= out_shape[d];
+        }
+        int64_t bi = idx[lead], pi = idx[out_nd - 2], j = idx[out_nd - 1];
+        int64_t pos = queries->positions[bi * p + pi];
+        int keep = j <= pos && (window <= 0 || j > pos - window);
+        if (keep && user_view)
+            keep = lb_tensor_flat(user_view, i) != 0;
+        if (keep) {
+            LB_DISPATCH(allowed->dtype, T, { ((T *)lb_tensor_data(allowed))[i] = (T)1; });
+        }
+    }
+    lb_tensor_free(user_view);
+    out->allowed = allowed;
+    out->causal = 0;
+    out->window = 0;
+    *owned = allowed;
+    return LB_OK;
+}
+
+lb_var *lb_attention(lb_graph *g, lb_var *query, lb_var *key, lb_var *value, const lb_attn_mask *mask,
+                     const lb_attn_queries *queries, lb_var **weights)
+{
+    if (weights)
+        *weights = NULL;
+    if (!query || !key || !value)
+        return NULL;
+    const lb_tensor *tq = query->value;
+    if (tq->ndim < 2 || tq->shape[tq->ndim - 1] < 1) {
+        char sq[128];
+        lb_error(LB_ERR_SHAPE, "attention: query %s must be [B, ..., Tq, d_k] with d_k >= 1",
+                 lb_tensor_describe(tq, sq, sizeof sq));
+        return NULL;
+    }
+    double scale = 1.0 / sqrt((double)tq->shape[tq->ndim - 1]);
+    lb_var *scores = lb_matmul_t(g, query, 0, key, 1); /* [B, ..., Tq, Tk] */
+    if (!scores)
+        return NULL;
+    lb_attn_mask m;
+    lb_tensor *owned;
+    if (query_mask(mask, queries, scores->value, &m, &owned) != LB_OK)
+        return NULL;
+    lb_var *w = lb_masked_softmax(g, scores, &m, scale);
+    lb_tensor_free(owned); /* the softmax keeps no reference to the mask */
+    if (weights)
+        *weights = w;
+    return lb_matmul(g, w, value); /* [B, ..., Tq, d_v] */
+}
+
+/* Checks x [B, T, d_model] for layer `kind` named `name`. */
+static lb_status check_input(const char *kind, const char *name, const lb_var *x, int64_t d_model)
+{
+    const lb_tensor *tx = x->value;
+    if (tx->ndim == 3 && tx->shape[2] == d_model)
+        return LB_OK;
+    char sx[128];
+    return lb_error(LB_ERR_SHAPE, "%s '%s': x %s must be [B, T, d_model = %lld]", kind, name,
+                    lb_tensor_describe(tx, sx, sizeof sx), (long long)d_model);
+}
+
+/* ---- single-head self-attention ---- */
+
+lb_status lb_self_attention_init(lb_self_attention *a, lb_params *ps, const char *prefix, int64_t d_model,
+                                 int64_t d_k, int64_t d_v, lb_dtype dtype, lb_rng *rng)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", prefix && prefix[0] ? prefix : "attn");
+    if (d_model < 1 || d_k < 1 || d_v < 1)
+        return lb_error(LB_ERR_VALUE, "self-attention '%s': d_model = %lld, d_k = %lld and d_v = %lld must be >= 1",
+                        a->name, (long long)d_model, (long long)d_k, (long long)d_v);
+    a->d_model = d_model;
+    a->d_k = d_k;
+    a->d_v = d_v;
+    int64_t sk[2] = {d_model, d_k}, sv[2] = {d_model, d_v};
+    if (!(a->w_q = lb_params_add(ps, prefix, "w_q", dtype, 2, sk)) ||
+        !(a->w_k = lb_params_add(ps, prefix, "w_k", dtype, 2, sk)) ||
+        !(a->w_v = lb_params_add(ps, prefix, "w_v", dtype, 2, sv)))
+        return lb_last_status();
+    if (rng) {
+        lb_init_xavier_uniform(a->w_q, rng, d_model, d_k);
+        lb_init_xavier_uniform(a->w_k, rng, d_model, d_k);
+        lb_init_xavier_uniform(a->w_v, rng, d_model, d_v);
+    }
+    return LB_OK;
+}
+
+lb_var *lb_self_attention_forward(lb_graph *g, const lb_self_attention *a, lb_var *x, const lb_attn_mask *mask,
+                                  const lb_attn_queries *queries, lb_var **weights)
+{
+    if (weights)
+        *weights = NULL;
+    if (!x)
+        return NULL;
+    if (check_input("self-attention", a->name, x, a->d_model) != LB_OK)
+        return NULL;
+    lb_var *xq = queries ? lb_gather_positions(g, x, queries) : x;
+    lb_var *q = lb_affine(g, xq, a->w_q, NULL, "self-attention w_q"); /* [B, Tq, d_k] */
+    lb_var *k = lb_affine(g, x, a->w_k, NULL, "self-attention w_k");  /* [B, T, d_k] */
+    lb_var *v = lb_affine(g, x, a->w_v, NULL, "self-attention w_v");  /* [B, T, d_v] */
+    lb_var *out = lb_attention(g, q, k, v, mask, queries, weights);
+    if (!out)
+        lb_error_context("self-attention '%s'", a->name);
+    return out;
+}
+
+/* ---- multi-head self-attention ---- */
+
+lb_status lb_mha_init(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_model, int n_heads, int bias, int rotary,
+                      lb_dtype dtype, lb_rng *rng)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", prefix && prefix[0] ? prefix : "attn");
+    if (d_model < 1)
+        return lb_error(LB_ERR_VALUE, "multi-head attention '%s': d_model = %lld must be >= 1", a->name,
+                        (long long)d_model);
+    if (n_heads < 1 || d_model % n_heads != 0)
+        return lb_error(LB_ERR_VALUE,
+                        "multi-head attention '%s': n_heads = %d must be >= 1 and divide d_model = %lld "
+                        "(each head is d_model / n_heads wide)",
+                        a->name, n_heads, (long long)d_model);
+    if (rotary && (d_model / n_heads) % 2 != 0)
+        return lb_error(LB_ERR_VALUE,
+                        "multi-head attention '%s': rotary positions need an even d_head, but d_model / n_heads = "
+                        "%lld / %d = %lld",
+                        a->name, (long long)d_model, n_heads, (long long)(d_model / n_heads));
+    a->d_model = d_model;
+    a->n_heads = n_heads;
+    a->d_head = d_model / n_heads;
+    a->rotary = rotary;
+    int64_t sw[2] = {d_model, d_model}, sb[1] = {d_model};
+    lb_var **w[4] = {&a->w_q, &a->w_k, &a->w_v, &a->w_o}, **b[4] = {&a->b_q, &a->b_k, &a->b_v, &a->b_o};
+    static const char *wn[4] = {"w_q", "w_k", "w_v", "w_o"}, *bn[4] = {"b_q", "b_k", "b_v", "b_o"};
+    for (int i = 0; i < 4; i++)
+        if (!(*w[i] = lb_params_add(ps, prefix, wn[i], dtype, 2, sw)))
+            return lb_last_status();
+    for (int i = 0; bias && i < 4; i++)
+        if (!(*b[i] = lb_params_add(ps, prefix, bn[i], dtype, 1, sb)))
+            return lb_last_status();
+    for (int i = 0; rng && i < 4; i++)
+        lb_init_xavier_uniform(*w[i], rng, d_model, d_model);
+    return LB_OK;
+}
+
+/* [B, T, d_model] -> [B, H, T, d_head] */
+static lb_var *split_heads(lb_graph *g, lb_var *x, int64_t h, int64_t dh)
+{
+    if (!x)
+        return NULL;
+    static const int perm[4] = {0, 2, 1, 3};
+    int64_t s[4] = {x->value->shape[0], x->value->shape[1], h, dh};
+    return lb_permute(g, lb_reshape(g, x, 4, s), perm);
+}
+
+/* [B, H, T, d_head] -> [B, T, d_model] */
+static lb_var *merge_heads(lb_graph *g, lb_var *x)
+{
+    if (!x)
+        return NULL;
+    static const int perm[4] = {0, 2, 1, 3};
+    const int64_t *s = x->value->shape;
+    int64_t m[3] = {s[0], s[2], s[1] * s[3]};
+    return lb_reshape(g, lb_permute(g, x, perm), 3, m);
+}
+
+lb_var *lb_mha_forward(lb_graph *g, const lb_mha *a, lb_var *x, const lb_attn_mask *mask,
+                       const lb_attn_queries *queries, lb_var **weights)
+{
+    if (weights)
+        *weights = NULL;
+    if (!x)
+        return NULL;
+    if (check_input("multi-head attention", a->name, x, a->d_model) != LB_OK)
+        return NULL;
+    int64_t h = a->n_heads, dh = a->d_head;
+    lb_var *xq = queries ? lb_gather_positions(g, x, queries) : x;
+    lb_var *q = split_heads(g, lb_affine(g, xq, a->w_q, a->b_q, "multi-head attention w_q"), h, dh);
+    lb_var *k = split_heads(g, lb_affine(g, x, a->w_k, a->b_k, "multi-head attention w_k"), h, dh);
+    lb_var *v = split_heads(g, lb_affine(g, x, a->w_v, a->b_v, "multi-head attention w_v"), h, dh);
+    if (a->rotary) {
+        q = lb_rotary(g, q, queries ? queries->positions : NULL, ROTARY_BASE);
+        k = lb_rotary(g, k, NULL, ROTARY_BASE);
+    }
+    lb_var *heads = lb_attention(g, q, k, v, mask, queries, weights); /* [B, H, Tq, d_head] */
+    lb_var *out = lb_affine(g, merge_heads(g, heads), a->w_o, a->b_o, "multi-head attention w_o");
+    if (!out)
+        lb_error_context("multi-head attention '%s'", a->name);
+    return out;
+}

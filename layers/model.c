@@ -1,0 +1,389 @@
+/* Sequence models (layers/model.h): input -> body -> head.
+ *
+ * Named dims: B batch, T seq_len, V vocab_size, F input_features, D d_model,
+ * H hidden_size (lstm), C num_classes (1 for regression), P read positions.
+ *
+ * Parameter layout (names in this order):
+ *   input:  "embedding.weight" [V, D]                      tokens, init N(0, 1)
+ *           or "input.weight" [F, D], "input.bias" [D]      features, Xavier uniform / 0
+ *   pos:    "pos_embedding" [max_seq_len, D]               learned positions only, N(0, 1)
+ *   body:   transformer/local: "blocks.<i>.*" and "ln_f.*" (layers/transformer.h)
+ *           lstm: "lstm.weight_ih_l<k>", ... (layers/lstm.h, PyTorch's init)
+ *           conv: "conv.<i>.weight" [D, D, K], "conv.<i>.bias" [D] (layers/conv.h,
+ *                 PyTorch's Conv1d layout and init), dilation 2^i
+ *   head:   "head.weight" [D or H, C], "head.bias" [C]     Xavier uniform / 0
+ *
+ * Initialisation draws from one lb_rng seeded with cfg->seed, split into one
+ * independent stream per part (input, positions, body, head), so e.g. changing
+ * the head does not change the body's initial weights.
+ */
+#include "layers/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/attention.h"
+#include "layers/conv.h"
+#include "layers/linear.h"
+#include "layers/lstm.h"
+#include "layers/positional.h"
+#include "layers/transformer.h"
+
+struct lb_model {
+    lb_model_config cfg;
+    lb_params params;
+    lb_var *embedding; /* token inputs: [V, D] */
+    lb_linear input;   /* feature inputs: [F, D] + [D] */
+    lb_positional pos; /* transformer and local */
+    lb_transformer transformer;
+    lb_lstm lstm;
+    lb_conv1d *conv;   /* n_layers causal convolutions D -> D, dilation 2^i */
+    lb_linear head;    /* [body width, C or 1] + [C or 1] */
+};
+
+static int is_attention(lb_model_kind kind) { return kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL; }
+
+/* ---- names and defaults ---- */
+
+static const char *const kind_names[] = {"transformer", "local", "lstm", "conv"};
+static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rotary"};
+
+const char *lb_model_kind_name(lb_model_kind kind)
+{
+    return kind >= LB_MODEL_TRANSFORMER && kind <= LB_MODEL_CONV ? kind_names[kind] : "unknown";
+}
+
+const char *lb_pos_kind_name(lb_pos_kind pos)
+{
+    return pos >= LB_POS_NONE && pos <= LB_POS_ROTARY ? pos_names[pos] : "unknown";
+}
+
+lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind)
+{
+    for (int i = 0; name && i < 4; i++)
+        if (strcmp(name, kind_names[i]) == 0) {
+            *kind = (lb_model_kind)i;
+            return LB_OK;
+        }
+    return lb_error(LB_ERR_VALUE, "model kind '%s' is not one of transformer, local, lstm, conv", name ? name : "(null)");
+}
+
+lb_status lb_pos_kind_parse(const char *name, lb_pos_kind *pos)
+{
+    for (int i = 0; name && i < 4; i++)
+        if (strcmp(name, pos_names[i]) == 0) {
+            *pos = (lb_pos_kind)i;
+            return LB_OK;
+        }
+    return lb_error(LB_ERR_VALUE, "positional encoding '%s' is not one of none, sinusoidal, learned, rotary",
+                    name ? name : "(null)");
+}
+
+void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->kind = kind;
+    cfg->dtype = LB_FLOAT32;
+    cfg->head = LB_HEAD_LAST;
+    cfg->max_seq_len = 1024;
+    cfg->n_layers = kind == LB_MODEL_CONV ? 4 : 2;
+    cfg->d_model = 64;
+    cfg->n_heads = 4;
+    cfg->d_ff = 128;
+    cfg->pos = LB_POS_NONE;
+    cfg->window = kind == LB_MODEL_LOCAL ? 16 : 0;
+    cfg->causal = 1;
+    cfg->dropout = 0.0;
+    cfg->hidden_size = 128;
+    cfg->forget_bias = 0.0;
+    cfg->kernel_size = 3;
+    cfg->seed = 1;
+}
+
+/* ---- validation ---- */
+
+static lb_status check_config(const lb_model_config *c)
+{
+#define BAD(...) lb_error(LB_ERR_VALUE, "model config: " __VA_ARGS__)
+    if (c->kind < LB_MODEL_TRANSFORMER || c->kind > LB_MODEL_CONV)
+        return BAD("kind = %d is not a model family (transformer, local, lstm or conv)", (int)c->kind);
+    const char *kn = lb_model_kind_name(c->kind);
+    if (c->dtype != LB_FLOAT32 && c->dtype != LB_FLOAT64)
+        return BAD("dtype = %d is neither float32 nor float64", (int)c->dtype);
+    if (c->vocab_size < 0 || c->input_features < 0 || (c->vocab_size > 0) == (c->input_features > 0))
+        return BAD("set exactly one of vocab_size (token inputs) and input_features (real-valued inputs); "
+                   "got vocab_size = %lld, input_features = %lld",
+                   (long long)c->vocab_size, (long long)c->input_features);
+    if (c->num_classes < 0)
+        return BAD("num_classes = %lld must be >= 0 (0 = regression)", (long long)c->num_classes);
+    if (c->head != LB_HEAD_LAST && c->head != LB_HEAD_EVERY)
+        return BAD("head = %d is neither last nor every", (int)c->head);
+    if (c->n_layers < 1)
+        return BAD("n_layers = %d must be >= 1 (%s)", c->n_layers, kn);
+    if (c->d_model < 1)
+        return BAD("d_model = %lld must be >= 1 (it is the embedding width of every family)", (long long)c->d_model);
+    if (!(c->dropout >= 0 && c->dropout < 1))
+        return BAD("dropout = %g must be in [0, 1)", c->dropout);
+    if (is_attention(c->kind)) {
+        if (c->pos < LB_POS_NONE || c->pos > LB_POS_ROTARY)
+            return BAD("pos = %d is not none, sinusoidal, learned or rotary", (int)c->pos);
+        if (c->pos == LB_POS_LEARNED && c->max_seq_len < 1)
+            return BAD("max_seq_len = %lld must be >= 1 with learned positions (rows of pos_embedding)",
+                       (long long)c->max_seq_len);
+        if (c->n_heads < 1)
+            return BAD("n_heads = %d must be >= 1", c->n_heads);
+        if (c->d_model % c->n_heads != 0)
+            return BAD("d_model = %lld is not divisible by n_heads = %d (each head is d_model / n_heads wide)",
+                       (long long)c->d_model, c->n_heads);
+        if (c->pos == LB_POS_ROTARY && (c->d_model / c->n_heads) % 2 != 0)
+            return BAD("rotary positions need an even head width, but d_model / n_heads = %lld",
+                       (long long)(c->d_model / c->n_heads));
+        if (c->d_ff < 1)
+            return BAD("d_ff = %lld must be >= 1", (long long)c->d_ff);
+        if (c->kind == LB_MODEL_LOCAL && c->window < 1)
+            return BAD("window = %lld must be >= 1 for local attention (keys each query sees, itself included)",
+                       (long long)c->window);
+    }
+    if (c->kind == LB_MODEL_LSTM) {
+        if (c->hidden_size < 1)
+            return BAD("hidden_size = %lld must be >= 1", (long long)c->hidden_size);
+        if (c->n_layers > LB_LSTM_MAX_LAYERS)
+            return BAD("n_layers = %d exceeds the LSTM's maximum of %d", c->n_layers, (int)LB_LSTM_MAX_LAYERS);
+        if (!isfinite(c->forget_bias))
+            return BAD("forget_bias = %g must be finite", c->forget_bias);
+    }
+    if (c->kind == LB_MODEL_CONV && c->kernel_size < 1)
+        return BAD("kernel_size = %lld must be >= 1", (long long)c->kernel_size);
+    if (c->kind == LB_MODEL_CONV && c->n_layers > 24)
+        return BAD("n_layers = %d is more than 24 conv layers (dilation doubles per layer: 2^23 already)", c->n_layers);
+    return LB_OK;
+#undef BAD
+}
+
+/* ---- construction ---- */
+
+static lb_status build(lb_model *m)
+{
+    const lb_model_config *c = &m->cfg;
+    lb_params *ps = &m->params;
+    lb_rng master;
+    lb_rng_seed(&master, c->seed);
+    lb_rng r_input = lb_rng_split(&master), r_pos = lb_rng_split(&master);
+    lb_rng r_body = lb_rng_split(&master), r_head = lb_rng_split(&master);
+
+    if (c->vocab_size > 0) {
+        int64_t s[2] = {c->vocab_size, c->d_model};
+        if (!(m->embedding = lb_params_add(ps, "embedding", "weight", c->dtype, 2, s)))
+            return lb_last_status();
+        lb_init_normal(m->embedding, &r_input, 1.0);
+    } else if (lb_linear_init(&m->input, ps, "input", c->input_features, c->d_model, 1, c->dtype, &r_input) != LB_OK) {
+        return lb_last_status();
+    }
+
+    int64_t width = c->d_model;
+    if (is_attention(c->kind)) {
+        if (lb_positional_init(&m->pos, ps, NULL, c->pos, c->max_seq_len, c->d_model, c->dtype, &r_pos) != LB_OK)
+            return lb_last_status();
+        lb_transformer_config tc = {c->d_model, c->n_heads, c->d_ff, c->dropout, c->pos == LB_POS_ROTARY, c->n_layers};
+        if (lb_transformer_init(&m->transformer, ps, NULL, &tc, c->dtype, &r_body) != LB_OK)
+            return lb_last_status();
+    } else if (c->kind == LB_MODEL_LSTM) {
+        if (lb_lstm_init(&m->lstm, ps, "lstm", c->d_model, c->hidden_size, c->n_layers, c->dtype, &r_body) != LB_OK)
+            return lb_last_status();
+        if (c->forget_bias != 0)
+            lb_lstm_add_forget_bias(&m->lstm, c->forget_bias);
+        width = c->hidden_size;
+    } else {
+        if (!(m->conv = calloc((size_t)c->n_layers, sizeof *m->conv)))
+            return lb_error(LB_ERR_MEMORY, "model: out of memory for %d conv layers", c->n_layers);
+        char name[64];
+        for (int i = 0; i < c->n_layers; i++) {
+            snprintf(name, sizeof name, "conv.%d", i);
+            if (lb_conv1d_init(&m->conv[i], ps, name, c->d_model, c->d_model, c->kernel_size, (int64_t)1 << i,
+                               c->dtype, &r_body) != LB_OK)
+                return lb_last_status();
+        }
+    }
+    int64_t outputs = c->num_classes > 0 ? c->num_classes : 1;
+    return lb_linear_init(&m->head, ps, "head", width, outputs, 1, c->dtype, &r_head);
+}
+
+lb_model *lb_model_new(const lb_model_config *cfg)
+{
+    if (!cfg) {
+        lb_error(LB_ERR_VALUE, "model: the config is NULL (start from lb_model_config_default)");
+        return NULL;
+    }
+    if (check_config(cfg) != LB_OK)
+        return NULL;
+    lb_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        lb_error(LB_ERR_MEMORY, "model: out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg;
+    lb_params_init(&m->params);
+    if (build(m) != LB_OK) {
+        lb_error_context("model (%s)", lb_model_kind_name(cfg->kind));
+        lb_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void lb_model_free(lb_model *m)
+{
+    if (!m)
+        return;
+    lb_transformer_free(&m->transformer);
+    free(m->conv);
+    lb_params_free(&m->params);
+    free(m);
+}
+
+const lb_model_config *lb_model_get_config(const lb_model *m) { return &m->cfg; }
+lb_params *lb_model_params(lb_model *m) { return &m->params; }
+
+/* ---- forward ---- */
+
+static lb_status check_input(const lb_model *m, const lb_model_input *in)
+{
+    const lb_model_config *c = &m->cfg;
+    if (!in)
+        return lb_error(LB_ERR_VALUE, "model input: the input is NULL");
+    int64_t b = in->batch, t = in->seq_len;
+    if (b < 1 || t < 1)
+        return lb_error(LB_ERR_VALUE, "model input: batch = %lld and seq_len = %lld must both be >= 1", (long long)b,
+                        (long long)t);
+    if (c->vocab_size > 0) {
+        if (!in->tokens)
+            return lb_error(LB_ERR_VALUE, "model input: the model reads token ids (vocab_size = %lld) but tokens is NULL",
+                            (long long)c->vocab_size);
+        for (int64_t i = 0; i < b * t; i++)
+            if (in->tokens[i] < 0 || in->tokens[i] >= c->vocab_size)
+                return lb_error(LB_ERR_VALUE, "model input: token id %d at [%lld, %lld] is outside [0, vocab_size = %lld)",
+                                (int)in->tokens[i], (long long)(i / t), (long long)(i % t), (long long)c->vocab_size);
+    } else {
+        const lb_tensor *f = in->features;
+        char sf[128];
+        if (!f)
+            return lb_error(LB_ERR_VALUE, "model input: the model reads real-valued features (input_features = %lld) but "
+                                          "features is NULL",
+                            (long long)c->input_features);
+        if (f->ndim != 3 || f->shape[0] != b || f->shape[1] != t || f->shape[2] != c->input_features)
+            return lb_error(LB_ERR_SHAPE, "model input: features %s must be [B, T, F] = [%lld, %lld, %lld]",
+                            lb_tensor_describe(f, sf, sizeof sf), (long long)b, (long long)t,
+                            (long long)c->input_features);
+    }
+    if (in->lengths)
+        for (int64_t i = 0; i < b; i++)
+            if (in->lengths[i] < 1 || in->lengths[i] > t)
+                return lb_error(LB_ERR_VALUE, "model input: lengths[%lld] = %d is outside [1, seq_len = %lld]", (long long)i,
+                                (int)in->lengths[i], (long long)t);
+    if (is_attention(c->kind) && c->pos == LB_POS_LEARNED && t > c->max_seq_len)
+        return lb_error(LB_ERR_VALUE, "model input: seq_len = %lld exceeds max_seq_len = %lld of the learned positions "
+                                      "(raise max_seq_len, or use sinusoidal, rotary or no positions)",
+                        (long long)t, (long long)c->max_seq_len);
+    return LB_OK;
+}
+
+/* The conv body, residual layers h = h + GELU(conv_i(h)) (a TCN-style residual
+ * block with one convolution): [B, T, D] -> [B, T, D]. Receptive field
+ * 1 + (K - 1)(2^n_layers - 1) positions. */
+static lb_var *conv_stack_forward(lb_graph *g, const lb_model *m, lb_var *x)
+{
+    for (int i = 0; x && i < m->cfg.n_layers; i++)
+        x = lb_add(g, x, lb_gelu(g, lb_conv1d_forward(g, &m->conv[i], x)));
+    return x;
+}
+
+/* The embedded input [B, T, D]. */
+static lb_var *embed(lb_graph *g, const lb_model *m, const lb_model_input *in)
+{
+    if (m->embedding) {
+        int64_t s[2] = {in->batch, in->seq_len};
+        return lb_embedding(g, m->embedding, in->tokens, 2, s);
+    }
+    return lb_linear_forward(g, &m->input, lb_input(g, lb_tensor_copy(in->features, m->cfg.dtype), 0));
+}
+
+lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int training, lb_rng *rng,
+                         lb_tensor **attention_out)
+{
+    if (attention_out)
+        *attention_out = NULL;
+    if (!g || !m) {
+        lb_error(LB_ERR_VALUE, "model forward: %s is NULL", !g ? "the graph" : "the model");
+        return NULL;
+    }
+    if (check_input(m, in) != LB_OK)
+        return NULL;
+    const lb_model_config *c = &m->cfg;
+    if (training && c->dropout > 0 && is_attention(c->kind) && !rng) {
+        lb_error(LB_ERR_VALUE, "model forward: training with dropout = %g needs a random generator, but rng is NULL",
+                 c->dropout);
+        return NULL;
+    }
+    int64_t b = in->batch, t = in->seq_len;
+
+    /* HEAD_LAST reads one position per sequence: lengths[b] - 1, or T - 1. */
+    int32_t *last = NULL;
+    lb_attn_queries queries = {NULL, 1};
+    if (c->head == LB_HEAD_LAST) {
+        last = malloc((size_t)b * sizeof *last);
+        if (!last) {
+            lb_error(LB_ERR_MEMORY, "model forward: out of memory");
+            return NULL;
+        }
+        for (int64_t i = 0; i < b; i++)
+            last[i] = in->lengths ? in->lengths[i] - 1 : (int32_t)(t - 1);
+        queries.positions = last;
+    }
+    const lb_attn_queries *read = last ? &queries : NULL;
+
+    lb_var *x = embed(g, m, in), *h = NULL, *weights = NULL;
+    if (is_attention(c->kind)) {
+        x = lb_positional_add(g, &m->pos, x);
+        if (training && c->dropout > 0)
+            x = lb_dropout(g, x, c->dropout, training, rng);
+        lb_attn_mask mask = {0};
+        mask.causal = c->causal;
+        mask.window = c->kind == LB_MODEL_LOCAL ? c->window : 0;
+        mask.key_lengths = in->lengths;
+        /* With HEAD_LAST the last block computes only the read positions. */
+        h = lb_transformer_forward(g, &m->transformer, x, &mask, read, training, rng,
+                                   attention_out ? &weights : NULL);
+    } else {
+        if (c->kind == LB_MODEL_LSTM)
+            h = lb_lstm_forward(g, &m->lstm, x, NULL, NULL, NULL, NULL);
+        else
+            h = conv_stack_forward(g, m, x);
+        if (read)
+            h = lb_gather_positions(g, h, read); /* [B, 1, width] */
+    }
+    lb_var *y = lb_linear_forward(g, &m->head, h); /* [B, P, C or 1] */
+    free(last);
+    if (y) {
+        int64_t shape[3] = {b, c->head == LB_HEAD_LAST ? 1 : t, c->num_classes};
+        int nd = 3;
+        if (c->head == LB_HEAD_LAST) { /* [B, C] or [B] */
+            shape[1] = c->num_classes;
+            nd = c->num_classes > 0 ? 2 : 1;
+        } else if (c->num_classes == 0) { /* [B, T] */
+            nd = 2;
+        }
+        y = lb_reshape(g, y, nd, shape);
+    }
+    if (!y) {
+        lb_error_context("model forward (%s)", lb_model_kind_name(c->kind));
+        return NULL;
+    }
+    if (attention_out && weights) {
+        *attention_out = lb_tensor_copy(weights->value, weights->value->dtype);
+        if (!*attention_out)
+            return NULL;
+    }
+    return y;
+}

@@ -1,0 +1,133 @@
+#include "layers/positional.h"
+
+#include <math.h>
+#include <string.h>
+
+lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix, lb_pos_kind kind,
+                             int64_t max_seq_len, int64_t d_model, lb_dtype dtype, lb_rng *rng)
+{
+    memset(p, 0, sizeof *p);
+    if (kind < LB_POS_NONE || kind > LB_POS_ROTARY)
+        return lb_error(LB_ERR_VALUE, "positional: unknown kind %d (none, sinusoidal, learned or rotary)", (int)kind);
+    if (d_model < 1)
+        return lb_error(LB_ERR_VALUE, "positional: d_model = %lld must be >= 1", (long long)d_model);
+    p->kind = kind;
+    p->d_model = d_model;
+    p->max_seq_len = max_seq_len;
+    if (kind != LB_POS_LEARNED)
+        return LB_OK;
+    if (max_seq_len < 1)
+        return lb_error(LB_ERR_VALUE, "positional: learned positions need max_seq_len >= 1 (got %lld): it is the number "
+                                      "of rows of pos_embedding, the longest sequence the model accepts",
+                        (long long)max_seq_len);
+    int64_t s[2] = {max_seq_len, d_model};
+    if (!(p->embedding = lb_params_add(ps, prefix, "pos_embedding", dtype, 2, s)))
+        return lb_last_status();
+    if (rng)
+        lb_init_normal(p->embedding, rng, 1.0);
+    return LB_OK;
+}
+
+lb_tensor *lb_sinusoidal_table(lb_dtype dtype, int64_t seq_len, int64_t d_model)
+{
+    int64_t s[2] = {seq_len, d_model};
+    lb_tensor *t = lb_tensor_zeros(dtype, 2, s);
+    if (!t)
+        return NULL;
+    LB_DISPATCH(dtype, T, {
+        T *pt = lb_tensor_data(t);
+        for (int64_t pos = 0; pos < seq_len; pos++)
+            for (int64_t c = 0; c < d_model; c++) {
+                double angle = (double)pos / pow(10000.0, (double)(c - c % 2) / (double)d_model);
+                pt[pos * d_model + c] = (T)(c % 2 == 0 ? sin(angle) : cos(angle));
+            }
+    });
+    return t;
+}
+
+lb_var *lb_positional_add(lb_graph *g, const lb_positional *p, lb_var *x)
+{
+    if (!x)
+        return NULL;
+    const lb_tensor *tx = x->value;
+    char sx[128];
+    if (tx->ndim != 3 || tx->shape[2] != p->d_model) {
+        lb_error(LB_ERR_SHAPE, "positional (%s): x %s must be [B, T, d_model = %lld]", lb_pos_kind_name(p->kind),
+                 lb_tensor_describe(tx, sx, sizeof sx), (long long)p->d_model);
+        return NULL;
+    }
+    int64_t t = tx->shape[1];
+    switch (p->kind) {
+    case LB_POS_SINUSOIDAL:
+        return lb_add(g, x, lb_input(g, lb_sinusoidal_table(tx->dtype, t, p->d_model), 0));
+    case LB_POS_LEARNED:
+        if (t > p->max_seq_len) {
+            lb_error(LB_ERR_VALUE, "positional (learned): sequence length T = %lld of x %s exceeds max_seq_len = %lld "
+                                   "(rows of pos_embedding); raise max_seq_len or use sinusoidal, rotary or no positions",
+                     (long long)t, lb_tensor_describe(tx, sx, sizeof sx), (long long)p->max_seq_len);
+            return NULL;
+        }
+        return lb_add(g, x, lb_slice(g, p->embedding, 0, 0, t, 1));
+    default:
+        return x;
+    }
+}
+
+/* cos and sin of the rotary angles for x [B, ..., P, d]: two tensors of x's rank,
+ * [1, ..., P, h] without positions, [B, 1, ..., P, h] with them. */
+static lb_status rotary_tables(const lb_tensor *x, const int32_t *positions, double base, lb_tensor **cos_t,
+                               lb_tensor **sin_t)
+{
+    int nd = x->ndim;
+    int64_t p = x->shape[nd - 2], d = x->shape[nd - 1], h = d / 2, b = positions ? x->shape[0] : 1;
+    int64_t shape[LB_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        shape[i] = 1;
+    shape[0] = b;
+    shape[nd - 2] = p;
+    shape[nd - 1] = h;
+    *cos_t = lb_tensor_zeros(x->dtype, nd, shape);
+    *sin_t = lb_tensor_zeros(x->dtype, nd, shape);
+    if (!*cos_t || !*sin_t)
+        return lb_last_status();
+    LB_DISPATCH(x->dtype, T, {
+        T *pc = lb_tensor_data(*cos_t), *ps = lb_tensor_data(*sin_t);
+        for (int64_t bi = 0; bi < b; bi++)
+            for (int64_t r = 0; r < p; r++) {
+                double pos = positions ? (double)positions[bi * p + r] : (double)r;
+                for (int64_t i = 0; i < h; i++) {
+                    double angle = pos * pow(base, -2.0 * (double)i / (double)d);
+                    pc[(bi * p + r) * h + i] = (T)cos(angle);
+                    ps[(bi * p + r) * h + i] = (T)sin(angle);
+                }
+            }
+    });
+    return LB_OK;
+}
+
+lb_var *lb_rotary(lb_graph *g, lb_var *x, const int32_t *positions, double base)
+{
+    if (!x)
+        return NULL;
+    const lb_tensor *tx = x->value;
+    char sx[128];
+    int nd = tx->ndim;
+    if (nd < 2 || tx->shape[nd - 1] % 2 != 0 || (positions && nd < 3)) {
+        lb_error(LB_ERR_SHAPE, "rotary: x %s must be [B, ..., P, d] with d even%s", lb_tensor_describe(tx, sx, sizeof sx),
+                 positions ? " and a batch dim (positions are [B, P])" : "");
+        return NULL;
+    }
+    lb_tensor *ct = NULL, *st = NULL;
+    if (rotary_tables(tx, positions, base, &ct, &st) != LB_OK) {
+        lb_tensor_free(ct);
+        lb_tensor_free(st);
+        return NULL;
+    }
+    lb_var *c = lb_input(g, ct, 0), *s = lb_input(g, st, 0);
+    int64_t h = tx->shape[nd - 1] / 2;
+    lb_var *x1 = lb_slice(g, x, nd - 1, 0, h, 1), *x2 = lb_slice(g, x, nd - 1, h, 2 * h, 1);
+    lb_var *parts[2] = {lb_sub(g, lb_mul(g, x1, c), lb_mul(g, x2, s)), lb_add(g, lb_mul(g, x2, c), lb_mul(g, x1, s))};
+    if (!parts[0] || !parts[1])
+        return NULL;
+    return lb_concat(g, 2, parts, nd - 1);
+}

@@ -1,0 +1,60 @@
+/* Positional information for attention models, selectable (lb_pos_kind, layers/model.h):
+ *
+ *  LB_POS_NONE        nothing is added. Attention is then permutation-equivariant
+ *                     apart from the causal mask, and content-based retrieval ("find
+ *                     the key that matches") works at any sequence length, including
+ *                     lengths never seen in training.
+ *  LB_POS_SINUSOIDAL  fixed table added to the input (Vaswani et al. 2017, §3.5):
+ *                     PE[t, 2i] = sin(t / 10000^(2i/D)), PE[t, 2i+1] = cos(t / 10000^(2i/D)).
+ *                     No parameters; any length.
+ *  LB_POS_LEARNED     a learned table "<prefix>.pos_embedding" [max_seq_len, D] whose
+ *                     first T rows are added to the input (GPT-2's wpe); T <= max_seq_len.
+ *                     Init N(0, 1), like torch.nn.Embedding.
+ *  LB_POS_ROTARY      nothing is added to the input; instead the attention layers rotate
+ *                     queries and keys by their position (RoFormer, Su et al. 2021), so
+ *                     scores depend on relative offsets only. See lb_rotary.
+ *
+ * Shapes: x [B, T, D] with D = d_model.
+ */
+#ifndef LB_LAYERS_POSITIONAL_H
+#define LB_LAYERS_POSITIONAL_H
+
+#include "autograd/ops.h"
+#include "layers/model.h"
+#include "layers/params.h"
+
+typedef struct lb_positional {
+    lb_pos_kind kind;
+    int64_t d_model, max_seq_len;
+    lb_var *embedding; /* LB_POS_LEARNED only: [max_seq_len, d_model] */
+} lb_positional;
+
+/* Sets up the positional scheme; for LB_POS_LEARNED registers "<prefix>.pos_embedding"
+ * (or "pos_embedding" without prefix) [max_seq_len, d_model], drawn N(0, 1) from rng
+ * (rng NULL leaves zeros). Errors: LB_ERR_VALUE for an unknown kind, d_model < 1,
+ * learned positions with max_seq_len < 1. */
+lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix, lb_pos_kind kind,
+                             int64_t max_seq_len, int64_t d_model, lb_dtype dtype, lb_rng *rng);
+
+/* x [B, T, D] -> x + PE[0:T] [B, T, D] for sinusoidal and learned positions; x itself
+ * (no new node) for none and rotary. Errors (NULL): x not [B, T, D] with D = d_model;
+ * learned positions with T > max_seq_len (the message says to raise max_seq_len). */
+lb_var *lb_positional_add(lb_graph *g, const lb_positional *p, lb_var *x);
+
+/* The sinusoidal table (Vaswani et al. 2017, eq. in §3.5) as a new [seq_len, d_model]
+ * tensor of `dtype` (caller frees); an odd d_model ends with a sin column. */
+lb_tensor *lb_sinusoidal_table(lb_dtype dtype, int64_t seq_len, int64_t d_model);
+
+/* Rotary position embedding (Su et al. 2021, RoFormer eq. 34), in the half-split
+ * layout of GPT-NeoX / Hugging Face's rotate_half: with h = d/2,
+ * theta_i = base^(-2i/d) and angle a = position * theta_i, for i < h
+ *   y[..., i]     = x[..., i] cos a - x[..., i+h] sin a
+ *   y[..., i + h] = x[..., i+h] cos a + x[..., i] sin a.
+ * x: [B, ..., P, d] with d even. positions: NULL = row p is at position p; otherwise
+ * int32 [B, P], the position of each row of each batch item (any middle dims share
+ * them). base is 10000 in the paper. Rotating queries and keys this way makes
+ * q_m · k_n depend on m - n only. Errors (NULL): odd d, fewer than 2 dims,
+ * positions without a batch dim. */
+lb_var *lb_rotary(lb_graph *g, lb_var *x, const int32_t *positions, double base);
+
+#endif

@@ -1,0 +1,86 @@
+#include "layers/transformer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+lb_status lb_transformer_block_init(lb_transformer_block *blk, lb_params *ps, const char *prefix,
+                                    const lb_transformer_config *cfg, lb_dtype dtype, lb_rng *rng)
+{
+    memset(blk, 0, sizeof *blk);
+    snprintf(blk->name, sizeof blk->name, "%s", prefix && prefix[0] ? prefix : "block");
+    if (!(cfg->dropout >= 0 && cfg->dropout < 1))
+        return lb_error(LB_ERR_VALUE, "transformer block '%s': dropout = %g must be in [0, 1)", blk->name, cfg->dropout);
+    blk->dropout = cfg->dropout;
+    char name[160];
+    if (lb_norm_init(&blk->ln1, ps, lb_param_name(name, sizeof name, prefix, "ln1"), cfg->d_model, LB_NORM_EPS, dtype) !=
+            LB_OK ||
+        lb_mha_init(&blk->attn, ps, lb_param_name(name, sizeof name, prefix, "attn"), cfg->d_model, cfg->n_heads, 0,
+                    cfg->rotary, dtype, rng) != LB_OK ||
+        lb_norm_init(&blk->ln2, ps, lb_param_name(name, sizeof name, prefix, "ln2"), cfg->d_model, LB_NORM_EPS, dtype) !=
+            LB_OK ||
+        lb_ffn_init(&blk->ffn, ps, lb_param_name(name, sizeof name, prefix, "ffn"), cfg->d_model, cfg->d_ff,
+                    cfg->dropout, dtype, rng) != LB_OK)
+        return lb_last_status();
+    return LB_OK;
+}
+
+lb_var *lb_transformer_block_forward(lb_graph *g, const lb_transformer_block *blk, lb_var *x,
+                                     const lb_attn_mask *mask, const lb_attn_queries *queries, int training,
+                                     lb_rng *rng, lb_var **weights)
+{
+    if (weights)
+        *weights = NULL;
+    if (!x)
+        return NULL;
+    lb_var *a = lb_mha_forward(g, &blk->attn, lb_norm_forward(g, &blk->ln1, x), mask, queries, weights);
+    if (training && blk->dropout > 0)
+        a = lb_dropout(g, a, blk->dropout, training, rng);
+    /* Readout: the residual stream continues only at the selected positions. */
+    lb_var *residual = queries ? lb_gather_positions(g, x, queries) : x;
+    lb_var *y = lb_add(g, residual, a);
+    lb_var *out = lb_add(g, y, lb_ffn_forward(g, &blk->ffn, lb_norm_forward(g, &blk->ln2, y), training, rng));
+    if (!out)
+        lb_error_context("transformer block '%s'", blk->name);
+    return out;
+}
+
+lb_status lb_transformer_init(lb_transformer *tr, lb_params *ps, const char *prefix, const lb_transformer_config *cfg,
+                              lb_dtype dtype, lb_rng *rng)
+{
+    memset(tr, 0, sizeof *tr);
+    if (cfg->n_layers < 1)
+        return lb_error(LB_ERR_VALUE, "transformer: n_layers = %d must be >= 1", cfg->n_layers);
+    tr->blocks = calloc((size_t)cfg->n_layers, sizeof *tr->blocks);
+    if (!tr->blocks)
+        return lb_error(LB_ERR_MEMORY, "transformer: out of memory for %d blocks", cfg->n_layers);
+    tr->n_layers = cfg->n_layers;
+    char name[160], block[64];
+    for (int i = 0; i < cfg->n_layers; i++) {
+        snprintf(block, sizeof block, "blocks.%d", i);
+        if (lb_transformer_block_init(&tr->blocks[i], ps, lb_param_name(name, sizeof name, prefix, block), cfg, dtype,
+                                      rng) != LB_OK)
+            return lb_last_status();
+    }
+    return lb_norm_init(&tr->ln_f, ps, lb_param_name(name, sizeof name, prefix, "ln_f"), cfg->d_model, LB_NORM_EPS,
+                        dtype);
+}
+
+void lb_transformer_free(lb_transformer *tr)
+{
+    free(tr->blocks);
+    memset(tr, 0, sizeof *tr);
+}
+
+lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x, const lb_attn_mask *mask,
+                               const lb_attn_queries *queries, int training, lb_rng *rng, lb_var **weights)
+{
+    if (weights)
+        *weights = NULL;
+    for (int i = 0; x && i < tr->n_layers; i++) {
+        int last = i == tr->n_layers - 1;
+        x = lb_transformer_block_forward(g, &tr->blocks[i], x, mask, last ? queries : NULL, training, rng,
+                                         last ? weights : NULL);
+    }
+    return lb_norm_forward(g, &tr->ln_f, x);
+}

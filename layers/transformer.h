@@ -1,0 +1,79 @@
+/* Pre-norm transformer blocks and stacks (the GPT-2 / "pre-LN" arrangement,
+ * Xiong et al. 2020; torch.nn.TransformerEncoderLayer(norm_first=True,
+ * activation="gelu", batch_first=True) without attention biases):
+ *
+ *   x = x + dropout(MHA(LN1(x)))
+ *   x = x + FFN(LN2(x))            (the FFN ends with its own dropout)
+ *
+ * and a stack of n_layers blocks followed by a final LayerNorm ("ln_f") before the
+ * model's head. Shapes: x [B, T, d_model] -> [B, T, d_model], or [B, P, d_model]
+ * with selected queries (readout).
+ *
+ * Parameter names, with the block prefix "<prefix>.blocks.<i>" (or "blocks.<i>"):
+ *   ln1.weight, ln1.bias [d_model]; attn.w_q, attn.w_k, attn.w_v, attn.w_o
+ *   [d_model, d_model]; ln2.weight, ln2.bias [d_model]; ffn.fc1.weight [d_model, d_ff],
+ *   ffn.fc1.bias [d_ff], ffn.fc2.weight [d_ff, d_model], ffn.fc2.bias [d_model];
+ * then "<prefix>.ln_f.weight", "<prefix>.ln_f.bias" (or "ln_f.*").
+ *
+ * Readout: given lb_attn_queries, only the LAST block runs its queries, residual and
+ * FFN on the selected positions (the earlier blocks compute every position, since
+ * the last block's keys and values need them). The result equals the full stack's
+ * output at those positions.
+ */
+#ifndef LB_LAYERS_TRANSFORMER_H
+#define LB_LAYERS_TRANSFORMER_H
+
+#include "layers/attention.h"
+#include "layers/ffn.h"
+#include "layers/norm.h"
+
+typedef struct lb_transformer_config {
+    int64_t d_model;
+    int n_heads;    /* d_model % n_heads == 0 */
+    int64_t d_ff;   /* feed-forward hidden width */
+    double dropout; /* on the attention output, the FFN output (both before the residual add) */
+    int rotary;     /* rotary positions inside attention (d_model / n_heads even) */
+    int n_layers;   /* blocks in a stack (>= 1) */
+} lb_transformer_config;
+
+typedef struct lb_transformer_block {
+    lb_norm ln1, ln2;
+    lb_mha attn;
+    lb_ffn ffn;
+    double dropout;
+    char name[96];
+} lb_transformer_block;
+
+/* Registers and initialises one block under `prefix` (see the names above).
+ * Errors: LB_ERR_VALUE naming the field for an invalid config. */
+lb_status lb_transformer_block_init(lb_transformer_block *blk, lb_params *ps, const char *prefix,
+                                    const lb_transformer_config *cfg, lb_dtype dtype, lb_rng *rng);
+
+/* x [B, T, d_model] -> [B, T, d_model], or [B, P, d_model] with `queries`.
+ * mask: as for lb_mha_forward (causal, window, key_lengths, ...). training enables
+ * dropout drawn from rng. weights (optional): the block's attention weights
+ * [B, H, Tq, T]. Errors (NULL) carry the block's name as context. */
+lb_var *lb_transformer_block_forward(lb_graph *g, const lb_transformer_block *blk, lb_var *x,
+                                     const lb_attn_mask *mask, const lb_attn_queries *queries, int training,
+                                     lb_rng *rng, lb_var **weights);
+
+typedef struct lb_transformer {
+    lb_transformer_block *blocks; /* n_layers blocks, owned */
+    int n_layers;
+    lb_norm ln_f;
+} lb_transformer;
+
+/* Registers n_layers blocks "<prefix>.blocks.<i>" and "<prefix>.ln_f". Free the
+ * stack with lb_transformer_free (its parameters belong to `ps`).
+ * Errors: LB_ERR_VALUE (n_layers < 1, or a block's error), LB_ERR_MEMORY. */
+lb_status lb_transformer_init(lb_transformer *tr, lb_params *ps, const char *prefix, const lb_transformer_config *cfg,
+                              lb_dtype dtype, lb_rng *rng);
+void lb_transformer_free(lb_transformer *tr);
+
+/* x [B, T, d_model] -> ln_f(blocks(x)) [B, T, d_model], or [B, P, d_model] when
+ * `queries` selects positions (applied in the last block only). weights (optional):
+ * the last block's attention weights [B, H, Tq, T]. */
+lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x, const lb_attn_mask *mask,
+                               const lb_attn_queries *queries, int training, lb_rng *rng, lb_var **weights);
+
+#endif
