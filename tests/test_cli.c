@@ -1,0 +1,611 @@
+/* The command line, run as a user runs it: the built `lookback` executable
+ * (LB_LOOKBACK_BIN) is started with posix_spawn and its exit code, standard output
+ * and standard error are checked. Covers `data` (generate, info, no overwrite,
+ * unknown options and bad values, bad files) and `gradcheck` (every family passes,
+ * a wrong gradient fails, an unknown model is a usage error).
+ *
+ * With LB_TEST_PLOTS, train/cli_plot.c is compiled into this program and its plots
+ * are drawn directly: PNG signature and size, the SVG fallback, and bad arguments.
+ */
+#include "support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef LB_TEST_PLOTS
+#include "train/cli_plot.h"
+#endif
+
+#ifndef LB_LOOKBACK_BIN
+#error "tests/CMakeLists.txt must define LB_LOOKBACK_BIN (the path of the lookback executable) for test_cli"
+#endif
+
+/* LeakSanitizer: HDF5 1.10 leaks a few KB after failing to open a corrupted file (see
+ * test_data_reader.c), and PLplot's drivers leak what they allocate through
+ * fontconfig, cairo and libltdl (every allocation in those reports is made inside
+ * those libraries, none in lookback). */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:libhdf5\nleak:libfontconfig\nleak:libcairo\nleak:libltdl\nleak:libplplot\nleak:libQt5\n";
+}
+
+extern char **environ;
+
+static char work_dir[256];
+
+static const char *path_in(const char *name)
+{
+    static char buf[8][512];
+    static int slot;
+    slot = (slot + 1) % 8;
+    snprintf(buf[slot], sizeof buf[slot], "%s/%s", work_dir, name);
+    return buf[slot];
+}
+
+/* Whole file into a NUL-terminated buffer (caller frees); NULL if missing. */
+static char *read_all(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    if (size)
+        *size = n;
+    return buf;
+}
+
+static int write_all(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return 0;
+    size_t put = fwrite(data, 1, size, f);
+    return fclose(f) == 0 && put == size;
+}
+
+typedef struct run_result {
+    int code; /* exit code, or 128 + signal */
+    char *out, *err;
+} run_result;
+
+static void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
+}
+
+/* Runs `lookback args...` (NULL-terminated) with standard input from /dev/null and
+ * its outputs captured. */
+static run_result run(const char *const *args)
+{
+    run_result r = {-1, NULL, NULL};
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = LB_LOOKBACK_BIN;
+    for (; args[n - 1] && n < 63; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    const char *out_path = path_in("stdout.txt"), *err_path = path_in("stderr.txt");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, LB_LOOKBACK_BIN, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        fprintf(stderr, "\n  cannot start %s: %s\n", LB_LOOKBACK_BIN, strerror(rc));
+        return r;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    r.out = read_all(out_path, NULL);
+    r.err = read_all(err_path, NULL);
+    if (!r.out)
+        r.out = calloc(1, 1);
+    if (!r.err)
+        r.err = calloc(1, 1);
+    return r;
+}
+
+static int count_lines(const char *text)
+{
+    int n = 0;
+    for (; *text; text++)
+        n += *text == '\n';
+    return n;
+}
+
+static int contains(const char *text, const char *what) { return text && strstr(text, what) != NULL; }
+
+/* Reports a command's output when an expectation fails, to see why. */
+#define EXPECT(cond, r)                                                                                       \
+    do {                                                                                                      \
+        CU_ASSERT_TRUE(cond);                                                                                 \
+        if (!(cond))                                                                                          \
+            fprintf(stderr, "\n  failed: %s\n  exit %d\n  stdout: %.2000s\n  stderr: %.2000s\n", #cond, (r).code, \
+                    (r).out, (r).err);                                                                        \
+    } while (0)
+
+/* One error line on stderr, starting "lookback <command>:", nothing on stdout. */
+static int one_error_line(const run_result *r, const char *command)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "lookback %s: ", command);
+    return count_lines(r->err) == 1 && strncmp(r->err, prefix, strlen(prefix)) == 0;
+}
+
+/* The small file every data test starts from: spike, T = 64, 32 / 8 / 8. */
+static const char *small_file(void)
+{
+    static char path[512];
+    if (!path[0]) {
+        snprintf(path, sizeof path, "%s", path_in("small.h5"));
+        const char *args[] = {"data", "--task", "spike", "--seq-len", "64", "--train", "32", "--val", "8", "--test", "8",
+                              "--sensors", "4", "--seed", "7", "-o", path, NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 0, r);
+        run_free(&r);
+    }
+    return path;
+}
+
+/* ---- data ---- */
+
+static void test_data_generate_and_info(void)
+{
+    const char *path = small_file();
+    run_result r;
+    const char *args[] = {"data", "--task", "spike", "--seq-len", "64", "--train", "32", "--val", "8", "--test", "8",
+                          "--sensors", "4", "--seed", "7", "-o", path_in("again.h5"), NULL};
+    r = run(args);
+    EXPECT(r.code == 0, r);
+    EXPECT(contains(r.out, "wrote ") && contains(r.out, "task spike, seq_len 64, train 32, val 8, test 8"), r);
+    EXPECT(r.err[0] == '\0', r); /* a small file shows no progress */
+    run_free(&r);
+
+    /* The same options give the same file, byte for byte. */
+    size_t n1 = 0, n2 = 0;
+    char *a = read_all(path, &n1), *b = read_all(path_in("again.h5"), &n2);
+    CU_ASSERT_PTR_NOT_NULL(a);
+    CU_ASSERT_TRUE(a && b && n1 == n2 && n1 > 0 && memcmp(a, b, n1) == 0);
+    free(a);
+    free(b);
+
+    const char *info[] = {"data", "info", path, NULL};
+    r = run(info);
+    EXPECT(r.code == 0, r);
+    EXPECT(contains(r.out, "task      spike"), r);
+    EXPECT(contains(r.out, "seq_len=64"), r);
+    EXPECT(contains(r.out, "sensors=4"), r);
+    EXPECT(contains(r.out, "seed=7"), r);
+    EXPECT(contains(r.out, "n_train=32 n_val=8 n_test=8"), r);
+    EXPECT(contains(r.out, "int32 [N, 64]"), r);
+    /* split rows: name and size */
+    char *train = strstr(r.out, "  train ");
+    CU_ASSERT_TRUE(train && strtol(train + 8, NULL, 10) == 32);
+    char *val = strstr(r.out, "  val ");
+    CU_ASSERT_TRUE(val && strtol(val + 6, NULL, 10) == 8);
+    EXPECT(r.err[0] == '\0', r);
+    run_free(&r);
+}
+
+static void test_data_variants(void)
+{
+    /* Another task, --name=value spelling, a flag without a value. */
+    const char *args[] = {"data", "--task=recall", "--seq-len=48", "--pairs", "4", "--variable-length", "--n-train", "6",
+                          "--val", "2", "--test", "2", "-o", path_in("recall.h5"), "--quiet", NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 0, r);
+    EXPECT(contains(r.out, "task recall, seq_len 48, train 6, val 2, test 2"), r);
+    EXPECT(contains(r.out, "variable_length=1") && contains(r.out, "pairs=4"), r);
+    run_free(&r);
+    const char *info[] = {"data", "info", path_in("recall.h5"), NULL};
+    r = run(info);
+    EXPECT(r.code == 0 && contains(r.out, "task      recall") && contains(r.out, "pairs=4"), r);
+    run_free(&r);
+}
+
+static void test_data_no_overwrite(void)
+{
+    const char *path = small_file();
+    size_t n_before = 0, n_after = 0;
+    char *before = read_all(path, &n_before);
+    const char *args[] = {"data", "--seq-len", "32", "--train", "4", "--val", "2", "--test", "2", "-o", path, NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 1, r);
+    EXPECT(one_error_line(&r, "data") && contains(r.err, path) && contains(r.err, "--force"), r);
+    run_free(&r);
+    char *after = read_all(path, &n_after);
+    CU_ASSERT_TRUE(before && after && n_before == n_after && memcmp(before, after, n_before) == 0);
+    free(after);
+
+    /* --force replaces it (on a copy, so the shared small file stays). */
+    const char *copy = path_in("forced.h5");
+    CU_ASSERT_TRUE(write_all(copy, before, n_before));
+    const char *forced[] = {"data", "--seq-len", "32", "--train", "4", "--val", "2", "--test", "2", "-o", copy, "--force",
+                            NULL};
+    r = run(forced);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *info[] = {"data", "info", copy, NULL};
+    r = run(info);
+    EXPECT(r.code == 0 && contains(r.out, "seq_len=32") && contains(r.out, "n_train=4"), r);
+    run_free(&r);
+    free(before);
+}
+
+static void test_data_usage_errors(void)
+{
+    struct {
+        const char *args[12];
+        const char *named; /* what the one error line must name */
+    } cases[] = {
+        {{"data", "--bogus", "3", "-o", NULL}, "--bogus"},
+        {{"data", "--seq-len", "abc", "-o", NULL}, "seq_len"},
+        {{"data", "--seq-len", "1", "-o", NULL}, "seq_len"},
+        {{"data", "--sensors", "99999999", "-o", NULL}, "sensors"},
+        {{"data", "--pairs", "4", "-o", NULL}, "pairs"},             /* an option of another task */
+        {{"data", "--task", "sorting", "-o", NULL}, "sorting"},
+        {{"data", "--seq-len", "-o", NULL}, "--seq-len"},            /* missing value */
+        {{"data", "--seq-len", "64", "--max-distance", "500", "-o", NULL}, "max_distance"}, /* combination */
+        {{"data", "-x", "-o", NULL}, "-x"},
+        {{"data", "--seq-len", "64", NULL}, "-o"},                   /* no output file */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[16];
+        int n = 0;
+        for (; cases[i].args[n]; n++)
+            args[n] = cases[i].args[n];
+        const char *out = path_in("never.h5");
+        if (n > 0 && strcmp(args[n - 1], "-o") == 0)
+            args[n++] = out;
+        args[n] = NULL;
+        run_result r = run(args);
+        EXPECT(r.code == 2, r);
+        EXPECT(one_error_line(&r, "data") && contains(r.err, cases[i].named), r);
+        EXPECT(r.out[0] == '\0', r);
+        CU_ASSERT_FALSE(access(out, F_OK) == 0);
+        run_free(&r);
+    }
+}
+
+static void test_data_help(void)
+{
+    const char *args[] = {"data", "--help", NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 0, r);
+    /* every task and option, with defaults */
+    const char *expected[] = {"spike", "recall", "copy", "adding", "local", "--seq-len", "--min-distance",
+                              "--max-distance", "--sensors", "--n-train", "--seed", "--force", "default: spike 1024"};
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        EXPECT(contains(r.out, expected[i]), r);
+    run_free(&r);
+}
+
+static void test_data_info_bad_files(void)
+{
+    const char *good = small_file();
+    size_t n = 0;
+    char *bytes = read_all(good, &n);
+    CU_ASSERT_TRUE_FATAL(bytes && n > 2048);
+    const char *text = path_in("text.h5"), *truncated = path_in("truncated.h5"), *empty = path_in("empty.h5");
+    CU_ASSERT_TRUE(write_all(text, "this is not HDF5\n", 17));
+    CU_ASSERT_TRUE(write_all(truncated, bytes, n / 2));
+    CU_ASSERT_TRUE(write_all(empty, "", 0));
+    free(bytes);
+    const char *files[] = {path_in("missing.h5"), text, truncated, empty, work_dir};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        const char *args[] = {"data", "info", files[i], NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 1, r);
+        EXPECT(one_error_line(&r, "data info") && contains(r.err, strrchr(files[i], '/') + 1), r);
+        EXPECT(r.out[0] == '\0', r);
+        run_free(&r);
+    }
+    const char *none[] = {"data", "info", NULL};
+    run_result r = run(none);
+    EXPECT(r.code == 2 && one_error_line(&r, "data info"), r);
+    run_free(&r);
+}
+
+/* ---- gradcheck ---- */
+
+/* Counts the parameter lines (ending PASS or FAIL) of gradcheck's output. */
+static void count_results(const char *out, int *pass, int *fail)
+{
+    *pass = *fail = 0;
+    for (const char *line = out; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len >= 4 && strncmp(line + len - 4, "PASS", 4) == 0)
+            ++*pass;
+        if (len >= 4 && strncmp(line + len - 4, "FAIL", 4) == 0)
+            ++*fail;
+        line = end ? end + 1 : NULL;
+    }
+}
+
+static void test_gradcheck_families(void)
+{
+    /* Parameter tensors of each family at the default sizes (2 layers, learned positions). */
+    struct {
+        const char *model;
+        int params;
+        const char *first_param;
+    } families[] = {
+        {"transformer", 31, "blocks.1.attn.w_q"},
+        {"local", 31, "blocks.0.attn.w_k"},
+        {"lstm", 12, "lstm.weight_hh_l1"},
+        {"conv", 8, "conv.1.weight"},
+    };
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+        const char *args[] = {"gradcheck", "--model", families[i].model, NULL};
+        run_result r = run(args);
+        int pass = 0, fail = 0;
+        count_results(r.out, &pass, &fail);
+        EXPECT(r.code == 0, r);
+        EXPECT(pass == families[i].params && fail == 0, r);
+        EXPECT(contains(r.out, families[i].first_param) && contains(r.out, "input.weight") &&
+                   contains(r.out, "head.weight"),
+               r);
+        char final[64];
+        snprintf(final, sizeof final, "gradcheck: %d parameters passed\n", families[i].params);
+        EXPECT(contains(r.out, final), r);
+        EXPECT(r.err[0] == '\0', r);
+        run_free(&r);
+    }
+    /* Other options reach the model: per-position head, sinusoidal positions, 3 sequences. */
+    const char *args[] = {"gradcheck", "--model", "transformer", "--head", "every", "--pos", "sinusoidal", "--batch", "3",
+                          "--layers", "1", NULL};
+    run_result r = run(args);
+    int pass = 0, fail = 0;
+    count_results(r.out, &pass, &fail);
+    EXPECT(r.code == 0 && pass == 18 && fail == 0 && !contains(r.out, "pos_embedding"), r);
+    EXPECT(contains(r.out, "lengths [7, 5, 3]") && contains(r.out, "head every"), r);
+    run_free(&r);
+}
+
+static void test_gradcheck_wrong_gradient_fails(void)
+{
+    const char *args[] = {"gradcheck", "--model", "lstm", "--break-gradient", NULL};
+    run_result r = run(args);
+    int pass = 0, fail = 0;
+    count_results(r.out, &pass, &fail);
+    EXPECT(r.code == 1, r);
+    EXPECT(fail > 0 && contains(r.out, "gradcheck: FAILED"), r);
+    EXPECT(one_error_line(&r, "gradcheck") && contains(r.err, "analytic") && contains(r.err, "numeric"), r);
+    run_free(&r);
+}
+
+static void test_gradcheck_usage_errors(void)
+{
+    struct {
+        const char *args[8];
+        const char *named;
+    } cases[] = {
+        {{"gradcheck", "--model", "mamba", NULL}, "mamba"},
+        {{"gradcheck", NULL}, "--model"},
+        {{"gradcheck", "--model", "lstm", "--layers", "x", NULL}, "--layers"},
+        {{"gradcheck", "--model", "lstm", "--layers", NULL}, "--layers"},
+        {{"gradcheck", "--model", "lstm", "--colour", "red", NULL}, "--colour"},
+        {{"gradcheck", "--model", "transformer", "--heads", "3", NULL}, "n_heads"}, /* 8 not divisible by 3 */
+        {{"gradcheck", "--model", "transformer", "--pos", "wavy", NULL}, "wavy"},
+        {{"gradcheck", "--model", "conv", "--atol", "-1", NULL}, "--atol"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_result r = run(cases[i].args);
+        EXPECT(r.code == 2, r);
+        EXPECT(one_error_line(&r, "gradcheck") && contains(r.err, cases[i].named), r);
+        run_free(&r);
+    }
+}
+
+/* ---- plots ---- */
+
+#ifdef LB_TEST_PLOTS
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The file a plot wrote: a PNG of 1000 x 600 pixels, or an SVG (svg device). */
+static int is_plot(const char *path)
+{
+    size_t n = 0;
+    unsigned char *b = (unsigned char *)read_all(path, &n);
+    int ok = 0;
+    if (b && ends_with(path, ".svg"))
+        ok = n > 100 && strstr((char *)b, "<svg") != NULL && strstr((char *)b, "</svg>") != NULL;
+    else if (b)
+        ok = n > 1000 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0 && memcmp(b + 12, "IHDR", 4) == 0 &&
+             be32(b + 16) == 1000 && be32(b + 20) == 600;
+    if (!ok)
+        fprintf(stderr, "\n  %s is not a complete plot (%zu bytes)\n", path, n);
+    free(b);
+    return ok;
+}
+
+/* Draws all four plots into files named <prefix>_*.png; returns how many worked. */
+static int draw_all(const char *prefix)
+{
+    char path[512];
+    int ok = 0;
+    const char *names[3] = {"transformer", "lstm", "a single point"};
+    double x0[5] = {0, 10, 20, 30, 40}, y0[5] = {0.12, 0.3, NAN, 0.9, 0.99};
+    double x1[4] = {0, 15, 30, 45}, y1[4] = {0.12, 0.13, 0.12, 0.14}, x2[1] = {5}, y2[1] = {0.5};
+    const double *xs[3] = {x0, x1, x2}, *ys[3] = {y0, y1, y2};
+    int counts[3] = {5, 4, 1};
+    snprintf(path, sizeof path, "%s_curves.png", prefix);
+    if (lb_plot_curves(path, "Validation accuracy", "time (s)", "accuracy", 3, names, counts, xs, ys) == LB_OK)
+        ok += is_plot(lb_plot_last_path());
+
+    double distances[4] = {100, 1000, 3000, 7000}, a0[4] = {1, 0.98, 0.97, 0.95}, a1[4] = {0.5, 0.13, NAN, 0.12};
+    const double *acc[2] = {a0, a1};
+    snprintf(path, sizeof path, "%s_distance.png", prefix);
+    if (lb_plot_accuracy_by_distance(path, 2, names, 4, distances, acc, 0.125) == LB_OK)
+        ok += is_plot(lb_plot_last_path());
+
+    enum { T = 7000 };
+    static float w[T];
+    for (int k = 0; k < T; k++)
+        w[k] = (float)(0.2 / T * (1 + 0.5 * sin(k)));
+    w[1234] = 0.8f;
+    snprintf(path, sizeof path, "%s_attention.png", prefix);
+    if (lb_plot_attention(path, "Where the alarm looked", w, T, 1234) == LB_OK)
+        ok += is_plot(lb_plot_last_path());
+
+    enum { TQ = 24, TK = 40 };
+    static float m[TQ * TK];
+    for (int q = 0; q < TQ; q++)
+        for (int k = 0; k <= q + 16 && k < TK; k++)
+            m[q * TK + k] = (float)(1.0 / (q + 17));
+    snprintf(path, sizeof path, "%s_matrix.png", prefix);
+    if (lb_plot_attention_matrix(path, "Attention", m, TQ, TK) == LB_OK)
+        ok += is_plot(lb_plot_last_path());
+    if (ok != 4)
+        fprintf(stderr, "\n  plots: %s\n", lb_last_error());
+    return ok;
+}
+
+static void test_plots(void)
+{
+    unsetenv("LOOKBACK_PLOT_DEVICE");
+    const char *device = lb_plot_device();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(device);
+    CU_ASSERT_EQUAL(draw_all(path_in("default")), 4);
+    if (strcmp(device, "svg") != 0) /* a PNG device: the requested names were used */
+        CU_ASSERT_TRUE(access(path_in("default_attention.png"), F_OK) == 0);
+
+    /* The fallback device writes SVG next to the requested .png name. */
+    setenv("LOOKBACK_PLOT_DEVICE", "svg", 1);
+    CU_ASSERT_STRING_EQUAL(lb_plot_device(), "svg");
+    CU_ASSERT_EQUAL(draw_all(path_in("fallback")), 4);
+    CU_ASSERT_STRING_EQUAL(lb_plot_last_path(), path_in("fallback_matrix.svg"));
+    CU_ASSERT_FALSE(access(path_in("fallback_matrix.png"), F_OK) == 0);
+    /* The Qt device, when installed, needs no display. */
+    setenv("LOOKBACK_PLOT_DEVICE", "pngqt", 1);
+    if (lb_plot_device()) {
+        CU_ASSERT_EQUAL(draw_all(path_in("qt")), 4);
+        CU_ASSERT_STRING_EQUAL(lb_plot_last_path(), path_in("qt_matrix.png"));
+    }
+    setenv("LOOKBACK_PLOT_DEVICE", "gif", 1);
+    CU_ASSERT_PTR_NULL(lb_plot_device());
+    CU_ASSERT_TRUE(contains(lb_last_error(), "LOOKBACK_PLOT_DEVICE=gif"));
+    unsetenv("LOOKBACK_PLOT_DEVICE");
+}
+
+static void test_plot_errors(void)
+{
+    unsetenv("LOOKBACK_PLOT_DEVICE");
+    const char *names[1] = {"model"};
+    double x[2] = {1, 2}, y[2] = {3, 4}, nan2[2] = {NAN, NAN};
+    const double *xs[1] = {x}, *ys[1] = {y}, *nans[1] = {nan2};
+    int counts[1] = {2};
+    const char *target = path_in("kept.png");
+    CU_ASSERT_TRUE(write_all(target, "keep me", 7));
+
+    CU_ASSERT_EQUAL(lb_plot_curves(target, "t", "x", "y", 0, names, counts, xs, ys), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(lb_plot_curves(target, "t", "x", "y", 1, names, counts, xs, nans), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(contains(lb_last_error(), "no finite point"));
+    double bad_distance[2] = {0, 100};
+    CU_ASSERT_EQUAL(lb_plot_accuracy_by_distance(target, 1, names, 2, bad_distance, ys, 0.1), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(contains(lb_last_error(), "distance 0"));
+    float w[4] = {0.25f, NAN, 0.25f, 0.5f};
+    CU_ASSERT_EQUAL(lb_plot_attention(target, "t", w, 4, 1), LB_ERR_NUMERIC);
+    CU_ASSERT_TRUE(contains(lb_last_error(), "key 1"));
+    w[1] = 0.25f;
+    CU_ASSERT_EQUAL(lb_plot_attention(target, "t", w, 4, 4), LB_ERR_VALUE); /* mark outside [0, 4) */
+    CU_ASSERT_EQUAL(lb_plot_attention_matrix(target, "t", w, 0, 4), LB_ERR_VALUE);
+    /* Nothing was written over the existing file. */
+    size_t n = 0;
+    char *kept = read_all(target, &n);
+    CU_ASSERT_TRUE(kept && n == 7 && memcmp(kept, "keep me", 7) == 0);
+    free(kept);
+
+    /* A folder that does not exist: an error naming the file, no crash, no exit. */
+    lb_status st = lb_plot_attention("/nonexistent-lookback-dir/attention.png", "t", w, 4, 2);
+    CU_ASSERT_EQUAL(st, LB_ERR_IO);
+    CU_ASSERT_TRUE(contains(lb_last_error(), "/nonexistent-lookback-dir/attention"));
+    /* and plotting still works afterwards */
+    CU_ASSERT_EQUAL(lb_plot_attention(path_in("after_error.png"), "t", w, 4, 2), LB_OK);
+    CU_ASSERT_TRUE(is_plot(lb_plot_last_path()));
+}
+#endif
+
+/* ---- setup ---- */
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(work_dir, sizeof work_dir, "%s/lb_test_cli_XXXXXX", tmp);
+    if (!mkdtemp(work_dir)) {
+        fprintf(stderr, "test_cli: cannot create a folder under %s: %s\n", tmp, strerror(errno));
+        return 1;
+    }
+    static const lb_test_case cases[] = {
+        {"data: generate, then info describes the file", test_data_generate_and_info},
+        {"data: other tasks, --key=value, flags", test_data_variants},
+        {"data: an existing file is kept without --force", test_data_no_overwrite},
+        {"data: usage errors name the option (exit 2)", test_data_usage_errors},
+        {"data --help lists every task and option", test_data_help},
+        {"data info: bad files give one line (exit 1)", test_data_info_bad_files},
+        {"gradcheck: every family passes", test_gradcheck_families},
+        {"gradcheck: a wrong gradient fails (exit 1)", test_gradcheck_wrong_gradient_fails},
+        {"gradcheck: usage errors (exit 2)", test_gradcheck_usage_errors},
+#ifdef LB_TEST_PLOTS
+        {"plots: PNG files, SVG fallback", test_plots},
+        {"plots: bad input is an error, files kept", test_plot_errors},
+#endif
+        {NULL, NULL},
+    };
+    int rc = lb_test_main("cli", cases);
+    nftw(work_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}

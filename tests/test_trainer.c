@@ -1,0 +1,330 @@
+/* The training loop, evaluation and checkpoints, on small generated data. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "data/tasks.h"
+#include "support.h"
+#include "train/trainer.h"
+
+static char data_path[512], dir[256];
+
+static void make_data(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/lookback_test_trainer_%d", (int)getpid());
+    mkdir(dir, 0777);
+    snprintf(data_path, sizeof data_path, "%s/spike.h5", dir);
+    lb_task_options o;
+    lb_task_options_default(LB_TASK_SPIKE, &o);
+    o.seq_len = 24;
+    o.min_distance = 1;
+    o.max_distance = 20;
+    o.readings = 4;
+    o.n_train = 512;
+    o.n_val = 64;
+    o.n_test = 64;
+    o.seed = 3;
+    if (lb_task_generate(&o, data_path, NULL, NULL) != LB_OK)
+        fprintf(stderr, "generate: %s\n", lb_last_error());
+}
+
+static void small_model_config(lb_model_config *mc, const lb_dataset *ds)
+{
+    lb_model_config_default(LB_MODEL_TRANSFORMER, mc);
+    mc->vocab_size = lb_dataset_vocab_size(ds);
+    mc->num_classes = lb_dataset_num_classes(ds);
+    mc->max_seq_len = lb_dataset_seq_len(ds);
+    mc->n_layers = 1;
+    mc->d_model = 16;
+    mc->n_heads = 2;
+    mc->d_ff = 32;
+    mc->dropout = 0.1; /* exercises the dropout generator across resumes */
+    mc->seed = 5;
+}
+
+static void small_train_config(lb_train_config *tc, int64_t steps)
+{
+    lb_train_config_default(tc);
+    tc->steps = steps;
+    tc->batch_size = 16;
+    tc->optim.lr = 3e-3;
+    tc->schedule = lb_schedule_cosine(3e-3, 5, steps, 0.1);
+    tc->eval_every = 0;
+    tc->eval_examples = 64;
+    tc->seed = 9;
+    tc->threads = 1;
+}
+
+/* Runs a `steps`-step training (resuming from `resume_from` when given), stopping after
+ * stop_at steps (0 = at the end) and saving to save_to; returns the parameters' bytes. */
+static unsigned char *train_params(int64_t steps, int64_t stop_at, const char *resume_from, const char *save_to,
+                                   size_t *nbytes)
+{
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, steps);
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    if (resume_from)
+        CU_ASSERT_EQUAL(lb_trainer_load(t, resume_from), LB_OK);
+    if (stop_at > 0) {
+        lb_step_stats stats;
+        while (lb_trainer_steps_done(t) < stop_at)
+            CU_ASSERT_EQUAL_FATAL(lb_trainer_step(t, &stats), LB_OK);
+        CU_ASSERT_EQUAL(lb_trainer_save(t, save_to), LB_OK);
+    } else {
+        CU_ASSERT_EQUAL(lb_trainer_run(t, save_to, NULL, NULL, NULL), LB_OK);
+    }
+    lb_params *ps = lb_model_params(m);
+    size_t total = 0;
+    for (int i = 0; i < ps->count; i++)
+        total += (size_t)lb_tensor_numel(ps->items[i]->value) * sizeof(float);
+    unsigned char *bytes = malloc(total), *p = bytes;
+    for (int i = 0; i < ps->count; i++) {
+        size_t n = (size_t)lb_tensor_numel(ps->items[i]->value) * sizeof(float);
+        memcpy(p, lb_tensor_data(ps->items[i]->value), n);
+        p += n;
+    }
+    *nbytes = total;
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+    return bytes;
+}
+
+static void test_training_learns(void)
+{
+    lb_dataset *ds = lb_dataset_open(data_path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    mc.dropout = 0;
+    lb_model *m = lb_model_new(&mc);
+    lb_eval_result before, after;
+    CU_ASSERT_EQUAL(lb_evaluate(m, ds, "val", 0, 16, 4, &before, NULL), LB_OK);
+    lb_train_config tc;
+    small_train_config(&tc, 300);
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_run(t, NULL, NULL, NULL, NULL), LB_OK);
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(t), 300);
+    CU_ASSERT_EQUAL(lb_evaluate(m, ds, "val", 0, 16, 4, &after, NULL), LB_OK);
+    fprintf(stderr, "\n  val loss %.3f -> %.3f, accuracy %.3f -> %.3f\n", before.loss, after.loss, before.accuracy,
+            after.accuracy);
+    CU_ASSERT_TRUE(after.loss < before.loss * 0.5);
+    CU_ASSERT_TRUE(after.accuracy > 0.9);
+    CU_ASSERT_EQUAL(after.examples, 64);
+    /* Distance bins cover the range and add up to the total. */
+    CU_ASSERT_EQUAL(after.n_bins, 4);
+    int64_t total = 0;
+    for (int k = 0; k < after.n_bins; k++)
+        total += after.bin_total[k];
+    CU_ASSERT_EQUAL(total, 64);
+    CU_ASSERT_TRUE(after.bin_lo[0] >= 1 && after.bin_hi[3] <= 20);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
+static void test_resume_is_bit_exact(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/resume.h5", dir);
+    size_t na, nb;
+    unsigned char *straight = train_params(24, 0, NULL, NULL, &na);
+    free(train_params(24, 10, NULL, ck, &nb));
+    unsigned char *resumed = train_params(24, 0, ck, NULL, &nb);
+    CU_ASSERT_EQUAL(na, nb);
+    CU_ASSERT_EQUAL(memcmp(straight, resumed, na), 0);
+    free(straight);
+    free(resumed);
+}
+
+/* A run killed at an arbitrary moment (possibly mid-checkpoint) leaves a loadable
+ * checkpoint, and resuming from it reproduces the uninterrupted run exactly. */
+static void test_kill_and_resume(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/killed.h5", dir);
+    size_t na, nb;
+    unsigned char *straight = train_params(200, 0, NULL, NULL, &na);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        unlink(ck);
+        pid_t pid = fork();
+        if (pid == 0) {
+            lb_dataset *ds = lb_dataset_open(data_path);
+            lb_model_config mc;
+            small_model_config(&mc, ds);
+            lb_model *m = lb_model_new(&mc);
+            lb_train_config tc;
+            small_train_config(&tc, 200);
+            tc.checkpoint_every = 1;
+            lb_trainer *t = lb_trainer_new(m, ds, &tc);
+            lb_trainer_run(t, ck, NULL, NULL, NULL);
+            _exit(0);
+        }
+        /* Wait for the first checkpoint, then kill at a moment that varies per attempt. */
+        for (int i = 0; i < 2000 && access(ck, F_OK) != 0; i++)
+            usleep(1000);
+        usleep(5000 + 20000 * attempt);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        CU_ASSERT_TRUE(WIFSIGNALED(status)); /* it really was killed mid-run */
+        CU_ASSERT_EQUAL_FATAL(access(ck, F_OK), 0);
+        unsigned char *resumed = train_params(200, 0, ck, NULL, &nb);
+        CU_ASSERT_EQUAL(na, nb);
+        CU_ASSERT_EQUAL(memcmp(straight, resumed, na), 0);
+        free(resumed);
+    }
+    free(straight);
+}
+
+static void test_checkpoint_mismatch_errors(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/mismatch.h5", dir);
+    size_t n;
+    free(train_params(2, 0, NULL, ck, &n));
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    mc.d_model = 24;
+    lb_model *m = lb_model_new(&mc);
+    /* Loading parameters into a different model names the differing field; nothing changes. */
+    lb_tensor *before = lb_tensor_copy(lb_model_params(m)->items[0]->value, LB_FLOAT32);
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(ck, m), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "d_model"));
+    LB_ASSERT_TENSORS_CLOSE(lb_model_params(m)->items[0]->value, before, 0, 0);
+    lb_model_config read;
+    CU_ASSERT_EQUAL(lb_checkpoint_read_model_config(ck, &read), LB_OK);
+    CU_ASSERT_EQUAL(read.d_model, 16);
+    CU_ASSERT_EQUAL(read.kind, LB_MODEL_TRANSFORMER);
+    /* Not a checkpoint / missing file. */
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(data_path, m), LB_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "not a lookback checkpoint"));
+    CU_ASSERT_EQUAL(lb_checkpoint_read_model_config("/nonexistent/ck.h5", &read), LB_ERR_IO);
+    lb_tensor_free(before);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
+static void test_nonfinite_loss_stops_and_keeps_checkpoint(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/nan.h5", dir);
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 4);
+    tc.checkpoint_every = 1;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_run(t, ck, NULL, NULL, NULL), LB_OK);
+    struct stat before;
+    stat(ck, &before);
+    /* Poison one weight: the next loss is NaN; the run stops, the checkpoint stays. */
+    lb_params *ps = lb_model_params(m);
+    lb_var *head = lb_params_find(ps, "head.weight");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(head);
+    ((float *)lb_tensor_data(head->value))[0] = NAN;
+    lb_tensor *emb = lb_tensor_copy(ps->items[0]->value, LB_FLOAT32);
+    lb_train_config more = tc;
+    more.steps = 8;
+    lb_trainer *t2 = lb_trainer_new(m, ds, &more);
+    CU_ASSERT_EQUAL(lb_trainer_load(t2, ck), LB_OK);
+    ((float *)lb_tensor_data(head->value))[0] = NAN; /* the load restored it; poison again */
+    CU_ASSERT_EQUAL(lb_trainer_run(t2, ck, NULL, NULL, NULL), LB_ERR_NUMERIC);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "loss"));
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(t2), 4);
+    LB_ASSERT_TENSORS_CLOSE(ps->items[0]->value, emb, 0, 0); /* parameters untouched */
+    struct stat after;
+    stat(ck, &after);
+    CU_ASSERT_EQUAL(before.st_ino, after.st_ino);
+    CU_ASSERT_EQUAL(before.st_size, after.st_size);
+    lb_tensor_free(emb);
+    lb_trainer_free(t2);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
+static void test_gradient_accumulation(void)
+{
+    /* One step on a batch of 16 equals one step on 2 micro-batches of 8 (float32 rounding). */
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    mc.dropout = 0;
+    lb_model *a = lb_model_new(&mc), *b = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 1);
+    tc.optim = lb_optim_defaults(LB_OPTIM_SGD);
+    tc.optim.lr = 0.5;
+    tc.schedule = lb_schedule_constant(0.5);
+    tc.clip = 0;
+    lb_trainer *ta = lb_trainer_new(a, ds, &tc);
+    tc.micro_batches = 2;
+    lb_trainer *tb = lb_trainer_new(b, ds, &tc);
+    lb_step_stats sa, sb;
+    CU_ASSERT_EQUAL(lb_trainer_step(ta, &sa), LB_OK);
+    CU_ASSERT_EQUAL(lb_trainer_step(tb, &sb), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(sa.loss, sb.loss, 1e-5);
+    CU_ASSERT_DOUBLE_EQUAL(sa.grad_norm, sb.grad_norm, 1e-4 * sa.grad_norm);
+    lb_params *pa = lb_model_params(a), *pb = lb_model_params(b);
+    for (int i = 0; i < pa->count; i++)
+        LB_ASSERT_TENSORS_CLOSE(pb->items[i]->value, pa->items[i]->value, 1e-5, 1e-4);
+    /* Bad configurations are refused with the field named. */
+    tc.micro_batches = 17;
+    CU_ASSERT_PTR_NULL(lb_trainer_new(a, ds, &tc));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "micro-batches"));
+    lb_trainer_free(ta);
+    lb_trainer_free(tb);
+    lb_model_free(a);
+    lb_model_free(b);
+    lb_dataset_close(ds);
+}
+
+static void test_data_model_mismatch(void)
+{
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    mc.num_classes = 7;
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 1);
+    CU_ASSERT_PTR_NULL(lb_trainer_new(m, ds, &tc));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "classes"));
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
+int main(void)
+{
+    make_data();
+    const lb_test_case cases[] = {
+        {"training reduces loss and reaches high accuracy; distance bins", test_training_learns},
+        {"resume from a checkpoint equals an uninterrupted run bit for bit", test_resume_is_bit_exact},
+        {"a killed run resumes exactly from an intact checkpoint", test_kill_and_resume},
+        {"checkpoint of a different model: clear error, nothing changed", test_checkpoint_mismatch_errors},
+        {"non-finite loss stops training and keeps the last checkpoint", test_nonfinite_loss_stops_and_keeps_checkpoint},
+        {"gradient accumulation equals one large batch", test_gradient_accumulation},
+        {"data that does not fit the model is refused", test_data_model_mismatch},
+        {NULL, NULL},
+    };
+    int rc = lb_test_main("trainer", cases);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return rc;
+}

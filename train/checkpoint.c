@@ -1,0 +1,457 @@
+/* Checkpoints in HDF5 (format: docs/checkpoints.md).
+ *
+ *   /                 attributes: format "lookback-checkpoint", format_version, step,
+ *                     elapsed_seconds, data_file, every model config field as
+ *                     "model.<field>", the optimizer kind and hyperparameters as "optim.<field>"
+ *   /params/<name>    every parameter, its dtype and shape
+ *   /optim/<name>     every optimizer state tensor (step.<p>, exp_avg.<p>, ...)
+ *   /rng/dropout      uint64 [4]  dropout generator state
+ *   /rng/loader       uint64 [4]  data-order generator state at the start of the epoch
+ *   /loader           attributes epoch, position
+ */
+#include <fcntl.h>
+#include <hdf5.h>
+#include <libgen.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/h5io.h"
+#include "train/trainer_internal.h"
+
+enum { CHECKPOINT_FORMAT_VERSION = 1 };
+static const char *CHECKPOINT_FORMAT = "lookback-checkpoint";
+
+/* ---- the model config as attributes, one table row per field ---- */
+
+typedef enum field_type { F_INT64, F_INT, F_DOUBLE, F_U64, F_KIND, F_POS, F_HEAD, F_DTYPE } field_type;
+typedef struct config_field {
+    const char *name;
+    field_type type;
+    size_t offset;
+} config_field;
+
+#define FIELD(name, type) {#name, type, offsetof(lb_model_config, name)}
+static const config_field model_fields[] = {
+    FIELD(kind, F_KIND),         FIELD(dtype, F_DTYPE),           FIELD(vocab_size, F_INT64),
+    FIELD(input_features, F_INT64), FIELD(num_classes, F_INT64),  FIELD(head, F_HEAD),
+    FIELD(max_seq_len, F_INT64), FIELD(n_layers, F_INT),          FIELD(d_model, F_INT64),
+    FIELD(n_heads, F_INT),       FIELD(d_ff, F_INT64),            FIELD(pos, F_POS),
+    FIELD(window, F_INT64),      FIELD(causal, F_INT),            FIELD(dropout, F_DOUBLE),
+    FIELD(hidden_size, F_INT64), FIELD(forget_bias, F_DOUBLE),    FIELD(kernel_size, F_INT64),
+    FIELD(seed, F_U64),
+};
+#undef FIELD
+
+static const char *head_name(int head) { return head == LB_HEAD_EVERY ? "every" : "last"; }
+
+/* Field value as text (for attributes of enums and for messages). */
+static void field_text(const lb_model_config *cfg, const config_field *f, char *buf, size_t size)
+{
+    const char *p = (const char *)cfg + f->offset;
+    switch (f->type) {
+    case F_INT64: snprintf(buf, size, "%lld", (long long)*(const int64_t *)p); break;
+    case F_INT: snprintf(buf, size, "%d", *(const int *)p); break;
+    case F_DOUBLE: snprintf(buf, size, "%.17g", *(const double *)p); break;
+    case F_U64: snprintf(buf, size, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case F_KIND: snprintf(buf, size, "%s", lb_model_kind_name(*(const lb_model_kind *)p)); break;
+    case F_POS: snprintf(buf, size, "%s", lb_pos_kind_name(*(const lb_pos_kind *)p)); break;
+    case F_HEAD: snprintf(buf, size, "%s", head_name(*(const lb_head_kind *)p)); break;
+    case F_DTYPE: snprintf(buf, size, "%s", lb_dtype_name(*(const lb_dtype *)p)); break;
+    }
+}
+
+static lb_status write_model_config(hid_t file, const lb_model_config *cfg, const char *path)
+{
+    for (size_t i = 0; i < sizeof model_fields / sizeof model_fields[0]; i++) {
+        const config_field *f = &model_fields[i];
+        const char *p = (const char *)cfg + f->offset;
+        char name[96], text[64];
+        snprintf(name, sizeof name, "model.%s", f->name);
+        lb_status st;
+        switch (f->type) {
+        case F_INT64: st = lb_h5_write_attr_int(file, name, *(const int64_t *)p, path); break;
+        case F_INT: st = lb_h5_write_attr_int(file, name, *(const int *)p, path); break;
+        case F_DOUBLE: st = lb_h5_write_attr_real(file, name, *(const double *)p, path); break;
+        case F_U64: st = lb_h5_write_attr_uint(file, name, *(const uint64_t *)p, path); break;
+        default:
+            field_text(cfg, f, text, sizeof text);
+            st = lb_h5_write_attr_string(file, name, text, path);
+        }
+        if (st != LB_OK)
+            return st;
+    }
+    return LB_OK;
+}
+
+static lb_status read_model_config(hid_t file, lb_model_config *cfg, const char *path)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < sizeof model_fields / sizeof model_fields[0]; i++) {
+        const config_field *f = &model_fields[i];
+        char *p = (char *)cfg + f->offset;
+        char name[96], text[64];
+        int64_t iv = 0;
+        lb_status st = LB_OK;
+        snprintf(name, sizeof name, "model.%s", f->name);
+        switch (f->type) {
+        case F_INT64: st = lb_h5_read_attr_int(file, name, (int64_t *)p, path); break;
+        case F_INT:
+            st = lb_h5_read_attr_int(file, name, &iv, path);
+            *(int *)p = (int)iv;
+            break;
+        case F_DOUBLE: st = lb_h5_read_attr_real(file, name, (double *)p, path); break;
+        case F_U64: st = lb_h5_read_attr_uint(file, name, (uint64_t *)p, path); break;
+        default:
+            st = lb_h5_read_attr_string(file, name, text, sizeof text, path);
+            if (st != LB_OK)
+                break;
+            if (f->type == F_KIND)
+                st = lb_model_kind_parse(text, (lb_model_kind *)p);
+            else if (f->type == F_POS)
+                st = lb_pos_kind_parse(text, (lb_pos_kind *)p);
+            else if (f->type == F_HEAD)
+                *(lb_head_kind *)p = strcmp(text, "every") == 0 ? LB_HEAD_EVERY : LB_HEAD_LAST;
+            else
+                *(lb_dtype *)p = strcmp(text, "float64") == 0 ? LB_FLOAT64 : LB_FLOAT32;
+        }
+        if (st != LB_OK)
+            return lb_error(LB_ERR_FORMAT, "%s: model config attribute '%s' is missing or invalid: %s", path, name,
+                            lb_last_error());
+    }
+    return LB_OK;
+}
+
+/* LB_OK when equal, else an error naming the first differing field. */
+static lb_status compare_model_config(const lb_model_config *a, const lb_model_config *b, const char *path)
+{
+    for (size_t i = 0; i < sizeof model_fields / sizeof model_fields[0]; i++) {
+        char ta[64], tb[64];
+        field_text(a, &model_fields[i], ta, sizeof ta);
+        field_text(b, &model_fields[i], tb, sizeof tb);
+        if (strcmp(ta, tb) != 0 && strcmp(model_fields[i].name, "seed") != 0)
+            return lb_error(LB_ERR_VALUE, "%s: the checkpoint's model has %s = %s but this model has %s = %s", path,
+                            model_fields[i].name, ta, model_fields[i].name, tb);
+    }
+    return LB_OK;
+}
+
+/* ---- tensors ---- */
+
+static hid_t native_type(lb_dtype dtype) { return dtype == LB_FLOAT32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE; }
+
+static lb_status write_tensor(hid_t group, const char *name, const lb_tensor *t, const char *path)
+{
+    hsize_t dims[LB_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++)
+        dims[i] = (hsize_t)t->shape[i];
+    hid_t space = t->ndim ? H5Screate_simple(t->ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t dset = space >= 0 ? H5Dcreate2(group, name, native_type(t->dtype), space, H5P_DEFAULT, H5P_DEFAULT,
+                                         H5P_DEFAULT)
+                            : -1;
+    herr_t err = dset >= 0 ? H5Dwrite(dset, native_type(t->dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, lb_tensor_data(t)) : -1;
+    lb_h5_close(dset);
+    lb_h5_close(space);
+    if (err < 0)
+        return lb_error(LB_ERR_IO, "%s: cannot write dataset '%s' (disk full or not writable?)", path, name);
+    return LB_OK;
+}
+
+/* Reads dataset `name` into a new tensor of `like`'s dtype, checking its shape. */
+static lb_status read_tensor_like(hid_t group, const char *group_name, const char *name, const lb_tensor *like,
+                                  lb_tensor **out, const char *path)
+{
+    char want[128], got[128];
+    *out = NULL;
+    if (!lb_h5_has_link(group, name))
+        return lb_error(LB_ERR_FORMAT, "%s: dataset /%s/%s is missing (a checkpoint of a different model?)", path,
+                        group_name, name);
+    hid_t dset = H5Dopen2(group, name, H5P_DEFAULT);
+    hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
+    int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+    hsize_t dims[H5S_MAX_RANK] = {0};
+    int64_t shape[H5S_MAX_RANK] = {0};
+    if (rank >= 0 && rank <= H5S_MAX_RANK)
+        H5Sget_simple_extent_dims(space, dims, NULL);
+    int same = rank == like->ndim;
+    for (int i = 0; i < rank && rank <= LB_MAX_DIMS && rank >= 0; i++) {
+        shape[i] = (int64_t)dims[i];
+        same &= i < like->ndim && shape[i] == like->shape[i];
+    }
+    lb_status st = LB_OK;
+    if (rank < 0) {
+        st = lb_error(LB_ERR_FORMAT, "%s: dataset /%s/%s cannot be read", path, group_name, name);
+    } else if (!same) {
+        st = lb_error(LB_ERR_VALUE, "%s: /%s/%s has shape %s in the checkpoint but %s in the model", path, group_name,
+                      name, lb_shape_str(rank > LB_MAX_DIMS ? LB_MAX_DIMS : rank, shape, got, sizeof got),
+                      lb_shape_str(like->ndim, like->shape, want, sizeof want));
+    } else {
+        *out = lb_tensor_zeros_like(like);
+        if (!*out)
+            st = lb_last_status();
+        else if (H5Dread(dset, native_type(like->dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, lb_tensor_data(*out)) < 0)
+            st = lb_error(LB_ERR_FORMAT, "%s: dataset /%s/%s cannot be read as %s", path, group_name, name,
+                          lb_dtype_name(like->dtype));
+    }
+    lb_h5_close(space);
+    lb_h5_close(dset);
+    if (st != LB_OK) {
+        lb_tensor_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+static lb_status write_u64s(hid_t group, const char *name, const uint64_t *v, int n, const char *path)
+{
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    hid_t dset = H5Dcreate2(group, name, H5T_NATIVE_UINT64, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t err = dset >= 0 ? H5Dwrite(dset, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) : -1;
+    lb_h5_close(dset);
+    lb_h5_close(space);
+    return err < 0 ? lb_error(LB_ERR_IO, "%s: cannot write dataset '%s'", path, name) : LB_OK;
+}
+
+static lb_status read_u64s(hid_t group, const char *name, uint64_t *v, int n, const char *path)
+{
+    hid_t dset = lb_h5_has_link(group, name) ? H5Dopen2(group, name, H5P_DEFAULT) : -1;
+    hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
+    int ok = space >= 0 && H5Sget_simple_extent_npoints(space) == n &&
+             H5Dread(dset, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0;
+    lb_h5_close(space);
+    lb_h5_close(dset);
+    return ok ? LB_OK : lb_error(LB_ERR_FORMAT, "%s: /rng/%s is missing or is not %d uint64 values", path, name, n);
+}
+
+/* fsync a file, and its directory so the rename itself is durable. */
+static void sync_path(const char *path, int directory)
+{
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    int fd = open(directory ? dirname(copy) : path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* ---- save ---- */
+
+static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path)
+{
+    lb_status st;
+    lb_params *ps = lb_model_params(t->model);
+    if ((st = lb_h5_write_attr_string(file, "format", CHECKPOINT_FORMAT, path)) ||
+        (st = lb_h5_write_attr_int(file, "format_version", CHECKPOINT_FORMAT_VERSION, path)) ||
+        (st = lb_h5_write_attr_int(file, "step", t->step, path)) ||
+        (st = lb_h5_write_attr_real(file, "elapsed_seconds", t->elapsed, path)) ||
+        (st = lb_h5_write_attr_string(file, "data_file", lb_dataset_path(t->data), path)) ||
+        (st = lb_h5_write_attr_string(file, "optim.kind", lb_optim_kind_name(t->cfg.optim.kind), path)) ||
+        (st = lb_h5_write_attr_real(file, "optim.lr", t->cfg.optim.lr, path)) ||
+        (st = lb_h5_write_attr_real(file, "optim.weight_decay", t->cfg.optim.weight_decay, path)) ||
+        (st = lb_h5_write_attr_int(file, "train.batch_size", t->cfg.batch_size, path)) ||
+        (st = lb_h5_write_attr_int(file, "train.steps", t->cfg.steps, path)) ||
+        (st = lb_h5_write_attr_uint(file, "train.seed", t->cfg.seed, path)) ||
+        (st = write_model_config(file, lb_model_get_config(t->model), path)))
+        return st;
+    hid_t params = lb_h5_create_group(file, "params"), optim = lb_h5_create_group(file, "optim");
+    hid_t rng = lb_h5_create_group(file, "rng"), loader = lb_h5_create_group(file, "loader");
+    st = (params < 0 || optim < 0 || rng < 0 || loader < 0) ? lb_error(LB_ERR_IO, "%s: cannot create groups", path) : LB_OK;
+    for (int i = 0; i < ps->count && st == LB_OK; i++)
+        st = write_tensor(params, ps->items[i]->name, ps->items[i]->value, path);
+    for (int i = 0; i < lb_optim_state_count(t->optim) && st == LB_OK; i++)
+        st = write_tensor(optim, lb_optim_state_name(t->optim, i), lb_optim_state_tensor(t->optim, i), path);
+    lb_loader_state ls;
+    if (st == LB_OK)
+        st = lb_loader_get_state(t->loader, &ls);
+    if (st == LB_OK)
+        st = write_u64s(rng, "dropout", t->dropout_rng.s, 4, path);
+    if (st == LB_OK)
+        st = write_u64s(rng, "loader", ls.rng.s, 4, path);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_int(loader, "epoch", ls.epoch, path);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_int(loader, "position", ls.position, path);
+    lb_h5_close(params);
+    lb_h5_close(optim);
+    lb_h5_close(rng);
+    lb_h5_close(loader);
+    return st;
+}
+
+lb_status lb_trainer_save(const lb_trainer *t, const char *path)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return lb_error(LB_ERR_VALUE, "checkpoint: path too long: %s", path);
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create the checkpoint (folder missing or not writable?)", tmp)
+                            : save_contents(t, file, tmp);
+    if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing the checkpoint", tmp);
+    lb_h5_quiet_end(&quiet);
+    if (st != LB_OK) {
+        unlink(tmp);
+        return st;
+    }
+    sync_path(tmp, 0);
+    if (rename(tmp, path) != 0) {
+        unlink(tmp);
+        return lb_error(LB_ERR_IO, "%s: cannot rename the new checkpoint into place", path);
+    }
+    sync_path(path, 1);
+    return LB_OK;
+}
+
+/* ---- load ---- */
+
+static hid_t open_checkpoint(const char *path)
+{
+    if (access(path, R_OK) != 0) {
+        lb_error(LB_ERR_IO, "%s: no such checkpoint (or not readable)", path);
+        return -1;
+    }
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) {
+        lb_error(LB_ERR_FORMAT, "%s: not an HDF5 file, or truncated", path);
+        return -1;
+    }
+    char fmt[64] = "";
+    int64_t version = 0;
+    if (lb_h5_read_attr_string(file, "format", fmt, sizeof fmt, path) != LB_OK || strcmp(fmt, CHECKPOINT_FORMAT) != 0) {
+        lb_error(LB_ERR_FORMAT, "%s: not a lookback checkpoint (root attribute 'format' is not '%s')", path,
+                 CHECKPOINT_FORMAT);
+        H5Fclose(file);
+        return -1;
+    }
+    if (lb_h5_read_attr_int(file, "format_version", &version, path) != LB_OK || version != CHECKPOINT_FORMAT_VERSION) {
+        lb_error(LB_ERR_FORMAT, "%s: checkpoint format_version %lld is not supported (expected %d)", path,
+                 (long long)version, CHECKPOINT_FORMAT_VERSION);
+        H5Fclose(file);
+        return -1;
+    }
+    return file;
+}
+
+lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg)
+{
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    hid_t file = open_checkpoint(path);
+    lb_status st = file < 0 ? lb_last_status() : read_model_config(file, cfg, path);
+    lb_h5_close(file);
+    lb_h5_quiet_end(&quiet);
+    return st;
+}
+
+/* Reads every parameter into new tensors (vals[i]) without touching the model. */
+static lb_status read_params(hid_t file, lb_model *model, lb_tensor **vals, const char *path)
+{
+    lb_model_config saved;
+    lb_status st = read_model_config(file, &saved, path);
+    if (st == LB_OK)
+        st = compare_model_config(&saved, lb_model_get_config(model), path);
+    if (st != LB_OK)
+        return st;
+    lb_params *ps = lb_model_params(model);
+    hid_t group = lb_h5_has_link(file, "params") ? H5Gopen2(file, "params", H5P_DEFAULT) : -1;
+    if (group < 0)
+        return lb_error(LB_ERR_FORMAT, "%s: group /params is missing", path);
+    for (int i = 0; i < ps->count && st == LB_OK; i++)
+        st = read_tensor_like(group, "params", ps->items[i]->name, ps->items[i]->value, &vals[i], path);
+    lb_h5_close(group);
+    return st;
+}
+
+static void free_tensors(lb_tensor **v, int n)
+{
+    for (int i = 0; i < n; i++)
+        lb_tensor_free(v[i]);
+    free(v);
+}
+
+lb_status lb_checkpoint_load_params(const char *path, lb_model *model)
+{
+    lb_params *ps = lb_model_params(model);
+    lb_tensor **vals = calloc((size_t)ps->count + 1, sizeof *vals);
+    if (!vals)
+        return lb_error(LB_ERR_MEMORY, "checkpoint: out of memory");
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    hid_t file = open_checkpoint(path);
+    lb_status st = file < 0 ? lb_last_status() : read_params(file, model, vals, path);
+    lb_h5_close(file);
+    lb_h5_quiet_end(&quiet);
+    for (int i = 0; i < ps->count && st == LB_OK; i++)
+        lb_tensor_copy_into(ps->items[i]->value, vals[i]);
+    free_tensors(vals, ps->count);
+    return st;
+}
+
+lb_status lb_trainer_load(lb_trainer *t, const char *path)
+{
+    lb_params *ps = lb_model_params(t->model);
+    int n_state = lb_optim_state_count(t->optim);
+    lb_tensor **vals = calloc((size_t)(ps->count + n_state) + 1, sizeof *vals);
+    if (!vals)
+        return lb_error(LB_ERR_MEMORY, "checkpoint: out of memory");
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    hid_t file = open_checkpoint(path);
+    lb_status st = file < 0 ? lb_last_status() : read_params(file, t->model, vals, path);
+    int64_t step = 0, epoch = 0, position = 0;
+    double elapsed = 0;
+    lb_rng dropout, loader_rng;
+    char kind[32] = "";
+    if (st == LB_OK && (st = lb_h5_read_attr_string(file, "optim.kind", kind, sizeof kind, path)) == LB_OK &&
+        strcmp(kind, lb_optim_kind_name(t->cfg.optim.kind)) != 0)
+        st = lb_error(LB_ERR_VALUE, "%s: the checkpoint was trained with --optim %s but this run uses %s", path, kind,
+                      lb_optim_kind_name(t->cfg.optim.kind));
+    if (st == LB_OK) {
+        hid_t og = lb_h5_has_link(file, "optim") ? H5Gopen2(file, "optim", H5P_DEFAULT) : -1;
+        hid_t rg = lb_h5_has_link(file, "rng") ? H5Gopen2(file, "rng", H5P_DEFAULT) : -1;
+        hid_t lg = lb_h5_has_link(file, "loader") ? H5Gopen2(file, "loader", H5P_DEFAULT) : -1;
+        if (og < 0 || rg < 0 || lg < 0)
+            st = lb_error(LB_ERR_FORMAT, "%s: group /optim, /rng or /loader is missing", path);
+        for (int i = 0; i < n_state && st == LB_OK; i++)
+            st = read_tensor_like(og, "optim", lb_optim_state_name(t->optim, i), lb_optim_state_tensor(t->optim, i),
+                                  &vals[ps->count + i], path);
+        if (st == LB_OK)
+            st = read_u64s(rg, "dropout", dropout.s, 4, path);
+        if (st == LB_OK)
+            st = read_u64s(rg, "loader", loader_rng.s, 4, path);
+        if (st == LB_OK)
+            st = lb_h5_read_attr_int(lg, "epoch", &epoch, path);
+        if (st == LB_OK)
+            st = lb_h5_read_attr_int(lg, "position", &position, path);
+        if (st == LB_OK)
+            st = lb_h5_read_attr_int(file, "step", &step, path);
+        if (st == LB_OK)
+            st = lb_h5_read_attr_real(file, "elapsed_seconds", &elapsed, path);
+        lb_h5_close(og);
+        lb_h5_close(rg);
+        lb_h5_close(lg);
+    }
+    lb_h5_close(file);
+    lb_h5_quiet_end(&quiet);
+    lb_loader_state ls = {epoch, position, loader_rng};
+    /* Everything read and checked: now change the trainer. */
+    if (st == LB_OK)
+        st = lb_loader_set_state(t->loader, &ls);
+    if (st == LB_OK) {
+        for (int i = 0; i < ps->count; i++)
+            lb_tensor_copy_into(ps->items[i]->value, vals[i]);
+        for (int i = 0; i < n_state; i++)
+            lb_tensor_copy_into(lb_optim_state_tensor(t->optim, i), vals[ps->count + i]);
+        t->dropout_rng = dropout;
+        t->step = step;
+        t->elapsed = elapsed;
+    }
+    free_tensors(vals, ps->count + n_state);
+    return st;
+}

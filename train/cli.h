@@ -1,0 +1,56 @@
+/* The lookback command line: one function per subcommand (train/cli_<name>.c) and
+ * the helpers they share (train/cli_common.c). Each returns the process exit code:
+ * 0 success, 1 a failure at run time (bad data, a failed check), 2 bad usage. Errors
+ * are printed as one line on stderr: "lookback <command>: <message>". */
+#ifndef LB_CLI_H
+#define LB_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tensor/error.h"
+
+int lb_cli_data(int argc, char **argv);
+int lb_cli_train(int argc, char **argv);
+int lb_cli_eval(int argc, char **argv);
+int lb_cli_demo(int argc, char **argv);
+int lb_cli_compare(int argc, char **argv);
+int lb_cli_gradcheck(int argc, char **argv);
+
+/* Prints "lookback <command>: <lb_last_error()>" on stderr and returns 1. */
+int lb_cli_fail(const char *command);
+/* Prints "lookback <command>: <formatted message>" on stderr and returns `code`. */
+int lb_cli_error(const char *command, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Strict number parsing for option values: the whole text must be a number in
+ * [min, max]. LB_ERR_VALUE naming the option (e.g. "--steps") otherwise. */
+lb_status lb_cli_int(const char *option, const char *text, int64_t min, int64_t max, int64_t *out);
+lb_status lb_cli_real(const char *option, const char *text, double min, double max, double *out);
+
+/* Creates directory `path` (and parents) if missing; LB_ERR_IO naming it otherwise. */
+lb_status lb_cli_mkdir(const char *path);
+/* 1 if `path` exists (file or directory), 0 if not. */
+int lb_cli_exists(const char *path);
+/* Joins dir and name into buf; returns buf. */
+char *lb_cli_path(char *buf, size_t size, const char *dir, const char *name);
+
+/* Sets the thread count for BLAS and OpenMP: n > 0, or OMP_NUM_THREADS when n == 0
+ * and it is set, else the number of processors. Returns the count in use. */
+int lb_cli_set_threads(int n);
+
+/* Progress display on stderr: a live bar (step rate, ETA, loss, accuracy) when
+ * stderr is a terminal, plain periodic lines otherwise. */
+typedef struct lb_progress {
+    const char *label;
+    int64_t total;
+    int tty;
+    double start, last_print;
+} lb_progress;
+void lb_progress_begin(lb_progress *p, const char *label, int64_t total);
+void lb_progress_update(lb_progress *p, int64_t done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void lb_progress_end(lb_progress *p);
+
+/* Monotonic seconds. */
+double lb_cli_now(void);
+
+#endif

@@ -1,0 +1,155 @@
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "train/cli.h"
+
+int lb_cli_fail(const char *command)
+{
+    fprintf(stderr, "lookback %s: %s\n", command, lb_last_error()[0] ? lb_last_error() : "failed");
+    return 1;
+}
+
+int lb_cli_error(const char *command, int code, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "lookback %s: ", command);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return code;
+}
+
+lb_status lb_cli_int(const char *option, const char *text, int64_t min, int64_t max, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = text ? strtoll(text, &end, 10) : 0;
+    if (!text || !*text || *end || errno == ERANGE)
+        return lb_error(LB_ERR_VALUE, "%s expects a whole number, got '%s'", option, text ? text : "");
+    if (v < min || v > max)
+        return lb_error(LB_ERR_VALUE, "%s must be in [%lld, %lld], got %lld", option, (long long)min, (long long)max, v);
+    *out = v;
+    return LB_OK;
+}
+
+lb_status lb_cli_real(const char *option, const char *text, double min, double max, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = text ? strtod(text, &end) : 0;
+    if (!text || !*text || *end || errno == ERANGE || !isfinite(v))
+        return lb_error(LB_ERR_VALUE, "%s expects a number, got '%s'", option, text ? text : "");
+    if (v < min || v > max)
+        return lb_error(LB_ERR_VALUE, "%s must be in [%g, %g], got %g", option, min, max, v);
+    *out = v;
+    return LB_OK;
+}
+
+int lb_cli_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+lb_status lb_cli_mkdir(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return lb_error(LB_ERR_VALUE, "path too long: %s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return lb_error(LB_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return lb_error(LB_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+        return lb_error(LB_ERR_IO, "%s exists and is not a folder", buf);
+    return LB_OK;
+}
+
+char *lb_cli_path(char *buf, size_t size, const char *dir, const char *name)
+{
+    snprintf(buf, size, "%s/%s", dir, name);
+    return buf;
+}
+
+int lb_cli_set_threads(int n)
+{
+    if (n <= 0) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        n = env && atoi(env) > 0 ? atoi(env) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        if (n < 1)
+            n = 1;
+    }
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+    return n;
+}
+
+double lb_cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void lb_progress_begin(lb_progress *p, const char *label, int64_t total)
+{
+    p->label = label;
+    p->total = total;
+    p->tty = isatty(STDERR_FILENO);
+    p->start = lb_cli_now();
+    p->last_print = 0;
+}
+
+void lb_progress_update(lb_progress *p, int64_t done, const char *fmt, ...)
+{
+    double now = lb_cli_now();
+    int final = done >= p->total;
+    /* A live bar redraws 10 times a second; plain lines every 10 seconds. */
+    if (!final && now - p->last_print < (p->tty ? 0.1 : 10.0))
+        return;
+    p->last_print = now;
+    double elapsed = now - p->start, rate = elapsed > 0 ? (double)done / elapsed : 0;
+    double eta = rate > 0 ? (double)(p->total - done) / rate : 0;
+    char extra[256] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(extra, sizeof extra, fmt, ap);
+        va_end(ap);
+    }
+    if (p->tty) {
+        int width = 24, filled = p->total > 0 ? (int)(width * done / p->total) : width;
+        char bar[32];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < filled ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr, "\r%-12s [%s] %lld/%lld %.1f/s ETA %.0fs %s\033[K", p->label, bar, (long long)done,
+                (long long)p->total, rate, eta, extra);
+    } else {
+        fprintf(stderr, "%s: %lld/%lld (%.1f/s, ETA %.0fs) %s\n", p->label, (long long)done, (long long)p->total, rate,
+                eta, extra);
+    }
+    fflush(stderr);
+}
+
+void lb_progress_end(lb_progress *p)
+{
+    if (p->tty)
+        fputc('\n', stderr);
+}

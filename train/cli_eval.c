@@ -1,0 +1,206 @@
+/* lookback eval: a checkpoint's loss and accuracy on a data file. */
+#include <getopt.h>
+#include <hdf5.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/h5io.h"
+#include "train/cli.h"
+#include "train/trainer.h"
+
+static void eval_usage(FILE *out)
+{
+    fputs("usage: lookback eval --checkpoint CK.h5 --data FILE.h5 [options]\n"
+          "\n"
+          "Prints the loss and accuracy (MSE for regression) of the checkpoint's model on a split,\n"
+          "and the accuracy per distance bin when the file has distances.\n"
+          "\n"
+          "  --split NAME            train | val | test (default test)\n"
+          "  --examples N            evaluate the first N examples only (default all)\n"
+          "  --batch N               examples per forward pass (default 16)\n"
+          "  --bins N                distance bins (default 8, at most 16)\n"
+          "  --json                  print one JSON object instead of the table\n"
+          "  --attention-out F.h5    write the last attention layer's weights of the first examples\n"
+          "  --attention-examples N  how many examples --attention-out writes (default 4)\n"
+          "  --threads N             threads (default OMP_NUM_THREADS or all processors)\n",
+          out);
+}
+
+/* Writes weights [E, H, Tq, Tk] with the examples' tokens and distances. */
+static lb_status write_attention(const char *path, const lb_tensor *weights, const lb_dataset *data, const char *split)
+{
+    lb_batch b;
+    int64_t e = weights->shape[0];
+    lb_status st = lb_dataset_slice(data, split, 0, e, &b);
+    if (st != LB_OK)
+        return st;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file < 0)
+        st = lb_error(LB_ERR_IO, "%s: cannot create", tmp);
+    lb_tensor *w32 = st == LB_OK ? lb_tensor_copy(weights, LB_FLOAT32) : NULL;
+    if (st == LB_OK && !w32)
+        st = lb_last_status();
+    struct {
+        const char *name;
+        hid_t type;
+        int rank;
+        hsize_t dims[4];
+        const void *data;
+    } sets[3] = {
+        {"weights", H5T_NATIVE_FLOAT, 4, {0}, w32 ? lb_tensor_data(w32) : NULL},
+        {"tokens", H5T_NATIVE_INT32, 2, {(hsize_t)e, (hsize_t)b.seq_len}, b.tokens},
+        {"distance", H5T_NATIVE_INT32, 1, {(hsize_t)e}, b.distance},
+    };
+    for (int i = 0; i < 4; i++)
+        sets[0].dims[i] = (hsize_t)weights->shape[i];
+    for (int i = 0; i < 3 && st == LB_OK; i++) {
+        if (!sets[i].data)
+            continue;
+        hid_t space = H5Screate_simple(sets[i].rank, sets[i].dims, NULL);
+        hid_t dset = H5Dcreate2(file, sets[i].name, sets[i].type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (dset < 0 || H5Dwrite(dset, sets[i].type, H5S_ALL, H5S_ALL, H5P_DEFAULT, sets[i].data) < 0)
+            st = lb_error(LB_ERR_IO, "%s: cannot write dataset %s", tmp, sets[i].name);
+        lb_h5_close(dset);
+        lb_h5_close(space);
+    }
+    if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing", tmp);
+    lb_h5_quiet_end(&quiet);
+    lb_tensor_free(w32);
+    lb_batch_free(&b);
+    if (st == LB_OK && rename(tmp, path) != 0)
+        st = lb_error(LB_ERR_IO, "%s: cannot rename into place", path);
+    if (st != LB_OK)
+        remove(tmp);
+    return st;
+}
+
+static void print_json(const lb_eval_result *r, const char *ck, const char *data, const char *split)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "checkpoint", json_object_new_string(ck));
+    json_object_object_add(o, "data", json_object_new_string(data));
+    json_object_object_add(o, "split", json_object_new_string(split));
+    json_object_object_add(o, "examples", json_object_new_int64(r->examples));
+    json_object_object_add(o, "loss", json_object_new_double(r->loss));
+    if (isnan(r->accuracy)) {
+        json_object_object_add(o, "mse", json_object_new_double(r->mse));
+    } else {
+        json_object_object_add(o, "accuracy", json_object_new_double(r->accuracy));
+        json_object *bins = json_object_new_array();
+        for (int k = 0; k < r->n_bins; k++) {
+            json_object *bin = json_object_new_object();
+            json_object_object_add(bin, "distance_min", json_object_new_int64(r->bin_lo[k]));
+            json_object_object_add(bin, "distance_max", json_object_new_int64(r->bin_hi[k]));
+            json_object_object_add(bin, "scored", json_object_new_int64(r->bin_total[k]));
+            json_object_object_add(bin, "accuracy", r->bin_total[k] ? json_object_new_double((double)r->bin_correct[k] /
+                                                                                         (double)r->bin_total[k])
+                                                                    : NULL);
+            json_object_array_add(bins, bin);
+        }
+        json_object_object_add(o, "distance_bins", bins);
+    }
+    printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+    json_object_put(o);
+}
+
+int lb_cli_eval(int argc, char **argv)
+{
+    const char *cmd = "eval", *ck = NULL, *data_path = NULL, *split = "test", *attention_out = NULL;
+    int64_t examples = 0, batch = 16, bins = 8, attention_examples = 4, threads = 0;
+    int json = 0;
+    static const struct option opts[] = {
+        {"checkpoint", required_argument, NULL, 'c'}, {"data", required_argument, NULL, 'd'},
+        {"split", required_argument, NULL, 's'},      {"examples", required_argument, NULL, 'n'},
+        {"batch", required_argument, NULL, 'b'},      {"bins", required_argument, NULL, 'B'},
+        {"json", no_argument, NULL, 'j'},             {"attention-out", required_argument, NULL, 'a'},
+        {"attention-examples", required_argument, NULL, 'A'}, {"threads", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    lb_status st = LB_OK;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1 && st == LB_OK) {
+        switch (c) {
+        case 'c': ck = optarg; break;
+        case 'd': data_path = optarg; break;
+        case 's': split = optarg; break;
+        case 'n': st = lb_cli_int("--examples", optarg, 0, INT64_MAX, &examples); break;
+        case 'b': st = lb_cli_int("--batch", optarg, 1, 1 << 20, &batch); break;
+        case 'B': st = lb_cli_int("--bins", optarg, 0, LB_EVAL_MAX_BINS, &bins); break;
+        case 'j': json = 1; break;
+        case 'a': attention_out = optarg; break;
+        case 'A': st = lb_cli_int("--attention-examples", optarg, 1, 1024, &attention_examples); break;
+        case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
+        case 'h': eval_usage(stdout); return 0;
+        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
+        default: return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback eval --help)", argv[optind - 1]);
+        }
+    }
+    if (st != LB_OK)
+        return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    if (optind < argc)
+        return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
+    if (!ck || !data_path)
+        return lb_cli_error(cmd, 2, "--checkpoint and --data are required");
+    if (attention_out && lb_cli_exists(attention_out))
+        return lb_cli_error(cmd, 1, "%s already exists; choose another --attention-out", attention_out);
+    lb_cli_set_threads((int)threads);
+    lb_model_config mc;
+    if (lb_checkpoint_read_model_config(ck, &mc) != LB_OK)
+        return lb_cli_fail(cmd);
+    lb_dataset *data = lb_dataset_open(data_path);
+    if (!data)
+        return lb_cli_fail(cmd);
+    /* A model trained without learned positions reads sequences of any length. */
+    if (mc.max_seq_len < lb_dataset_seq_len(data) && mc.pos != LB_POS_LEARNED)
+        mc.max_seq_len = lb_dataset_seq_len(data);
+    lb_model *model = lb_model_new(&mc);
+    int code = 0;
+    lb_eval_result r;
+    lb_tensor *weights = NULL;
+    if (!model || lb_checkpoint_load_params(ck, model) != LB_OK) {
+        code = lb_cli_fail(cmd);
+    } else if (lb_evaluate(model, data, split, examples, attention_out ? attention_examples : batch, (int)bins, &r,
+                           attention_out ? &weights : NULL) != LB_OK) {
+        code = lb_cli_fail(cmd);
+    } else if (attention_out && !weights) {
+        code = lb_cli_error(cmd, 1, "--attention-out: a %s model has no attention weights", lb_model_kind_name(mc.kind));
+    } else if (attention_out && write_attention(attention_out, weights, data, split) != LB_OK) {
+        code = lb_cli_fail(cmd);
+    } else if (json) {
+        print_json(&r, ck, data_path, split);
+    } else {
+        printf("%s on %s (%s split, %lld examples)\n", ck, data_path, split, (long long)r.examples);
+        if (isnan(r.accuracy)) {
+            printf("mse %.6f\n", r.mse);
+        } else {
+            printf("loss %.4f  accuracy %.4f  (chance %.4f)\n", r.loss, r.accuracy,
+                   lb_dataset_num_classes(data) > 0 ? 1.0 / (double)lb_dataset_num_classes(data) : 0.0);
+            if (r.n_bins > 0)
+                printf("%-20s %10s %8s\n", "distance", "accuracy", "scored");
+            for (int k = 0; k < r.n_bins; k++) {
+                char range[64];
+                snprintf(range, sizeof range, "%lld..%lld", (long long)r.bin_lo[k], (long long)r.bin_hi[k]);
+                if (r.bin_total[k])
+                    printf("%-20s %10.4f %8lld\n", range, (double)r.bin_correct[k] / (double)r.bin_total[k],
+                           (long long)r.bin_total[k]);
+                else
+                    printf("%-20s %10s %8d\n", range, "-", 0);
+            }
+        }
+        if (attention_out)
+            printf("attention weights of %lld examples written to %s\n", (long long)weights->shape[0], attention_out);
+    }
+    lb_tensor_free(weights);
+    lb_model_free(model);
+    lb_dataset_close(data);
+    return code;
+}

@@ -1,0 +1,494 @@
+#include "train/trainer.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "optim/clip.h"
+#include "train/trainer_internal.h"
+
+void lb_train_config_default(lb_train_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->steps = 1000;
+    cfg->batch_size = 32;
+    cfg->micro_batches = 1;
+    cfg->optim = lb_optim_defaults(LB_OPTIM_ADAMW);
+    cfg->optim.lr = 1e-3;
+    cfg->optim.weight_decay = 0.01;
+    cfg->schedule = lb_schedule_cosine(cfg->optim.lr, 100, cfg->steps, 0.1);
+    cfg->clip = 1.0;
+    cfg->eval_every = 100;
+    cfg->eval_examples = 512;
+    cfg->seed = 1;
+}
+
+/* The schedule as run: its peak is the optimizer's lr and a cosine ends at `steps`. */
+static lb_schedule effective_schedule(const lb_train_config *cfg)
+{
+    lb_schedule s = cfg->schedule;
+    s.base_lr = cfg->optim.lr;
+    if (s.kind == LB_SCHEDULE_COSINE)
+        s.total_steps = cfg->steps > s.warmup_steps ? cfg->steps : s.warmup_steps + 1;
+    return s;
+}
+
+lb_status lb_train_config_check(const lb_train_config *cfg)
+{
+    if (cfg->steps < 1)
+        return lb_error(LB_ERR_VALUE, "train config: steps must be >= 1 (got %lld)", (long long)cfg->steps);
+    if (cfg->batch_size < 1)
+        return lb_error(LB_ERR_VALUE, "train config: batch must be >= 1 (got %lld)", (long long)cfg->batch_size);
+    if (cfg->micro_batches < 1 || cfg->micro_batches > cfg->batch_size)
+        return lb_error(LB_ERR_VALUE, "train config: micro-batches must be in [1, batch=%lld] (got %lld)",
+                        (long long)cfg->batch_size, (long long)cfg->micro_batches);
+    if (!(cfg->clip >= 0) || !isfinite(cfg->clip))
+        return lb_error(LB_ERR_VALUE, "train config: clip must be a finite value >= 0 (got %g)", cfg->clip);
+    if (cfg->eval_every < 0 || cfg->eval_examples < 0 || cfg->checkpoint_every < 0)
+        return lb_error(LB_ERR_VALUE, "train config: eval-every, eval-examples and checkpoint-every must be >= 0");
+    if (!(cfg->time_budget >= 0))
+        return lb_error(LB_ERR_VALUE, "train config: time budget must be >= 0 seconds (got %g)", cfg->time_budget);
+    if (cfg->threads < 0)
+        return lb_error(LB_ERR_VALUE, "train config: threads must be >= 0 (got %d)", cfg->threads);
+    if (lb_optim_config_check(&cfg->optim) != LB_OK)
+        return lb_last_status();
+    lb_schedule s = effective_schedule(cfg);
+    return lb_schedule_check(&s);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- the task's loss and accuracy ---- */
+
+/* Does the data fit the model? Names both sides when not. */
+static lb_status check_fit(const lb_model *model, const lb_dataset *data)
+{
+    const lb_model_config *mc = lb_model_get_config(model);
+    const char *path = lb_dataset_path(data);
+    int64_t vocab = lb_dataset_vocab_size(data), classes = lb_dataset_num_classes(data);
+    int64_t features = lb_dataset_num_features(data);
+    if (vocab > 0 && mc->vocab_size < vocab)
+        return lb_error(LB_ERR_VALUE, "%s: the data has vocab_size %lld but the model's embedding has %lld rows",
+                        path, (long long)vocab, (long long)mc->vocab_size);
+    if (vocab == 0 && mc->input_features != features)
+        return lb_error(LB_ERR_VALUE, "%s: the data has %lld input features but the model expects %lld", path,
+                        (long long)features, (long long)mc->input_features);
+    if (vocab > 0 && mc->vocab_size == 0)
+        return lb_error(LB_ERR_VALUE, "%s: the data has token inputs but the model expects real-valued features", path);
+    if (classes != mc->num_classes)
+        return lb_error(LB_ERR_VALUE, "%s: the data has %lld classes but the model's head has %lld%s", path,
+                        (long long)classes, (long long)mc->num_classes, classes == 0 ? " (the task is regression)" : "");
+    int every = lb_dataset_per_position(data);
+    if (every != (mc->head == LB_HEAD_EVERY))
+        return lb_error(LB_ERR_VALUE, "%s: the data has %s targets but the model's head reads %s", path,
+                        every ? "per-position" : "per-sequence", mc->head == LB_HEAD_EVERY ? "every position" : "the last position");
+    if (mc->pos == LB_POS_LEARNED && mc->kind != LB_MODEL_LSTM && mc->kind != LB_MODEL_CONV &&
+        lb_dataset_seq_len(data) > mc->max_seq_len)
+        return lb_error(LB_ERR_VALUE, "%s: sequences of %lld positions exceed the model's learned positions (max_seq_len %lld)",
+                        path, (long long)lb_dataset_seq_len(data), (long long)mc->max_seq_len);
+    return LB_OK;
+}
+
+/* A view of examples [start, start + count) of a batch. */
+static lb_batch batch_part(const lb_batch *b, int64_t start, int64_t count, lb_tensor **features_view)
+{
+    lb_batch p = *b;
+    int64_t T = b->seq_len;
+    p.batch_size = count;
+    if (b->tokens)
+        p.tokens = b->tokens + start * T;
+    if (b->targets)
+        p.targets = b->targets + start * (b->per_position ? T : 1);
+    if (b->target_values)
+        p.target_values = b->target_values + start;
+    if (b->distance)
+        p.distance = b->distance + start;
+    if (b->lengths)
+        p.lengths = b->lengths + start;
+    if (b->indices)
+        p.indices = b->indices + start;
+    *features_view = NULL;
+    if (b->features) {
+        *features_view = lb_tensor_slice(b->features, 0, start, start + count, 1);
+        p.features = *features_view;
+    }
+    return p;
+}
+
+/* Model input from a batch; features converted to the model's dtype into *converted. */
+static lb_status batch_input(const lb_model *model, const lb_batch *b, lb_model_input *in, lb_tensor **converted)
+{
+    memset(in, 0, sizeof *in);
+    *converted = NULL;
+    in->batch = b->batch_size;
+    in->seq_len = b->seq_len;
+    in->tokens = b->tokens;
+    in->lengths = b->lengths;
+    if (b->features) {
+        lb_dtype dt = lb_model_get_config(model)->dtype;
+        if (b->features->dtype != dt || !lb_tensor_is_contiguous(b->features)) {
+            *converted = lb_tensor_copy(b->features, dt);
+            if (!*converted)
+                return lb_last_status();
+            in->features = *converted;
+        } else {
+            in->features = b->features;
+        }
+    }
+    return LB_OK;
+}
+
+/* Loss of the model output against the batch's targets.
+ *   classification: output [B, C] or [B, T, C] logits, targets [B] or [B, T] (-100 ignored)
+ *   regression:     output [B], targets [B] */
+static lb_var *task_loss(lb_graph *g, lb_var *output, const lb_batch *b)
+{
+    if (!output)
+        return NULL;
+    if (b->targets)
+        return lb_cross_entropy(g, output, b->targets, LB_IGNORE_INDEX);
+    int64_t shape[1] = {b->batch_size};
+    lb_tensor *t = lb_tensor_zeros(output->value->dtype, 1, shape);
+    if (!t)
+        return NULL;
+    for (int64_t i = 0; i < b->batch_size; i++)
+        lb_tensor_set(t, &i, b->target_values[i]);
+    return lb_mse(g, output, lb_input(g, t, 0));
+}
+
+/* Counts correct predictions: argmax of each scored row of logits [R, C].
+ * per_row_correct (may be NULL) receives, per sequence, correct / scored counts. */
+static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *correct, int64_t *scored,
+                          int64_t *seq_correct, int64_t *seq_scored)
+{
+    int64_t C = logits->shape[logits->ndim - 1];
+    int64_t per_seq = b->per_position ? b->seq_len : 1;
+    for (int64_t i = 0; i < b->batch_size; i++) {
+        int64_t ok = 0, n = 0;
+        for (int64_t p = 0; p < per_seq; p++) {
+            int64_t r = i * per_seq + p;
+            int32_t target = b->targets[r];
+            if (target == LB_IGNORE_INDEX)
+                continue;
+            int64_t best = 0;
+            double best_v = -INFINITY;
+            for (int64_t c = 0; c < C; c++) {
+                double v = lb_tensor_flat(logits, r * C + c);
+                if (v > best_v) {
+                    best_v = v;
+                    best = c;
+                }
+            }
+            ok += best == target;
+            n++;
+        }
+        *correct += ok;
+        *scored += n;
+        if (seq_correct) {
+            seq_correct[i] = ok;
+            seq_scored[i] = n;
+        }
+    }
+}
+
+/* ---- evaluation ---- */
+
+lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
+                      int64_t batch_size, int n_bins, lb_eval_result *out, lb_tensor **attention_out)
+{
+    memset(out, 0, sizeof *out);
+    out->accuracy = out->mse = NAN;
+    if (attention_out)
+        *attention_out = NULL;
+    if (check_fit(model, data) != LB_OK)
+        return lb_last_status();
+    int64_t n = lb_dataset_split_size(data, split);
+    if (n < 0)
+        return lb_last_status();
+    if (max_examples > 0 && max_examples < n)
+        n = max_examples;
+    if (batch_size < 1)
+        return lb_error(LB_ERR_VALUE, "evaluate: batch size must be >= 1 (got %lld)", (long long)batch_size);
+    int regression = lb_dataset_is_regression(data);
+    int32_t dmin = 0, dmax = 0;
+    if (n_bins > LB_EVAL_MAX_BINS)
+        n_bins = LB_EVAL_MAX_BINS;
+    if (n_bins > 0 && n > 0 && lb_dataset_has_distance(data) &&
+        lb_dataset_distance_range(data, split, &dmin, &dmax) == LB_OK && !regression) {
+        out->n_bins = (int64_t)n_bins > (int64_t)(dmax - dmin + 1) ? (int)(dmax - dmin + 1) : n_bins;
+        for (int k = 0; k < out->n_bins; k++) {
+            out->bin_lo[k] = dmin + (int64_t)(dmax - dmin + 1) * k / out->n_bins;
+            out->bin_hi[k] = dmin + (int64_t)(dmax - dmin + 1) * (k + 1) / out->n_bins - 1;
+        }
+    }
+    lb_graph *g = lb_graph_new();
+    int64_t *seq_correct = malloc((size_t)batch_size * sizeof *seq_correct);
+    int64_t *seq_scored = malloc((size_t)batch_size * sizeof *seq_scored);
+    if (!g || !seq_correct || !seq_scored) {
+        lb_graph_free(g);
+        free(seq_correct);
+        free(seq_scored);
+        return lb_error(LB_ERR_MEMORY, "evaluate: out of memory");
+    }
+    lb_graph_set_grad_enabled(g, 0);
+    lb_status st = LB_OK;
+    double loss_sum = 0, weight_sum = 0;
+    int64_t correct = 0;
+    for (int64_t start = 0; start < n && st == LB_OK; start += batch_size) {
+        int64_t count = n - start < batch_size ? n - start : batch_size;
+        lb_batch b;
+        lb_model_input in;
+        lb_tensor *converted = NULL;
+        if ((st = lb_dataset_slice(data, split, start, count, &b)) != LB_OK)
+            break;
+        st = batch_input(model, &b, &in, &converted);
+        lb_var *y = st == LB_OK ? lb_model_forward(g, model, &in, 0, NULL,
+                                                   (attention_out && start == 0) ? attention_out : NULL)
+                                : NULL;
+        lb_var *loss = task_loss(g, y, &b);
+        if (!loss) {
+            st = lb_last_status();
+        } else {
+            int64_t scored = 0;
+            if (regression) {
+                scored = count;
+            } else {
+                count_correct(y->value, &b, &correct, &scored, seq_correct, seq_scored);
+                for (int64_t i = 0; i < count && out->n_bins > 0 && b.distance; i++)
+                    for (int k = 0; k < out->n_bins; k++)
+                        if (b.distance[i] >= out->bin_lo[k] && b.distance[i] <= out->bin_hi[k]) {
+                            out->bin_correct[k] += seq_correct[i];
+                            out->bin_total[k] += seq_scored[i];
+                        }
+            }
+            loss_sum += lb_tensor_flat(loss->value, 0) * (double)scored;
+            weight_sum += (double)scored;
+            out->scored += scored;
+        }
+        out->examples += count;
+        lb_tensor_free(converted);
+        lb_batch_free(&b);
+        lb_graph_reset(g);
+    }
+    lb_graph_free(g);
+    free(seq_correct);
+    free(seq_scored);
+    if (st != LB_OK)
+        return st;
+    out->loss = weight_sum > 0 ? loss_sum / weight_sum : 0.0;
+    if (regression)
+        out->mse = out->loss;
+    else
+        out->accuracy = out->scored > 0 ? (double)correct / (double)out->scored : 0.0;
+    return LB_OK;
+}
+
+/* ---- the trainer ---- */
+
+lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg)
+{
+    if (lb_train_config_check(cfg) != LB_OK || check_fit(model, data) != LB_OK)
+        return NULL;
+    if (lb_dataset_split_size(data, "train") < 1) {
+        lb_error(LB_ERR_VALUE, "%s: the train split is empty", lb_dataset_path(data));
+        return NULL;
+    }
+    lb_trainer *t = calloc(1, sizeof *t);
+    if (!t) {
+        lb_error(LB_ERR_MEMORY, "trainer: out of memory");
+        return NULL;
+    }
+    t->model = model;
+    t->data = data;
+    t->cfg = *cfg;
+    t->cfg.schedule = effective_schedule(cfg);
+    if (cfg->threads > 0)
+        openblas_set_num_threads(cfg->threads);
+    lb_params *ps = lb_model_params(model);
+    t->optim = lb_optim_new(&cfg->optim, ps->items, ps->count);
+    t->loader = t->optim ? lb_loader_new(data, "train", cfg->batch_size, 1, 1, cfg->seed) : NULL;
+    t->graph = t->loader ? lb_graph_new() : NULL;
+    if (!t->graph) {
+        lb_trainer_free(t);
+        return NULL;
+    }
+    lb_rng seeder;
+    lb_rng_seed(&seeder, cfg->seed ^ 0xD2B74407B1CE6E93ull);
+    t->dropout_rng = lb_rng_split(&seeder);
+    return t;
+}
+
+void lb_trainer_free(lb_trainer *t)
+{
+    if (!t)
+        return;
+    lb_optim_free(t->optim);
+    lb_loader_free(t->loader);
+    lb_graph_free(t->graph);
+    free(t);
+}
+
+int64_t lb_trainer_steps_done(const lb_trainer *t) { return t->step; }
+double lb_trainer_elapsed(const lb_trainer *t) { return t->elapsed; }
+lb_optim *lb_trainer_optim(lb_trainer *t) { return t->optim; }
+const lb_train_config *lb_trainer_config(const lb_trainer *t) { return &t->cfg; }
+
+static lb_status next_batch(lb_trainer *t, lb_batch *b)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        int r = lb_loader_next(t->loader, b);
+        if (r == 1)
+            return LB_OK;
+        if (r < 0)
+            return lb_last_status();
+    }
+    return lb_error(LB_ERR_VALUE, "%s: the train split has fewer examples than one batch (%lld); lower --batch",
+                    lb_dataset_path(t->data), (long long)t->cfg.batch_size);
+}
+
+/* Number of targets a batch scores (non-ignored positions, or sequences). */
+static int64_t scored_targets(const lb_batch *b)
+{
+    if (!b->targets || !b->per_position)
+        return b->batch_size;
+    int64_t n = 0, total = b->batch_size * b->seq_len;
+    for (int64_t i = 0; i < total; i++)
+        n += b->targets[i] != LB_IGNORE_INDEX;
+    return n;
+}
+
+lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
+{
+    double t0 = now_seconds();
+    memset(stats, 0, sizeof *stats);
+    lb_batch b;
+    lb_status st = next_batch(t, &b);
+    if (st != LB_OK)
+        return st;
+    lb_params *ps = lb_model_params(t->model);
+    double lr = lb_schedule_lr(&t->cfg.schedule, t->step);
+    lb_optim_set_lr(t->optim, lr);
+    lb_optim_zero_grad(t->optim);
+    int64_t total_scored = scored_targets(&b), correct = 0, counted = 0;
+    double loss_sum = 0;
+    int64_t micro = t->cfg.micro_batches;
+    for (int64_t m = 0; m < micro && st == LB_OK; m++) {
+        int64_t start = b.batch_size * m / micro, stop = b.batch_size * (m + 1) / micro;
+        lb_tensor *fview = NULL, *converted = NULL;
+        lb_batch part = batch_part(&b, start, stop - start, &fview);
+        lb_model_input in;
+        st = batch_input(t->model, &part, &in, &converted);
+        lb_var *y = st == LB_OK ? lb_model_forward(t->graph, t->model, &in, 1, &t->dropout_rng, NULL) : NULL;
+        lb_var *loss = task_loss(t->graph, y, &part);
+        if (!loss) {
+            st = lb_last_status();
+        } else {
+            double value = lb_tensor_flat(loss->value, 0);
+            int64_t scored = scored_targets(&part);
+            if (!isfinite(value)) {
+                st = lb_error(LB_ERR_NUMERIC, "training loss is %g at step %lld; the parameters were not updated "
+                              "(try a lower --lr or --clip)", value, (long long)t->step + 1);
+            } else {
+                /* Each micro-batch's mean is weighted by its share of the batch's targets. */
+                double w = total_scored > 0 ? (double)scored / (double)total_scored : 0.0;
+                loss_sum += value * w;
+                lb_var *weighted = w == 1.0 ? loss : lb_scale(t->graph, loss, w);
+                st = scored > 0 ? lb_backward(t->graph, weighted, NULL) : LB_OK;
+                if (part.targets)
+                    count_correct(y->value, &part, &correct, &counted, NULL, NULL);
+            }
+        }
+        lb_tensor_free(converted);
+        lb_tensor_free(fview);
+        lb_graph_reset(t->graph);
+    }
+    if (st != LB_OK) {
+        lb_optim_zero_grad(t->optim);
+        return st;
+    }
+    double norm = 0;
+    lb_status cst = t->cfg.clip > 0 ? lb_clip_grad_norm(ps->items, ps->count, t->cfg.clip, &norm)
+                                    : lb_grad_norm(ps->items, ps->count, &norm);
+    stats->skipped = cst != LB_OK;
+    if (cst == LB_OK)
+        st = lb_optim_step(t->optim);
+    lb_optim_zero_grad(t->optim);
+    lb_clear_error();
+    if (st != LB_OK)
+        return st;
+    t->step++;
+    stats->step = t->step;
+    stats->loss = loss_sum;
+    stats->accuracy = counted > 0 ? (double)correct / (double)counted : NAN;
+    stats->grad_norm = norm;
+    stats->lr = lr;
+    stats->tokens = b.batch_size * b.seq_len;
+    stats->seconds = now_seconds() - t0;
+    t->elapsed += stats->seconds;
+    return LB_OK;
+}
+
+const char *lb_metrics_header(void)
+{
+    return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds";
+}
+
+static void write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr, double norm,
+                          double tps, double wall)
+{
+    if (!f)
+        return;
+    fprintf(f, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", (long long)step, split, loss, acc, lr, norm, tps, wall);
+    fflush(f);
+}
+
+lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user)
+{
+    const lb_train_config *c = &t->cfg;
+    double lr = 0, norm = 0, tokens = 0, seconds = 0;
+    while (t->step < c->steps) {
+        if (c->time_budget > 0 && t->elapsed >= c->time_budget)
+            break;
+        lb_step_stats s;
+        lb_status st = lb_trainer_step(t, &s);
+        if (st != LB_OK)
+            return st;
+        lr = s.lr;
+        norm = s.grad_norm;
+        tokens += (double)s.tokens;
+        seconds += s.seconds;
+        if (cb)
+            cb(LB_EVENT_STEP, &s, NULL, user);
+        int last = t->step == c->steps || (c->time_budget > 0 && t->elapsed >= c->time_budget);
+        int eval_now = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
+        if (eval_now) {
+            lb_eval_result r;
+            write_metrics(metrics, t->step, "train", s.loss, s.accuracy, lr, norm, seconds > 0 ? tokens / seconds : 0,
+                          t->elapsed);
+            tokens = seconds = 0;
+            if (lb_dataset_split_size(t->data, "val") > 0) {
+                st = lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
+                if (st != LB_OK)
+                    return st;
+                write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed);
+                if (cb)
+                    cb(LB_EVENT_EVAL, &s, &r, user);
+            }
+        }
+        int ckpt_now = last || (c->checkpoint_every > 0 ? t->step % c->checkpoint_every == 0 : eval_now);
+        if (ckpt_now && checkpoint_path) {
+            if ((st = lb_trainer_save(t, checkpoint_path)) != LB_OK)
+                return st;
+            if (cb)
+                cb(LB_EVENT_CHECKPOINT, &s, NULL, user);
+        }
+    }
+    return LB_OK;
+}

@@ -1,0 +1,128 @@
+/* The training loop: batch -> model forward -> loss -> backward -> clip -> optimizer
+ * step, with evaluation, gradient accumulation, checkpoints and metrics.
+ *
+ * The loop is model-agnostic: it drives any lb_model on any lookback data file. The
+ * loss is cross-entropy from logits for classification (per sequence or per
+ * position, -100 ignored) and mean squared error for regression. It prints nothing:
+ * the command line shows progress through the callback.
+ *
+ * Reproducibility: for a given thread count a run is a pure function of its
+ * configuration, model seed and data file. A checkpoint holds everything the next
+ * step depends on (parameters, optimizer state, step, dropout generator, data
+ * position), so a resumed run equals an uninterrupted one bit for bit.
+ */
+#ifndef LB_TRAINER_H
+#define LB_TRAINER_H
+
+#include <stdio.h>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "layers/model.h"
+#include "optim/optim.h"
+#include "optim/schedule.h"
+
+typedef struct lb_train_config {
+    int64_t steps;           /* total optimizer steps (a resumed run continues to this total) */
+    int64_t batch_size;      /* examples per optimizer step */
+    int64_t micro_batches;   /* gradient accumulation: the batch is split into this many parts */
+    lb_optim_config optim;   /* optimizer and its base learning rate */
+    lb_schedule schedule;    /* learning rate per step (optim/schedule.h); its base_lr is taken
+                                from optim.lr and a cosine's total_steps from steps */
+    double clip;             /* max global gradient norm (0 = no clipping) */
+    int64_t eval_every;      /* steps between evaluations on the validation split (0 = at the end only) */
+    int64_t eval_examples;   /* validation examples per evaluation (0 = the whole split) */
+    int64_t checkpoint_every;/* steps between checkpoints (0 = at evaluations and the end) */
+    double time_budget;      /* seconds of training after which the run stops (0 = none) */
+    uint64_t seed;           /* data order and dropout */
+    int threads;             /* BLAS / OpenMP threads (0 = leave as is) */
+} lb_train_config;
+
+/* Defaults: 1000 steps, batch 32, AdamW lr 1e-3 weight decay 0.01, warm-up 100
+ * steps then cosine decay to 10%, clip 1.0, evaluation every 100 steps on 512
+ * validation examples, seed 1. */
+void lb_train_config_default(lb_train_config *cfg);
+/* Checks a configuration; LB_ERR_VALUE naming the field. */
+lb_status lb_train_config_check(const lb_train_config *cfg);
+
+/* Accuracy and loss of a model on (part of) a split. */
+enum { LB_EVAL_MAX_BINS = 16 };
+typedef struct lb_eval_result {
+    int64_t examples;        /* sequences evaluated */
+    int64_t scored;          /* targets scored (non-ignored positions, or sequences) */
+    double loss;             /* mean cross-entropy (classification) or MSE (regression) */
+    double accuracy;         /* fraction of scored targets predicted exactly; NAN for regression */
+    double mse;              /* regression only; NAN otherwise */
+    int n_bins;              /* distance bins (0 when the data has no distances) */
+    int64_t bin_lo[LB_EVAL_MAX_BINS], bin_hi[LB_EVAL_MAX_BINS]; /* inclusive distance range */
+    int64_t bin_correct[LB_EVAL_MAX_BINS], bin_total[LB_EVAL_MAX_BINS];
+} lb_eval_result;
+
+/* Evaluates `model` (no gradients, no dropout) on the first max_examples (0 = all)
+ * examples of `split`, in file order, batch_size at a time. With distances, the
+ * accuracy is also split into n_bins (1..LB_EVAL_MAX_BINS) equal-width bins over
+ * the examples' distance range. attention_out (may be NULL) receives the last
+ * attention layer's weights for the first batch (see lb_model_forward).
+ * Errors: data that does not fit the model (names both), unknown split. */
+lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
+                      int64_t batch_size, int n_bins, lb_eval_result *out, lb_tensor **attention_out);
+
+/* Statistics of one optimizer step. */
+typedef struct lb_step_stats {
+    int64_t step;        /* steps completed after this one */
+    double loss;         /* mean training loss over the step's micro-batches */
+    double accuracy;     /* training accuracy of the step's batch (NAN for regression) */
+    double grad_norm;    /* global gradient norm before clipping */
+    double lr;           /* learning rate used */
+    int skipped;         /* 1 when a non-finite gradient made the step skip the update */
+    double seconds;      /* wall time of the step */
+    int64_t tokens;      /* positions processed (B * T) */
+} lb_step_stats;
+
+typedef struct lb_trainer lb_trainer;
+
+/* A trainer for `model` on the "train" split of `data` (both must outlive it).
+ * Checks that the data fits the model (vocabulary, classes, features, head kind).
+ * Errors: LB_ERR_VALUE for a bad config or a mismatch, naming both sides. */
+lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg);
+void lb_trainer_free(lb_trainer *t);
+
+/* Runs one optimizer step. A non-finite loss returns LB_ERR_NUMERIC (parameters
+ * untouched); a non-finite gradient skips the update (stats->skipped = 1). */
+lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats);
+int64_t lb_trainer_steps_done(const lb_trainer *t);
+/* Seconds of training accumulated (across resumes). */
+double lb_trainer_elapsed(const lb_trainer *t);
+lb_optim *lb_trainer_optim(lb_trainer *t);
+const lb_train_config *lb_trainer_config(const lb_trainer *t);
+
+/* Saves everything the next step depends on to an HDF5 checkpoint (format in
+ * docs/checkpoints.md). Written to "<path>.tmp", flushed, then renamed over `path`,
+ * so a process killed mid-write leaves the previous checkpoint intact. */
+lb_status lb_trainer_save(const lb_trainer *t, const char *path);
+/* Restores a checkpoint written by lb_trainer_save for the same model config and
+ * optimizer. Errors: LB_ERR_IO / LB_ERR_FORMAT for a missing or bad file,
+ * LB_ERR_VALUE when the checkpoint's model config or a parameter's shape differs
+ * (names the field or parameter, checkpoint vs model). Nothing is changed on error. */
+lb_status lb_trainer_load(lb_trainer *t, const char *path);
+
+/* Reads the model config stored in a checkpoint (to build the model before loading). */
+lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg);
+/* Loads only the parameters of a checkpoint into a model built from its config. */
+lb_status lb_checkpoint_load_params(const char *path, lb_model *model);
+
+/* What the loop reports. */
+typedef enum lb_loop_event { LB_EVENT_STEP, LB_EVENT_EVAL, LB_EVENT_CHECKPOINT } lb_loop_event;
+typedef void (*lb_loop_callback)(lb_loop_event event, const lb_step_stats *step, const lb_eval_result *eval,
+                                 void *user);
+
+/* Trains until cfg->steps or the time budget, evaluating every eval_every steps,
+ * appending a row per evaluation to `metrics` (CSV, may be NULL) and saving
+ * `checkpoint_path` (may be NULL) at checkpoints. A non-finite loss stops the loop
+ * with LB_ERR_NUMERIC after keeping the last good checkpoint untouched. */
+lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user);
+
+/* The CSV header line written before the first metrics row. */
+const char *lb_metrics_header(void);
+
+#endif
