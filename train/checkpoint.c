@@ -1,4 +1,4 @@
-/* Checkpoints in HDF5 (format: docs/checkpoints.md).
+/* Checkpoints in HDF5 (format: docs/training.md).
  *
  *   /                 attributes: format "lookback-checkpoint", format_version, step,
  *                     elapsed_seconds, data_file, every model config field as

@@ -43,6 +43,7 @@ int lb_cli_set_threads(int n);
 typedef struct lb_progress {
     const char *label;
     int64_t total;
+    double budget; /* seconds; > 0: the bar and ETA follow the time budget instead of `total` */
     int tty;
     double start, last_print;
 } lb_progress;

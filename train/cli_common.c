@@ -112,6 +112,7 @@ void lb_progress_begin(lb_progress *p, const char *label, int64_t total)
     p->label = label;
     p->total = total;
     p->tty = isatty(STDERR_FILENO);
+    p->budget = 0;
     p->start = lb_cli_now();
     p->last_print = 0;
 }
@@ -126,6 +127,11 @@ void lb_progress_update(lb_progress *p, int64_t done, const char *fmt, ...)
     p->last_print = now;
     double elapsed = now - p->start, rate = elapsed > 0 ? (double)done / elapsed : 0;
     double eta = rate > 0 ? (double)(p->total - done) / rate : 0;
+    double fraction = p->total > 0 ? (double)done / (double)p->total : 1.0;
+    if (p->budget > 0 && elapsed / p->budget > fraction) {
+        fraction = elapsed < p->budget ? elapsed / p->budget : 1.0;
+        eta = p->budget - elapsed > 0 ? p->budget - elapsed : 0;
+    }
     char extra[256] = "";
     if (fmt) {
         va_list ap;
@@ -134,15 +140,15 @@ void lb_progress_update(lb_progress *p, int64_t done, const char *fmt, ...)
         va_end(ap);
     }
     if (p->tty) {
-        int width = 24, filled = p->total > 0 ? (int)(width * done / p->total) : width;
+        int width = 24, filled = (int)(width * fraction);
         char bar[32];
         for (int i = 0; i < width; i++)
             bar[i] = i < filled ? '#' : '.';
         bar[width] = '\0';
-        fprintf(stderr, "\r%-12s [%s] %lld/%lld %.1f/s ETA %.0fs %s\033[K", p->label, bar, (long long)done,
-                (long long)p->total, rate, eta, extra);
+        fprintf(stderr, "\r%-12s [%s] step %lld %.1f/s ETA %.0fs %s\033[K", p->label, bar, (long long)done, rate,
+                eta, extra);
     } else {
-        fprintf(stderr, "%s: %lld/%lld (%.1f/s, ETA %.0fs) %s\n", p->label, (long long)done, (long long)p->total, rate,
+        fprintf(stderr, "%s: step %lld (%.0f%%, %.1f/s, ETA %.0fs) %s\n", p->label, (long long)done, 100 * fraction, rate,
                 eta, extra);
     }
     fflush(stderr);

@@ -73,7 +73,9 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
                     (long long)lb_trainer_steps_done(trainer), (long long)rc->train.steps,
                     rc->train.time_budget > 0 ? " or the time budget" : "", threads, threads == 1 ? "" : "s");
         progress_state ps = {.quiet = quiet};
-        lb_progress_begin(&ps.bar, lb_model_kind_name(rc->model.kind), rc->train.steps);
+        const char *slash = strrchr(dir, '/');
+        lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
+        ps.bar.budget = rc->train.time_budget;
         st = lb_trainer_run(trainer, ckpt_path, metrics, on_event, &ps);
         if (!quiet)
             lb_progress_end(&ps.bar);

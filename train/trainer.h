@@ -97,7 +97,7 @@ lb_optim *lb_trainer_optim(lb_trainer *t);
 const lb_train_config *lb_trainer_config(const lb_trainer *t);
 
 /* Saves everything the next step depends on to an HDF5 checkpoint (format in
- * docs/checkpoints.md). Written to "<path>.tmp", flushed, then renamed over `path`,
+ * docs/training.md). Written to "<path>.tmp", flushed, then renamed over `path`,
  * so a process killed mid-write leaves the previous checkpoint intact. */
 lb_status lb_trainer_save(const lb_trainer *t, const char *path);
 /* Restores a checkpoint written by lb_trainer_save for the same model config and
