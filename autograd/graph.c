@@ -37,6 +37,7 @@ static const lb_op_info op_table[] = {
     [LB_OP_SOFTMAX] = {"softmax", lb_softmax_backward},
     [LB_OP_LOG_SOFTMAX] = {"log_softmax", lb_log_softmax_backward},
     [LB_OP_MASKED_SOFTMAX] = {"masked_softmax", lb_masked_softmax_backward},
+    [LB_OP_ATTENTION] = {"attention", lb_attention_backward},
     [LB_OP_LAYER_NORM] = {"layer_norm", lb_layer_norm_backward},
     [LB_OP_EMBEDDING] = {"embedding", lb_embedding_backward},
     [LB_OP_DROPOUT] = {"dropout", lb_dropout_backward},
@@ -209,23 +210,25 @@ lb_var *lb_custom(lb_graph *g, int n_inputs, lb_var *const *inputs, lb_tensor *v
     return v;
 }
 
+/* A leaf variable holding `value` (ownership passes), made contiguous if needed. */
+static lb_var *leaf_new(lb_tensor *value)
+{
+    if (value && !lb_tensor_is_contiguous(value)) {
+        lb_tensor *c = lb_tensor_copy(value, value->dtype);
+        lb_tensor_free(value);
+        value = c;
+    }
+    return value ? var_new(value) : NULL;
+}
+
 lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad)
 {
-    if (!value)
-        return NULL;
-    if (!g) {
+    if (value && !g) {
         lb_tensor_free(value);
         lb_error(LB_ERR_STATE, "lb_input: the graph is NULL (create one with lb_graph_new)");
         return NULL;
     }
-    if (!lb_tensor_is_contiguous(value)) {
-        lb_tensor *c = lb_tensor_copy(value, value->dtype);
-        lb_tensor_free(value);
-        if (!c)
-            return NULL;
-        value = c;
-    }
-    lb_var *v = var_new(value);
+    lb_var *v = leaf_new(value);
     if (!v)
         return NULL;
     v->graph = g;
@@ -244,16 +247,7 @@ lb_var *lb_input_copy(lb_graph *g, const lb_tensor *value, int requires_grad)
 
 lb_var *lb_param_new(lb_tensor *value, const char *name)
 {
-    if (!value)
-        return NULL;
-    if (!lb_tensor_is_contiguous(value)) {
-        lb_tensor *c = lb_tensor_copy(value, value->dtype);
-        lb_tensor_free(value);
-        if (!c)
-            return NULL;
-        value = c;
-    }
-    lb_var *v = var_new(value);
+    lb_var *v = leaf_new(value);
     if (!v)
         return NULL;
     v->requires_grad = 1;

@@ -87,31 +87,13 @@ lb_status lb_div_backward(lb_var *node)
     return st;
 }
 
-/* ---- scaling ---- x: [*] -> [*] */
 
-static lb_var *scaled(lb_graph *g, lb_op_kind op, lb_var *x, double c)
-{
-    if (lb_check_inputs(lb_op_name(op), g, 1, &x) != LB_OK)
-        return NULL;
-    lb_tensor *out = lb_tensor_zeros_like(x->value);
-    if (!out)
-        return NULL;
-    int64_t n = lb_tensor_numel(out);
-    LB_DISPATCH(out->dtype, T, {
-        const T *px = lb_tensor_data(x->value);
-        T *po = lb_tensor_data(out);
-        T k = (T)c;
-        for (int64_t i = 0; i < n; i++)
-            po[i] = k * px[i];
-    });
-    lb_var *v = lb_graph_record(g, op, out, 1, &x);
-    if (v)
-        v->attr_f[0] = c;
-    return v;
-}
+static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x, double c);
 
-lb_var *lb_neg(lb_graph *g, lb_var *x) { return scaled(g, LB_OP_NEG, x, -1.0); }
-lb_var *lb_scale(lb_graph *g, lb_var *x, double c) { return scaled(g, LB_OP_SCALE, x, c); }
+/* ---- scaling ---- x: [*] -> c * x */
+
+lb_var *lb_neg(lb_graph *g, lb_var *x) { return unary(g, LB_OP_NEG, x, -1.0); }
+lb_var *lb_scale(lb_graph *g, lb_var *x, double c) { return unary(g, LB_OP_SCALE, x, c); }
 
 lb_status lb_scale_backward(lb_var *node)
 {
@@ -142,7 +124,8 @@ static double sigmoid(double x)
     return e / (1.0 + e);
 }
 
-static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x)
+/* y = f(x) elementwise; for NEG and SCALE, f(x) = c * x. */
+static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x, double c)
 {
     if (lb_check_inputs(lb_op_name(op), g, 1, &x) != LB_OK)
         return NULL;
@@ -153,7 +136,10 @@ static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x)
     LB_DISPATCH(out->dtype, T, {
         const T *px = lb_tensor_data(x->value);
         T *py = lb_tensor_data(out);
+        T k = (T)c;
         switch (op) {
+        case LB_OP_NEG:
+        case LB_OP_SCALE: for (int64_t i = 0; i < n; i++) py[i] = k * px[i]; break;
         case LB_OP_EXP: for (int64_t i = 0; i < n; i++) py[i] = (T)exp((double)px[i]); break;
         case LB_OP_LOG: for (int64_t i = 0; i < n; i++) py[i] = (T)log((double)px[i]); break;
         case LB_OP_TANH: for (int64_t i = 0; i < n; i++) py[i] = (T)tanh((double)px[i]); break;
@@ -163,15 +149,18 @@ static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x)
         default: break;
         }
     });
-    return lb_graph_record(g, op, out, 1, &x);
+    lb_var *v = lb_graph_record(g, op, out, 1, &x);
+    if (v)
+        v->attr_f[0] = c;
+    return v;
 }
 
-lb_var *lb_exp(lb_graph *g, lb_var *x) { return unary(g, LB_OP_EXP, x); }
-lb_var *lb_log(lb_graph *g, lb_var *x) { return unary(g, LB_OP_LOG, x); }
-lb_var *lb_tanh(lb_graph *g, lb_var *x) { return unary(g, LB_OP_TANH, x); }
-lb_var *lb_sigmoid(lb_graph *g, lb_var *x) { return unary(g, LB_OP_SIGMOID, x); }
-lb_var *lb_relu(lb_graph *g, lb_var *x) { return unary(g, LB_OP_RELU, x); }
-lb_var *lb_gelu(lb_graph *g, lb_var *x) { return unary(g, LB_OP_GELU, x); }
+lb_var *lb_exp(lb_graph *g, lb_var *x) { return unary(g, LB_OP_EXP, x, 1.0); }
+lb_var *lb_log(lb_graph *g, lb_var *x) { return unary(g, LB_OP_LOG, x, 1.0); }
+lb_var *lb_tanh(lb_graph *g, lb_var *x) { return unary(g, LB_OP_TANH, x, 1.0); }
+lb_var *lb_sigmoid(lb_graph *g, lb_var *x) { return unary(g, LB_OP_SIGMOID, x, 1.0); }
+lb_var *lb_relu(lb_graph *g, lb_var *x) { return unary(g, LB_OP_RELU, x, 1.0); }
+lb_var *lb_gelu(lb_graph *g, lb_var *x) { return unary(g, LB_OP_GELU, x, 1.0); }
 
 /* dx += dy * f'(x), with f' written from x or from y = f(x). */
 lb_status lb_unary_backward(lb_var *node)
