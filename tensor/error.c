@@ -29,10 +29,13 @@ const char *lb_status_name(lb_status status)
 
 lb_status lb_error(lb_status status, const char *fmt, ...)
 {
+    /* Format into a scratch buffer first: the arguments may include lb_last_error(). */
+    char message[LB_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(error_message, sizeof error_message, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
+    memcpy(error_message, message, sizeof message);
     error_status = status;
     if (error_handler)
         error_handler(status, error_message, error_handler_user);

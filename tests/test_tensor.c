@@ -53,6 +53,19 @@ static void test_broadcast_shapes(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "add"));
 }
 
+/* A message built from the previous one keeps it (the buffers must not overlap). */
+static void test_error_wraps_previous(void)
+{
+    lb_error(LB_ERR_VALUE, "inner detail %d", 42);
+    CU_ASSERT_EQUAL(lb_error(LB_ERR_FORMAT, "outer: %s", lb_last_error()), LB_ERR_FORMAT);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "outer: inner detail 42");
+    CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_FORMAT);
+    lb_error_context("file.h5");
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "file.h5: outer: inner detail 42");
+    lb_clear_error();
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "");
+}
+
 static void test_expand(void)
 {
     int64_t shape[2] = {3, 1}, to[3] = {2, 3, 4};
@@ -109,6 +122,7 @@ int main(void)
         {"views share storage and index correctly", test_views_share_storage},
         {"numpy broadcasting of shapes", test_broadcast_shapes},
         {"expand gives stride 0", test_expand},
+        {"an error message may wrap the previous one", test_error_wraps_previous},
         {"seeded generator is reproducible and well distributed", test_rng_reproducible},
         {NULL, NULL},
     };

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "data/h5io.h"
+#include "tensor/kernels.h"
 #include "train/trainer_internal.h"
 
 enum { CHECKPOINT_FORMAT_VERSION = 1 };
@@ -181,8 +182,15 @@ static lb_status read_tensor_like(hid_t group, const char *group_name, const cha
         same &= i < like->ndim && shape[i] == like->shape[i];
     }
     lb_status st = LB_OK;
+    hid_t type = dset >= 0 ? H5Dget_type(dset) : -1;
+    int is_float = type >= 0 && H5Tget_class(type) == H5T_FLOAT;
+    size_t size = type >= 0 ? H5Tget_size(type) : 0;
+    lb_h5_close(type);
     if (rank < 0) {
         st = lb_error(LB_ERR_FORMAT, "%s: dataset /%s/%s cannot be read", path, group_name, name);
+    } else if (!is_float || size != lb_dtype_size(like->dtype)) {
+        st = lb_error(LB_ERR_FORMAT, "%s: /%s/%s is not %s (%s of %zu bytes)", path, group_name, name,
+                      lb_dtype_name(like->dtype), is_float ? "float" : "not a float", size);
     } else if (!same) {
         st = lb_error(LB_ERR_VALUE, "%s: /%s/%s has shape %s in the checkpoint but %s in the model", path, group_name,
                       name, lb_shape_str(rank > LB_MAX_DIMS ? LB_MAX_DIMS : rank, shape, got, sizeof got),
@@ -194,6 +202,8 @@ static lb_status read_tensor_like(hid_t group, const char *group_name, const cha
         else if (H5Dread(dset, native_type(like->dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, lb_tensor_data(*out)) < 0)
             st = lb_error(LB_ERR_FORMAT, "%s: dataset /%s/%s cannot be read as %s", path, group_name, name,
                           lb_dtype_name(like->dtype));
+        else if (!lb_k_all_finite(*out))
+            st = lb_error(LB_ERR_FORMAT, "%s: /%s/%s holds NaN or infinite values", path, group_name, name);
     }
     lb_h5_close(space);
     lb_h5_close(dset);

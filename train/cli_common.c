@@ -1,4 +1,5 @@
 #include <cblas.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -11,20 +12,35 @@
 
 #include "train/cli.h"
 
+/* Library messages may start with the C function that raised them ("lb_dataset_open: ");
+ * the command line shows users the rest. */
+static const char *user_message(const char *m)
+{
+    while (strncmp(m, "lb_", 3) == 0) {
+        const char *p = m;
+        while (*p && (isalnum((unsigned char)*p) || *p == '_'))
+            p++;
+        if (p[0] != ':' || p[1] != ' ')
+            break;
+        m = p + 2;
+    }
+    return m;
+}
+
 int lb_cli_fail(const char *command)
 {
-    fprintf(stderr, "lookback %s: %s\n", command, lb_last_error()[0] ? lb_last_error() : "failed");
+    fprintf(stderr, "lookback %s: %s\n", command, lb_last_error()[0] ? user_message(lb_last_error()) : "failed");
     return 1;
 }
 
 int lb_cli_error(const char *command, int code, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "lookback %s: ", command);
+    char message[2048];
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "lookback %s: %s\n", command, user_message(message));
     return code;
 }
 
@@ -33,7 +49,7 @@ lb_status lb_cli_int(const char *option, const char *text, int64_t min, int64_t 
     char *end = NULL;
     errno = 0;
     long long v = text ? strtoll(text, &end, 10) : 0;
-    if (!text || !*text || *end || errno == ERANGE)
+    if (!text || !*text || isspace((unsigned char)*text) || *end || errno == ERANGE)
         return lb_error(LB_ERR_VALUE, "%s expects a whole number, got '%s'", option, text ? text : "");
     if (v < min || v > max)
         return lb_error(LB_ERR_VALUE, "%s must be in [%lld, %lld], got %lld", option, (long long)min, (long long)max, v);
@@ -46,7 +62,7 @@ lb_status lb_cli_real(const char *option, const char *text, double min, double m
     char *end = NULL;
     errno = 0;
     double v = text ? strtod(text, &end) : 0;
-    if (!text || !*text || *end || errno == ERANGE || !isfinite(v))
+    if (!text || !*text || isspace((unsigned char)*text) || *end || errno == ERANGE || !isfinite(v))
         return lb_error(LB_ERR_VALUE, "%s expects a number, got '%s'", option, text ? text : "");
     if (v < min || v > max)
         return lb_error(LB_ERR_VALUE, "%s must be in [%g, %g], got %g", option, min, max, v);

@@ -2,6 +2,7 @@
  * files, print one table and write a report folder (summary.json, checkpoints,
  * metrics, plots). The demo is compare with its data and models chosen: attention
  * versus the LSTM on a clue from about 100, 1,000 and 7,000 events back. */
+#include <ctype.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -27,17 +28,37 @@ typedef struct eval_file {
     int32_t dmin, dmax;
     double dmean;
     int64_t examples; /* 0 = the whole test split */
+    int regression;   /* scored by MSE instead of accuracy */
 } eval_file;
 
 typedef struct model_result {
     lb_cli_run run;
-    double accuracy[MAX_EVALS];
+    double accuracy[MAX_EVALS]; /* accuracy, or MSE for a regression file */
     double seconds_per_step;
 } model_result;
 
 /* ---- evaluation files ---- */
 
-static lb_status describe_eval_file(eval_file *e)
+/* LB_OK when a model trained on `train` can be scored on `eval` (same targets, inputs
+ * inside its vocabulary); otherwise an error naming both files. */
+static lb_status check_eval_fits(const lb_dataset *train, const lb_dataset *eval)
+{
+    const char *tp = lb_dataset_path(train), *ep = lb_dataset_path(eval);
+    if (lb_dataset_num_classes(eval) != lb_dataset_num_classes(train) ||
+        lb_dataset_per_position(eval) != lb_dataset_per_position(train))
+        return lb_error(LB_ERR_VALUE, "%s has %lld classes%s but the training file %s has %lld%s", ep,
+                        (long long)lb_dataset_num_classes(eval), lb_dataset_per_position(eval) ? " per position" : "", tp,
+                        (long long)lb_dataset_num_classes(train), lb_dataset_per_position(train) ? " per position" : "");
+    if (lb_dataset_vocab_size(eval) > lb_dataset_vocab_size(train) ||
+        lb_dataset_num_features(eval) != lb_dataset_num_features(train))
+        return lb_error(LB_ERR_VALUE, "%s has inputs (vocabulary %lld, features %lld) that a model of %s (vocabulary "
+                        "%lld, features %lld) cannot read",
+                        ep, (long long)lb_dataset_vocab_size(eval), (long long)lb_dataset_num_features(eval), tp,
+                        (long long)lb_dataset_vocab_size(train), (long long)lb_dataset_num_features(train));
+    return LB_OK;
+}
+
+static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n_models)
 {
     lb_dataset *ds = lb_dataset_open(e->path);
     if (!ds)
@@ -46,12 +67,19 @@ static lb_status describe_eval_file(eval_file *e)
     if (lb_dataset_split_size(ds, "test") < 1)
         st = lb_error(LB_ERR_VALUE, "%s: the test split is empty (evaluation files are scored on their test split)",
                       e->path);
+    for (int m = 0; m < n_models && st == LB_OK; m++) {
+        lb_dataset *train = lb_dataset_open(specs[m].rc.data);
+        st = train ? check_eval_fits(train, ds) : lb_last_status();
+        lb_dataset_close(train);
+    }
     e->dmin = e->dmax = 0;
     e->dmean = NAN;
-    if (st == LB_OK && lb_dataset_has_distance(ds) &&
-        lb_dataset_distance_range(ds, "test", &e->dmin, &e->dmax) == LB_OK)
-        e->dmean = 0.5 * (e->dmin + e->dmax);
-    lb_clear_error();
+    e->regression = lb_dataset_is_regression(ds);
+    if (st == LB_OK && lb_dataset_has_distance(ds)) {
+        if (lb_dataset_distance_range(ds, "test", &e->dmin, &e->dmax) == LB_OK)
+            e->dmean = 0.5 * (e->dmin + e->dmax);
+        lb_clear_error();
+    }
     if (!e->label[0]) {
         const char *base = strrchr(e->path, '/');
         const char *name = base ? base + 1 : e->path;
@@ -79,8 +107,14 @@ static void print_table(const model_spec *specs, const model_result *res, int n_
         printf("%-14s %10lld %10.1fs %8.1fms", specs[m].name, (long long)res[m].run.parameters, res[m].run.seconds,
                1e3 * res[m].seconds_per_step);
         for (int e = 0; e < n_evals; e++)
-            printf(" %11.1f%%", 100 * res[m].accuracy[e]);
-        printf(" %7.1f%%\n", 100 * chance);
+            if (evals[e].regression)
+                printf(" %8.4f mse", res[m].accuracy[e]);
+            else
+                printf(" %11.1f%%", 100 * res[m].accuracy[e]);
+        if (chance > 0)
+            printf(" %7.1f%%\n", 100 * chance);
+        else
+            printf(" %8s\n", "-");
     }
     printf("\n");
     for (int e = 0; e < n_evals; e++)
@@ -96,7 +130,7 @@ static lb_status write_summary(const char *path, const model_spec *specs, const 
                                const eval_file *evals, int n_evals, double chance)
 {
     json_object *root = json_object_new_object();
-    json_object_object_add(root, "chance", json_object_new_double(chance));
+    json_object_object_add(root, "chance", chance > 0 ? json_object_new_double(chance) : NULL);
     json_object *models = json_object_new_array();
     for (int m = 0; m < n_models; m++) {
         json_object *o = json_object_new_object();
@@ -118,7 +152,7 @@ static lb_status write_summary(const char *path, const model_spec *specs, const 
             json_object_object_add(r, "distance", isnan(evals[e].dmean) ? NULL : json_object_new_double(evals[e].dmean));
             json_object_object_add(r, "distance_min", json_object_new_int64(evals[e].dmin));
             json_object_object_add(r, "distance_max", json_object_new_int64(evals[e].dmax));
-            json_object_object_add(r, "accuracy", json_object_new_double(res[m].accuracy[e]));
+            json_object_object_add(r, evals[e].regression ? "mse" : "accuracy", json_object_new_double(res[m].accuracy[e]));
             json_object_array_add(list, r);
         }
         json_object_object_add(o, "evaluations", list);
@@ -160,9 +194,10 @@ static int read_curve(const char *metrics_path, double *x, double *y, int max)
     return n;
 }
 
+/* Draws the plots that apply; appends the names of the files written to `written`. */
 static void write_plots(const char *out_dir, const model_spec *specs, const model_result *res, int n_models,
                         const eval_file *evals, int n_evals, double chance, const lb_tensor *attention,
-                        int64_t spike_position, const char *attention_label)
+                        int64_t spike_position, const char *attention_label, char *written, size_t written_size)
 {
     char path[4200];
     enum { MAX_POINTS = 4096 };
@@ -178,9 +213,21 @@ static void write_plots(const char *out_dir, const model_spec *specs, const mode
         xs[m] = cx[m];
         ys[m] = cy[m];
     }
-    if (lb_plot_curves(lb_cli_path(path, sizeof path, out_dir, "learning_curves.png"), "Validation accuracy while training",
-                       "training time (s)", "accuracy", n_models, names, counts, xs, ys) != LB_OK)
+#define NOTE_WRITTEN()                                                                                         \
+    do {                                                                                                       \
+        const char *f = strrchr(lb_plot_last_path(), '/');                                                     \
+        size_t used = strlen(written);                                                                         \
+        snprintf(written + used, written_size - used, ", %s", f ? f + 1 : lb_plot_last_path());                \
+    } while (0)
+    int regression = n_evals > 0 && evals[0].regression;
+    if (regression)
+        ; /* the curves plot validation accuracy, which regression does not have */
+    else if (lb_plot_curves(lb_cli_path(path, sizeof path, out_dir, "learning_curves.png"),
+                            "Validation accuracy while training", "training time (s)", "accuracy", n_models, names,
+                            counts, xs, ys) != LB_OK)
         fprintf(stderr, "lookback: learning-curve plot skipped: %s\n", lb_last_error());
+    else
+        NOTE_WRITTEN();
     double dist[MAX_EVALS];
     double acc[MAX_MODELS][MAX_EVALS];
     const double *accs[MAX_MODELS];
@@ -193,10 +240,13 @@ static void write_plots(const char *out_dir, const model_spec *specs, const mode
         }
     for (int m = 0; m < n_models; m++)
         accs[m] = acc[m];
-    if (n_points > 0 &&
-        lb_plot_accuracy_by_distance(lb_cli_path(path, sizeof path, out_dir, "accuracy_by_distance.png"), n_models,
-                                     names, n_points, dist, accs, chance) != LB_OK)
-        fprintf(stderr, "lookback: accuracy plot skipped: %s\n", lb_last_error());
+    if (n_points > 0 && !regression) {
+        if (lb_plot_accuracy_by_distance(lb_cli_path(path, sizeof path, out_dir, "accuracy_by_distance.png"), n_models,
+                                         names, n_points, dist, accs, chance) != LB_OK)
+            fprintf(stderr, "lookback: accuracy plot skipped: %s\n", lb_last_error());
+        else
+            NOTE_WRITTEN();
+    }
     if (attention) {
         /* weights [E, H, Tq, Tk]: the first example's last query, averaged over heads. */
         int64_t H = attention->shape[1], Tq = attention->shape[2], Tk = attention->shape[3];
@@ -210,8 +260,11 @@ static void write_plots(const char *out_dir, const model_spec *specs, const mode
         if (w && lb_plot_attention(lb_cli_path(path, sizeof path, out_dir, "attention.png"), title, w, Tk,
                                    spike_position) != LB_OK)
             fprintf(stderr, "lookback: attention plot skipped: %s\n", lb_last_error());
+        else if (w)
+            NOTE_WRITTEN();
         free(w);
     }
+#undef NOTE_WRITTEN
 }
 
 /* Trains every model, evaluates it on every file, prints the table, writes the report. */
@@ -221,9 +274,17 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
     model_result res[MAX_MODELS];
     memset(res, 0, sizeof res);
     double chance = 0;
+    /* Everything is checked before anything is trained or written. */
     for (int e = 0; e < n_evals; e++)
-        if (describe_eval_file(&evals[e]) != LB_OK)
+        if (describe_eval_file(&evals[e], specs, n_models) != LB_OK)
             return lb_cli_fail(cmd);
+    for (int m = 0; m < n_models; m++) {
+        char dir[4200];
+        if (lb_cli_exists(lb_cli_path(dir, sizeof dir, out_dir, specs[m].name)))
+            return lb_cli_error(cmd, 1, "%s already exists; choose another --out (nothing was changed)", dir);
+    }
+    if (lb_cli_mkdir(out_dir) != LB_OK)
+        return lb_cli_fail(cmd);
     lb_tensor *attention = NULL;
     int64_t spike_position = -1;
     char attention_label[160] = "";
@@ -249,10 +310,11 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
             }
             if (chance == 0 && lb_dataset_num_classes(ds) > 0)
                 chance = 1.0 / (double)lb_dataset_num_classes(ds);
-            res[m].accuracy[e] = r.accuracy;
+            res[m].accuracy[e] = evals[e].regression ? r.mse : r.accuracy;
             if (!quiet)
-                fprintf(stderr, "%s on %s: accuracy %.4f (%lld examples, %.1f s)\n", specs[m].name, evals[e].label,
-                        r.accuracy, (long long)r.examples, lb_cli_now() - t0);
+                fprintf(stderr, "%s on %s: %s %.4f (%lld examples, %.1f s)\n", specs[m].name, evals[e].label,
+                        evals[e].regression ? "mse" : "accuracy", res[m].accuracy[e], (long long)r.examples,
+                        lb_cli_now() - t0);
             if (w) {
                 lb_batch b;
                 attention = w;
@@ -271,25 +333,40 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
     char path[4200];
     lb_status st = write_summary(lb_cli_path(path, sizeof path, out_dir, "summary.json"), specs, res, n_models, evals,
                                  n_evals, chance);
-    write_plots(out_dir, specs, res, n_models, evals, n_evals, chance, attention, spike_position, attention_label);
+    char written[512] = "";
+    write_plots(out_dir, specs, res, n_models, evals, n_evals, chance, attention, spike_position, attention_label,
+                written, sizeof written);
     lb_tensor_free(attention);
     if (st != LB_OK)
         return lb_cli_fail(cmd);
-    printf("report: %s (summary.json, learning_curves.png, accuracy_by_distance.png%s, one folder per model)\n",
-           out_dir, attention ? ", attention.png" : "");
+    printf("report: %s (summary.json%s, one folder per model)\n", out_dir, written);
     return 0;
 }
 
-/* A report folder must be new or empty of earlier results: nothing is overwritten. */
+/* A report folder must be new or hold no earlier report: nothing is overwritten.
+ * (It is created only once everything has been checked.) */
 static int check_out_dir(const char *cmd, const char *out_dir)
 {
     char path[4200];
     if (lb_cli_exists(lb_cli_path(path, sizeof path, out_dir, "summary.json")))
         return lb_cli_error(cmd, 1, "%s already holds a report (summary.json); choose another --out or remove it",
                             out_dir);
-    if (lb_cli_mkdir(out_dir) != LB_OK)
-        return lb_cli_fail(cmd);
+    if (lb_cli_exists(out_dir) && !lb_cli_exists(lb_cli_path(path, sizeof path, out_dir, ".")))
+        return lb_cli_error(cmd, 1, "%s exists and is not a folder", out_dir);
     return -1;
+}
+
+/* Model names become folder names: letters, digits, '-', '_' and '.', not starting with '.'. */
+static lb_status check_model_name(const char *name)
+{
+    if (!name[0])
+        return lb_error(LB_ERR_VALUE, "--models has an empty name (two commas, or a trailing comma?)");
+    if (name[0] == '.')
+        return lb_error(LB_ERR_VALUE, "model name '%s' may not start with '.'", name);
+    for (const char *p = name; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+            return lb_error(LB_ERR_VALUE, "model name '%s' may hold only letters, digits, '-', '_' and '.'", name);
+    return LB_OK;
 }
 
 /* ---- lookback compare ---- */
@@ -365,7 +442,10 @@ int lb_cli_compare(int argc, char **argv)
     int n_models = 0, n_evals = 0;
     memset(specs, 0, sizeof specs);
     memset(evals, 0, sizeof evals);
-    for (char *save = NULL, *tok = strtok_r(models, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *tok = models, *next; tok; tok = next) {
+        next = strchr(tok, ',');
+        if (next)
+            *next++ = '\0';
         if (n_models == MAX_MODELS)
             return lb_cli_error(cmd, 2, "at most %d models", MAX_MODELS);
         model_spec *s = &specs[n_models++];
@@ -373,6 +453,8 @@ int lb_cli_compare(int argc, char **argv)
         const char *kind = eq ? eq + 1 : tok;
         if (eq)
             *eq = '\0';
+        if (check_model_name(tok) != LB_OK)
+            return lb_cli_error(cmd, 2, "%s", lb_last_error());
         snprintf(s->name, sizeof s->name, "%s", tok);
         for (int j = 0; j < n_models - 1; j++)
             if (strcmp(specs[j].name, s->name) == 0)
@@ -386,7 +468,12 @@ int lb_cli_compare(int argc, char **argv)
             if (lb_run_config_set(&s->rc, opt_names[i], opt_values[i]) != LB_OK)
                 return lb_cli_error(cmd, 2, "%s", lb_last_error());
     }
-    for (char *save = NULL, *tok = strtok_r(eval_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *tok = eval_list, *next; tok; tok = next) {
+        next = strchr(tok, ',');
+        if (next)
+            *next++ = '\0';
+        if (!tok[0])
+            return lb_cli_error(cmd, 2, "--eval has an empty file name (two commas, or a trailing comma?)");
         if (n_evals == MAX_EVALS)
             return lb_cli_error(cmd, 2, "at most %d evaluation files", MAX_EVALS);
         snprintf(evals[n_evals].path, sizeof evals[n_evals].path, "%s", tok);
@@ -477,7 +564,7 @@ static void demo_usage(FILE *out)
           "baseline works when the clue is near.\n"
           "\n"
           "  --out DIR         report folder (default lookback-demo; must not hold a report)\n"
-          "  --budget SECONDS  training time per model (default 45; --quick 5); each LSTM's\n                    learning-rate search takes 3/4 of it again\n"
+          "  --budget SECONDS  training time per model (default 45; --quick 8); each LSTM's\n                    learning-rate search takes 3/4 of it again\n"
           "  --quick           a smaller version for smoke tests (under a minute)\n"
           "  --data-dir DIR    where the generated data is cached (default ~/.cache/lookback/demo)\n"
           "  --threads N       threads (default OMP_NUM_THREADS or all processors)\n"
@@ -518,7 +605,7 @@ int lb_cli_demo(int argc, char **argv)
     if (optind < argc)
         return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
     if (budget < 0)
-        budget = quick ? 5 : 45;
+        budget = quick ? 8 : 45;
     int code = check_out_dir(cmd, out_dir);
     if (code >= 0)
         return code;
@@ -585,10 +672,16 @@ int lb_cli_demo(int argc, char **argv)
         specs[m].rc.train.threads = (int)threads;
     }
 
-    /* Each LSTM's learning rate: short runs on its own train file, best validation accuracy wins. */
-    for (int m = 1; m < 3; m++)
+    /* Each LSTM's learning rate: short runs on its own train file, best validation accuracy
+     * wins (skipped by --quick, which keeps 3e-3). */
+    for (int m = 1; m < 3 && !quick; m++)
         if (choose_lr(&specs[m], out_dir, budget / 4, quiet) != LB_OK)
             return lb_cli_fail(cmd);
+    if (quick)
+        for (int m = 1; m < 3; m++) {
+            specs[m].rc.train.optim.lr = 3e-3;
+            snprintf(specs[m].note, sizeof specs[m].note, "lr 3e-3 (--quick skips the learning-rate search)");
+        }
     snprintf(lstm_short->note + strlen(lstm_short->note), sizeof lstm_short->note - strlen(lstm_short->note),
              "; trained on short sequences (clue 4..60 events back)");
 

@@ -81,6 +81,22 @@ static lb_status write_attention(const char *path, const lb_tensor *weights, con
     return st;
 }
 
+/* The MSE of always predicting the mean target: the baseline a regression must beat. */
+static double mean_predictor_mse(const lb_dataset *data, const char *split, int64_t n)
+{
+    lb_batch b;
+    double sum = 0, sq = 0;
+    if (n < 1 || lb_dataset_slice(data, split, 0, n, &b) != LB_OK || !b.target_values)
+        return NAN;
+    for (int64_t i = 0; i < n; i++)
+        sum += b.target_values[i];
+    double mean = sum / (double)n;
+    for (int64_t i = 0; i < n; i++)
+        sq += (b.target_values[i] - mean) * (b.target_values[i] - mean);
+    lb_batch_free(&b);
+    return sq / (double)n;
+}
+
 static void print_json(const lb_eval_result *r, const char *ck, const char *data, const char *split)
 {
     json_object *o = json_object_new_object();
@@ -91,6 +107,18 @@ static void print_json(const lb_eval_result *r, const char *ck, const char *data
     json_object_object_add(o, "loss", json_object_new_double(r->loss));
     if (isnan(r->accuracy)) {
         json_object_object_add(o, "mse", json_object_new_double(r->mse));
+        json_object *bins = json_object_new_array();
+        for (int k = 0; k < r->n_bins; k++) {
+            json_object *bin = json_object_new_object();
+            json_object_object_add(bin, "distance_min", json_object_new_int64(r->bin_lo[k]));
+            json_object_object_add(bin, "distance_max", json_object_new_int64(r->bin_hi[k]));
+            json_object_object_add(bin, "examples", json_object_new_int64(r->bin_total[k]));
+            json_object_object_add(bin, "mse", r->bin_total[k] ? json_object_new_double(r->bin_sq_error[k] /
+                                                                                    (double)r->bin_total[k])
+                                                               : NULL);
+            json_object_array_add(bins, bin);
+        }
+        json_object_object_add(o, "distance_bins", bins);
     } else {
         json_object_object_add(o, "accuracy", json_object_new_double(r->accuracy));
         json_object *bins = json_object_new_array();
@@ -180,7 +208,17 @@ int lb_cli_eval(int argc, char **argv)
     } else {
         printf("%s on %s (%s split, %lld examples)\n", ck, data_path, split, (long long)r.examples);
         if (isnan(r.accuracy)) {
-            printf("mse %.6f\n", r.mse);
+            printf("mse %.6f  (predicting the mean of these targets: %.6f)\n", r.mse, mean_predictor_mse(data, split, r.examples));
+            if (r.n_bins > 0)
+                printf("%-20s %10s %8s\n", "distance", "mse", "examples");
+            for (int k = 0; k < r.n_bins; k++) {
+                char range[64];
+                snprintf(range, sizeof range, "%lld..%lld", (long long)r.bin_lo[k], (long long)r.bin_hi[k]);
+                if (r.bin_total[k])
+                    printf("%-20s %10.6f %8lld\n", range, r.bin_sq_error[k] / (double)r.bin_total[k], (long long)r.bin_total[k]);
+                else
+                    printf("%-20s %10s %8d\n", range, "-", 0);
+            }
         } else {
             printf("loss %.4f  accuracy %.4f  (chance %.4f)\n", r.loss, r.accuracy,
                    lb_dataset_num_classes(data) > 0 ? 1.0 / (double)lb_dataset_num_classes(data) : 0.0);

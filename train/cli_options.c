@@ -140,6 +140,18 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
     return st;
 }
 
+/* A double as the shortest text that reads back to the same value (0.9, not 0.90000000000000002). */
+static json_object *json_double(double v)
+{
+    char text[32];
+    for (int precision = 6; precision <= 17; precision++) {
+        snprintf(text, sizeof text, "%.*g", precision, v);
+        if (strtod(text, NULL) == v)
+            break;
+    }
+    return json_object_new_double_s(v, text);
+}
+
 static json_object *option_json(const lb_run_config *rc, const run_option *o)
 {
     const char *p = (const char *)rc + o->offset;
@@ -147,7 +159,7 @@ static json_object *option_json(const lb_run_config *rc, const run_option *o)
     case T_INT64: return json_object_new_int64(*(const int64_t *)p);
     case T_INT: return json_object_new_int64(*(const int *)p);
     case T_U64: return json_object_new_uint64(*(const uint64_t *)p);
-    case T_REAL: return json_object_new_double(*(const double *)p);
+    case T_REAL: return json_double(*(const double *)p);
     case T_MODEL: return json_object_new_string(lb_model_kind_name(*(const lb_model_kind *)p));
     case T_POS: return json_object_new_string(lb_pos_kind_name(*(const lb_pos_kind *)p));
     case T_OPTIM: return json_object_new_string(lb_optim_kind_name(*(const lb_optim_kind *)p));
@@ -173,12 +185,57 @@ lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path)
     return LB_OK;
 }
 
+/* Reads a whole JSON document strictly: no trailing text, no comments. */
+static json_object *read_json_strict(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        lb_error(LB_ERR_IO, "%s: no such file (or not readable)", path);
+        return NULL;
+    }
+    char *text = NULL;
+    size_t size = 0, used = 0;
+    for (;;) {
+        if (used + 4096 > size) {
+            char *grown = realloc(text, size = size * 2 + 8192);
+            if (!grown) {
+                free(text);
+                fclose(f);
+                lb_error(LB_ERR_MEMORY, "%s: out of memory", path);
+                return NULL;
+            }
+            text = grown;
+        }
+        size_t n = fread(text + used, 1, size - used - 1, f);
+        used += n;
+        if (n == 0)
+            break;
+    }
+    fclose(f);
+    text[used] = '\0';
+    json_tokener *tok = json_tokener_new();
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    json_object *root = json_tokener_parse_ex(tok, text, (int)used);
+    enum json_tokener_error err = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    while (root && end < used && (text[end] == ' ' || text[end] == '\n' || text[end] == '\t' || text[end] == '\r'))
+        end++;
+    if (!root || err != json_tokener_success || end != used) {
+        lb_error(LB_ERR_FORMAT, "%s: not a valid JSON document (%s at byte %zu)", path,
+                 root ? "text after the object" : json_tokener_error_desc(err), end);
+        json_object_put(root);
+        root = NULL;
+    }
+    json_tokener_free(tok);
+    free(text);
+    return root;
+}
+
 lb_status lb_run_config_load_json(lb_run_config *rc, const char *path)
 {
-    json_object *root = json_object_from_file(path);
+    json_object *root = read_json_strict(path);
     if (!root)
-        return lb_error(lb_cli_exists(path) ? LB_ERR_FORMAT : LB_ERR_IO, "%s: %s", path,
-                        lb_cli_exists(path) ? "not a valid JSON file" : "no such file");
+        return lb_last_status();
     if (!json_object_is_type(root, json_type_object)) {
         json_object_put(root);
         return lb_error(LB_ERR_FORMAT, "%s: expected a JSON object of {\"option\": value}", path);
@@ -186,8 +243,12 @@ lb_status lb_run_config_load_json(lb_run_config *rc, const char *path)
     lb_status st = LB_OK;
     /* "model" first: it resets the model fields to that family's defaults. */
     json_object *kind = NULL;
-    if (json_object_object_get_ex(root, "model", &kind))
-        st = lb_run_config_set(rc, "model", json_object_get_string(kind));
+    if (json_object_object_get_ex(root, "model", &kind)) {
+        if (!json_object_is_type(kind, json_type_string))
+            st = lb_error(LB_ERR_VALUE, "%s: key 'model' needs a string (transformer, local, lstm or conv)", path);
+        else if ((st = lb_run_config_set(rc, "model", json_object_get_string(kind))) != LB_OK)
+            lb_error_context("%s", path);
+    }
     json_object_object_foreach(root, key, val)
     {
         if (st != LB_OK)
@@ -198,16 +259,16 @@ lb_status lb_run_config_load_json(lb_run_config *rc, const char *path)
             st = lb_error(LB_ERR_VALUE, "%s: unknown key '%s'", path, key);
             break;
         }
-        if (json_object_is_type(val, json_type_object) || json_object_is_type(val, json_type_array) ||
-            json_object_is_type(val, json_type_null)) {
-            st = lb_error(LB_ERR_VALUE, "%s: key '%s' needs a number or a string", path, key);
+        const run_option *o = find_option(key);
+        int wants_string = o->type != T_INT64 && o->type != T_INT && o->type != T_U64 && o->type != T_REAL;
+        int is_number = json_object_is_type(val, json_type_int) || json_object_is_type(val, json_type_double);
+        if (wants_string ? !json_object_is_type(val, json_type_string) : !is_number) {
+            st = lb_error(LB_ERR_VALUE, "%s: key '%s' needs a %s", path, key, wants_string ? "string" : "number");
             break;
         }
         char text[4200];
         if (json_object_is_type(val, json_type_double))
             snprintf(text, sizeof text, "%.17g", json_object_get_double(val));
-        else if (json_object_is_type(val, json_type_boolean))
-            snprintf(text, sizeof text, "%d", json_object_get_boolean(val));
         else
             snprintf(text, sizeof text, "%s", json_object_get_string(val));
         if ((st = lb_run_config_set(rc, key, text)) != LB_OK)
@@ -255,11 +316,12 @@ void lb_run_options_help(FILE *out, lb_model_kind kind)
         fprintf(out, "  --%-18s %-52s (default %s)\n", options[i].name, options[i].help, json_object_get_string(v));
         json_object_put(v);
     }
+    fputs("Defaults shown are the transformer's; local attention uses --window 16, conv --layers 4.\n", out);
 }
 
 int lb_run_option_resumable(const char *name)
 {
-    static const char *ok[] = {"steps", "threads", "time-budget", "eval-every", "eval-examples", "checkpoint-every", "data"};
+    static const char *ok[] = {"steps", "threads", "time-budget", "eval-every", "eval-examples", "checkpoint-every"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         if (strcmp(name, ok[i]) == 0)
             return 1;

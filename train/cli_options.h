@@ -53,13 +53,19 @@ typedef struct lb_cli_run {
     double seconds;         /* training seconds (without evaluations) */
     int64_t parameters;     /* scalar parameters of the model */
     lb_eval_result last_val; /* the last validation (examples 0 when none ran) */
+    int interrupted;        /* stopped by SIGINT/SIGTERM after saving a checkpoint */
 } lb_cli_run;
 
 /* Trains rc's model on rc->data into folder `dir` (config.json, metrics.csv,
  * checkpoint.h5), resuming from dir's checkpoint when `resume`. Progress goes to
  * stderr unless quiet. On success *model_out (may be NULL) receives the trained
- * model (caller frees). The data file is opened and closed here.
- * Errors as lb_trainer_new / lb_trainer_run; LB_ERR_IO for the folder. */
+ * model (caller frees). The data file is opened and closed here; a new run stores
+ * its absolute path. The folder is locked for the run's life. SIGINT or SIGTERM stops
+ * the run after the current step with a checkpoint (out->interrupted, LB_ERR_STATE).
+ * A new run that fails before its first checkpoint removes what it wrote.
+ * Errors as lb_trainer_new / lb_trainer_run; LB_ERR_IO for the folder; LB_ERR_STATE
+ * when another process holds the folder; LB_ERR_VALUE when a resumed run's --steps
+ * is below its checkpoint's step. */
 lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, int quiet, lb_cli_run *out,
                               lb_model **model_out);
 

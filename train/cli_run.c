@@ -1,6 +1,13 @@
 /* One training run into a run folder, shared by train, compare and demo. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "train/cli.h"
 #include "train/cli_options.h"
@@ -35,6 +42,79 @@ static void on_event(lb_loop_event event, const lb_step_stats *s, const lb_eval_
     }
 }
 
+/* Ctrl-C (SIGINT) or SIGTERM asks the running trainer to stop after its step and save;
+ * a second one ends the process at once. */
+static lb_trainer *volatile active_trainer;
+
+static void on_signal(int sig)
+{
+    signal(sig, SIG_DFL);
+    if (active_trainer)
+        lb_trainer_request_stop(active_trainer);
+}
+
+/* Keeps the header and the rows of steps <= step (drops what a resumed run repeats). */
+static lb_status truncate_metrics(const char *path, int64_t step)
+{
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return LB_OK;
+    char tmp[4200], line[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return lb_error(LB_ERR_IO, "%s: cannot write", tmp);
+    }
+    int first = 1;
+    while (fgets(line, sizeof line, in)) {
+        char *end;
+        long long row_step = strtoll(line, &end, 10);
+        if (first && end == line) /* the header */
+            fputs(line, out);
+        else if (end != line && *end == ',' && row_step <= step)
+            fputs(line, out);
+        first = 0;
+    }
+    if (first) /* empty file: a run killed before writing anything */
+        fprintf(out, "%s\n", lb_metrics_header());
+    fclose(in);
+    if (fclose(out) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return lb_error(LB_ERR_IO, "%s: cannot rewrite", path);
+    }
+    return LB_OK;
+}
+
+/* An exclusive lock on DIR/.lock for the life of the run (released when the process ends). */
+static int lock_run(const char *dir)
+{
+    char path[4200];
+    lb_cli_path(path, sizeof path, dir, ".lock");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        lb_error(LB_ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        lb_error(LB_ERR_STATE, "%s is in use by another lookback process", dir);
+        return -1;
+    }
+    return fd;
+}
+
+/* Removes what a new run wrote before failing, so the same --out can be used again. */
+static void clean_failed_run(const char *dir, int created_dir)
+{
+    const char *names[] = {"config.json", "config.json.tmp", "metrics.csv", "metrics.csv.tmp", ".lock"};
+    char path[4200];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        unlink(lb_cli_path(path, sizeof path, dir, names[i]));
+    if (created_dir)
+        rmdir(dir);
+}
+
 lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, int quiet, lb_cli_run *out,
                               lb_model **model_out)
 {
@@ -45,6 +125,10 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     memset(out, 0, sizeof *out);
     if (model_out)
         *model_out = NULL;
+    /* The data path is stored absolute, so a run resumes from any folder. */
+    char absolute[PATH_MAX];
+    if (!resume && realpath(rc->data, absolute) && strlen(absolute) < sizeof rc->data)
+        strcpy(rc->data, absolute);
     lb_dataset *data = lb_dataset_open(rc->data);
     if (!data)
         return lb_last_status();
@@ -53,17 +137,31 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     lb_model *model = lb_model_new(&rc->model);
     lb_trainer *trainer = model ? lb_trainer_new(model, data, &rc->train) : NULL;
     FILE *metrics = NULL;
+    int lock = -1, created_dir = !lb_cli_exists(dir);
     lb_status st = trainer ? LB_OK : lb_last_status();
-    if (st == LB_OK && resume)
-        st = lb_trainer_load(trainer, ckpt_path);
-    if (st == LB_OK && (st = lb_cli_mkdir(dir)) == LB_OK)
+    if (st == LB_OK && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lock_run(dir)) < 0)
+        st = lb_last_status();
+    if (st == LB_OK && !resume && (lb_cli_exists(config_path) || lb_cli_exists(ckpt_path))) {
+        close(lock); /* another run got here first: leave its files alone */
+        lock = -1;
+        st = lb_error(LB_ERR_STATE, "%s already holds a run; continue it with --resume %s or choose another --out",
+                      dir, dir);
+    }
+    if (st == LB_OK && resume && (st = lb_trainer_load(trainer, ckpt_path)) == LB_OK) {
+        if (lb_trainer_steps_done(trainer) > rc->train.steps)
+            st = lb_error(LB_ERR_VALUE, "--steps %lld is below the checkpoint's step %lld (--steps is the total)",
+                          (long long)rc->train.steps, (long long)lb_trainer_steps_done(trainer));
+        else
+            st = truncate_metrics(metrics_path, lb_trainer_steps_done(trainer));
+    }
+    if (st == LB_OK)
         st = lb_run_config_save_json(rc, config_path);
     if (st == LB_OK) {
         int new_metrics = !lb_cli_exists(metrics_path);
         if (!(metrics = fopen(metrics_path, "a")))
             st = lb_error(LB_ERR_IO, "%s: cannot open for writing", metrics_path);
-        else if (new_metrics)
-            fprintf(metrics, "%s\n", lb_metrics_header());
+        else if (new_metrics && (fprintf(metrics, "%s\n", lb_metrics_header()) < 0 || fflush(metrics) != 0))
+            st = lb_error(LB_ERR_IO, "%s: cannot write", metrics_path);
     }
     if (st == LB_OK) {
         out->parameters = lb_params_numel(lb_model_params(model));
@@ -76,20 +174,34 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         const char *slash = strrchr(dir, '/');
         lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
         ps.bar.budget = rc->train.time_budget;
+        active_trainer = trainer;
+        void (*old_int)(int) = signal(SIGINT, on_signal);
+        void (*old_term)(int) = signal(SIGTERM, on_signal);
         st = lb_trainer_run(trainer, ckpt_path, metrics, on_event, &ps);
+        signal(SIGINT, old_int);
+        signal(SIGTERM, old_term);
+        active_trainer = NULL;
         if (!quiet)
             lb_progress_end(&ps.bar);
         out->steps = lb_trainer_steps_done(trainer);
         out->seconds = lb_trainer_elapsed(trainer);
         out->last_val = ps.last_val;
-        if (st == LB_ERR_NUMERIC)
+        out->interrupted = lb_trainer_stopped(trainer);
+        if (st == LB_ERR_NUMERIC && lb_cli_exists(ckpt_path))
             lb_error_context("the last good checkpoint is kept in %s", ckpt_path);
+        else if (st == LB_OK && out->interrupted)
+            st = lb_error(LB_ERR_STATE, "interrupted at step %lld; the checkpoint is saved; continue with "
+                          "lookback train --resume %s", (long long)out->steps, dir);
         else if (st == LB_OK && !quiet)
             fprintf(stderr, "done: %lld steps in %.1f s; checkpoint %s\n", (long long)out->steps, out->seconds,
                     ckpt_path);
     }
     if (metrics)
         fclose(metrics);
+    if (st != LB_OK && !resume && lock >= 0 && !lb_cli_exists(ckpt_path))
+        clean_failed_run(dir, created_dir);
+    if (lock >= 0)
+        close(lock);
     lb_trainer_free(trainer);
     if (st == LB_OK && model_out)
         *model_out = model;

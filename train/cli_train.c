@@ -111,5 +111,8 @@ int lb_cli_train(int argc, char **argv)
         return lb_cli_error(cmd, 2, "--data FILE.h5 is required");
 
     lb_cli_run run;
-    return lb_cli_run_training(&rc, dir, a.resume != NULL, a.quiet, &run, NULL) == LB_OK ? 0 : lb_cli_fail(cmd);
+    if (lb_cli_run_training(&rc, dir, a.resume != NULL, a.quiet, &run, NULL) == LB_OK)
+        return 0;
+    lb_cli_fail(cmd);
+    return run.interrupted ? 130 : 1;
 }

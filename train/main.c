@@ -16,7 +16,7 @@ static void usage(FILE *out)
           "  eval        evaluate a checkpoint on a data file\n"
           "  gradcheck   check a model's gradients numerically (float64, central differences)\n"
           "\n"
-          "'lookback <command> --help' lists a command's options.\n",
+          "'lookback <command> --help' lists a command's options; 'lookback --version' prints the version.\n",
           out);
 }
 
@@ -32,6 +32,10 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return 2;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("lookback %s\n", LOOKBACK_VERSION);
+        return 0;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);

@@ -212,6 +212,8 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
     int64_t n = lb_dataset_split_size(data, split);
     if (n < 0)
         return lb_last_status();
+    if (n == 0)
+        return lb_error(LB_ERR_VALUE, "%s: the %s split is empty: nothing to evaluate", lb_dataset_path(data), split);
     if (max_examples > 0 && max_examples < n)
         n = max_examples;
     if (batch_size < 1)
@@ -221,7 +223,7 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
     if (n_bins > LB_EVAL_MAX_BINS)
         n_bins = LB_EVAL_MAX_BINS;
     if (n_bins > 0 && n > 0 && lb_dataset_has_distance(data) &&
-        lb_dataset_distance_range(data, split, &dmin, &dmax) == LB_OK && !regression) {
+        lb_dataset_distance_range(data, split, &dmin, &dmax) == LB_OK) {
         out->n_bins = (int64_t)n_bins > (int64_t)(dmax - dmin + 1) ? (int)(dmax - dmin + 1) : n_bins;
         for (int k = 0; k < out->n_bins; k++) {
             out->bin_lo[k] = dmin + (int64_t)(dmax - dmin + 1) * k / out->n_bins;
@@ -259,6 +261,14 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
             int64_t scored = 0;
             if (regression) {
                 scored = count;
+                for (int64_t i = 0; i < count && out->n_bins > 0 && b.distance; i++) {
+                    double err = lb_tensor_flat(y->value, i) - (double)b.target_values[i];
+                    for (int k = 0; k < out->n_bins; k++)
+                        if (b.distance[i] >= out->bin_lo[k] && b.distance[i] <= out->bin_hi[k]) {
+                            out->bin_sq_error[k] += err * err;
+                            out->bin_total[k]++;
+                        }
+                }
             } else {
                 count_correct(y->value, &b, &correct, &scored, seq_correct, seq_scored);
                 for (int64_t i = 0; i < count && out->n_bins > 0 && b.distance; i++)
@@ -296,8 +306,14 @@ lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_tra
 {
     if (lb_train_config_check(cfg) != LB_OK || check_fit(model, data) != LB_OK)
         return NULL;
-    if (lb_dataset_split_size(data, "train") < 1) {
+    int64_t n_train = lb_dataset_split_size(data, "train");
+    if (n_train < 1) {
         lb_error(LB_ERR_VALUE, "%s: the train split is empty", lb_dataset_path(data));
+        return NULL;
+    }
+    if (cfg->batch_size > n_train) {
+        lb_error(LB_ERR_VALUE, "%s: batch %lld is larger than the train split (%lld examples); lower --batch",
+                 lb_dataset_path(data), (long long)cfg->batch_size, (long long)n_train);
         return NULL;
     }
     lb_trainer *t = calloc(1, sizeof *t);
@@ -336,6 +352,8 @@ void lb_trainer_free(lb_trainer *t)
 }
 
 int64_t lb_trainer_steps_done(const lb_trainer *t) { return t->step; }
+void lb_trainer_request_stop(lb_trainer *t) { t->stop_requested = 1; }
+int lb_trainer_stopped(const lb_trainer *t) { return t->stopped; }
 double lb_trainer_elapsed(const lb_trainer *t) { return t->elapsed; }
 lb_optim *lb_trainer_optim(lb_trainer *t) { return t->optim; }
 const lb_train_config *lb_trainer_config(const lb_trainer *t) { return &t->cfg; }
@@ -453,9 +471,15 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
 {
     const lb_train_config *c = &t->cfg;
     double lr = 0, norm = 0, tokens = 0, seconds = 0;
+    t->stopped = 0;
+    t->stop_requested = 0;
     while (t->step < c->steps) {
         if (c->time_budget > 0 && t->elapsed >= c->time_budget)
             break;
+        if (t->stop_requested) {
+            t->stopped = 1;
+            return checkpoint_path ? lb_trainer_save(t, checkpoint_path) : LB_OK;
+        }
         lb_step_stats s;
         lb_status st = lb_trainer_step(t, &s);
         if (st != LB_OK)

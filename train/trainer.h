@@ -56,14 +56,16 @@ typedef struct lb_eval_result {
     int n_bins;              /* distance bins (0 when the data has no distances) */
     int64_t bin_lo[LB_EVAL_MAX_BINS], bin_hi[LB_EVAL_MAX_BINS]; /* inclusive distance range */
     int64_t bin_correct[LB_EVAL_MAX_BINS], bin_total[LB_EVAL_MAX_BINS];
+    double bin_sq_error[LB_EVAL_MAX_BINS]; /* regression: summed squared error per bin */
 } lb_eval_result;
 
 /* Evaluates `model` (no gradients, no dropout) on the first max_examples (0 = all)
  * examples of `split`, in file order, batch_size at a time. With distances, the
  * accuracy is also split into n_bins (1..LB_EVAL_MAX_BINS) equal-width bins over
  * the examples' distance range. attention_out (may be NULL) receives the last
- * attention layer's weights for the first batch (see lb_model_forward).
- * Errors: data that does not fit the model (names both), unknown split. */
+ * attention layer's weights for the first batch (see lb_model_forward). For
+ * regression the bins hold squared errors (bin_sq_error / bin_total is the bin's MSE).
+ * Errors: data that does not fit the model (names both), an unknown or empty split. */
 lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
                       int64_t batch_size, int n_bins, lb_eval_result *out, lb_tensor **attention_out);
 
@@ -86,6 +88,12 @@ typedef struct lb_trainer lb_trainer;
  * Errors: LB_ERR_VALUE for a bad config or a mismatch, naming both sides. */
 lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg);
 void lb_trainer_free(lb_trainer *t);
+
+/* Asks a running lb_trainer_run to stop after the current step and save its
+ * checkpoint. Async-signal-safe: it only sets a flag, so a SIGINT handler may call it. */
+void lb_trainer_request_stop(lb_trainer *t);
+/* 1 when the last lb_trainer_run ended because of lb_trainer_request_stop. */
+int lb_trainer_stopped(const lb_trainer *t);
 
 /* Runs one optimizer step. A non-finite loss returns LB_ERR_NUMERIC (parameters
  * untouched); a non-finite gradient skips the update (stats->skipped = 1). */

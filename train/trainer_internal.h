@@ -2,6 +2,8 @@
 #ifndef LB_TRAINER_INTERNAL_H
 #define LB_TRAINER_INTERNAL_H
 
+#include <signal.h>
+
 #include "train/trainer.h"
 
 struct lb_trainer {
@@ -14,6 +16,8 @@ struct lb_trainer {
     lb_rng dropout_rng; /* dropout masks, saved in checkpoints */
     int64_t step;       /* optimizer steps completed */
     double elapsed;     /* training seconds, across resumes */
+    volatile sig_atomic_t stop_requested; /* set by lb_trainer_request_stop */
+    int stopped;        /* the last run ended on request */
 };
 
 #endif
