@@ -4,7 +4,7 @@
 
 #include "data/dataset_internal.h"
 
-lb_status lb_batch_store_init(lb_batch_store *store, const lb_layout *layout, int64_t capacity, const char *fn)
+lb_status lb_batch_store_init(lb_batch_store *store, const lb_layout *layout, int64_t capacity, const char *file)
 {
     memset(store, 0, sizeof *store);
     store->layout = *layout;
@@ -13,13 +13,13 @@ lb_status lb_batch_store_init(lb_batch_store *store, const lb_layout *layout, in
         int64_t shape[3] = {capacity, layout->seq_len, layout->features};
         store->features = lb_tensor_zeros(LB_FLOAT32, 3, shape);
         if (!store->features)
-            return lb_error_context("%s", fn);
+            return lb_error_context("%s", file);
     }
-    lb_status st = lb_rows_alloc(layout, capacity, store->features ? lb_tensor_data(store->features) : NULL, fn,
+    lb_status st = lb_rows_alloc(layout, capacity, store->features ? lb_tensor_data(store->features) : NULL, file,
                                  &store->rows);
     store->indices = st == LB_OK ? calloc((size_t)(capacity > 0 ? capacity : 1), sizeof *store->indices) : NULL;
     if (st == LB_OK && !store->indices)
-        st = lb_error(LB_ERR_MEMORY, "%s: out of memory for %lld indices", fn, (long long)capacity);
+        st = lb_error(LB_ERR_MEMORY, "%s: out of memory for %lld indices", file, (long long)capacity);
     if (st != LB_OK)
         lb_batch_store_free(store);
     return st;
@@ -75,17 +75,18 @@ lb_status lb_batch_store_fill(lb_batch_store *store, const lb_rows *src, const i
 
 lb_status lb_dataset_slice(const lb_dataset *ds, const char *split, int64_t start, int64_t count, lb_batch *out)
 {
-    int s = lb_split_index(split, "lb_dataset_slice");
+    const char *file = lb_dataset_path(ds);
+    int s = lb_split_index(split, file);
     if (s < 0)
         return LB_ERR_VALUE;
     const lb_rows *rows = lb_dataset_rows(ds, s);
     if (start < 0 || count < 0 || start > rows->n || count > rows->n - start)
-        return lb_error(LB_ERR_VALUE, "lb_dataset_slice: examples [%lld, %lld) are outside split %s of %lld examples",
-                        (long long)start, (long long)(start + count), split, (long long)rows->n);
+        return lb_error(LB_ERR_VALUE, "%s: examples [%lld, %lld) are outside split %s of %lld examples", file,
+                        (long long)start, (long long)start + (long long)count, split, (long long)rows->n);
     lb_batch_store *store = malloc(sizeof *store);
     if (!store)
-        return lb_error(LB_ERR_MEMORY, "lb_dataset_slice: out of memory");
-    lb_status st = lb_batch_store_init(store, lb_dataset_layout(ds), count, "lb_dataset_slice");
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory", file);
+    lb_status st = lb_batch_store_init(store, lb_dataset_layout(ds), count, file);
     if (st == LB_OK)
         st = lb_batch_store_fill(store, rows, NULL, start, count, out);
     if (st != LB_OK) {

@@ -2,6 +2,7 @@
 #include "data/dataset.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +34,13 @@ static const char *const split_names[LB_SPLIT_COUNT] = {"train", "val", "test"};
 
 const char *lb_split_name(int split) { return (split >= 0 && split < LB_SPLIT_COUNT) ? split_names[split] : "?"; }
 
-int lb_split_index(const char *name, const char *fn)
+int lb_split_index(const char *name, const char *file)
 {
     for (int s = 0; name && s < LB_SPLIT_COUNT; s++)
         if (strcmp(name, split_names[s]) == 0)
             return s;
-    lb_error(LB_ERR_VALUE, "%s: unknown split '%s' (expected train, val or test)", fn, name ? name : "(null)");
+    lb_error(LB_ERR_VALUE, "%s: unknown split '%s' (expected train, val or test)", file ? file : "dataset",
+             name ? name : "(null)");
     return -1;
 }
 
@@ -96,22 +98,20 @@ static lb_status read_option(reader *r, const lb_option_spec *spec, int *present
             lb_option_set_seed(o, spec, u);
         return st;
     }
-    double v = 0;
     if (spec->type == LB_OPT_REAL) {
+        double v = 0;
         st = lb_h5_read_attr_real(r->fid, spec->name, &v, r->file);
+        if (st == LB_OK)
+            st = lb_option_check_real(spec, v, r->file);
         if (st == LB_OK)
             lb_option_set_real(o, spec, v);
     } else {
         int64_t i = 0;
         st = lb_h5_read_attr_int(r->fid, spec->name, &i, r->file);
-        v = (double)i;
+        if (st == LB_OK)
+            st = lb_option_check_int(spec, i, r->file);
         if (st == LB_OK)
             lb_option_set_int(o, spec, i);
-    }
-    if (st == LB_OK && lb_option_check_range(spec, v, r->file) != LB_OK) {
-        char message[512];
-        snprintf(message, sizeof message, "%s", lb_last_error());
-        st = lb_error(LB_ERR_FORMAT, "%s (attribute)", message);
     }
     return st;
 }
@@ -121,8 +121,9 @@ static lb_status check_options_consistent(reader *r)
 {
     lb_dataset *ds = r->ds;
     lb_task_options o = ds->options;
-    if (lb_task_options_resolve(&o) != LB_OK)
-        return lb_error(LB_ERR_FORMAT, "%s: the option attributes are inconsistent: %s", r->file, lb_last_error());
+    lb_status st = lb_task_options_check(&o, r->file);
+    if (st != LB_OK)
+        return st;
     if (lb_task_vocab_size(&o) != ds->vocab_size || lb_task_num_classes(&o) != ds->num_classes)
         return lb_error(LB_ERR_FORMAT,
                         "%s: vocab_size %lld / num_classes %lld do not match the task options (expected %lld / %lld)",
@@ -222,14 +223,17 @@ static lb_status infer_layout(reader *r)
     return st;
 }
 
-/* Checks the dtype class, rank and shape of `field`; *n receives its N. */
-static lb_status check_field_shape(reader *r, const char *where, hid_t dset, lb_field f, int64_t *n)
+/* Checks the dtype class, rank and shape of `field`; *n receives its N and *info
+ * what the file stores. */
+static lb_status check_field_shape(reader *r, const char *where, hid_t dset, lb_field f, int64_t *n,
+                                   lb_h5_info *info_out)
 {
     const lb_layout *l = &r->ds->layout;
     lb_h5_info info;
     lb_status st = lb_h5_dataset_info(dset, where, &info, r->file);
     if (st != LB_OK)
         return st;
+    *info_out = info;
     int64_t dims[3];
     int rank = lb_layout_dims(l, f, info.rank > 0 ? info.dims[0] : 0, dims);
     int ok = info.type_class == (lb_layout_is_float(l, f) ? H5T_FLOAT : H5T_INTEGER) && info.type_size <= 8 &&
@@ -260,35 +264,172 @@ static lb_status claim_bytes(reader *r, const char *group_name, int64_t n)
     return LB_OK;
 }
 
-/* Value rules of each field. */
-static lb_status check_int_values(reader *r, const char *where, const lb_layout *l, lb_field f, const int32_t *v,
-                                  int64_t n)
+/* ---- values ---- */
+
+enum { READ_BLOCK_ELEMS = 1 << 20 }; /* elements per block when converting wide types */
+
+/* What an integer field may hold. */
+typedef struct int_rule {
+    int64_t lo, hi;
+    int allow_ignore; /* -100 too (class targets) */
+} int_rule;
+
+static int_rule int_rule_of(const reader *r, lb_field f)
 {
-    int64_t per_row = lb_layout_row_elems(l, f), lo = 0, hi = 0;
-    int allow_ignore = f == LB_FIELD_TARGETS;
+    const lb_layout *l = &r->ds->layout;
+    int_rule rule = {0, 0, f == LB_FIELD_TARGETS};
     switch (f) {
-    case LB_FIELD_INPUTS: hi = r->ds->vocab_size - 1; break;
-    case LB_FIELD_TARGETS: hi = r->ds->num_classes - 1; break;
-    case LB_FIELD_DISTANCE: hi = l->seq_len - 1; break;
-    default: lo = 1, hi = l->seq_len; break;
+    case LB_FIELD_INPUTS: rule.hi = r->ds->vocab_size - 1; break;
+    case LB_FIELD_TARGETS: rule.hi = r->ds->num_classes - 1; break;
+    case LB_FIELD_DISTANCE: rule.hi = l->seq_len - 1; break;
+    default: rule.lo = 1, rule.hi = l->seq_len; break;
     }
-    for (int64_t i = 0; i < n * per_row; i++) {
-        if ((v[i] >= lo && v[i] <= hi) || (allow_ignore && v[i] == LB_IGNORE_INDEX))
-            continue;
-        return lb_error(LB_ERR_FORMAT, "%s: dataset %s: value %d at [%lld, %lld] is outside [%lld, %lld]%s", r->file,
-                        where, v[i], (long long)(i / per_row), (long long)(i % per_row), (long long)lo, (long long)hi,
-                        allow_ignore ? " and is not -100" : "");
-    }
-    return LB_OK;
+    return rule;
 }
 
-static lb_status check_float_values(reader *r, const char *where, const float *v, int64_t count)
+static int int_ok(const int_rule *rule, int64_t v)
 {
-    for (int64_t i = 0; i < count; i++)
-        if (!isfinite(v[i]))
-            return lb_error(LB_ERR_FORMAT, "%s: dataset %s: element %lld is not finite (%g)", r->file, where,
-                            (long long)i, (double)v[i]);
-    return LB_OK;
+    return (v >= rule->lo && v <= rule->hi) || (rule->allow_ignore && v == LB_IGNORE_INDEX);
+}
+
+/* Position "[i]", "[i, t]" or "[i, t, k]" of element `flat` of a field, in the
+ * dataset's own rank. */
+static char *index_str(const lb_layout *l, lb_field f, int64_t flat, char *buf, size_t size)
+{
+    int64_t dims[3], index[3];
+    int rank = lb_layout_dims(l, f, 1, dims);
+    for (int k = rank - 1; k >= 1; k--) {
+        index[k] = dims[k] > 0 ? flat % dims[k] : 0;
+        flat = dims[k] > 0 ? flat / dims[k] : 0;
+    }
+    index[0] = flat;
+    return lb_shape_str(rank, index, buf, size);
+}
+
+/* The error for element `flat` of `where`, whose value is `value` (as text). */
+static lb_status bad_int(const reader *r, const char *where, lb_field f, int64_t flat, const char *value)
+{
+    int_rule rule = int_rule_of(r, f);
+    char at[96];
+    return lb_error(LB_ERR_FORMAT, "%s: dataset %s: value %s at %s is outside [%lld, %lld]%s", r->file, where, value,
+                    index_str(&r->ds->layout, f, flat, at, sizeof at), (long long)rule.lo, (long long)rule.hi,
+                    rule.allow_ignore ? " and is not -100" : "");
+}
+
+static lb_status bad_float(const reader *r, const char *where, lb_field f, int64_t flat, double value)
+{
+    char at[96];
+    index_str(&r->ds->layout, f, flat, at, sizeof at);
+    if (!isfinite(value))
+        return lb_error(LB_ERR_FORMAT, "%s: dataset %s: value %g at %s is not finite", r->file, where, value, at);
+    return lb_error(LB_ERR_FORMAT, "%s: dataset %s: value %g at %s does not fit float32 (|x| <= %g)", r->file, where,
+                    value, at, (double)FLT_MAX);
+}
+
+/* Reads an integer field whose file type fits int32 (int8..int32, uint8, uint16)
+ * straight into buf [count] and checks it. */
+static lb_status read_narrow_int(reader *r, hid_t dset, const char *where, lb_field f, int32_t *buf, int64_t count)
+{
+    lb_status st = lb_h5_read_all(dset, 0, buf, where, r->file);
+    int_rule rule = int_rule_of(r, f);
+    for (int64_t i = 0; st == LB_OK && i < count; i++) {
+        if (!int_ok(&rule, buf[i])) {
+            char value[32];
+            snprintf(value, sizeof value, "%d", buf[i]);
+            return bad_int(r, where, f, i, value);
+        }
+    }
+    return st;
+}
+
+/* Reads an integer field of a wider file type (int64, uint32, uint64) block by block
+ * as 64-bit values, so that a value outside int32 is reported as it is in the file
+ * (HDF5 would clamp it to INT32_MAX when converting), then stores it as int32. */
+static lb_status read_wide_int(reader *r, hid_t dset, const char *where, lb_field f, int is_unsigned, int32_t *buf,
+                               int64_t n)
+{
+    int64_t per_row = lb_layout_row_elems(&r->ds->layout, f);
+    int64_t rows = READ_BLOCK_ELEMS / (per_row > 0 ? per_row : 1);
+    rows = rows < 1 ? 1 : rows > n ? n : rows;
+    int64_t *block = malloc((size_t)(rows > 0 ? rows : 1) * (size_t)per_row * sizeof *block);
+    if (!block)
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory reading %s", r->file, where);
+    int_rule rule = int_rule_of(r, f);
+    lb_status st = LB_OK;
+    for (int64_t start = 0; st == LB_OK && start < n; start += rows) {
+        int64_t count = n - start < rows ? n - start : rows;
+        st = lb_h5_read_rows(dset, is_unsigned ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, start, count, block, where,
+                             r->file);
+        for (int64_t i = 0; st == LB_OK && i < count * per_row; i++) {
+            int64_t flat = start * per_row + i;
+            uint64_t u = (uint64_t)block[i];
+            int ok = is_unsigned ? (u <= (uint64_t)INT64_MAX && int_ok(&rule, block[i])) : int_ok(&rule, block[i]);
+            if (!ok) {
+                char value[32];
+                if (is_unsigned)
+                    snprintf(value, sizeof value, "%llu", (unsigned long long)u);
+                else
+                    snprintf(value, sizeof value, "%lld", (long long)block[i]);
+                st = bad_int(r, where, f, flat, value);
+                break;
+            }
+            buf[flat] = (int32_t)block[i];
+        }
+    }
+    free(block);
+    return st;
+}
+
+/* Reads a float field of a type no wider than float32 straight into buf and checks
+ * that every value is finite. */
+static lb_status read_narrow_float(reader *r, hid_t dset, const char *where, lb_field f, float *buf, int64_t count)
+{
+    lb_status st = lb_h5_read_all(dset, 1, buf, where, r->file);
+    for (int64_t i = 0; st == LB_OK && i < count; i++)
+        if (!isfinite(buf[i]))
+            return bad_float(r, where, f, i, buf[i]);
+    return st;
+}
+
+/* Reads a float64 field block by block as double, so that a value too large for
+ * float32 is reported as it is (not as the inf the conversion makes of it). */
+static lb_status read_wide_float(reader *r, hid_t dset, const char *where, lb_field f, float *buf, int64_t n)
+{
+    int64_t per_row = lb_layout_row_elems(&r->ds->layout, f);
+    int64_t rows = READ_BLOCK_ELEMS / (per_row > 0 ? per_row : 1);
+    rows = rows < 1 ? 1 : rows > n ? n : rows;
+    double *block = malloc((size_t)(rows > 0 ? rows : 1) * (size_t)per_row * sizeof *block);
+    if (!block)
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory reading %s", r->file, where);
+    lb_status st = LB_OK;
+    for (int64_t start = 0; st == LB_OK && start < n; start += rows) {
+        int64_t count = n - start < rows ? n - start : rows;
+        st = lb_h5_read_rows(dset, H5T_NATIVE_DOUBLE, start, count, block, where, r->file);
+        for (int64_t i = 0; st == LB_OK && i < count * per_row; i++) {
+            int64_t flat = start * per_row + i;
+            if (!isfinite(block[i]) || fabs(block[i]) > FLT_MAX) {
+                st = bad_float(r, where, f, flat, block[i]);
+                break;
+            }
+            buf[flat] = (float)block[i];
+        }
+    }
+    free(block);
+    return st;
+}
+
+/* Reads and checks every value of a field of n examples into buf. */
+static lb_status read_values(reader *r, hid_t dset, const char *where, lb_field f, const lb_h5_info *info, void *buf,
+                             int64_t n)
+{
+    const lb_layout *l = &r->ds->layout;
+    int64_t count = n * lb_layout_row_elems(l, f);
+    if (lb_layout_is_float(l, f))
+        return info->type_size > 4 ? read_wide_float(r, dset, where, f, buf, n)
+                                   : read_narrow_float(r, dset, where, f, buf, count);
+    if (info->type_size > 4 || (info->type_size == 4 && !info->is_signed))
+        return read_wide_int(r, dset, where, f, !info->is_signed, buf, n);
+    return read_narrow_int(r, dset, where, f, buf, count);
 }
 
 static lb_status read_field(reader *r, hid_t group, int split, lb_field f, int64_t *n)
@@ -301,8 +442,9 @@ static lb_status read_field(reader *r, hid_t group, int split, lb_field f, int64
         return lb_error(LB_ERR_FORMAT, "%s: missing dataset %s", r->file, where);
     hid_t dset = H5Dopen2(group, name, H5P_DEFAULT);
     int64_t this_n = -1;
+    lb_h5_info info;
     lb_status st = dset < 0 ? lb_error(LB_ERR_FORMAT, "%s: dataset %s cannot be opened (corrupted?)", r->file, where)
-                            : check_field_shape(r, where, dset, f, &this_n);
+                            : check_field_shape(r, where, dset, f, &this_n, &info);
     if (st == LB_OK && *n >= 0 && this_n != *n)
         st = lb_error(LB_ERR_FORMAT, "%s: dataset %s has %lld examples but /%s/inputs has %lld", r->file, where,
                       (long long)this_n, split_names[split], (long long)*n);
@@ -312,15 +454,10 @@ static lb_status read_field(reader *r, hid_t group, int split, lb_field f, int64
         if (st == LB_OK)
             st = lb_rows_alloc(l, this_n, NULL, r->file, &r->ds->split[split]);
     }
-    void *buf = r->ds->split[split].data[f];
     if (st == LB_OK)
-        st = lb_h5_read_all(dset, lb_layout_is_float(l, f), buf, where, r->file);
+        st = read_values(r, dset, where, f, &info, r->ds->split[split].data[f], this_n);
     lb_h5_close(dset);
-    if (st != LB_OK)
-        return st;
-    if (lb_layout_is_float(l, f))
-        return check_float_values(r, where, buf, this_n * lb_layout_row_elems(l, f));
-    return check_int_values(r, where, l, f, buf, this_n);
+    return st;
 }
 
 static lb_status read_split(reader *r, int split)
@@ -349,12 +486,12 @@ static lb_status check_file(const char *path, int64_t *bytes)
 {
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return lb_error(LB_ERR_IO, "lb_dataset_open: cannot open '%s': %s", path, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode))
-        return lb_error(LB_ERR_IO, "lb_dataset_open: '%s' is not a regular file", path);
+        return lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
     *bytes = (int64_t)sb.st_size;
     if (H5Fis_hdf5(path) <= 0)
-        return lb_error(LB_ERR_FORMAT, "lb_dataset_open: '%s' is not an HDF5 file (no HDF5 signature; %lld bytes)", path,
+        return lb_error(LB_ERR_FORMAT, "%s: not an HDF5 file (no HDF5 signature; %lld bytes)", path,
                         (long long)sb.st_size);
     return LB_OK;
 }
@@ -366,14 +503,14 @@ static lb_status read_file(reader *r)
         return st;
     r->fid = H5Fopen(r->file, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->fid < 0)
-        return lb_error(LB_ERR_FORMAT, "lb_dataset_open: HDF5 cannot open '%s' (truncated or corrupted file?)", r->file);
+        return lb_error(LB_ERR_FORMAT, "%s: HDF5 cannot open it (truncated or corrupted file?)", r->file);
     st = read_root_attrs(r);
     if (st == LB_OK)
         st = infer_layout(r);
     for (int s = 0; st == LB_OK && s < LB_SPLIT_COUNT; s++)
         st = read_split(r, s);
     if (H5Fclose(r->fid) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_FORMAT, "lb_dataset_open: closing '%s' failed (corrupted file?)", r->file);
+        st = lb_error(LB_ERR_FORMAT, "%s: closing the file failed (corrupted file?)", r->file);
     return st;
 }
 
@@ -387,7 +524,7 @@ lb_dataset *lb_dataset_open(const char *path)
     char *copy = ds ? strdup(path) : NULL;
     if (!copy) {
         free(ds);
-        lb_error(LB_ERR_MEMORY, "lb_dataset_open: out of memory");
+        lb_error(LB_ERR_MEMORY, "%s: out of memory", path);
         return NULL;
     }
     ds->path = copy;
@@ -431,17 +568,17 @@ const lb_rows *lb_dataset_rows(const lb_dataset *ds, int split) { return &ds->sp
 
 int64_t lb_dataset_split_size(const lb_dataset *ds, const char *split)
 {
-    int s = lb_split_index(split, "lb_dataset_split_size");
+    int s = lb_split_index(split, ds->path);
     return s < 0 ? -1 : ds->split[s].n;
 }
 
 lb_status lb_dataset_label_histogram(const lb_dataset *ds, const char *split, int64_t *counts, int64_t *ignored)
 {
-    int s = lb_split_index(split, "lb_dataset_label_histogram");
+    int s = lb_split_index(split, ds->path);
     if (s < 0)
         return LB_ERR_VALUE;
     if (ds->layout.regression)
-        return lb_error(LB_ERR_STATE, "lb_dataset_label_histogram: %s has regression targets (no classes)", ds->path);
+        return lb_error(LB_ERR_STATE, "%s: regression targets have no label histogram (no classes)", ds->path);
     const int32_t *t = ds->split[s].data[LB_FIELD_TARGETS];
     int64_t n = ds->split[s].n * lb_layout_row_elems(&ds->layout, LB_FIELD_TARGETS), skipped = 0;
     memset(counts, 0, (size_t)ds->num_classes * sizeof *counts);
@@ -468,11 +605,12 @@ static void int_range(const int32_t *v, int64_t n, int32_t *min, int32_t *max)
 
 lb_status lb_dataset_distance_range(const lb_dataset *ds, const char *split, int32_t *min, int32_t *max)
 {
-    int s = lb_split_index(split, "lb_dataset_distance_range");
+    int s = lb_split_index(split, ds->path);
     if (s < 0)
         return LB_ERR_VALUE;
     if (!ds->layout.has_distance || ds->split[s].n == 0)
-        return lb_error(LB_ERR_STATE, "lb_dataset_distance_range: %s has no distances in split %s", ds->path, split);
+        return lb_error(LB_ERR_STATE, "%s: split %s has no distances (%s)", ds->path, split,
+                        ds->layout.has_distance ? "it is empty" : "the task has none");
     int_range(ds->split[s].data[LB_FIELD_DISTANCE], ds->split[s].n, min, max);
     return LB_OK;
 }
@@ -567,6 +705,6 @@ lb_status lb_dataset_print_info(const lb_dataset *ds, FILE *out)
     else
         print_histogram(ds, out);
     if (ferror(out))
-        return lb_error(LB_ERR_IO, "lb_dataset_print_info: writing failed");
+        return lb_error(LB_ERR_IO, "%s: writing the description failed", ds->path);
     return LB_OK;
 }

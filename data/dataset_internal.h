@@ -8,14 +8,15 @@
 
 enum { LB_SPLIT_COUNT = 3 };
 
-/* Index of split `name` (0 train, 1 val, 2 test) or -1 with LB_ERR_VALUE naming `fn`. */
-int lb_split_index(const char *name, const char *fn);
+/* Index of split `name` (0 train, 1 val, 2 test), or -1 with LB_ERR_VALUE
+ * "FILE: unknown split 'x' (expected train, val or test)". */
+int lb_split_index(const char *name, const char *file);
 const char *lb_split_name(int split);
 
 const lb_layout *lb_dataset_layout(const lb_dataset *ds);
 const lb_rows *lb_dataset_rows(const lb_dataset *ds, int split);
 
-/* Buffers for up to `capacity` examples gathered from a split. */
+/* Buffers for up to `capacity` examples gathered from a split; messages name `file`. */
 typedef struct lb_batch_store {
     lb_layout layout;
     int64_t capacity;
@@ -25,7 +26,7 @@ typedef struct lb_batch_store {
     int64_t *indices;    /* [capacity] */
 } lb_batch_store;
 
-lb_status lb_batch_store_init(lb_batch_store *store, const lb_layout *layout, int64_t capacity, const char *fn);
+lb_status lb_batch_store_init(lb_batch_store *store, const lb_layout *layout, int64_t capacity, const char *file);
 void lb_batch_store_free(lb_batch_store *store);
 /* Copies examples indices[0..n) of `src` (or start, start+1, ... when indices is
  * NULL) into the store and points *out at them. n <= capacity. */

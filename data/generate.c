@@ -11,6 +11,7 @@
  */
 #include "data/tasks.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,7 +233,7 @@ static example example_at(const lb_layout *l, lb_rows *rows, int64_t row, int64_
 
 /* Fills rows[0, n) with sequences first, first+1, ... of the split whose base is `base`. */
 static lb_status generate_block(const lb_task_options *o, const lb_layout *l, uint64_t base, int64_t first,
-                                lb_rows *rows)
+                                lb_rows *rows, const char *file)
 {
     int failed = 0;
     int64_t scratch_len = recipe_scratch(o);
@@ -257,7 +258,9 @@ static lb_status generate_block(const lb_task_options *o, const lb_layout *l, ui
         }
         free(scratch);
     }
-    return failed ? lb_error(LB_ERR_MEMORY, "lb_task_generate: out of memory for scratch") : LB_OK;
+    return failed ? lb_error(LB_ERR_MEMORY, "%s: out of memory for %lld words of scratch per thread", file,
+                             (long long)scratch_len)
+                  : LB_OK;
 }
 
 /* ---- the file ---- */
@@ -308,10 +311,10 @@ static lb_status write_split_rows(writer *w, const hid_t *dsets, int64_t n, uint
 {
     int64_t block = block_rows(&w->layout, n);
     lb_rows rows;
-    lb_status st = lb_rows_alloc(&w->layout, block, NULL, "lb_task_generate", &rows);
+    lb_status st = lb_rows_alloc(&w->layout, block, NULL, w->file, &rows);
     for (int64_t start = 0; st == LB_OK && start < n; start += block) {
         rows.n = n - start < block ? n - start : block;
-        st = generate_block(w->opt, &w->layout, base, start, &rows);
+        st = generate_block(w->opt, &w->layout, base, start, &rows, w->file);
         if (st == LB_OK)
             st = lb_h5_write_rows(dsets, &w->layout, &rows, start, w->file);
         w->done += rows.n;
@@ -349,14 +352,38 @@ static lb_status write_file(writer *w, const char *tmp_path)
         base[s] = lb_rng_next(&root);
     hid_t fid = H5Fcreate(tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (fid < 0)
-        return lb_error(LB_ERR_IO, "lb_task_generate: cannot create '%s' (does the directory exist and is it writable?)",
-                        tmp_path);
+        return lb_error(LB_ERR_IO, "%s: cannot create the temporary file %s (does the folder exist and is it writable?)",
+                        w->file, tmp_path);
     lb_status st = write_root_attrs(fid, o, w->file);
     for (int s = 0; st == LB_OK && s < SPLIT_COUNT; s++)
         st = write_split(w, fid, s, sizes[s], base[s]);
     if (H5Fclose(fid) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "lb_task_generate: closing '%s' failed (disk full?)", tmp_path);
+        st = lb_error(LB_ERR_IO, "%s: closing the temporary file %s failed (disk full?)", w->file, tmp_path);
     return st;
+}
+
+int64_t lb_task_raw_bytes(const lb_task_options *opt)
+{
+    lb_layout l = task_layout(opt);
+    const int64_t sizes[SPLIT_COUNT] = {opt->n_train, opt->n_val, opt->n_test};
+    int64_t per_example = 0, total = 0;
+    if (l.seq_len < 0 || l.seq_len > (INT64_MAX / 64) / (l.features > 0 ? l.features : 1))
+        return INT64_MAX;
+    for (int f = 0; f < LB_FIELD_COUNT; f++)
+        if (lb_layout_has(&l, (lb_field)f))
+            per_example += lb_layout_row_elems(&l, (lb_field)f) * 4;
+    for (int s = 0; s < SPLIT_COUNT; s++) {
+        if (sizes[s] < 0 || (sizes[s] > 0 && per_example > (INT64_MAX - total) / sizes[s]))
+            return INT64_MAX;
+        total += sizes[s] * per_example;
+    }
+    return total;
+}
+
+int lb_task_temp_path(const char *path, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "%s.tmp", path);
+    return (n < 0 || (size_t)n >= size) ? -1 : 0;
 }
 
 lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_progress_fn progress, void *user)
@@ -366,21 +393,20 @@ lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_prog
     lb_task_options o = *opt;
     lb_status st = lb_task_options_resolve(&o);
     if (st != LB_OK)
-        return lb_error_context("lb_task_generate");
+        return st;
     writer w = {.opt = &o, .layout = task_layout(&o), .file = path, .progress = progress, .user = user};
     w.total = o.n_train + o.n_val + o.n_test;
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 5);
+    size_t size = strlen(path) + 5;
+    char *tmp = malloc(size);
     if (!tmp)
-        return lb_error(LB_ERR_MEMORY, "lb_task_generate: out of memory");
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp", 5);
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory", path);
+    lb_task_temp_path(path, tmp, size);
     lb_h5_quiet quiet;
     lb_h5_quiet_begin(&quiet);
     st = write_file(&w, tmp);
     lb_h5_quiet_end(&quiet);
     if (st == LB_OK && rename(tmp, path) != 0)
-        st = lb_error(LB_ERR_IO, "lb_task_generate: cannot rename '%s' to '%s'", tmp, path);
+        st = lb_error(LB_ERR_IO, "%s: cannot rename the temporary file %s over it: %s", path, tmp, strerror(errno));
     if (st != LB_OK)
         remove(tmp);
     free(tmp);

@@ -345,3 +345,27 @@ lb_status lb_h5_read_all(hid_t dset, int is_float, void *buf, const char *where,
         return lb_error(LB_ERR_FORMAT, "%s: dataset %s: read failed (truncated or corrupted file?)", file, where);
     return LB_OK;
 }
+
+lb_status lb_h5_read_rows(hid_t dset, hid_t mtype, int64_t start, int64_t count, void *buf, const char *where,
+                          const char *file)
+{
+    hsize_t dims[H5S_MAX_RANK], off[H5S_MAX_RANK] = {0};
+    hid_t fspace = H5Dget_space(dset);
+    int rank = fspace < 0 ? -1 : H5Sget_simple_extent_dims(fspace, dims, NULL);
+    hid_t mspace = -1;
+    herr_t rc = rank < 1 ? -1 : 0;
+    if (rc >= 0) {
+        off[0] = (hsize_t)start;
+        dims[0] = (hsize_t)count;
+        mspace = H5Screate_simple(rank, dims, NULL);
+        rc = mspace < 0 ? -1 : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, dims, NULL);
+    }
+    if (rc >= 0)
+        rc = H5Dread(dset, mtype, mspace, fspace, H5P_DEFAULT, buf);
+    lb_h5_close(mspace);
+    lb_h5_close(fspace);
+    if (rc < 0)
+        return lb_error(LB_ERR_FORMAT, "%s: dataset %s: reading examples [%lld, %lld) failed (truncated or corrupted file?)",
+                        file, where, (long long)start, (long long)(start + count));
+    return LB_OK;
+}

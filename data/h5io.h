@@ -68,5 +68,9 @@ lb_status lb_h5_dataset_info(hid_t dset, const char *where, lb_h5_info *out, con
 char *lb_h5_info_str(const lb_h5_info *info, char *buf, size_t size);
 /* Reads the whole dataset converted to int32 (is_float 0) or float32 (1). */
 lb_status lb_h5_read_all(hid_t dset, int is_float, void *buf, const char *where, const char *file);
+/* Reads rows [start, start + count) along the first dimension (all of the others)
+ * converted to memory type `mtype` (e.g. H5T_NATIVE_INT64, H5T_NATIVE_DOUBLE). */
+lb_status lb_h5_read_rows(hid_t dset, hid_t mtype, int64_t start, int64_t count, void *buf, const char *where,
+                          const char *file);
 
 #endif

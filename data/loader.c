@@ -6,6 +6,8 @@
 #include "data/dataset_internal.h"
 
 struct lb_loader {
+    const char *file;   /* the dataset's path, for messages */
+    const char *split;  /* "train", "val" or "test" */
     const lb_rows *src; /* the split, N examples */
     int64_t batch_size; /* B */
     int shuffle, drop_last;
@@ -30,20 +32,25 @@ static void start_epoch(lb_loader *ld)
 lb_loader *lb_loader_new(const lb_dataset *ds, const char *split, int64_t batch_size, int shuffle, int drop_last,
                          uint64_t seed)
 {
-    int s = ds ? lb_split_index(split, "lb_loader_new") : -1;
-    if (!ds)
+    if (!ds) {
         lb_error(LB_ERR_VALUE, "lb_loader_new: dataset is NULL");
+        return NULL;
+    }
+    const char *file = lb_dataset_path(ds);
+    int s = lb_split_index(split, file);
     if (s < 0)
         return NULL;
     if (batch_size < 1) {
-        lb_error(LB_ERR_VALUE, "lb_loader_new: batch_size %lld must be >= 1", (long long)batch_size);
+        lb_error(LB_ERR_VALUE, "%s: batch size %lld must be >= 1", file, (long long)batch_size);
         return NULL;
     }
     lb_loader *ld = calloc(1, sizeof *ld);
     if (!ld) {
-        lb_error(LB_ERR_MEMORY, "lb_loader_new: out of memory");
+        lb_error(LB_ERR_MEMORY, "%s: out of memory for a loader", file);
         return NULL;
     }
+    ld->file = file;
+    ld->split = lb_split_name(s);
     ld->src = lb_dataset_rows(ds, s);
     ld->batch_size = batch_size;
     ld->shuffle = shuffle != 0;
@@ -51,9 +58,9 @@ lb_loader *lb_loader_new(const lb_dataset *ds, const char *split, int64_t batch_
     lb_rng_seed(&ld->epoch_rng, seed);
     ld->order = malloc((size_t)(ld->src->n > 0 ? ld->src->n : 1) * sizeof *ld->order);
     int64_t capacity = batch_size < ld->src->n ? batch_size : (ld->src->n > 0 ? ld->src->n : 1);
-    lb_status st = ld->order ? lb_batch_store_init(&ld->store, lb_dataset_layout(ds), capacity, "lb_loader_new")
-                             : lb_error(LB_ERR_MEMORY, "lb_loader_new: out of memory for the order of %lld examples",
-                                        (long long)ld->src->n);
+    lb_status st = ld->order ? lb_batch_store_init(&ld->store, lb_dataset_layout(ds), capacity, file)
+                             : lb_error(LB_ERR_MEMORY, "%s: out of memory for the order of %lld examples of split %s",
+                                        file, (long long)ld->src->n, ld->split);
     if (st != LB_OK) {
         free(ld->order);
         free(ld);
@@ -117,9 +124,9 @@ lb_status lb_loader_set_state(lb_loader *ld, const lb_loader_state *st)
         return lb_error(LB_ERR_VALUE, "lb_loader_set_state: loader and state must not be NULL");
     if (st->epoch < 0 || st->position < 0 || st->position > ld->src->n)
         return lb_error(LB_ERR_VALUE,
-                        "lb_loader_set_state: epoch %lld / position %lld do not fit a split of %lld examples "
-                        "(was the state saved for another split?)",
-                        (long long)st->epoch, (long long)st->position, (long long)ld->src->n);
+                        "%s: the saved loader state (epoch %lld, position %lld) does not fit split %s of %lld "
+                        "examples (was it saved for another data file or split?)",
+                        ld->file, (long long)st->epoch, (long long)st->position, ld->split, (long long)ld->src->n);
     ld->epoch = st->epoch;
     ld->position = st->position;
     ld->epoch_rng = st->rng;

@@ -17,6 +17,7 @@ typedef enum lb_option_type {
 
 typedef struct lb_option_spec {
     const char *name;  /* attribute name; the command line spells it --name-with-hyphens */
+    const char *alias; /* a shorter command-line name ("train" for n_train), or NULL */
     lb_option_type type;
     size_t offset;     /* into lb_task_options */
     double min, max;   /* inclusive range (LB_OPT_INT, LB_OPT_REAL) */
@@ -27,8 +28,14 @@ typedef struct lb_option_spec {
 
 /* The table, `*count` entries. */
 const lb_option_spec *lb_option_table(int *count);
-/* The entry named `key` (underscores or hyphens, optional leading "--"), or NULL. */
+/* The entry named `key` (its name or alias; underscores or hyphens, optional leading
+ * "--"), or NULL. */
 const lb_option_spec *lb_option_find(const char *key);
+/* The command-line spelling of a name or key: "seq_len", "--seq_len", "seq-len" all
+ * give "--seq-len" (truncated to size). Returns buf. */
+char *lb_option_flag(const char *key, char *buf, size_t size);
+/* A real number as the shortest text that reads back to it ("1e-06", "0.01", "16"). */
+char *lb_option_real_str(double value, char *buf, size_t size);
 int lb_option_applies(const lb_option_spec *spec, lb_task_kind task);
 
 /* Field access as int64 (INT, FLAG), uint64 (SEED) or double (REAL). */
@@ -39,8 +46,17 @@ void lb_option_set_seed(lb_task_options *opt, const lb_option_spec *spec, uint64
 double lb_option_get_real(const lb_task_options *opt, const lb_option_spec *spec);
 void lb_option_set_real(lb_task_options *opt, const lb_option_spec *spec, double value);
 
-/* Checks one integer or real value against the spec's range (and auto);
- * LB_ERR_VALUE naming `where` and the option. */
-lb_status lb_option_check_range(const lb_option_spec *spec, double value, const char *where);
+/* Checks one value of an LB_OPT_INT / LB_OPT_FLAG (check_int) or LB_OPT_REAL
+ * (check_real) option against its range (and auto). With file NULL the value came
+ * from the command line: LB_ERR_VALUE "option --seq-len: 1 is outside [2, 1048576]".
+ * Otherwise it is an attribute of that file: LB_ERR_FORMAT
+ * "FILE: attribute 'seq_len' = 1 is outside [2, 1048576]". */
+lb_status lb_option_check_int(const lb_option_spec *spec, int64_t value, const char *file);
+lb_status lb_option_check_real(const lb_option_spec *spec, double value, const char *file);
+
+/* lb_task_options_resolve, with messages naming the options as attributes of `file`
+ * ("FILE: the option attributes are inconsistent: max_distance 99 exceeds ...") when
+ * file is not NULL (LB_ERR_FORMAT), or as command-line options when it is NULL. */
+lb_status lb_task_options_check(lb_task_options *opt, const char *file);
 
 #endif

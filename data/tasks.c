@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,39 +20,44 @@ enum { MAX_SEQ_LEN = 1 << 20, MAX_SPLIT = 1 << 30 };
 static const char *const task_names[LB_TASK_COUNT] = {"spike", "recall", "copy", "adding", "local"};
 
 static const lb_option_spec option_table[] = {
-    {"seq_len", LB_OPT_INT, OPT(seq_len), 2, MAX_SEQ_LEN, 0, ALL_TASKS, "positions per sequence T (padding included)"},
-    {"variable_length", LB_OPT_FLAG, OPT(variable_length), 0, 1, 0, ALL_TASKS,
-     "draw each length from [min_length, T] and pad with PAD (0) after it"},
-    {"min_length", LB_OPT_INT, OPT(min_length), 2, MAX_SEQ_LEN, 1, ALL_TASKS,
-     "shortest sequence when variable_length (auto: T, or max(ceil(T/2), task minimum))"},
-    {"min_distance", LB_OPT_INT, OPT(min_distance), 1, MAX_SEQ_LEN, 1, TASK_BIT(LB_TASK_SPIKE) | TASK_BIT(LB_TASK_ADDING),
-     "smallest clue-to-query distance (auto: spike 1, adding floor(min_length/2))"},
-    {"max_distance", LB_OPT_INT, OPT(max_distance), 1, MAX_SEQ_LEN, 1, TASK_BIT(LB_TASK_SPIKE) | TASK_BIT(LB_TASK_ADDING),
-     "largest clue-to-query distance (auto: min_length - 1)"},
-    {"noise_types", LB_OPT_INT, OPT(noise_types), 1, 1 << 20, 0, TASK_BIT(LB_TASK_SPIKE) | TASK_BIT(LB_TASK_RECALL),
+    {"seq_len", NULL, LB_OPT_INT, OPT(seq_len), 2, MAX_SEQ_LEN, 0, ALL_TASKS,
+     "positions per sequence T (padding included)"},
+    {"variable_length", NULL, LB_OPT_FLAG, OPT(variable_length), 0, 1, 0, ALL_TASKS,
+     "draw each length from [--min-length, T] and pad with PAD (0) after it"},
+    {"min_length", NULL, LB_OPT_INT, OPT(min_length), 2, MAX_SEQ_LEN, 1, ALL_TASKS,
+     "shortest sequence with --variable-length (auto: T, or max(ceil(T/2), task minimum))"},
+    {"min_distance", NULL, LB_OPT_INT, OPT(min_distance), 1, MAX_SEQ_LEN, 1,
+     TASK_BIT(LB_TASK_SPIKE) | TASK_BIT(LB_TASK_ADDING),
+     "smallest clue-to-query distance (auto: spike 1, adding floor(min length / 2))"},
+    {"max_distance", NULL, LB_OPT_INT, OPT(max_distance), 1, MAX_SEQ_LEN, 1,
+     TASK_BIT(LB_TASK_SPIKE) | TASK_BIT(LB_TASK_ADDING), "largest clue-to-query distance (auto: min length - 1)"},
+    {"noise_types", NULL, LB_OPT_INT, OPT(noise_types), 1, 1 << 20, 0, TASK_BIT(LB_TASK_SPIKE) | TASK_BIT(LB_TASK_RECALL),
      "distinct ordinary (noise) event tokens"},
-    {"sensors", LB_OPT_INT, OPT(sensors), 1, 4096, 0, TASK_BIT(LB_TASK_SPIKE), "sensors S, each spiking once per sequence"},
-    {"readings", LB_OPT_INT, OPT(readings), 2, 4096, 0, TASK_BIT(LB_TASK_SPIKE),
+    {"sensors", NULL, LB_OPT_INT, OPT(sensors), 1, 4096, 0, TASK_BIT(LB_TASK_SPIKE),
+     "sensors S, each spiking once per sequence"},
+    {"readings", NULL, LB_OPT_INT, OPT(readings), 2, 4096, 0, TASK_BIT(LB_TASK_SPIKE),
      "possible readings K of a spike (= num_classes)"},
-    {"pairs", LB_OPT_INT, OPT(pairs), 1, 1 << 16, 0, TASK_BIT(LB_TASK_RECALL), "key-value pairs per sequence"},
-    {"queries", LB_OPT_INT, OPT(queries), 1, 1 << 16, 1, TASK_BIT(LB_TASK_RECALL),
-     "keys queried per sequence, each once (auto: pairs)"},
-    {"key_vocab", LB_OPT_INT, OPT(key_vocab), 1, 1 << 20, 0, TASK_BIT(LB_TASK_RECALL), "distinct key tokens (>= pairs)"},
-    {"value_vocab", LB_OPT_INT, OPT(value_vocab), 2, 1 << 20, 0, TASK_BIT(LB_TASK_RECALL),
+    {"pairs", NULL, LB_OPT_INT, OPT(pairs), 1, 1 << 16, 0, TASK_BIT(LB_TASK_RECALL), "key-value pairs per sequence"},
+    {"queries", NULL, LB_OPT_INT, OPT(queries), 1, 1 << 16, 1, TASK_BIT(LB_TASK_RECALL),
+     "keys queried per sequence, each once (auto: --pairs)"},
+    {"key_vocab", NULL, LB_OPT_INT, OPT(key_vocab), 1, 1 << 20, 0, TASK_BIT(LB_TASK_RECALL),
+     "distinct key tokens (>= --pairs)"},
+    {"value_vocab", NULL, LB_OPT_INT, OPT(value_vocab), 2, 1 << 20, 0, TASK_BIT(LB_TASK_RECALL),
      "distinct value tokens (= num_classes)"},
-    {"power_a", LB_OPT_REAL, OPT(power_a), 1e-6, 16, 0, TASK_BIT(LB_TASK_RECALL),
-     "query gap g >= 1 has density proportional to g^(power_a - 1)"},
-    {"copy_symbols", LB_OPT_INT, OPT(copy_symbols), 1, 1 << 16, 0, TASK_BIT(LB_TASK_COPY), "symbols to copy"},
-    {"alphabet", LB_OPT_INT, OPT(alphabet), 2, 1 << 20, 0, TASK_BIT(LB_TASK_COPY) | TASK_BIT(LB_TASK_LOCAL),
+    {"power_a", NULL, LB_OPT_REAL, OPT(power_a), 1e-6, 16, 0, TASK_BIT(LB_TASK_RECALL),
+     "query gap g >= 1 has density proportional to g^(a - 1)"},
+    {"copy_symbols", NULL, LB_OPT_INT, OPT(copy_symbols), 1, 1 << 16, 0, TASK_BIT(LB_TASK_COPY), "symbols to copy"},
+    {"alphabet", NULL, LB_OPT_INT, OPT(alphabet), 2, 1 << 20, 0, TASK_BIT(LB_TASK_COPY) | TASK_BIT(LB_TASK_LOCAL),
      "symbol alphabet size (copy: = num_classes)"},
-    {"selective", LB_OPT_FLAG, OPT(selective), 0, 1, 0, TASK_BIT(LB_TASK_COPY),
+    {"selective", NULL, LB_OPT_FLAG, OPT(selective), 0, 1, 0, TASK_BIT(LB_TASK_COPY),
      "scatter the symbols at random positions among the blanks"},
-    {"window", LB_OPT_INT, OPT(window), 1, 1 << 16, 0, TASK_BIT(LB_TASK_LOCAL), "target sums the last `window` symbols"},
-    {"classes", LB_OPT_INT, OPT(classes), 2, 1 << 20, 0, TASK_BIT(LB_TASK_LOCAL), "target modulus (= num_classes)"},
-    {"n_train", LB_OPT_INT, OPT(n_train), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the train split"},
-    {"n_val", LB_OPT_INT, OPT(n_val), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the val split"},
-    {"n_test", LB_OPT_INT, OPT(n_test), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the test split"},
-    {"seed", LB_OPT_SEED, OPT(seed), 0, 0, 0, ALL_TASKS, "seed of every random draw (unsigned 64-bit)"},
+    {"window", NULL, LB_OPT_INT, OPT(window), 1, 1 << 16, 0, TASK_BIT(LB_TASK_LOCAL),
+     "target sums the last --window symbols"},
+    {"classes", NULL, LB_OPT_INT, OPT(classes), 2, 1 << 20, 0, TASK_BIT(LB_TASK_LOCAL), "target modulus (= num_classes)"},
+    {"n_train", "train", LB_OPT_INT, OPT(n_train), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the train split"},
+    {"n_val", "val", LB_OPT_INT, OPT(n_val), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the val split"},
+    {"n_test", "test", LB_OPT_INT, OPT(n_test), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the test split"},
+    {"seed", NULL, LB_OPT_SEED, OPT(seed), 0, 0, 0, ALL_TASKS, "seed of every random draw (unsigned 64-bit)"},
 };
 
 enum { OPTION_COUNT = (int)(sizeof option_table / sizeof option_table[0]) };
@@ -80,9 +86,37 @@ static int key_matches(const char *key, const char *name)
 const lb_option_spec *lb_option_find(const char *key)
 {
     for (int i = 0; key && i < OPTION_COUNT; i++)
-        if (key_matches(key, option_table[i].name))
+        if (key_matches(key, option_table[i].name) || (option_table[i].alias && key_matches(key, option_table[i].alias)))
             return &option_table[i];
     return NULL;
+}
+
+char *lb_option_flag(const char *key, char *buf, size_t size)
+{
+    size_t n = 0;
+    if (key[0] == '-' && key[1] == '-')
+        key += 2;
+    if (size < 3) {
+        if (size)
+            buf[0] = '\0';
+        return buf;
+    }
+    buf[n++] = '-';
+    buf[n++] = '-';
+    for (; *key && n + 1 < size; key++)
+        buf[n++] = *key == '_' ? '-' : *key;
+    buf[n] = '\0';
+    return buf;
+}
+
+char *lb_option_real_str(double value, char *buf, size_t size)
+{
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, size, "%.*g", digits, value);
+        if (strtod(buf, NULL) == value || !isfinite(value))
+            break;
+    }
+    return buf;
 }
 
 int lb_option_applies(const lb_option_spec *spec, lb_task_kind task) { return (spec->tasks >> task) & 1u; }
@@ -117,16 +151,47 @@ void lb_option_set_real(lb_task_options *opt, const lb_option_spec *spec, double
     *(double *)((char *)opt + spec->offset) = value;
 }
 
-lb_status lb_option_check_range(const lb_option_spec *spec, double value, const char *where)
+/* "[2, 1048576]", "[1e-06, 16]", with " (or auto)" where allowed. */
+static char *range_str(const lb_option_spec *spec, char *buf, size_t size)
 {
-    if (spec->type == LB_OPT_SEED)
+    char lo[32], hi[32];
+    if (spec->type == LB_OPT_REAL)
+        snprintf(buf, size, "[%s, %s]", lb_option_real_str(spec->min, lo, sizeof lo),
+                 lb_option_real_str(spec->max, hi, sizeof hi));
+    else
+        snprintf(buf, size, "[%lld, %lld]%s", (long long)spec->min, (long long)spec->max,
+                 spec->auto_ok ? " (or auto)" : "");
+    return buf;
+}
+
+/* The error for `value` (text) outside the range, as an option or a file attribute. */
+static lb_status out_of_range(const lb_option_spec *spec, const char *value, const char *file)
+{
+    char range[96], flag[64];
+    if (file)
+        return lb_error(LB_ERR_FORMAT, "%s: attribute '%s' = %s is outside %s", file, spec->name, value,
+                        range_str(spec, range, sizeof range));
+    return lb_error(LB_ERR_VALUE, "option %s: %s is outside %s", lb_option_flag(spec->name, flag, sizeof flag), value,
+                    range_str(spec, range, sizeof range));
+}
+
+lb_status lb_option_check_int(const lb_option_spec *spec, int64_t value, const char *file)
+{
+    if (spec->type == LB_OPT_SEED || (spec->auto_ok && value == LB_OPTION_AUTO))
         return LB_OK;
-    if (spec->auto_ok && value == LB_OPTION_AUTO)
+    if (value >= (int64_t)spec->min && value <= (int64_t)spec->max)
         return LB_OK;
-    if (!(value >= spec->min && value <= spec->max))
-        return lb_error(LB_ERR_VALUE, "%s: option %s = %.17g is outside [%.17g, %.17g]%s", where, spec->name, value,
-                        spec->min, spec->max, spec->auto_ok ? " (or auto)" : "");
-    return LB_OK;
+    char text[32];
+    snprintf(text, sizeof text, "%lld", (long long)value);
+    return out_of_range(spec, text, file);
+}
+
+lb_status lb_option_check_real(const lb_option_spec *spec, double value, const char *file)
+{
+    if (value >= spec->min && value <= spec->max)
+        return LB_OK;
+    char text[32];
+    return out_of_range(spec, lb_option_real_str(value, text, sizeof text), file);
 }
 
 int lb_task_option_applies(lb_task_kind task, const char *key)
@@ -184,7 +249,9 @@ void lb_task_options_default(lb_task_kind task, lb_task_options *opt)
 
 /* ---- parsing one option from text ---- */
 
-static lb_status parse_flag(const lb_option_spec *spec, const char *value, int64_t *out)
+/* Parsers of one value; `flag` is the option as the user typed it ("--seq-len"). */
+
+static lb_status parse_flag(const char *flag, const char *value, int64_t *out)
 {
     static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
     for (int i = 0; i < 4; i++) {
@@ -197,12 +264,13 @@ static lb_status parse_flag(const lb_option_spec *spec, const char *value, int64
             return LB_OK;
         }
     }
-    return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not a flag value (use 0/1, true/false, yes/no)", spec->name,
+    return lb_error(LB_ERR_VALUE, "option %s: '%s' is not a flag value (use 0/1, true/false, yes/no or on/off)", flag,
                     value);
 }
 
-static lb_status parse_int(const lb_option_spec *spec, const char *value, int64_t *out)
+static lb_status parse_int(const lb_option_spec *spec, const char *flag, const char *value, int64_t *out)
 {
+    char range[96];
     if (spec->auto_ok && strcmp(value, "auto") == 0) {
         *out = LB_OPTION_AUTO;
         return LB_OK;
@@ -211,45 +279,51 @@ static lb_status parse_int(const lb_option_spec *spec, const char *value, int64_
     errno = 0;
     long long v = strtoll(value, &end, 10);
     if (end == value || *end != '\0' || isspace((unsigned char)value[0]))
-        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not an integer", spec->name, value);
-    if (errno == ERANGE)
-        return lb_error(LB_ERR_VALUE, "option --%s: '%s' overflows a 64-bit integer", spec->name, value);
+        return lb_error(LB_ERR_VALUE, "option %s: '%s' is not a whole number%s", flag, value,
+                        spec->auto_ok ? " or auto" : "");
+    if (errno == ERANGE || v < (long long)spec->min || v > (long long)spec->max)
+        return lb_error(LB_ERR_VALUE, "option %s: %s is outside %s", flag, value, range_str(spec, range, sizeof range));
     *out = (int64_t)v;
-    return lb_option_check_range(spec, (double)v, "lb_task_set_option");
+    return LB_OK;
 }
 
-static lb_status parse_seed(const lb_option_spec *spec, const char *value, uint64_t *out)
+static lb_status parse_seed(const char *flag, const char *value, uint64_t *out)
 {
     char *end = NULL;
     errno = 0;
     if (!isdigit((unsigned char)value[0]))
-        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not an unsigned integer", spec->name, value);
+        return lb_error(LB_ERR_VALUE, "option %s: '%s' is not an unsigned whole number", flag, value);
     unsigned long long v = strtoull(value, &end, 10);
     if (*end != '\0')
-        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not an unsigned integer", spec->name, value);
+        return lb_error(LB_ERR_VALUE, "option %s: '%s' is not an unsigned whole number", flag, value);
     if (errno == ERANGE)
-        return lb_error(LB_ERR_VALUE, "option --%s: '%s' overflows an unsigned 64-bit integer", spec->name, value);
+        return lb_error(LB_ERR_VALUE, "option %s: %s is outside [0, %llu]", flag, value, (unsigned long long)UINT64_MAX);
     *out = (uint64_t)v;
     return LB_OK;
 }
 
-static lb_status parse_real(const lb_option_spec *spec, const char *value, double *out)
+static lb_status parse_real(const lb_option_spec *spec, const char *flag, const char *value, double *out)
 {
+    char range[96];
     char *end = NULL;
     errno = 0;
     double v = strtod(value, &end);
     if (end == value || *end != '\0' || isspace((unsigned char)value[0]))
-        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is not a number", spec->name, value);
+        return lb_error(LB_ERR_VALUE, "option %s: '%s' is not a number", flag, value);
     if (errno == ERANGE || !isfinite(v))
-        return lb_error(LB_ERR_VALUE, "option --%s: '%s' is out of the range of a double", spec->name, value);
+        return lb_error(LB_ERR_VALUE, "option %s: '%s' is not a finite number: it must be in %s", flag, value,
+                        range_str(spec, range, sizeof range));
+    if (v < spec->min || v > spec->max)
+        return lb_error(LB_ERR_VALUE, "option %s: %s is outside %s", flag, value, range_str(spec, range, sizeof range));
     *out = v;
-    return lb_option_check_range(spec, v, "lb_task_set_option");
+    return LB_OK;
 }
 
 static lb_status unknown_key(const lb_task_options *opt, const char *key, const lb_option_spec *spec)
 {
+    char flag[64];
     if (key && (strcmp(key, "task") == 0 || strcmp(key, "--task") == 0))
-        return lb_error(LB_ERR_VALUE, "option --task cannot be set here: choose the task with lb_task_options_default");
+        return lb_error(LB_ERR_VALUE, "option --task is chosen before the task's options, not among them");
     if (!spec)
         return lb_error(LB_ERR_VALUE, "unknown data option '%s' (see `lookback data --help`)", key ? key : "(null)");
     char tasks[64] = "";
@@ -259,8 +333,8 @@ static lb_status unknown_key(const lb_task_options *opt, const char *key, const 
             strcat(tasks, task_names[k]);
         }
     }
-    return lb_error(LB_ERR_VALUE, "option --%s does not apply to task %s (only to %s)", spec->name,
-                    lb_task_name(opt->task), tasks);
+    return lb_error(LB_ERR_VALUE, "option %s does not apply to task %s (only to %s)",
+                    lb_option_flag(key, flag, sizeof flag), lb_task_name(opt->task), tasks);
 }
 
 lb_status lb_task_set_option(lb_task_options *opt, const char *key, const char *value)
@@ -268,27 +342,29 @@ lb_status lb_task_set_option(lb_task_options *opt, const char *key, const char *
     const lb_option_spec *spec = lb_option_find(key);
     if (!spec || !lb_option_applies(spec, opt->task))
         return unknown_key(opt, key, spec);
+    char flag[64]; /* as typed: "--train" stays "--train", "--seq_len" becomes "--seq-len" */
+    lb_option_flag(key, flag, sizeof flag);
     if (!value)
-        return lb_error(LB_ERR_VALUE, "option --%s needs a value", spec->name);
+        return lb_error(LB_ERR_VALUE, "option %s needs a value", flag);
     lb_status st = LB_OK;
     int64_t i = 0;
     uint64_t u = 0;
     double d = 0;
     switch (spec->type) {
     case LB_OPT_FLAG:
-        if ((st = parse_flag(spec, value, &i)) == LB_OK)
+        if ((st = parse_flag(flag, value, &i)) == LB_OK)
             lb_option_set_int(opt, spec, i);
         break;
     case LB_OPT_INT:
-        if ((st = parse_int(spec, value, &i)) == LB_OK)
+        if ((st = parse_int(spec, flag, value, &i)) == LB_OK)
             lb_option_set_int(opt, spec, i);
         break;
     case LB_OPT_SEED:
-        if ((st = parse_seed(spec, value, &u)) == LB_OK)
+        if ((st = parse_seed(flag, value, &u)) == LB_OK)
             lb_option_set_seed(opt, spec, u);
         break;
     case LB_OPT_REAL:
-        if ((st = parse_real(spec, value, &d)) == LB_OK)
+        if ((st = parse_real(spec, flag, value, &d)) == LB_OK)
             lb_option_set_real(opt, spec, d);
         break;
     }
@@ -297,48 +373,79 @@ lb_status lb_task_set_option(lb_task_options *opt, const char *key, const char *
 
 /* ---- resolving auto values and checking combinations ---- */
 
+/* How messages name options: "--max-distance" for the command line (file NULL), or
+ * "max_distance" for the attributes of `file`. */
+typedef struct namer {
+    const char *file;
+    char buf[6][48];
+    int next;
+} namer;
+
+static const char *nm(namer *n, const char *name)
+{
+    if (n->file)
+        return name;
+    n->next = (n->next + 1) % 6;
+    return lb_option_flag(name, n->buf[n->next], sizeof n->buf[n->next]);
+}
+
+/* An inconsistent combination: LB_ERR_VALUE, or for a file LB_ERR_FORMAT with the
+ * file's name first. */
+static lb_status combination_error(const namer *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static lb_status combination_error(const namer *n, const char *fmt, ...)
+{
+    char message[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    if (n->file)
+        return lb_error(LB_ERR_FORMAT, "%s: the option attributes are inconsistent: %s", n->file, message);
+    return lb_error(LB_ERR_VALUE, "%s", message);
+}
+
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* Shortest sequence the task's recipe can fill; *why names the options behind it. */
-static int64_t task_min_length(const lb_task_options *o, const char **why)
+/* Shortest sequence the task's recipe can fill; `why` receives the formula. */
+static int64_t task_min_length(const lb_task_options *o, namer *n, char *why, size_t size)
 {
-    *why = "every task needs 2 positions";
+    int64_t queries = o->queries == LB_OPTION_AUTO ? o->pairs : o->queries;
     switch (o->task) {
     case LB_TASK_SPIKE: /* other spikes fill at most half the free slots */
-        *why = "spike needs 2 * (sensors - 1) + 1";
+        snprintf(why, size, "2 * (%s - 1) + 1", nm(n, "sensors"));
         return max64(2, 2 * (o->sensors - 1) + 1);
     case LB_TASK_RECALL:
-        *why = "recall needs 2 * pairs + queries";
-        return 2 * o->pairs + (o->queries == LB_OPTION_AUTO ? o->pairs : o->queries);
+        snprintf(why, size, "2 * %s + %s", nm(n, "pairs"), nm(n, "queries"));
+        return 2 * o->pairs + queries;
     case LB_TASK_COPY: /* symbols, delimiter, outputs */
-        *why = "copy needs 2 * copy_symbols + 1";
+        snprintf(why, size, "2 * %s + 1", nm(n, "copy_symbols"));
         return 2 * o->copy_symbols + 1;
     case LB_TASK_LOCAL:
-        *why = "local needs window";
+        snprintf(why, size, "%s", nm(n, "window"));
         return max64(2, o->window);
-    default: return 2;
+    default: snprintf(why, size, "2"); return 2;
     }
 }
 
-static lb_status check_ranges(const lb_task_options *o)
+static lb_status check_ranges(const lb_task_options *o, const char *file)
 {
     int count = 0;
     const lb_option_spec *t = lb_option_table(&count);
     for (int i = 0; i < count; i++) {
         if (!lb_option_applies(&t[i], o->task) || t[i].type == LB_OPT_SEED)
             continue;
-        double v = t[i].type == LB_OPT_REAL ? lb_option_get_real(o, &t[i]) : (double)lb_option_get_int(o, &t[i]);
-        lb_status st = lb_option_check_range(&t[i], v, lb_task_name(o->task));
+        lb_status st = t[i].type == LB_OPT_REAL ? lb_option_check_real(&t[i], lb_option_get_real(o, &t[i]), file)
+                                                : lb_option_check_int(&t[i], lb_option_get_int(o, &t[i]), file);
         if (st != LB_OK)
             return st;
     }
     return LB_OK;
 }
 
-static lb_status resolve_min_length(lb_task_options *o)
+static lb_status resolve_min_length(lb_task_options *o, namer *n)
 {
-    const char *task = lb_task_name(o->task), *why = "";
-    int64_t need = task_min_length(o, &why);
+    char why[160];
+    int64_t need = task_min_length(o, n, why, sizeof why);
     if (!o->variable_length) {
         o->min_length = o->seq_len;
     } else if (o->min_length == LB_OPTION_AUTO) {
@@ -348,15 +455,19 @@ static lb_status resolve_min_length(lb_task_options *o)
         o->min_length = o->min_length < o->seq_len ? o->min_length : o->seq_len;
     }
     if (o->min_length > o->seq_len)
-        return lb_error(LB_ERR_VALUE, "%s: min_length %lld exceeds seq_len %lld", task, (long long)o->min_length,
-                        (long long)o->seq_len);
-    if (o->min_length < need)
-        return lb_error(LB_ERR_VALUE, "%s: sequences of length %lld are too short: %s = %lld (raise --seq-len%s)", task,
-                        (long long)o->min_length, why, (long long)need, o->variable_length ? " or --min-length" : "");
+        return combination_error(n, "%s %lld exceeds %s %lld", nm(n, "min_length"), (long long)o->min_length,
+                                 nm(n, "seq_len"), (long long)o->seq_len);
+    if (o->min_length < need) {
+        char hint[96] = "";
+        if (!n->file)
+            snprintf(hint, sizeof hint, " (raise %s%s)", nm(n, "seq_len"), o->variable_length ? " or --min-length" : "");
+        return combination_error(n, "sequences of length %lld are too short for task %s, which needs %s = %lld%s",
+                                 (long long)o->min_length, lb_task_name(o->task), why, (long long)need, hint);
+    }
     return LB_OK;
 }
 
-static lb_status resolve_distance(lb_task_options *o)
+static lb_status resolve_distance(lb_task_options *o, namer *n)
 {
     if (!lb_task_option_applies(o->task, "min_distance"))
         return LB_OK;
@@ -366,48 +477,51 @@ static lb_status resolve_distance(lb_task_options *o)
     if (o->max_distance == LB_OPTION_AUTO)
         o->max_distance = longest;
     if (o->min_distance > o->max_distance)
-        return lb_error(LB_ERR_VALUE, "%s: min_distance %lld exceeds max_distance %lld", lb_task_name(o->task),
-                        (long long)o->min_distance, (long long)o->max_distance);
+        return combination_error(n, "%s %lld exceeds %s %lld", nm(n, "min_distance"), (long long)o->min_distance,
+                                 nm(n, "max_distance"), (long long)o->max_distance);
     if (o->max_distance > longest)
-        return lb_error(LB_ERR_VALUE, "%s: max_distance %lld exceeds min_length - 1 = %lld", lb_task_name(o->task),
-                        (long long)o->max_distance, (long long)longest);
+        return combination_error(n, "%s %lld exceeds %s - 1 = %lld", nm(n, "max_distance"), (long long)o->max_distance,
+                                 nm(n, o->variable_length ? "min_length" : "seq_len"), (long long)longest);
     return LB_OK;
 }
 
-static lb_status check_task_specific(lb_task_options *o)
+static lb_status check_task_specific(lb_task_options *o, namer *n)
 {
     if (o->task == LB_TASK_RECALL) {
         if (o->queries == LB_OPTION_AUTO)
             o->queries = o->pairs;
         if (o->queries > o->pairs)
-            return lb_error(LB_ERR_VALUE, "recall: queries %lld exceed pairs %lld (each key is queried once)",
-                            (long long)o->queries, (long long)o->pairs);
+            return combination_error(n, "%s %lld exceeds %s %lld (each key is queried once)", nm(n, "queries"),
+                                     (long long)o->queries, nm(n, "pairs"), (long long)o->pairs);
         if (o->pairs > o->key_vocab)
-            return lb_error(LB_ERR_VALUE, "recall: pairs %lld exceed key_vocab %lld (keys are distinct)",
-                            (long long)o->pairs, (long long)o->key_vocab);
+            return combination_error(n, "%s %lld exceeds %s %lld (keys are distinct)", nm(n, "pairs"),
+                                     (long long)o->pairs, nm(n, "key_vocab"), (long long)o->key_vocab);
     }
     if (lb_task_vocab_size(o) > INT32_MAX)
-        return lb_error(LB_ERR_VALUE, "%s: vocabulary of %lld tokens does not fit int32", lb_task_name(o->task),
-                        (long long)lb_task_vocab_size(o));
+        return combination_error(n, "task %s: a vocabulary of %lld tokens does not fit int32", lb_task_name(o->task),
+                                 (long long)lb_task_vocab_size(o));
     return LB_OK;
 }
 
-lb_status lb_task_options_resolve(lb_task_options *opt)
+lb_status lb_task_options_check(lb_task_options *opt, const char *file)
 {
     if (opt->task < 0 || opt->task >= LB_TASK_COUNT)
         return lb_error(LB_ERR_VALUE, "lb_task_options_resolve: invalid task kind %d", (int)opt->task);
+    namer n = {.file = file};
     lb_task_options o = *opt;
-    lb_status st = check_ranges(&o);
+    lb_status st = check_ranges(&o, file);
     if (st == LB_OK)
-        st = resolve_min_length(&o);
+        st = resolve_min_length(&o, &n);
     if (st == LB_OK)
-        st = resolve_distance(&o);
+        st = resolve_distance(&o, &n);
     if (st == LB_OK)
-        st = check_task_specific(&o);
+        st = check_task_specific(&o, &n);
     if (st == LB_OK)
         *opt = o;
     return st;
 }
+
+lb_status lb_task_options_resolve(lb_task_options *opt) { return lb_task_options_check(opt, NULL); }
 
 /* ---- derived sizes ---- */
 
@@ -462,16 +576,6 @@ void lb_task_print_options(const lb_task_options *opt, const char *sep, FILE *ou
     }
 }
 
-/* "--seq-len" spelling of a table name. */
-static void flag_spelling(const char *name, char *buf, size_t size)
-{
-    size_t i = 0;
-    buf[0] = buf[1] = '-';
-    for (; name[i] && i + 3 < size; i++)
-        buf[i + 2] = name[i] == '_' ? '-' : name[i];
-    buf[i + 2] = '\0';
-}
-
 static void print_defaults(const lb_option_spec *spec, FILE *out)
 {
     fputs("      default:", out);
@@ -493,19 +597,26 @@ void lb_task_print_help(FILE *out)
           "  recall  multi-query associative recall (MQAR): answer the value bound to each queried key\n"
           "  copy    copy memory: emit the symbols seen at the start (--selective: scattered) in order\n"
           "  adding  adding problem: sum the two marked values (regression, real-valued inputs)\n"
-          "  local   control task: (sum of the last `window` symbols) mod classes\n"
+          "  local   control task: (sum of the last --window symbols) mod --classes\n"
           "Options (--name value; 'auto' where shown):\n",
           out);
     int count = 0;
     const lb_option_spec *t = lb_option_table(&count);
     for (int i = 0; i < count; i++) {
-        char flag[64];
-        flag_spelling(t[i].name, flag, sizeof flag);
-        fprintf(out, "  %-18s %s", flag, t[i].help);
+        char flag[64], names[96], lo[32], hi[32];
+        lb_option_flag(t[i].name, flag, sizeof flag);
+        if (t[i].alias) {
+            char alias[32];
+            snprintf(names, sizeof names, "%s, %s", lb_option_flag(t[i].alias, alias, sizeof alias), flag);
+        } else {
+            snprintf(names, sizeof names, "%s", flag);
+        }
+        fprintf(out, "  %-18s %s", names, t[i].help);
         if (t[i].type == LB_OPT_INT)
             fprintf(out, " [%lld..%lld%s]", (long long)t[i].min, (long long)t[i].max, t[i].auto_ok ? " | auto" : "");
         else if (t[i].type == LB_OPT_REAL)
-            fprintf(out, " [%g..%g]", t[i].min, t[i].max);
+            fprintf(out, " [%s..%s]", lb_option_real_str(t[i].min, lo, sizeof lo),
+                    lb_option_real_str(t[i].max, hi, sizeof hi));
         else if (t[i].type == LB_OPT_FLAG)
             fputs(" [0|1]", out);
         fputc('\n', out);

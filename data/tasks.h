@@ -23,6 +23,7 @@
 #ifndef LB_DATA_TASKS_H
 #define LB_DATA_TASKS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -84,17 +85,21 @@ lb_status lb_task_parse_name(const char *name, lb_task_kind *out);
 void lb_task_options_default(lb_task_kind task, lb_task_options *opt);
 
 /* Sets one option from text, as given on a command line: key "seq_len",
- * "seq-len", "--seq-len" are the same; value is an integer, a real (power_a),
- * "auto" for auto options, or 0/1/true/false/yes/no for flags. The key "task" is
+ * "seq-len", "--seq-len" are the same, and "train", "val", "test" are short for
+ * "n_train", "n_val", "n_test"; value is a whole number, a real (power_a), "auto"
+ * for auto options, or 0/1/true/false/yes/no/on/off for flags. The key "task" is
  * refused (choose the task with lb_task_options_default first).
- * Errors (LB_ERR_VALUE, naming the option): unknown key (with a hint when it is a
- * known option of another task), garbage or trailing characters, overflow, value
- * outside the option's range. *opt is unchanged on error. */
+ * Errors (LB_ERR_VALUE), one line starting with the option as a user types it:
+ * "option --seq-len: 'abc' is not a whole number", unknown key (with a hint when it
+ * is a known option of another task), value NULL, garbage or trailing characters,
+ * overflow, a non-finite real, value outside the option's range (reals printed with
+ * %g). *opt is unchanged on error. */
 lb_status lb_task_set_option(lb_task_options *opt, const char *key, const char *value);
 
 /* Fills the auto options and checks every option and their combinations (e.g.
- * max_distance <= min_length - 1). LB_ERR_VALUE naming the option(s) and the
- * limit on error. Idempotent. */
+ * max_distance <= min_length - 1). LB_ERR_VALUE naming the option(s) as typed on
+ * the command line ("--max-distance 500 exceeds ...") and the limit on error.
+ * Idempotent. */
 lb_status lb_task_options_resolve(lb_task_options *opt);
 
 /* Vocabulary size (0 for real-valued inputs), number of classes (0 for
@@ -114,6 +119,20 @@ void lb_task_print_options(const lb_task_options *opt, const char *sep, FILE *ou
  * tasks it applies to and each task's default. */
 void lb_task_print_help(FILE *out);
 
+/* Bytes of data the splits of resolved `opt` hold uncompressed: the sum over the
+ * splits of N * (T * max(F, 1) + targets per example (1 or T) + 1 for distance +
+ * 1 for lengths, when present) * 4. It is what lb_dataset_open allocates to read the
+ * file, and close to the most it can take on disk (deflate shrinks token data several
+ * times; random real-valued features much less).
+ * INT64_MAX if it does not fit (options not resolved). */
+int64_t lb_task_raw_bytes(const lb_task_options *opt);
+
+/* The temporary file lb_task_generate writes before renaming it over `path`:
+ * "<path>.tmp" into buf. 0 on success, -1 if it does not fit in `size` bytes. A
+ * program that is interrupted by a signal can unlink it from its handler (see
+ * train/cli_data.c). */
+int lb_task_temp_path(const char *path, char *buf, size_t size);
+
 /* Progress callback: `done` of `total` sequences written so far. */
 typedef void (*lb_progress_fn)(int64_t done, int64_t total, void *user);
 
@@ -121,8 +140,8 @@ typedef void (*lb_progress_fn)(int64_t done, int64_t total, void *user);
  * and writes them to the HDF5 file `path` in the format of docs/data.md. Writes to
  * "<path>.tmp" and renames it over `path` only when complete: an error never leaves
  * a partial file nor touches an existing `path`. `progress` (may be NULL) is called
- * after every block of sequences. Errors: LB_ERR_VALUE (options), LB_ERR_IO (file
- * cannot be created, written or renamed), LB_ERR_MEMORY. */
+ * after every block of sequences. Messages start with `path`. Errors: LB_ERR_VALUE
+ * (options), LB_ERR_IO (file cannot be created, written or renamed), LB_ERR_MEMORY. */
 lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_progress_fn progress, void *user);
 
 #endif

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,13 +275,13 @@ static void test_data_usage_errors(void)
         const char *named; /* what the one error line must name */
     } cases[] = {
         {{"data", "--bogus", "3", "-o", NULL}, "--bogus"},
-        {{"data", "--seq-len", "abc", "-o", NULL}, "seq_len"},
-        {{"data", "--seq-len", "1", "-o", NULL}, "seq_len"},
+        {{"data", "--seq-len", "abc", "-o", NULL}, "--seq-len"},
+        {{"data", "--seq-len", "1", "-o", NULL}, "--seq-len"},
         {{"data", "--sensors", "99999999", "-o", NULL}, "sensors"},
         {{"data", "--pairs", "4", "-o", NULL}, "pairs"},             /* an option of another task */
         {{"data", "--task", "sorting", "-o", NULL}, "sorting"},
         {{"data", "--seq-len", "-o", NULL}, "--seq-len"},            /* missing value */
-        {{"data", "--seq-len", "64", "--max-distance", "500", "-o", NULL}, "max_distance"}, /* combination */
+        {{"data", "--seq-len", "64", "--max-distance", "500", "-o", NULL}, "--max-distance"}, /* combination */
         {{"data", "-x", "-o", NULL}, "-x"},
         {{"data", "--seq-len", "64", NULL}, "-o"},                   /* no output file */
     };
@@ -339,6 +340,185 @@ static void test_data_info_bad_files(void)
     run_result r = run(none);
     EXPECT(r.code == 2 && one_error_line(&r, "data info"), r);
     run_free(&r);
+}
+
+/* ---- data: messages, size guard, interruption ---- */
+
+/* An option spelled with an underscore after "--" (users type hyphens). */
+static int has_underscored_option(const char *text)
+{
+    for (const char *p = strstr(text, "--"); p; p = strstr(p + 2, "--")) {
+        size_t n = strspn(p + 2, "abcdefghijklmnopqrstuvwxyz_-");
+        if (memchr(p + 2, '_', n))
+            return 1;
+    }
+    return 0;
+}
+
+/* No C function name of the library in a message. */
+static int names_a_function(const char *text)
+{
+    const char *names[] = {"lb_task", "lb_dataset", "lb_loader", "lb_split", "lb_batch", "lb_option", NULL};
+    for (int i = 0; names[i]; i++)
+        if (strstr(text, names[i]))
+            return 1;
+    return 0;
+}
+
+static void test_data_messages_for_users(void)
+{
+    struct {
+        const char *args[10];
+        const char *line; /* the whole error line after "lookback data: " */
+    } cases[] = {
+        {{"data", "--seq-len", "abc", "-o", NULL}, "option --seq-len: 'abc' is not a whole number"},
+        {{"data", "--seq_len", "abc", "-o", NULL}, "option --seq-len: 'abc' is not a whole number"},
+        {{"data", "--seq_len=1", "-o", NULL}, "option --seq-len: 1 is outside [2, 1048576]"},
+        {{"data", "--train", "many", "-o", NULL}, "option --train: 'many' is not a whole number"},
+        {{"data", "--task", "recall", "--power-a", "nan", "-o", NULL},
+         "option --power-a: 'nan' is not a finite number: it must be in [1e-06, 16]"},
+        {{"data", "--task", "recall", "--power_a", "0", "-o", NULL}, "option --power-a: 0 is outside [1e-06, 16]"},
+        {{"data", "--seq-len", "64", "--max_distance", "500", "-o", NULL}, "--max-distance 500 exceeds --seq-len - 1 = 63"},
+        {{"data", "--readings", "-o", NULL}, "option --readings needs a value"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[16];
+        int n = 0;
+        for (; cases[i].args[n]; n++)
+            args[n] = cases[i].args[n];
+        args[n++] = path_in("never.h5");
+        args[n] = NULL;
+        run_result r = run(args);
+        char expected[256];
+        snprintf(expected, sizeof expected, "lookback data: %s\n", cases[i].line);
+        EXPECT(r.code == 2 && strcmp(r.err, expected) == 0, r);
+        EXPECT(!has_underscored_option(r.err) && !names_a_function(r.err), r);
+        run_free(&r);
+    }
+    /* data info: the file first */
+    const char *missing = path_in("missing.h5");
+    const char *info[] = {"data", "info", missing, NULL};
+    run_result r = run(info);
+    char expected[600];
+    snprintf(expected, sizeof expected, "lookback data info: %s: cannot open: ", missing);
+    EXPECT(r.code == 1 && strncmp(r.err, expected, strlen(expected)) == 0 && !names_a_function(r.err), r);
+    run_free(&r);
+    /* help: hyphens only, reals with %g, the size guard documented */
+    const char *help[] = {"data", "--help", NULL};
+    r = run(help);
+    EXPECT(r.code == 0 && !has_underscored_option(r.out), r);
+    EXPECT(contains(r.out, "[1e-06..16]") && !contains(r.out, "e-07"), r);
+    EXPECT(contains(r.out, "--allow-large") && contains(r.out, "--train, --n-train"), r);
+    run_free(&r);
+}
+
+/* More than 16 GiB before compression is refused with the estimate, before any file
+ * is written; --allow-large lifts the limit. */
+static void test_data_size_guard(void)
+{
+    const char *out = path_in("huge.h5");
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    const char *args[] = {"data", "--seq-len", "1048576", "--train", "1000000", "-o", out, NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 2 && one_error_line(&r, "data"), r);
+    /* 1,002,000 sequences x (1,048,576 tokens + target + distance) x 4 bytes = 3.8 TiB */
+    EXPECT(contains(r.err, "1002000 sequences of 1048576 positions hold 3.8 TiB before compression"), r);
+    EXPECT(contains(r.err, "16 GiB") && contains(r.err, "--allow-large"), r);
+    EXPECT(r.out[0] == '\0', r);
+    CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
+    CU_ASSERT_NOT_EQUAL(access(tmp, F_OK), 0);
+    run_free(&r);
+    /* adding: F = 2 features count: 5,002,000 x (16384 x 2 + 2) x 4 bytes = 610.6 GiB */
+    const char *adding[] = {"data", "--task", "adding", "--seq-len", "16384", "--train", "5000000", "-o", out, NULL};
+    r = run(adding);
+    EXPECT(r.code == 2 && contains(r.err, "5002000 sequences of 16384 positions hold 610.6 GiB"), r);
+    run_free(&r);
+    /* With --allow-large the guard passes: here the folder does not exist, so the
+     * generator fails at once, having written nothing. */
+    const char *nowhere = path_in("no_such_folder/huge.h5");
+    const char *allowed[] = {"data", "--seq-len", "1048576", "--train", "1000000", "--allow-large", "-o", nowhere,
+                             "--quiet", NULL};
+    r = run(allowed);
+    EXPECT(r.code == 1 && one_error_line(&r, "data") && contains(r.err, "cannot create the temporary file"), r);
+    EXPECT(!contains(r.err, "--allow-large"), r);
+    run_free(&r);
+}
+
+static long size_of(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+/* Starts a long `lookback data` run, waits until its FILE.h5.tmp holds data, sends
+ * `sig` and checks that the process ended by that signal and left no file behind. */
+static void interrupt_generation(int sig, const char *name)
+{
+    char out[512], tmp[600];
+    snprintf(out, sizeof out, "%s", path_in(name));
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    /* spike, T = 4096, 400,000 sequences: 6.5 GB raw, tens of seconds; interrupted early */
+    const char *argv[] = {LB_LOOKBACK_BIN, "data", "--seq-len", "4096", "--train", "400000", "--val", "0", "--test",
+                          "0", "-o", out, "--quiet", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, path_in("interrupt_out.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, path_in("interrupt_err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawnattr_t attr; /* default actions in the child, even if our caller ignores SIGINT */
+    posix_spawnattr_init(&attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+    pid_t pid;
+    int rc = posix_spawn(&pid, LB_LOOKBACK_BIN, &fa, &attr, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    /* up to 60 s for the temporary file to hold 1 MB of data */
+    int status = 0, ended = 0;
+    for (int i = 0; i < 6000 && size_of(tmp) < (1L << 20); i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            ended = 1;
+            break;
+        }
+        usleep(10000);
+    }
+    CU_ASSERT_FALSE(ended);
+    CU_ASSERT_TRUE(size_of(tmp) >= (1L << 20));
+    if (!ended) {
+        kill(pid, sig);
+        for (int i = 0; i < 3000; i++) { /* 30 s, then SIGKILL */
+            pid_t got = waitpid(pid, &status, WNOHANG);
+            if (got == pid) {
+                ended = 1;
+                break;
+            }
+            usleep(10000);
+        }
+        if (!ended) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            CU_FAIL("lookback data did not end after the signal");
+        }
+    }
+    CU_ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig); /* a shell shows 128 + sig: 130 for Ctrl-C */
+    if (access(tmp, F_OK) == 0)
+        fprintf(stderr, "\n  %s left behind (%ld bytes)\n", tmp, size_of(tmp));
+    CU_ASSERT_NOT_EQUAL(access(tmp, F_OK), 0);
+    CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
+    remove(tmp);
+    remove(out);
+}
+
+static void test_data_interrupt_removes_tmp(void)
+{
+    interrupt_generation(SIGINT, "interrupted_int.h5");
+    interrupt_generation(SIGTERM, "interrupted_term.h5");
 }
 
 /* ---- gradcheck ---- */
@@ -596,6 +776,9 @@ int main(void)
         {"data: usage errors name the option (exit 2)", test_data_usage_errors},
         {"data --help lists every task and option", test_data_help},
         {"data info: bad files give one line (exit 1)", test_data_info_bad_files},
+        {"data: messages name the option as typed, reals with %g", test_data_messages_for_users},
+        {"data: more than 16 GiB needs --allow-large", test_data_size_guard},
+        {"data: SIGINT/SIGTERM remove FILE.h5.tmp", test_data_interrupt_removes_tmp},
         {"gradcheck: every family passes", test_gradcheck_families},
         {"gradcheck: a wrong gradient fails (exit 1)", test_gradcheck_wrong_gradient_fails},
         {"gradcheck: usage errors (exit 2)", test_gradcheck_usage_errors},

@@ -232,7 +232,7 @@ static void test_loader_errors(void)
     CU_ASSERT_PTR_NULL(lb_loader_new(ds, "training", 4, 1, 0, 1));
     CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "unknown split 'training'"));
     CU_ASSERT_PTR_NULL(lb_loader_new(ds, "train", 0, 1, 0, 1));
-    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "batch_size 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "batch size 0"));
     CU_ASSERT_PTR_NULL(lb_loader_new(NULL, "train", 4, 1, 0, 1));
     CU_ASSERT_EQUAL(lb_loader_next(NULL, NULL), -1);
     lb_batch b;

@@ -1,6 +1,7 @@
 /* The validating reader: round trips, files from another writer, every kind of bad
  * input (one clear error, never a crash), and a corpus of corrupted files. */
 #include "data/dataset.h"
+#include "data/loader.h"
 #include "data/tasks.h"
 #include "support.h"
 
@@ -30,12 +31,12 @@ static const char *tmp_path(const char *name)
     return buf[slot];
 }
 
-/* A small valid file: spike, T = 16, 8 / 3 / 2 examples, variable lengths. */
+/* A small valid file: T = 16 (copy 24, recall 32), 8 / 3 / 2 examples, variable lengths. */
 static void make_small(lb_task_kind task, const char *path)
 {
     lb_task_options o;
     lb_task_options_default(task, &o);
-    o.seq_len = task == LB_TASK_COPY ? 24 : 16;
+    o.seq_len = task == LB_TASK_COPY ? 24 : task == LB_TASK_RECALL ? 32 : 16;
     o.variable_length = 1;
     o.n_train = 8;
     o.n_val = 3;
@@ -397,7 +398,7 @@ static void test_out_of_range_values(void)
     } cases[] = {
         {"/train/inputs", 2, 3, 1 + 16 + 8 + 1, "value 26 at [2, 3] is outside [0, 25]"},
         {"/val/inputs", 0, 0, -1, "/val/inputs"},
-        {"/train/targets", 5, 0, 8, "value 8 at [5, 0] is outside [0, 7] and is not -100"},
+        {"/train/targets", 5, 0, 8, "value 8 at [5] is outside [0, 7] and is not -100"},
         {"/test/lengths", 1, 0, 0, "/test/lengths"},
         {"/test/lengths", 1, 0, 17, "outside [1, 16]"},
         {"/train/distance", 0, 0, 16, "/train/distance"},
@@ -565,6 +566,265 @@ static void test_print_info(void)
     remove(path);
 }
 
+/* ---- values wider than int32, positions in the dataset's rank ---- */
+
+/* Opening fails with a message that ends with `tail` (after the file and dataset). */
+static void expect_open_tail(const char *path, const char *where, const char *tail)
+{
+    char expected[512];
+    snprintf(expected, sizeof expected, "%s: dataset %s: %s", path, where, tail);
+    lb_clear_error();
+    lb_dataset *ds = lb_dataset_open(path);
+    CU_ASSERT_PTR_NULL(ds);
+    lb_dataset_close(ds);
+    CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_FORMAT);
+    if (strcmp(lb_last_error(), expected) != 0) {
+        fprintf(stderr, "\n  got      '%s'\n  expected '%s'\n", lb_last_error(), expected);
+        CU_FAIL("unexpected message");
+    }
+}
+
+/* The whole int32 dataset `where` of a file (n elements). */
+static void read_ints(const char *path, const char *where, int32_t *out)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Dopen2(f, where, H5P_DEFAULT);
+    CU_ASSERT_TRUE(H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0);
+    H5Dclose(d);
+    H5Fclose(f);
+}
+
+static void test_wide_values_reported_as_stored(void)
+{
+    const char *path = tmp_path("wide");
+    /* int64 tokens: valid ones read back exactly; 2^33 + 1 is reported as such, not
+     * as the 2147483647 a conversion to int32 would clamp it to. */
+    make_small(LB_TASK_SPIKE, path);
+    int32_t tokens32[8 * 16];
+    int64_t tokens[8 * 16];
+    read_ints(path, "/train/inputs", tokens32);
+    for (int i = 0; i < 8 * 16; i++)
+        tokens[i] = tokens32[i];
+    hsize_t dims[2] = {8, 16};
+    replace_dataset(path, "/train/inputs", H5T_NATIVE_INT64, 2, dims, tokens);
+    lb_dataset *ds = lb_dataset_open(path);
+    if (!ds)
+        fprintf(stderr, "\n  %s\n", lb_last_error());
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    lb_batch b;
+    CU_ASSERT_EQUAL_FATAL(lb_dataset_slice(ds, "train", 0, 8, &b), LB_OK);
+    CU_ASSERT_EQUAL(memcmp(b.tokens, tokens32, sizeof tokens32), 0);
+    lb_batch_free(&b);
+    lb_dataset_close(ds);
+    tokens[2 * 16 + 3] = ((int64_t)1 << 33) + 1;
+    replace_dataset(path, "/train/inputs", H5T_NATIVE_INT64, 2, dims, tokens);
+    expect_open_tail(path, "/train/inputs", "value 8589934593 at [2, 3] is outside [0, 25]");
+    tokens[2 * 16 + 3] = INT64_MIN;
+    replace_dataset(path, "/train/inputs", H5T_NATIVE_INT64, 2, dims, tokens);
+    expect_open_tail(path, "/train/inputs", "value -9223372036854775808 at [2, 3] is outside [0, 25]");
+
+    /* uint64 and uint32 one-dimensional datasets: real values, index [i] */
+    make_small(LB_TASK_SPIKE, path);
+    uint64_t targets[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    targets[1] = ((uint64_t)1 << 63) + 5;
+    hsize_t n8[1] = {8};
+    replace_dataset(path, "/train/targets", H5T_NATIVE_UINT64, 1, n8, targets);
+    expect_open_tail(path, "/train/targets", "value 9223372036854775813 at [1] is outside [0, 7] and is not -100");
+    make_small(LB_TASK_SPIKE, path);
+    uint32_t distance[8] = {1, 1, 1, 1, 3000000000u, 1, 1, 1};
+    replace_dataset(path, "/train/distance", H5T_NATIVE_UINT32, 1, n8, distance);
+    expect_open_tail(path, "/train/distance", "value 3000000000 at [4] is outside [0, 15]");
+
+    /* int32 one-dimensional datasets: [i], not [i, 0] */
+    make_small(LB_TASK_SPIKE, path);
+    poke_int(path, "/test/lengths", 1, 0, 0);
+    expect_open_tail(path, "/test/lengths", "value 0 at [1] is outside [1, 16]");
+    make_small(LB_TASK_SPIKE, path);
+    poke_int(path, "/val/distance", 2, 0, -3);
+    expect_open_tail(path, "/val/distance", "value -3 at [2] is outside [0, 15]");
+    /* per-position targets keep [i, t] */
+    make_small(LB_TASK_RECALL, path);
+    poke_int(path, "/train/targets", 3, 9, 64);
+    expect_open_tail(path, "/train/targets", "value 64 at [3, 9] is outside [0, 63] and is not -100");
+
+    /* features: [i, t, k]; a float64 value too large for float32 is shown as stored */
+    make_small(LB_TASK_ADDING, path);
+    float features[2 * 16 * 2] = {0};
+    features[5] = NAN; /* [0, 2, 1] */
+    hsize_t fdims[3] = {2, 16, 2};
+    replace_dataset(path, "/test/inputs", H5T_NATIVE_FLOAT, 3, fdims, features);
+    expect_open_tail(path, "/test/inputs", "value nan at [0, 2, 1] is not finite");
+    make_small(LB_TASK_ADDING, path);
+    double wide[2 * 16 * 2] = {0};
+    wide[1 * 32 + 7 * 2 + 0] = 1e300;
+    replace_dataset(path, "/test/inputs", H5T_NATIVE_DOUBLE, 3, fdims, wide);
+    expect_open_tail(path, "/test/inputs", "value 1e+300 at [1, 7, 0] does not fit float32 (|x| <= 3.40282e+38)");
+    wide[1 * 32 + 7 * 2 + 0] = 0.25; /* valid float64 values are read */
+    replace_dataset(path, "/test/inputs", H5T_NATIVE_DOUBLE, 3, fdims, wide);
+    ds = lb_dataset_open(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    CU_ASSERT_EQUAL_FATAL(lb_dataset_slice(ds, "test", 0, 2, &b), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(((const float *)lb_tensor_data(b.features))[1 * 32 + 7 * 2], 0.25, 0);
+    lb_batch_free(&b);
+    lb_dataset_close(ds);
+    remove(path);
+}
+
+/* ---- messages start with the file ---- */
+
+static void expect_prefix(const char *prefix)
+{
+    if (strncmp(lb_last_error(), prefix, strlen(prefix)) != 0) {
+        fprintf(stderr, "\n  message '%s' does not start with '%s'\n", lb_last_error(), prefix);
+        CU_FAIL("message does not start with the file");
+    }
+    const char *functions[] = {"lb_dataset", "lb_loader", "lb_task", "lb_split", "lb_batch", NULL};
+    for (int i = 0; functions[i]; i++)
+        CU_ASSERT_PTR_NULL(strstr(lb_last_error(), functions[i]));
+}
+
+static void test_messages_start_with_the_file(void)
+{
+    char prefix[300];
+    const char *missing = "/no/such/dir/data.h5";
+    CU_ASSERT_PTR_NULL(lb_dataset_open(missing));
+    expect_prefix("/no/such/dir/data.h5: cannot open: ");
+    CU_ASSERT_PTR_NULL(lb_dataset_open("/tmp"));
+    expect_prefix("/tmp: not a regular file");
+    const char *path = tmp_path("prefix");
+    write_bytes(path, (const unsigned char *)"hello", 5);
+    CU_ASSERT_PTR_NULL(lb_dataset_open(path));
+    snprintf(prefix, sizeof prefix, "%s: not an HDF5 file", path);
+    expect_prefix(prefix);
+
+    /* attributes: named as stored (underscores), with the file first */
+    make_small(LB_TASK_SPIKE, path);
+    set_attr_int(path, "max_distance", 99);
+    CU_ASSERT_PTR_NULL(lb_dataset_open(path));
+    CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_FORMAT);
+    snprintf(prefix, sizeof prefix,
+             "%s: the option attributes are inconsistent: max_distance 99 exceeds min_length - 1 = 7", path);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
+    make_small(LB_TASK_SPIKE, path);
+    set_attr_int(path, "readings", 1);
+    CU_ASSERT_PTR_NULL(lb_dataset_open(path));
+    snprintf(prefix, sizeof prefix, "%s: attribute 'readings' = 1 is outside [2, 4096]", path);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
+    make_small(LB_TASK_RECALL, path);
+    set_attr(path, "power_a", H5T_NATIVE_DOUBLE, &(double){1e-7});
+    CU_ASSERT_PTR_NULL(lb_dataset_open(path));
+    snprintf(prefix, sizeof prefix, "%s: attribute 'power_a' = 1e-07 is outside [1e-06, 16]", path);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
+
+    /* accessors, slices and loaders */
+    make_small(LB_TASK_ADDING, path);
+    lb_dataset *ds = lb_dataset_open(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    snprintf(prefix, sizeof prefix, "%s: unknown split 'dev' (expected train, val or test)", path);
+    CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "dev"), -1);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
+    lb_batch b;
+    CU_ASSERT_EQUAL(lb_dataset_slice(ds, "dev", 0, 1, &b), LB_ERR_VALUE);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
+    CU_ASSERT_PTR_NULL(lb_loader_new(ds, "dev", 4, 1, 0, 1));
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
+    CU_ASSERT_EQUAL(lb_dataset_slice(ds, "val", 2, 2, &b), LB_ERR_VALUE);
+    snprintf(prefix, sizeof prefix, "%s: examples [2, 4) are outside split val of 3 examples", path);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
+    int64_t counts[1];
+    CU_ASSERT_EQUAL(lb_dataset_label_histogram(ds, "train", counts, NULL), LB_ERR_STATE);
+    snprintf(prefix, sizeof prefix, "%s: ", path);
+    expect_prefix(prefix);
+    CU_ASSERT_PTR_NULL(lb_loader_new(ds, "train", 0, 1, 0, 1));
+    expect_prefix(prefix);
+    lb_loader *ld = lb_loader_new(ds, "train", 4, 1, 0, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ld);
+    lb_loader_state state;
+    CU_ASSERT_EQUAL(lb_loader_get_state(ld, &state), LB_OK);
+    state.position = 9;
+    CU_ASSERT_EQUAL(lb_loader_set_state(ld, &state), LB_ERR_VALUE);
+    snprintf(prefix, sizeof prefix,
+             "%s: the saved loader state (epoch 0, position 9) does not fit split train of 8 examples (was it "
+             "saved for another data file or split?)",
+             path);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
+    lb_loader_free(ld);
+    lb_dataset_close(ds);
+    remove(path);
+}
+
+/* ---- empty splits ---- */
+
+/* Every task with an empty train split: sizes 0, an empty slice, a loader that
+ * ends its epoch at once, histograms of zeros, info still prints. */
+static void test_empty_splits(void)
+{
+    const char *path = tmp_path("empty");
+    for (int k = 0; k < LB_TASK_COUNT; k++) {
+        lb_task_options o;
+        lb_task_options_default((lb_task_kind)k, &o);
+        o.seq_len = k == LB_TASK_COPY ? 24 : k == LB_TASK_RECALL ? 32 : 16;
+        o.n_train = 0;
+        o.n_val = 0;
+        o.n_test = 3;
+        CU_ASSERT_EQUAL_FATAL(lb_task_generate(&o, path, NULL, NULL), LB_OK);
+        lb_dataset *ds = lb_dataset_open(path);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+        CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "train"), 0);
+        CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "val"), 0);
+        CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "test"), 3);
+        lb_batch b;
+        CU_ASSERT_EQUAL_FATAL(lb_dataset_slice(ds, "train", 0, 0, &b), LB_OK);
+        CU_ASSERT_EQUAL(b.batch_size, 0);
+        if (k == LB_TASK_ADDING) {
+            CU_ASSERT_PTR_NOT_NULL_FATAL(b.features);
+            CU_ASSERT_EQUAL(b.features->shape[0], 0);
+            CU_ASSERT_EQUAL(b.features->shape[1], o.seq_len);
+        }
+        lb_batch_free(&b);
+        CU_ASSERT_EQUAL_FATAL(lb_dataset_slice(ds, "test", 3, 0, &b), LB_OK); /* at the end of a split */
+        CU_ASSERT_EQUAL(b.batch_size, 0);
+        lb_batch_free(&b);
+        CU_ASSERT_EQUAL(lb_dataset_slice(ds, "train", 0, 1, &b), LB_ERR_VALUE);
+
+        lb_loader *ld = lb_loader_new(ds, "train", 4, 1, 0, 9);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ld);
+        CU_ASSERT_EQUAL(lb_loader_size(ld), 0);
+        CU_ASSERT_EQUAL(lb_loader_batches_per_epoch(ld), 0);
+        CU_ASSERT_EQUAL(lb_loader_next(ld, &b), 0);
+        CU_ASSERT_EQUAL(lb_loader_next(ld, &b), 0);
+        lb_loader_state state;
+        CU_ASSERT_EQUAL(lb_loader_get_state(ld, &state), LB_OK);
+        CU_ASSERT_EQUAL(state.epoch, 2);
+        CU_ASSERT_EQUAL(state.position, 0);
+        CU_ASSERT_EQUAL(lb_loader_set_state(ld, &state), LB_OK);
+        lb_loader_free(ld);
+
+        if (!lb_dataset_is_regression(ds)) {
+            int64_t counts[64], ignored = -1;
+            CU_ASSERT_EQUAL(lb_dataset_label_histogram(ds, "train", counts, &ignored), LB_OK);
+            for (int64_t c = 0; c < lb_dataset_num_classes(ds); c++)
+                CU_ASSERT_EQUAL(counts[c], 0);
+            CU_ASSERT_EQUAL(ignored, 0);
+        }
+        int32_t lo = -1, hi = -1;
+        if (lb_dataset_has_distance(ds)) {
+            CU_ASSERT_EQUAL(lb_dataset_distance_range(ds, "train", &lo, &hi), LB_ERR_STATE);
+            CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "split train has no distances (it is empty)"));
+            CU_ASSERT_EQUAL(lb_dataset_distance_range(ds, "test", &lo, &hi), LB_OK);
+        }
+        char *text = NULL;
+        size_t size = 0;
+        FILE *out = open_memstream(&text, &size);
+        CU_ASSERT_EQUAL(lb_dataset_print_info(ds, out), LB_OK);
+        fclose(out);
+        CU_ASSERT_PTR_NOT_NULL(strstr(text, "  train           0"));
+        CU_ASSERT_PTR_NULL(strstr(text, "nan"));
+        free(text);
+        lb_dataset_close(ds);
+    }
+    remove(path);
+}
+
 int main(void)
 {
     const lb_test_case cases[] = {
@@ -579,6 +839,9 @@ int main(void)
         {"bad or unknown attributes and format_version are rejected", test_bad_attributes},
         {"corrupted files give an error or a valid dataset, never a crash", test_corrupted_corpus},
         {"data info prints task, options, shapes and histogram", test_print_info},
+        {"values wider than int32/float32 are reported as stored, at their index", test_wide_values_reported_as_stored},
+        {"messages start with the file, attributes named as stored", test_messages_start_with_the_file},
+        {"empty splits: size 0, empty slices and loaders, info", test_empty_splits},
         {NULL, NULL},
     };
     return lb_test_main("data reader", cases);

@@ -109,23 +109,23 @@ static void test_option_parsing(void)
     CU_ASSERT_EQUAL(lb_task_set_option(&o, "--power-a", "0.5"), LB_OK);
     CU_ASSERT_DOUBLE_EQUAL(o.power_a, 0.5, 0);
 
-    expect_option_error(LB_TASK_SPIKE, "--seq-len", "12x", "seq_len");
-    expect_option_error(LB_TASK_SPIKE, "--seq-len", "", "not an integer");
-    expect_option_error(LB_TASK_SPIKE, "--seq-len", " 12", "not an integer");
+    expect_option_error(LB_TASK_SPIKE, "--seq-len", "12x", "--seq-len");
+    expect_option_error(LB_TASK_SPIKE, "--seq-len", "", "not a whole number");
+    expect_option_error(LB_TASK_SPIKE, "--seq-len", " 12", "not a whole number");
     expect_option_error(LB_TASK_SPIKE, "--seq-len", "-5", "outside");
-    expect_option_error(LB_TASK_SPIKE, "--seq-len", "99999999999999999999", "overflows");
-    expect_option_error(LB_TASK_SPIKE, "--seq-len", "auto", "not an integer");
-    expect_option_error(LB_TASK_SPIKE, "--n-train", "-1", "n_train");
-    expect_option_error(LB_TASK_SPIKE, "--seed", "-1", "seed");
-    expect_option_error(LB_TASK_SPIKE, "--seed", "18446744073709551616", "overflows");
+    expect_option_error(LB_TASK_SPIKE, "--seq-len", "99999999999999999999", "outside [2, 1048576]");
+    expect_option_error(LB_TASK_SPIKE, "--seq-len", "auto", "not a whole number");
+    expect_option_error(LB_TASK_SPIKE, "--n-train", "-1", "--n-train");
+    expect_option_error(LB_TASK_SPIKE, "--seed", "-1", "--seed");
+    expect_option_error(LB_TASK_SPIKE, "--seed", "18446744073709551616", "outside [0, 18446744073709551615]");
     expect_option_error(LB_TASK_SPIKE, "--variable-length", "maybe", "flag");
-    expect_option_error(LB_TASK_SPIKE, "--readings", "1", "readings");
+    expect_option_error(LB_TASK_SPIKE, "--readings", "1", "--readings");
     expect_option_error(LB_TASK_SPIKE, "--readings", NULL, "needs a value");
-    expect_option_error(LB_TASK_RECALL, "--power-a", "nan", "power_a");
-    expect_option_error(LB_TASK_RECALL, "--power-a", "1e400", "power_a");
+    expect_option_error(LB_TASK_RECALL, "--power-a", "nan", "--power-a");
+    expect_option_error(LB_TASK_RECALL, "--power-a", "1e400", "--power-a");
     expect_option_error(LB_TASK_SPIKE, "--colour", "red", "unknown data option");
     expect_option_error(LB_TASK_SPIKE, "--pairs", "4", "only to recall");
-    expect_option_error(LB_TASK_SPIKE, "--task", "recall", "lb_task_options_default");
+    expect_option_error(LB_TASK_SPIKE, "--task", "recall", "--task");
 }
 
 static void test_option_resolve(void)
@@ -167,15 +167,15 @@ static void test_option_resolve(void)
     o.max_distance = 10;
     o.min_distance = 11;
     CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_ERR_VALUE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "min_distance"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "--min-distance"));
     lb_task_options_default(LB_TASK_RECALL, &o);
     o.queries = 9;
     CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_ERR_VALUE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "queries"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "--queries"));
     lb_task_options_default(LB_TASK_RECALL, &o);
     o.key_vocab = 4;
     CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_ERR_VALUE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "key_vocab"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "--key-vocab"));
     lb_task_options_default(LB_TASK_COPY, &o);
     o.seq_len = 20; /* needs 2 * 10 + 1 */
     CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_ERR_VALUE);
@@ -616,7 +616,7 @@ static void test_generate_errors_and_progress(void)
     lb_task_options bad = o;
     bad.max_distance = 99; /* > seq_len - 1 */
     CU_ASSERT_EQUAL(lb_task_generate(&bad, path, NULL, NULL), LB_ERR_VALUE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "max_distance"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "--max-distance"));
     char text[16] = "";
     f = fopen(path, "r");
     CU_ASSERT_PTR_NOT_NULL(fgets(text, sizeof text, f));
@@ -638,6 +638,140 @@ static void test_generate_errors_and_progress(void)
     remove(path);
 }
 
+/* ---- messages for command-line users ---- */
+
+/* lb_task_set_option(task, key, value) fails with exactly `message`. */
+static void expect_message(lb_task_kind task, const char *key, const char *value, const char *message)
+{
+    lb_task_options o;
+    lb_task_options_default(task, &o);
+    CU_ASSERT_EQUAL(lb_task_set_option(&o, key, value), LB_ERR_VALUE);
+    if (strcmp(lb_last_error(), message) != 0) {
+        fprintf(stderr, "\n  %s %s: got      '%s'\n  expected '%s'\n", key, value ? value : "NULL", lb_last_error(),
+                message);
+        CU_FAIL("unexpected message");
+    }
+}
+
+/* Messages start with the option as typed (dashed), never a C function name; reals
+ * are printed with %g; a non-finite real is called that. */
+static void test_option_messages_for_users(void)
+{
+    expect_message(LB_TASK_SPIKE, "--seq-len", "abc", "option --seq-len: 'abc' is not a whole number");
+    expect_message(LB_TASK_SPIKE, "--seq_len", "abc", "option --seq-len: 'abc' is not a whole number");
+    expect_message(LB_TASK_SPIKE, "seq_len", "1", "option --seq-len: 1 is outside [2, 1048576]");
+    expect_message(LB_TASK_SPIKE, "--min-length", "x", "option --min-length: 'x' is not a whole number or auto");
+    expect_message(LB_TASK_SPIKE, "--min-length", "1", "option --min-length: 1 is outside [2, 1048576] (or auto)");
+    expect_message(LB_TASK_SPIKE, "--train", "x", "option --train: 'x' is not a whole number");
+    expect_message(LB_TASK_SPIKE, "--readings", NULL, "option --readings needs a value");
+    expect_message(LB_TASK_RECALL, "--power-a", "nan",
+                   "option --power-a: 'nan' is not a finite number: it must be in [1e-06, 16]");
+    expect_message(LB_TASK_RECALL, "--power-a", "-inf",
+                   "option --power-a: '-inf' is not a finite number: it must be in [1e-06, 16]");
+    expect_message(LB_TASK_RECALL, "--power-a", "1e400",
+                   "option --power-a: '1e400' is not a finite number: it must be in [1e-06, 16]");
+    expect_message(LB_TASK_RECALL, "--power-a", "16.5", "option --power-a: 16.5 is outside [1e-06, 16]");
+    expect_message(LB_TASK_SPIKE, "--key_vocab", "4", "option --key-vocab does not apply to task spike (only to recall)");
+
+    /* --train, --val, --test are the same options as --n-train, --n-val, --n-test */
+    lb_task_options o;
+    lb_task_options_default(LB_TASK_LOCAL, &o);
+    CU_ASSERT_EQUAL(lb_task_set_option(&o, "--train", "12"), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_set_option(&o, "val", "3"), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_set_option(&o, "--test", "0"), LB_OK);
+    CU_ASSERT_EQUAL(o.n_train, 12);
+    CU_ASSERT_EQUAL(o.n_val, 3);
+    CU_ASSERT_EQUAL(o.n_test, 0);
+
+    /* combinations name the options as typed */
+    lb_task_options_default(LB_TASK_SPIKE, &o);
+    o.seq_len = 100;
+    o.max_distance = 100;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_ERR_VALUE);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "--max-distance 100 exceeds --seq-len - 1 = 99");
+    lb_task_options_default(LB_TASK_COPY, &o);
+    o.seq_len = 20;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_ERR_VALUE);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "sequences of length 20 are too short for task copy, which needs "
+                                            "2 * --copy-symbols + 1 = 21 (raise --seq-len)");
+    lb_task_options_default(LB_TASK_SPIKE, &o);
+    o.readings = 1;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_ERR_VALUE);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "option --readings: 1 is outside [2, 4096]");
+
+    /* generation errors start with the file */
+    lb_task_options_default(LB_TASK_SPIKE, &o);
+    o.seq_len = 16;
+    CU_ASSERT_EQUAL(lb_task_generate(&o, "/nonexistent_dir_lb/x.h5", NULL, NULL), LB_ERR_IO);
+    CU_ASSERT_EQUAL(strncmp(lb_last_error(), "/nonexistent_dir_lb/x.h5: ", 26), 0);
+
+    /* help: dashed spellings only, reals with %g */
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    lb_task_print_help(f);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "--power-a          query gap"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "[1e-06..16]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "--train, --n-train"));
+    CU_ASSERT_PTR_NULL(strstr(text, "e-07"));
+    for (const char *p = strstr(text, "--"); p; p = strstr(p + 2, "--")) {
+        size_t n = strspn(p + 2, "abcdefghijklmnopqrstuvwxyz_-");
+        if (memchr(p + 2, '_', n)) {
+            fprintf(stderr, "\n  help spells '%.*s'\n", (int)n + 2, p);
+            CU_FAIL("an option in the help has an underscore");
+        }
+    }
+    const char *underscored[] = {"min_length", "max_distance", "power_a", "copy_symbols", "key_vocab", NULL};
+    for (int i = 0; underscored[i]; i++)
+        CU_ASSERT_PTR_NULL(strstr(text, underscored[i]));
+    free(text);
+}
+
+/* lb_task_raw_bytes: N * (inputs + targets + distance + lengths) * 4 over the splits. */
+static void test_raw_bytes_and_temp_path(void)
+{
+    lb_task_options o;
+    lb_task_options_default(LB_TASK_SPIKE, &o);
+    o.seq_len = 16;
+    o.n_train = 30;
+    o.n_val = 0;
+    o.n_test = 5;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_raw_bytes(&o), 35 * (16 + 1 + 1) * 4); /* tokens, target, distance */
+    o.variable_length = 1;
+    o.min_length = LB_OPTION_AUTO;
+    o.max_distance = LB_OPTION_AUTO;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_raw_bytes(&o), 35 * (16 + 1 + 1 + 1) * 4); /* + lengths */
+    lb_task_options_default(LB_TASK_RECALL, &o);
+    o.n_train = 7;
+    o.n_val = 2;
+    o.n_test = 1;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_raw_bytes(&o), 10 * (256 + 256 + 1) * 4); /* per-position targets */
+    lb_task_options_default(LB_TASK_ADDING, &o);
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_raw_bytes(&o), 12000 * (200 * 2 + 1 + 1) * 4); /* F = 2 */
+    lb_task_options_default(LB_TASK_LOCAL, &o);
+    o.n_train = o.n_val = o.n_test = 0;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_raw_bytes(&o), 0);
+    /* the QA case: 1,048,576 positions x 1,000,000 sequences is about 3.8 TiB */
+    lb_task_options_default(LB_TASK_SPIKE, &o);
+    o.seq_len = 1 << 20;
+    o.n_train = 1000000;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_raw_bytes(&o), (int64_t)1002000 * ((1 << 20) + 2) * 4);
+    o.n_train = INT64_MAX; /* not resolved: saturates instead of overflowing */
+    CU_ASSERT_EQUAL(lb_task_raw_bytes(&o), INT64_MAX);
+
+    char buf[16];
+    CU_ASSERT_EQUAL(lb_task_temp_path("a/b.h5", buf, sizeof buf), 0);
+    CU_ASSERT_STRING_EQUAL(buf, "a/b.h5.tmp");
+    CU_ASSERT_EQUAL(lb_task_temp_path("a/very_long_name.h5", buf, sizeof buf), -1);
+}
+
 int main(void)
 {
     const lb_test_case cases[] = {
@@ -655,6 +789,8 @@ int main(void)
         {"distances cover their whole range uniformly", test_distance_coverage},
         {"labels are balanced", test_label_balance},
         {"generation errors leave no file; progress is reported", test_generate_errors_and_progress},
+        {"option messages start with the dashed option, reals with %g", test_option_messages_for_users},
+        {"raw size estimate and temporary file name", test_raw_bytes_and_temp_path},
         {NULL, NULL},
     };
     return lb_test_main("data tasks", cases);

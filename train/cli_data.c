@@ -6,12 +6,22 @@
  * checks the name against the chosen task and the value against the option's range,
  * and names the option when either is wrong. `--train/--val/--test N` are short for
  * `--n-train/--n-val/--n-test N`. A flag option given without a value means 1.
+ *
+ * Guards: a file whose splits hold more than 16 GiB before compression
+ * (lb_task_raw_bytes: also the memory needed to read it back) is refused unless
+ * --allow-large is given, and a note is printed when the output folder has less
+ * free space than that. While the file is written, SIGINT, SIGTERM and SIGHUP
+ * remove FILE.h5.tmp (unlink from the handler) and then end the process by the same
+ * signal (exit status 130 for Ctrl-C, 143 for SIGTERM in a shell).
  */
 #include <ctype.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "data/dataset.h"
 #include "data/tasks.h"
@@ -20,7 +30,7 @@
 static void data_usage(FILE *out)
 {
     fputs("usage: lookback data [--task TASK] [--seq-len T] [task options] [--train N --val N --test N]\n"
-          "                     [--seed S] -o FILE.h5 [--force] [--quiet]\n"
+          "                     [--seed S] -o FILE.h5 [--force] [--allow-large] [--quiet]\n"
           "       lookback data info FILE.h5\n"
           "\n"
           "Generates the train, val and test splits of a synthetic task into FILE.h5 (format in\n"
@@ -30,6 +40,8 @@ static void data_usage(FILE *out)
           "  --task TASK        spike (default), recall, copy, adding or local\n"
           "  -o, --output FILE  the file to write (required)\n"
           "  --force            overwrite FILE if it exists (it is replaced only once complete)\n"
+          "  --allow-large      allow splits of more than 16 GiB before compression (reading\n"
+          "                     them back needs as much memory)\n"
           "  --quiet            no progress display\n"
           "  --train/--val/--test N   the same as --n-train/--n-val/--n-test N\n"
           "  -h, --help         this help\n"
@@ -38,16 +50,92 @@ static void data_usage(FILE *out)
     lb_task_print_help(out);
 }
 
-/* The table name behind a command-line alias, or the key itself. */
-static const char *alias(const char *key)
+/* Above this many bytes of data before compression, generation needs --allow-large. */
+static const int64_t large_bytes = (int64_t)16 << 30;
+
+/* "3.8 TiB", "512.0 MiB". */
+static char *bytes_str(double bytes, char *buf, size_t size)
 {
-    static const struct {
-        const char *from, *to;
-    } aliases[] = {{"--train", "n_train"}, {"--val", "n_val"}, {"--test", "n_test"}};
-    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        if (strcmp(key, aliases[i].from) == 0)
-            return aliases[i].to;
-    return key;
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    for (; bytes >= 1024 && u < 6; u++)
+        bytes /= 1024;
+    snprintf(buf, size, u && bytes != (double)(int64_t)bytes ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+    return buf;
+}
+
+/* Refuses data over large_bytes unless allowed; notes when the output folder has
+ * less free space than the data before compression. Returns an exit code or 0. */
+static int check_size(const lb_task_options *opt, const char *output, int allow_large, int quiet)
+{
+    int64_t raw = lb_task_raw_bytes(opt);
+    char size[32], limit[32], free_text[32];
+    if (raw > large_bytes && !allow_large)
+        return lb_cli_error("data", 2,
+                            "%lld sequences of %lld positions hold %s before compression, over the %s limit (reading "
+                            "the file back needs as much memory): lower --train/--val/--test or --seq-len, or add "
+                            "--allow-large",
+                            (long long)(opt->n_train + opt->n_val + opt->n_test), (long long)opt->seq_len,
+                            bytes_str((double)raw, size, sizeof size), bytes_str((double)large_bytes, limit, sizeof limit));
+    char folder[4096];
+    const char *slash = strrchr(output, '/');
+    if (slash == output)
+        snprintf(folder, sizeof folder, "/");
+    else if (slash)
+        snprintf(folder, sizeof folder, "%.*s", (int)(slash - output), output);
+    else
+        snprintf(folder, sizeof folder, ".");
+    struct statvfs vfs;
+    if (!quiet && statvfs(folder, &vfs) == 0 && (double)vfs.f_bavail * (double)vfs.f_frsize < (double)raw)
+        fprintf(stderr,
+                "lookback data: note: %s has %s free and the data is %s before compression; if the disk fills, "
+                "generation stops and removes its partial file\n",
+                folder, bytes_str((double)vfs.f_bavail * (double)vfs.f_frsize, free_text, sizeof free_text),
+                bytes_str((double)raw, size, sizeof size));
+    return 0;
+}
+
+/* ---- removing FILE.h5.tmp when interrupted ---- */
+
+static char interrupted_tmp[4096];         /* the temporary file being written */
+static volatile sig_atomic_t tmp_armed;    /* 1 while it may exist */
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+enum { CLEANUP_SIGNALS = (int)(sizeof cleanup_signals / sizeof cleanup_signals[0]) };
+
+/* Only async-signal-safe calls: unlink, raise. SA_RESETHAND has restored the default
+ * action, so raising the signal again ends the process as the sender expects. */
+static void on_signal(int sig)
+{
+    if (tmp_armed)
+        unlink(interrupted_tmp);
+    raise(sig);
+}
+
+/* Installs on_signal for the signals not ignored; saves the old actions. */
+static void arm_cleanup(const char *output, struct sigaction *old)
+{
+    if (lb_task_temp_path(output, interrupted_tmp, sizeof interrupted_tmp) != 0)
+        return; /* cannot name it: then no handler (the library still cleans up on errors) */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    tmp_armed = 1;
+    for (int i = 0; i < CLEANUP_SIGNALS; i++) {
+        sigaction(cleanup_signals[i], NULL, &old[i]);
+        if (old[i].sa_handler != SIG_IGN) /* e.g. nohup: keep ignoring */
+            sigaction(cleanup_signals[i], &sa, NULL);
+    }
+}
+
+static void disarm_cleanup(const struct sigaction *old)
+{
+    if (!tmp_armed)
+        return;
+    for (int i = 0; i < CLEANUP_SIGNALS; i++)
+        sigaction(cleanup_signals[i], &old[i], NULL);
+    tmp_armed = 0;
 }
 
 /* An option name rather than a value: "-x" or "--x", but not "-5" or "-". */
@@ -112,7 +200,7 @@ int lb_cli_data(int argc, char **argv)
         return data_info(argc - 1, argv + 1);
 
     const char *task_name = "spike", *output = NULL;
-    int force = 0, quiet = 0, n_pairs = 0;
+    int force = 0, allow_large = 0, quiet = 0, n_pairs = 0;
     /* (key, value) pairs for the task's options, applied once the task is known. */
     const char **keys = calloc((size_t)argc + 1, sizeof *keys);
     const char **values = calloc((size_t)argc + 1, sizeof *values);
@@ -130,6 +218,10 @@ int lb_cli_data(int argc, char **argv)
         }
         if (strcmp(arg, "--force") == 0) {
             force = 1;
+            continue;
+        }
+        if (strcmp(arg, "--allow-large") == 0) {
+            allow_large = 1;
             continue;
         }
         if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
@@ -186,20 +278,18 @@ int lb_cli_data(int argc, char **argv)
     lb_task_options opt;
     lb_task_options_default(task, &opt);
     for (int p = 0; p < n_pairs; p++) {
-        const char *name = alias(keys[p]);
         if (!values[p]) {
             /* No value: only a flag may stand alone, meaning "on". */
             lb_task_options probe = opt;
-            if (lb_task_set_option(&probe, name, "true") == LB_OK) {
+            if (lb_task_set_option(&probe, keys[p], "true") == LB_OK) {
                 opt = probe;
                 continue;
             }
-            if (lb_task_option_applies(task, name)) /* else the message names the unknown option */
-                lb_error(LB_ERR_VALUE, "option %s needs a value", keys[p]);
+            lb_task_set_option(&probe, keys[p], NULL); /* "needs a value", or names the unknown option */
             code = lb_cli_error("data", 2, "%s", lb_last_error());
             goto done;
         }
-        if (lb_task_set_option(&opt, name, values[p]) != LB_OK) {
+        if (lb_task_set_option(&opt, keys[p], values[p]) != LB_OK) {
             code = lb_cli_error("data", 2, "%s", lb_last_error());
             goto done;
         }
@@ -216,11 +306,16 @@ int lb_cli_data(int argc, char **argv)
         code = lb_cli_error("data", 1, "%s already exists; use --force to overwrite it", output);
         goto done;
     }
+    if ((code = check_size(&opt, output, allow_large, quiet)) != 0)
+        goto done;
 
     data_progress progress = {.enabled = !quiet};
     lb_progress_begin(&progress.bar, "generate", opt.n_train + opt.n_val + opt.n_test);
     double start = lb_cli_now();
+    struct sigaction old_actions[CLEANUP_SIGNALS];
+    arm_cleanup(output, old_actions);
     lb_status st = lb_task_generate(&opt, output, on_progress, &progress);
+    disarm_cleanup(old_actions);
     if (progress.shown)
         lb_progress_end(&progress.bar);
     if (st != LB_OK) {
