@@ -134,7 +134,7 @@ static void print_json(const lb_eval_result *r, const char *ck, const char *data
         }
         json_object_object_add(o, "distance_bins", bins);
     }
-    printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+    printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
 }
 

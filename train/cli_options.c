@@ -176,7 +176,7 @@ lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path)
         json_object_object_add(root, options[i].name, option_json(rc, &options[i]));
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int bad = json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED) != 0;
+    int bad = json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE) != 0;
     json_object_put(root);
     if (bad || rename(tmp, path) != 0) {
         unlink(tmp);

@@ -1,0 +1,126 @@
+/* Running the built `lookback` executable from tests (see cli_support.h). */
+#include "cli_support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+char work_dir[256];
+
+const char *path_in(const char *name)
+{
+    static char buf[8][512];
+    static int slot;
+    slot = (slot + 1) % 8;
+    snprintf(buf[slot], sizeof buf[slot], "%s/%s", work_dir, name);
+    return buf[slot];
+}
+
+/* Whole file into a NUL-terminated buffer (caller frees); NULL if missing. */
+char *read_all(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    if (size)
+        *size = n;
+    return buf;
+}
+
+int write_all(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return 0;
+    size_t put = fwrite(data, 1, size, f);
+    return fclose(f) == 0 && put == size;
+}
+
+void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
+}
+
+/* Runs `lookback args...` (NULL-terminated) with standard input from /dev/null and
+ * its outputs captured. */
+run_result run(const char *const *args)
+{
+    run_result r = {-1, NULL, NULL};
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = LB_LOOKBACK_BIN;
+    for (; args[n - 1] && n < 63; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    const char *out_path = path_in("stdout.txt"), *err_path = path_in("stderr.txt");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, LB_LOOKBACK_BIN, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        fprintf(stderr, "\n  cannot start %s: %s\n", LB_LOOKBACK_BIN, strerror(rc));
+        return r;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    r.out = read_all(out_path, NULL);
+    r.err = read_all(err_path, NULL);
+    if (!r.out)
+        r.out = calloc(1, 1);
+    if (!r.err)
+        r.err = calloc(1, 1);
+    return r;
+}
+
+int count_lines(const char *text)
+{
+    int n = 0;
+    for (; *text; text++)
+        n += *text == '\n';
+    return n;
+}
+
+int contains(const char *text, const char *what) { return text && strstr(text, what) != NULL; }
+
+/* One error line on stderr, starting "lookback <command>:", nothing on stdout. */
+int one_error_line(const run_result *r, const char *command)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "lookback %s: ", command);
+    return count_lines(r->err) == 1 && strncmp(r->err, prefix, strlen(prefix)) == 0;
+}
+

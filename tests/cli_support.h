@@ -1,0 +1,48 @@
+/* Shared by the tests that run the built `lookback` executable (LB_LOOKBACK_BIN) as a
+ * user runs it: exit code, standard output and standard error are captured. */
+#ifndef LB_CLI_SUPPORT_H
+#define LB_CLI_SUPPORT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "support.h"
+
+#ifndef LB_LOOKBACK_BIN
+#error "tests/CMakeLists.txt must define LB_LOOKBACK_BIN (the path of the lookback executable)"
+#endif
+
+/* The test's scratch folder (set by the test's main) and a path inside it (rotating
+ * static buffers: up to 8 live at once). */
+extern char work_dir[256];
+const char *path_in(const char *name);
+
+/* Whole file into a NUL-terminated buffer (caller frees); NULL if missing. */
+char *read_all(const char *path, size_t *size);
+int write_all(const char *path, const void *data, size_t size);
+
+typedef struct run_result {
+    int code; /* exit code, or 128 + signal */
+    char *out, *err;
+} run_result;
+
+/* Runs `lookback args...` (NULL-terminated) with standard input from /dev/null and
+ * its outputs captured. */
+run_result run(const char *const *args);
+void run_free(run_result *r);
+
+int count_lines(const char *text);
+int contains(const char *text, const char *what);
+/* One error line on stderr, starting "lookback <command>:". */
+int one_error_line(const run_result *r, const char *command);
+
+/* Reports a command's output when an expectation fails, to see why. */
+#define EXPECT(cond, r)                                                                                       \
+    do {                                                                                                      \
+        CU_ASSERT_TRUE(cond);                                                                                 \
+        if (!(cond))                                                                                          \
+            fprintf(stderr, "\n  failed: %s\n  exit %d\n  stdout: %.2000s\n  stderr: %.2000s\n", #cond, (r).code, \
+                    (r).out, (r).err);                                                                        \
+    } while (0)
+
+#endif
