@@ -37,6 +37,7 @@ static const lb_op_info op_table[] = {
     [LB_OP_SOFTMAX] = {"softmax", lb_softmax_backward},
     [LB_OP_LOG_SOFTMAX] = {"log_softmax", lb_log_softmax_backward},
     [LB_OP_MASKED_SOFTMAX] = {"masked_softmax", lb_masked_softmax_backward},
+    [LB_OP_ATTENTION] = {"attention", lb_attention_backward},
     [LB_OP_LAYER_NORM] = {"layer_norm", lb_layer_norm_backward},
     [LB_OP_EMBEDDING] = {"embedding", lb_embedding_backward},
     [LB_OP_DROPOUT] = {"dropout", lb_dropout_backward},

@@ -5,6 +5,8 @@
 
 #include "autograd/autograd.h"
 
+struct lb_attn_mask; /* autograd/ops.h */
+
 typedef enum lb_op_kind {
     LB_OP_LEAF = 0,
     LB_OP_ADD, LB_OP_SUB, LB_OP_MUL, LB_OP_DIV, LB_OP_NEG, LB_OP_SCALE,
@@ -12,7 +14,7 @@ typedef enum lb_op_kind {
     LB_OP_MATMUL,
     LB_OP_RESHAPE, LB_OP_PERMUTE, LB_OP_SLICE, LB_OP_CONCAT,
     LB_OP_SUM, LB_OP_MEAN,
-    LB_OP_SOFTMAX, LB_OP_LOG_SOFTMAX, LB_OP_MASKED_SOFTMAX,
+    LB_OP_SOFTMAX, LB_OP_LOG_SOFTMAX, LB_OP_MASKED_SOFTMAX, LB_OP_ATTENTION,
     LB_OP_LAYER_NORM, LB_OP_EMBEDDING, LB_OP_DROPOUT, LB_OP_CROSS_ENTROPY, LB_OP_MSE,
     LB_OP_CUSTOM,
     LB_OP_COUNT
@@ -45,6 +47,7 @@ lb_status lb_sum_backward(lb_var *node);
 lb_status lb_softmax_backward(lb_var *node);
 lb_status lb_log_softmax_backward(lb_var *node);
 lb_status lb_masked_softmax_backward(lb_var *node);
+lb_status lb_attention_backward(lb_var *node);
 lb_status lb_layer_norm_backward(lb_var *node);
 lb_status lb_embedding_backward(lb_var *node);
 lb_status lb_dropout_backward(lb_var *node);
@@ -59,6 +62,15 @@ lb_var *lb_graph_record(lb_graph *g, lb_op_kind op, lb_tensor *value, int n_inpu
 /* Checks that every input is non-NULL, lives on no graph or on g, and shares
  * inputs[0]'s dtype; otherwise sets an error naming `op` and returns it. */
 lb_status lb_check_inputs(const char *op, lb_graph *g, int n, lb_var *const *inputs);
+
+/* Checks an attention mask against scores of shape [B, ..., Tq, Tk] (ndim >= 2) for op
+ * `op` (the message names it, the mask and the scores): a negative window, allowed or
+ * additive masks that do not broadcast, key_lengths without a batch dim or outside
+ * [0, Tk], query_positions outside [0, Tk). Fills the element strides of allowed and
+ * additive over the scores' dims (0 where broadcast; untouched for an absent mask).
+ * mask may be NULL (nothing to check). Defined in ops_softmax.c. */
+lb_status lb_attn_mask_check(const char *op, int ndim, const int64_t *shape, const struct lb_attn_mask *mask,
+                             int64_t *allowed_strides, int64_t *additive_strides);
 
 /* Gradient buffer of v, allocated as zeros on first use (NULL when out of memory). */
 lb_tensor *lb_grad_buffer(lb_var *v);

@@ -84,17 +84,25 @@ typedef struct lb_attn_mask {
     /* Float mask broadcastable to the scores, added after scaling; -inf entries
      * count as masked. */
     const lb_tensor *additive;
-    /* Causal: query i may attend key j iff j <= i + (Tk - Tq). When Tq != Tk the LAST
-     * query aligns with the LAST key (what a key-value cache needs); PyTorch's
-     * is_causal aligns the first query with the first key instead. */
+    /* Causal: query i may attend key j iff j <= pos(i), where pos(i), the key index
+     * query i aligns with, is i + (Tk - Tq) unless query_positions says otherwise.
+     * When Tq != Tk the LAST query aligns with the LAST key (what a key-value cache
+     * needs); PyTorch's is_causal aligns the first query with the first key instead. */
     int causal;
-    /* Sliding window (0 = off): j > i + (Tk - Tq) - window and j <= i + (Tk - Tq)
-     * (a window implies the causal bound), so each query sees at most the last
-     * `window` keys up to its aligned position. */
+    /* Sliding window (0 = off): pos(i) - window < j <= pos(i) (a window implies the
+     * causal bound), so each query sees at most the last `window` keys up to its
+     * aligned position. */
     int64_t window;
     /* Padding: per item of the scores' first dim (B), keys j >= key_lengths[b] are
      * masked; each length in [0, Tk]; the scores need >= 3 dims. NULL = no padding. */
     const int32_t *key_lengths;
+    /* [B, Tq] or NULL: the key index each query aligns with (causal: j <= pos,
+     * window: pos - window < j <= pos); NULL = i + (Tk - Tq). Read as
+     * query_positions[b * Tq + i] with b the index in the scores' first dim (b = 0 for
+     * 2-dim scores [Tq, Tk]); each in [0, Tk). Only causal and window use it. This is
+     * how a subset of queries (the readout of lb_attn_queries, layers/attention.h)
+     * keeps the limits it has in the full computation. */
+    const int32_t *query_positions;
 } lb_attn_mask;
 
 /* Scaled masked softmax over the key axis:
@@ -105,6 +113,28 @@ typedef struct lb_attn_mask {
  * masked; a row with no allowed key gives all zeros and a zero gradient (never NaN). Attention uses scale = 1/sqrt(d_k) (Vaswani et al.
  * 2017, eq. 1). Errors: mask shapes that do not broadcast to the scores. */
 lb_var *lb_masked_softmax(lb_graph *g, lb_var *scores, const lb_attn_mask *mask, double scale);
+
+/* Fused exact scaled dot-product attention (FlashAttention-2, Dao 2023):
+ *   q [B, ..., Tq, D], k [B, ..., Tk, D], v [B, ..., Tk, Dv] -> [B, ..., Tq, Dv],
+ *   out = softmax(scale * q kᵀ + mask) v, softmax over the keys,
+ * the same value as lb_matmul(lb_masked_softmax(lb_matmul_t(q, 0, k, 1), mask, scale), v)
+ * (the materialized path, which stays the reference and the way to get the weights)
+ * but without ever holding the [B, ..., Tq, Tk] scores: queries and keys are taken in
+ * tiles with an online softmax, and only the per-row log-sum-exp [B, ..., Tq] is kept
+ * for the backward, which recomputes the scores tile by tile. Memory is O(B Tq D)
+ * instead of O(B Tq Tk); key tiles that causal, window and padding limits exclude
+ * are skipped (causal attention costs half of full attention).
+ * The mask (see lb_attn_mask, "the scores" being [B, ..., Tq, Tk]) is copied: the
+ * caller's mask and arrays may be freed right after the call. A row with no allowed
+ * key gives zeros and zero gradients (never NaN). Gradients flow to q, k and v.
+ * Leading dims (B, ...) must be equal in q, k and v (no broadcasting); D, Dv >= 1.
+ * float32 computes in float32 (agrees with the materialized path to about 1e-6);
+ * float64 to about 1e-15. Attention uses scale = 1/sqrt(D) (Vaswani et al. 2017, eq. 1).
+ * Threads: lb_set_num_threads (tensor/threads.h); results are bit-for-bit the same for
+ * any thread count (tensor/kernels_attention.h).
+ * Errors: shapes that do not fit (names all three), masks that do not broadcast to the
+ * scores, key_lengths or query_positions out of range, a non-finite scale. */
+lb_var *lb_attention_fused(lb_graph *g, lb_var *q, lb_var *k, lb_var *v, const lb_attn_mask *mask, double scale);
 
 /* ---- neural-network ops ---- */
 /* Layer normalisation over the last axis (Ba et al. 2016; torch.nn.functional.layer_norm):

@@ -103,7 +103,7 @@ lb_status lb_log_softmax_backward(lb_var *node)
 
 /* ---- masked softmax ----
  * scores: [B, ..., Tq, Tk] -> weights: [B, ..., Tq, Tk], over R = B * ... * Tq rows.
- * allowed, additive: broadcastable to the scores; key_lengths: [B]. */
+ * allowed, additive: broadcastable to the scores; key_lengths: [B]; query_positions: [B, Tq]. */
 
 /* Everything needed to decide, row by row, which keys a query may attend to. */
 typedef struct mask_plan {
@@ -114,6 +114,7 @@ typedef struct mask_plan {
     int causal;
     int64_t window;
     const int32_t *key_lengths;
+    const int32_t *query_positions; /* [B, Tq]: query i of item b lines up with key [b * Tq + i] */
     const lb_tensor *allowed, *additive;
     int64_t allowed_strides[LB_MAX_DIMS];  /* in the scores' dims; 0 where broadcast */
     int64_t additive_strides[LB_MAX_DIMS];
@@ -121,15 +122,16 @@ typedef struct mask_plan {
 
 /* Strides of `mask` seen in the scores' dims; error unless the mask broadcasts to the
  * scores (aligned from the right, every mask dim 1 or equal to the scores' dim). */
-static lb_status mask_strides(const char *which, const lb_tensor *mask, const lb_tensor *scores, int64_t *strides)
+static lb_status mask_strides(const char *op, const char *which, const lb_tensor *mask, int ndim,
+                              const int64_t *shape, int64_t *strides)
 {
-    int lead = scores->ndim - mask->ndim;
+    int lead = ndim - mask->ndim;
     int fits = lead >= 0;
-    for (int d = 0; fits && d < scores->ndim; d++) {
+    for (int d = 0; fits && d < ndim; d++) {
         int m = d - lead;
         if (m < 0) {
             strides[d] = 0;
-        } else if (mask->shape[m] == scores->shape[d]) {
+        } else if (mask->shape[m] == shape[d]) {
             strides[d] = mask->shape[m] == 1 ? 0 : mask->strides[m];
         } else if (mask->shape[m] == 1) {
             strides[d] = 0;
@@ -141,9 +143,51 @@ static lb_status mask_strides(const char *which, const lb_tensor *mask, const lb
         return LB_OK;
     char sm[128], ss[128];
     return lb_error(LB_ERR_SHAPE,
-                    "masked_softmax: the %s mask %s does not broadcast to the scores %s [B, ..., Tq, Tk] (aligned "
+                    "%s: the %s mask %s does not broadcast to the scores %s [B, ..., Tq, Tk] (aligned "
                     "from the right, each mask dim must be 1 or equal the scores' dim; e.g. [Tq, Tk] or [B, 1, 1, Tk])",
-                    which, lb_tensor_describe(mask, sm, sizeof sm), lb_tensor_describe(scores, ss, sizeof ss));
+                    op, which, lb_tensor_describe(mask, sm, sizeof sm), lb_shape_str(ndim, shape, ss, sizeof ss));
+}
+
+lb_status lb_attn_mask_check(const char *op, int ndim, const int64_t *shape, const lb_attn_mask *mask,
+                             int64_t *allowed_strides, int64_t *additive_strides)
+{
+    char ss[128];
+    if (!mask)
+        return LB_OK;
+    int64_t tq = shape[ndim - 2], tk = shape[ndim - 1], nb = ndim >= 3 ? shape[0] : 1;
+    if (mask->window < 0)
+        return lb_error(LB_ERR_VALUE, "%s: window %lld is negative for scores %s (0 turns it off)", op,
+                        (long long)mask->window, lb_shape_str(ndim, shape, ss, sizeof ss));
+    if (mask->allowed && mask_strides(op, "allowed", mask->allowed, ndim, shape, allowed_strides) != LB_OK)
+        return lb_last_status();
+    if (mask->additive && mask_strides(op, "additive", mask->additive, ndim, shape, additive_strides) != LB_OK)
+        return lb_last_status();
+    if (mask->key_lengths) {
+        if (ndim < 3)
+            return lb_error(LB_ERR_SHAPE,
+                            "%s: key_lengths need a batch dim, but the scores %s have no dim before "
+                            "[Tq, Tk] (reshape them to [B, ..., Tq, Tk])",
+                            op, lb_shape_str(ndim, shape, ss, sizeof ss));
+        for (int64_t b = 0; b < nb; b++)
+            if (mask->key_lengths[b] < 0 || mask->key_lengths[b] > tk)
+                return lb_error(LB_ERR_VALUE,
+                                "%s: key_lengths[%lld] = %d is outside [0, Tk = %lld] for scores %s "
+                                "(a length counts the real, unpadded keys of batch item %lld)",
+                                op, (long long)b, (int)mask->key_lengths[b], (long long)tk,
+                                lb_shape_str(ndim, shape, ss, sizeof ss), (long long)b);
+    }
+    if (mask->query_positions)
+        for (int64_t b = 0; b < nb; b++)
+            for (int64_t i = 0; i < tq; i++) {
+                int32_t pos = mask->query_positions[b * tq + i];
+                if (pos < 0 || pos >= tk)
+                    return lb_error(LB_ERR_VALUE,
+                                    "%s: query_positions[%lld, %lld] = %d is outside [0, Tk = %lld) for scores %s "
+                                    "(a position is the key index the query aligns with, [B, Tq] row-major)",
+                                    op, (long long)b, (long long)i, (int)pos, (long long)tk,
+                                    lb_shape_str(ndim, shape, ss, sizeof ss));
+            }
+    return LB_OK;
 }
 
 /* Element of a float32 or float64 tensor at `offset` elements from its first element. */
@@ -164,12 +208,14 @@ static void plan_row(const mask_plan *p, int64_t r, unsigned char *keep, double 
         rem /= p->shape[d];
     }
     int64_t i = idx[p->ndim - 2], lo = 0, hi = p->tk - 1; /* kept keys lie in [lo, hi] */
+    int64_t b = p->ndim >= 3 ? idx[0] : 0;
+    int64_t pos = p->query_positions ? (int64_t)p->query_positions[b * p->tq + i] : i + p->align;
     if (p->causal || p->window > 0)
-        hi = i + p->align < hi ? i + p->align : hi;
-    if (p->window > 0 && i + p->align >= p->window)
-        lo = i + p->align - p->window + 1;
-    if (p->key_lengths && (int64_t)p->key_lengths[idx[0]] - 1 < hi)
-        hi = (int64_t)p->key_lengths[idx[0]] - 1;
+        hi = pos < hi ? pos : hi;
+    if (p->window > 0 && pos >= p->window)
+        lo = pos - p->window + 1;
+    if (p->key_lengths && (int64_t)p->key_lengths[b] - 1 < hi)
+        hi = (int64_t)p->key_lengths[b] - 1;
     int64_t off_allowed = 0, off_additive = 0;
     for (int d = 0; d < p->ndim - 1; d++) {
         off_allowed += idx[d] * p->allowed_strides[d];
@@ -191,7 +237,6 @@ static void plan_row(const mask_plan *p, int64_t r, unsigned char *keep, double 
 /* Checks the mask against the scores and fills the plan. */
 static lb_status make_plan(const lb_tensor *scores, const lb_attn_mask *mask, mask_plan *p)
 {
-    char ss[128];
     *p = (mask_plan){0};
     p->ndim = scores->ndim;
     p->shape = scores->shape;
@@ -200,32 +245,15 @@ static lb_status make_plan(const lb_tensor *scores, const lb_attn_mask *mask, ma
     p->align = p->tk - p->tq;
     if (!mask)
         return LB_OK;
+    if (lb_attn_mask_check("masked_softmax", scores->ndim, scores->shape, mask, p->allowed_strides,
+                           p->additive_strides) != LB_OK)
+        return lb_last_status();
     p->causal = mask->causal;
     p->window = mask->window;
     p->key_lengths = mask->key_lengths;
+    p->query_positions = mask->query_positions;
     p->allowed = mask->allowed;
     p->additive = mask->additive;
-    if (mask->window < 0)
-        return lb_error(LB_ERR_VALUE, "masked_softmax: window %lld is negative for scores %s (0 turns it off)",
-                        (long long)mask->window, lb_tensor_describe(scores, ss, sizeof ss));
-    if (mask->allowed && mask_strides("allowed", mask->allowed, scores, p->allowed_strides) != LB_OK)
-        return lb_last_status();
-    if (mask->additive && mask_strides("additive", mask->additive, scores, p->additive_strides) != LB_OK)
-        return lb_last_status();
-    if (mask->key_lengths) {
-        if (scores->ndim < 3)
-            return lb_error(LB_ERR_SHAPE,
-                            "masked_softmax: key_lengths need a batch dim, but the scores %s have no dim before "
-                            "[Tq, Tk] (reshape them to [B, ..., Tq, Tk])",
-                            lb_tensor_describe(scores, ss, sizeof ss));
-        for (int64_t b = 0; b < scores->shape[0]; b++)
-            if (mask->key_lengths[b] < 0 || mask->key_lengths[b] > p->tk)
-                return lb_error(LB_ERR_VALUE,
-                                "masked_softmax: key_lengths[%lld] = %d is outside [0, Tk = %lld] for scores %s "
-                                "(a length counts the real, unpadded keys of batch item %lld)",
-                                (long long)b, (int)mask->key_lengths[b], (long long)p->tk,
-                                lb_tensor_describe(scores, ss, sizeof ss), (long long)b);
-    }
     return LB_OK;
 }
 

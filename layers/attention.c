@@ -61,73 +61,17 @@ lb_var *lb_gather_positions(lb_graph *g, lb_var *x, const lb_attn_queries *queri
 
 /* ---- scaled dot-product attention ---- */
 
-/* The mask for P selected queries: causal and window limits measured from each query's
- * position become an explicit allowed mask [B, 1, ..., P, Tk] (the scores' rank),
- * ANDed with the caller's `allowed` mask (broadcast); additive and key_lengths pass
- * through. Without selected queries or structural limits, the mask is used as is.
- * *owned receives the tensor to free after the softmax (or NULL). */
-static lb_status query_mask(const lb_attn_mask *mask, const lb_attn_queries *queries, const lb_tensor *scores,
-                            lb_attn_mask *out, lb_tensor **owned)
+/* The fused op takes q, k, v with equal leading dims; anything else (broadcast batch
+ * dims, which lb_matmul allows) goes through the materialized path. */
+static int fused_fits(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v)
 {
-    *owned = NULL;
-    *out = mask ? *mask : (lb_attn_mask){0};
-    int nd = scores->ndim;
-    int64_t b = scores->shape[0], p = scores->shape[nd - 2], tk = scores->shape[nd - 1];
-    if (!queries)
-        return LB_OK;
-    char ss[128];
-    if (nd < 3 || queries->count != p)
-        return lb_error(LB_ERR_SHAPE, "attention: %lld selected queries do not fit the scores %s [B, ..., P, Tk]",
-                        (long long)queries->count, lb_tensor_describe(scores, ss, sizeof ss));
-    if (check_positions("attention", queries, b, tk) != LB_OK)
-        return lb_last_status();
-    if (!mask || (!mask->causal && mask->window <= 0))
-        return LB_OK;
-    /* Our positional mask, [B, 1, ..., P, Tk]. */
-    int64_t shape[LB_MAX_DIMS];
-    for (int d = 0; d < nd; d++)
-        shape[d] = 1;
-    shape[0] = b;
-    shape[nd - 2] = p;
-    shape[nd - 1] = tk;
-    int out_nd = nd;
-    int64_t out_shape[LB_MAX_DIMS];
-    memcpy(out_shape, shape, sizeof shape);
-    const lb_tensor *user = mask->allowed;
-    if (user && lb_broadcast_shapes("attention (allowed mask with selected queries)", nd, shape, user->ndim, user->shape,
-                                    &out_nd, out_shape) != LB_OK)
-        return lb_last_status();
-    lb_tensor *allowed = lb_tensor_zeros(scores->dtype, out_nd, out_shape);
-    lb_tensor *user_view = user ? lb_tensor_expand(user, out_nd, out_shape) : NULL;
-    if (!allowed || (user && !user_view)) {
-        lb_tensor_free(allowed);
-        lb_tensor_free(user_view);
-        return lb_last_status();
-    }
-    /* Walk the output row-major; dims 0, nd-2 and nd-1 of our mask index (b, p, j). */
-    int64_t n = lb_tensor_numel(allowed), lead = out_nd - nd;
-    int64_t window = mask->window;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t rem = i, idx[LB_MAX_DIMS];
-        for (int d = out_nd - 1; d >= 0; d--) {
-            idx[d] = rem % out_shape[d];
-            rem /= out_shape[d];
-        }
-        int64_t bi = idx[lead], pi = idx[out_nd - 2], j = idx[out_nd - 1];
-        int64_t pos = queries->positions[bi * p + pi];
-        int keep = j <= pos && (window <= 0 || j > pos - window);
-        if (keep && user_view)
-            keep = lb_tensor_flat(user_view, i) != 0;
-        if (keep) {
-            LB_DISPATCH(allowed->dtype, T, { ((T *)lb_tensor_data(allowed))[i] = (T)1; });
-        }
-    }
-    lb_tensor_free(user_view);
-    out->allowed = allowed;
-    out->causal = 0;
-    out->window = 0;
-    *owned = allowed;
-    return LB_OK;
+    int nd = q->ndim;
+    if (nd < 2 || k->ndim != nd || v->ndim != nd || v->shape[nd - 1] < 1)
+        return 0;
+    for (int d = 0; d < nd - 2; d++)
+        if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])
+            return 0;
+    return 1;
 }
 
 lb_var *lb_attention(lb_graph *g, lb_var *query, lb_var *key, lb_var *value, const lb_attn_mask *mask,
@@ -137,23 +81,32 @@ lb_var *lb_attention(lb_graph *g, lb_var *query, lb_var *key, lb_var *value, con
         *weights = NULL;
     if (!query || !key || !value)
         return NULL;
-    const lb_tensor *tq = query->value;
+    const lb_tensor *tq = query->value, *tk = key->value;
+    char sq[128];
     if (tq->ndim < 2 || tq->shape[tq->ndim - 1] < 1) {
-        char sq[128];
         lb_error(LB_ERR_SHAPE, "attention: query %s must be [B, ..., Tq, d_k] with d_k >= 1",
                  lb_tensor_describe(tq, sq, sizeof sq));
         return NULL;
     }
     double scale = 1.0 / sqrt((double)tq->shape[tq->ndim - 1]);
+    lb_attn_mask m = mask ? *mask : (lb_attn_mask){0};
+    if (queries) {
+        /* The selected queries keep the causal and window limits of their own positions. */
+        int nd = tq->ndim;
+        if (nd < 3 || queries->count != tq->shape[nd - 2] || tk->ndim < 2) {
+            lb_error(LB_ERR_SHAPE, "attention: %lld selected queries do not fit the query %s [B, ..., P, d_k]",
+                     (long long)queries->count, lb_tensor_describe(tq, sq, sizeof sq));
+            return NULL;
+        }
+        if (check_positions("attention", queries, tq->shape[0], tk->shape[tk->ndim - 2]) != LB_OK)
+            return NULL;
+        m.query_positions = queries->positions;
+    }
+    if (!weights && fused_fits(tq, tk, value->value))
+        return lb_attention_fused(g, query, key, value, &m, scale); /* [B, ..., Tq, d_v] */
+    /* Materialized: the weights [B, ..., Tq, Tk] are a graph variable. */
     lb_var *scores = lb_matmul_t(g, query, 0, key, 1); /* [B, ..., Tq, Tk] */
-    if (!scores)
-        return NULL;
-    lb_attn_mask m;
-    lb_tensor *owned;
-    if (query_mask(mask, queries, scores->value, &m, &owned) != LB_OK)
-        return NULL;
     lb_var *w = lb_masked_softmax(g, scores, &m, scale);
-    lb_tensor_free(owned); /* the softmax keeps no reference to the mask */
     if (weights)
         *weights = w;
     return lb_matmul(g, w, value); /* [B, ..., Tq, d_v] */

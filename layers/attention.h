@@ -43,10 +43,18 @@ lb_var *lb_gather_positions(lb_graph *g, lb_var *x, const lb_attn_queries *queri
 /* Scaled dot-product attention (Vaswani et al. 2017, eq. 1):
  *   query [B, ..., Tq, d_k], key [B, ..., Tk, d_k], value [B, ..., Tk, d_v]
  *   -> output [B, ..., Tq, d_v] = softmax(query keyᵀ / sqrt(d_k) + mask) value,
- * softmax over the key axis (lb_matmul_t, lb_masked_softmax, lb_matmul).
+ * softmax over the key axis.
+ * Two paths, equal in value and gradients (float64 to ~1e-15, float32 to ~1e-6):
+ *  - by default the fused op lb_attention_fused (FlashAttention-2 tiles): the
+ *    [B, ..., Tq, Tk] scores are never stored, memory is O(Tq d), and key tiles the
+ *    causal/window/padding limits exclude are skipped;
+ *  - when `weights` is requested (or the leading dims of query, key and value differ
+ *    and must broadcast), the materialized path lb_matmul_t, lb_masked_softmax,
+ *    lb_matmul, which keeps the weights as a graph variable.
  * mask: may be NULL. queries: NULL, or the positions of the Tq = count query rows
- * (then causal/window are measured from those positions, not aligned to the last
- * key; a user `allowed`/`additive` mask must then broadcast to [B, ..., P, Tk]).
+ * (passed as the mask's query_positions, replacing any the caller set: causal/window
+ * are measured from those positions, not aligned to the last key; a user
+ * `allowed`/`additive` mask must then broadcast to [B, ..., P, Tk]).
  * weights: when non-NULL receives the attention weights [B, ..., Tq, Tk] (a graph
  * variable). Matches torch.nn.functional.scaled_dot_product_attention for a boolean
  * or float attn_mask (with the causal alignment noted above).

@@ -1,0 +1,814 @@
+/* Fused exact attention (FlashAttention-2 scheme). Named dims and the algorithm are
+ * described in kernels_attention.h: L leading dims, N = prod(L) heads, Tq, Tk, D, Dv;
+ * BQ x BK tiles; r a row of a tile (query i0 + r), c a column (key j0 + c). */
+#include "tensor/kernels_attention.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "tensor/threads.h"
+
+/* Tile sizes (rows = queries, columns = keys). */
+#ifndef LB_ATTN_FWD_BQ
+#define LB_ATTN_FWD_BQ 128
+#endif
+#ifndef LB_ATTN_FWD_BK
+#define LB_ATTN_FWD_BK 128
+#endif
+#ifndef LB_ATTN_BWD_BQ
+#define LB_ATTN_BWD_BQ 64
+#endif
+#ifndef LB_ATTN_BWD_BK
+#define LB_ATTN_BWD_BK 128
+#endif
+/* The backward makes at least this many work items when the shapes allow (see G). */
+#define LB_ATTN_BWD_ITEMS 8
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define LB_ATTN_X86 1
+#define LB_INLINE static inline __attribute__((always_inline))
+#else
+#define LB_INLINE static inline
+#endif
+
+/* ---- the problem and one head of it ---- */
+
+typedef struct attn_problem {
+    lb_dtype dtype;
+    size_t es;                   /* bytes per element */
+    int n_lead;                  /* number of leading dims L */
+    int64_t lead[LB_MAX_DIMS];   /* L */
+    int64_t heads;               /* N = prod(L) */
+    int64_t tq, tk, d, dv;
+    double scale;
+    const char *q, *k, *v;       /* [N, Tq, D], [N, Tk, D], [N, Tk, Dv] */
+    lb_attn_kmask mask;          /* zeroed when none */
+} attn_problem;
+
+typedef struct attn_head {
+    int64_t kv_len;              /* keys >= kv_len are padding */
+    int64_t align;               /* pos(i) = i + align without query positions */
+    int structural;              /* causal or window: keys after pos(i) are masked */
+    const int32_t *qpos;         /* [Tq] or NULL */
+    const unsigned char *allowed; /* at [i, j]: allowed[i * al_q + j * al_k] */
+    int64_t al_q, al_k;
+    const char *additive;        /* at [i, j]: additive[(i * ad_q + j * ad_k) * es] */
+    int64_t ad_q, ad_k;
+} attn_head;
+
+static void head_of(const attn_problem *p, int64_t n, attn_head *h)
+{
+    const lb_attn_kmask *m = &p->mask;
+    int64_t idx[LB_MAX_DIMS], rem = n;
+    for (int d = p->n_lead - 1; d >= 0; d--) {
+        idx[d] = rem % p->lead[d];
+        rem /= p->lead[d];
+    }
+    int64_t b = p->n_lead ? idx[0] : 0;
+    h->kv_len = m->key_lengths ? m->key_lengths[b] : p->tk;
+    h->align = p->tk - p->tq;
+    h->structural = m->causal || m->window > 0;
+    h->qpos = m->query_positions ? m->query_positions + b * p->tq : NULL;
+    int64_t oa = 0, od = 0;
+    for (int d = 0; d < p->n_lead; d++) {
+        oa += idx[d] * m->allowed_strides[d];
+        od += idx[d] * m->additive_strides[d];
+    }
+    int nq = p->n_lead, nk = p->n_lead + 1;
+    h->allowed = m->allowed ? m->allowed + oa : NULL;
+    h->al_q = m->allowed_strides[nq];
+    h->al_k = m->allowed_strides[nk];
+    h->additive = m->additive ? (const char *)m->additive + (size_t)od * p->es : NULL;
+    h->ad_q = m->additive_strides[nq];
+    h->ad_k = m->additive_strides[nk];
+}
+
+/* Keys [*lo, *hi] that query i may see by the structural limits (causal, window,
+ * padding); *lo > *hi when none. */
+LB_INLINE void key_range(const attn_problem *p, const attn_head *h, int64_t i, int64_t *lo, int64_t *hi)
+{
+    int64_t l = 0, u = h->kv_len - 1;
+    if (h->structural) {
+        int64_t pos = h->qpos ? (int64_t)h->qpos[i] : i + h->align;
+        if (pos < u)
+            u = pos;
+        if (p->mask.window > 0 && pos - p->mask.window + 1 > l)
+            l = pos - p->mask.window + 1;
+    }
+    *lo = l;
+    *hi = u;
+}
+
+/* Over the queries [i0, i0 + bq): the union [lo, hi] of their key ranges (lo > hi
+ * when every row is empty) and the intersection [full_lo, full_hi] (keys every row may
+ * see by structure; empty when any row is empty). */
+typedef struct tile_range {
+    int64_t lo, hi, full_lo, full_hi;
+} tile_range;
+
+static tile_range query_tile_range(const attn_problem *p, const attn_head *h, int64_t i0, int64_t bq)
+{
+    tile_range t = {INT64_MAX, -1, 0, INT64_MAX};
+    for (int64_t r = 0; r < bq; r++) {
+        int64_t lo, hi;
+        key_range(p, h, i0 + r, &lo, &hi);
+        if (lo > t.full_lo)
+            t.full_lo = lo;
+        if (hi < t.full_hi)
+            t.full_hi = hi;
+        if (lo > hi)
+            continue;
+        if (lo < t.lo)
+            t.lo = lo;
+        if (hi > t.hi)
+            t.hi = hi;
+    }
+    return t;
+}
+
+/* Does the key tile [j0, j0 + bk) need the per-element mask for this query tile? */
+static int tile_needs_mask(const attn_head *h, const tile_range *t, int64_t j0, int64_t bk)
+{
+    return h->allowed || h->additive || j0 < t->full_lo || j0 + bk - 1 > t->full_hi;
+}
+
+/* ---- small typed helpers ---- */
+
+/* c [m, n] = alpha * op(a) op(b) + beta * c, row-major, through cblas. */
+static void tile_gemm(lb_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                      int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    enum CBLAS_TRANSPOSE ca = ta ? CblasTrans : CblasNoTrans, cb = tb ? CblasTrans : CblasNoTrans;
+    if (dt == LB_FLOAT32)
+        cblas_sgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb, (float)beta,
+                    c, (int)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+/* ---- float32 row loops on 8-lane vectors ----
+ * GCC/Clang vector extensions: one source that compiles to AVX2 (8 lanes) inside the
+ * avx2 build of the items and to pairs of SSE2 registers in the baseline build. The
+ * compiler will not vectorise these loops by itself without -ffast-math (the clamps
+ * and the masks' infinities are floating-point selects it may not if-convert), so
+ * they are written on vectors. Row tails run the same operations on scalars, so
+ * every element goes through one sequence of IEEE operations. */
+
+/* The helpers below are always inlined, so no vector crosses a call boundary. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float vf8 __attribute__((vector_size(32)));
+typedef int32_t vi8 __attribute__((vector_size(32)));
+
+LB_INLINE vf8 vf8_load(const float *p)
+{
+    vf8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+LB_INLINE void vf8_store(float *p, const vf8 *v) { memcpy(p, v, sizeof *v); }
+
+/* m ? a : b, lanewise, for a comparison mask m (-1 or 0 per lane). (Vectors go to
+ * helpers by pointer: passing them by value draws GCC's ABI note in the baseline build.) */
+#define VF8_SELECT(m, a, b) ((vf8)(((m) & (vi8)(a)) | (~(m) & (vi8)(b))))
+
+/* exp(x) in float32 (Cephes expf, Moshier 1984): n = round(x / ln 2), r = x - n ln 2
+ * with ln 2 split in two constants, exp(r) by a degree-5 polynomial, times 2^n built
+ * in the exponent bits. Relative error <= 2 ulp on [-87.3, 88]; x < -87.3 (including
+ * -inf) gives exactly 0, so masked scores vanish; NaN stays NaN; x > 88 gives exp(88)
+ * (the kernels only take exp of x <= about 0). The clamps send NaN to LO, so the
+ * conversion to an integer always sees n in [-126, 127]. */
+#define LB_EXPF_LO -87.3365447504f
+#define LB_EXPF_HI 88.0f
+#define LB_EXPF_POLY(x, xc, n, r, y)                                                                             \
+    do {                                                                                                       \
+        n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 */       \
+        r = xc - n * 0.693359375f;                                                                             \
+        r = r - n * -2.12194440e-4f;                                                                           \
+        y = 1.9875691500e-4f + r * 0.0f;                                                                       \
+        y = y * r + 1.3981999507e-3f;                                                                          \
+        y = y * r + 8.3334519073e-3f;                                                                          \
+        y = y * r + 4.1665795894e-2f;                                                                          \
+        y = y * r + 1.6666665459e-1f;                                                                          \
+        y = y * r + 5.0000001201e-1f;                                                                          \
+        y = y * (r * r) + r + 1.0f;                                                                            \
+    } while (0)
+
+LB_INLINE float expf_poly(float x)
+{
+    float xc = x >= LB_EXPF_LO ? x : LB_EXPF_LO, n, r, y;
+    xc = xc <= LB_EXPF_HI ? xc : LB_EXPF_HI;
+    LB_EXPF_POLY(x, xc, n, r, y);
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    y = y * two_n;
+    y = x < LB_EXPF_LO ? 0.0f : y;
+    return x != x ? x : y;
+}
+
+LB_INLINE vf8 expf_poly8(const vf8 *xp)
+{
+    vf8 x = *xp;
+    vi8 in_range = x >= LB_EXPF_LO; /* false for NaN */
+    vf8 xc = VF8_SELECT(in_range, x, (vf8){0} + LB_EXPF_LO), n, r, y;
+    vi8 not_above = xc <= LB_EXPF_HI;
+    xc = VF8_SELECT(not_above, xc, (vf8){0} + LB_EXPF_HI);
+    LB_EXPF_POLY(x, xc, n, r, y);
+    vi8 bits = (__builtin_convertvector(n, vi8) + 127) << 23;
+    y = y * (vf8)bits;
+    vi8 below = x < LB_EXPF_LO, nan = x != x;
+    y = VF8_SELECT(below, (vf8){0}, y);
+    return VF8_SELECT(nan, x, y);
+}
+
+/* Horizontal sum of the lanes, in a fixed order. */
+LB_INLINE float vf8_sum(const vf8 *v)
+{
+    float l[8];
+    memcpy(l, v, sizeof l);
+    return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+/* Largest element of s [n] (-inf when all are). */
+LB_INLINE float row_max_f(const float *s, int64_t n)
+{
+    vf8 mv = (vf8){0} - INFINITY;
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        vf8 x = vf8_load(s + c);
+        vi8 bigger = x > mv;
+        mv = VF8_SELECT(bigger, x, mv);
+    }
+    float l[8], mx = -INFINITY;
+    memcpy(l, &mv, sizeof l);
+    for (int i = 0; i < 8; i++)
+        mx = l[i] > mx ? l[i] : mx;
+    for (; c < n; c++)
+        mx = s[c] > mx ? s[c] : mx;
+    return mx;
+}
+
+/* s [n] <- exp(s - shift); returns the sum of the new s. */
+LB_INLINE float row_exp_f(float *s, int64_t n, float shift)
+{
+    vf8 acc = {0};
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        vf8 x = vf8_load(s + c) - shift;
+        vf8 e = expf_poly8(&x);
+        vf8_store(s + c, &e);
+        acc += e;
+    }
+    float sum = vf8_sum(&acc);
+    for (; c < n; c++) {
+        float e = expf_poly(s[c] - shift);
+        s[c] = e;
+        sum += e;
+    }
+    return sum;
+}
+
+/* s [n] <- p * (s - dsum): dS from P and dP. */
+LB_INLINE void row_ds_f(float *s, const float *p, int64_t n, float dsum)
+{
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        vf8 ds = vf8_load(p + c) * (vf8_load(s + c) - dsum);
+        vf8_store(s + c, &ds);
+    }
+    for (; c < n; c++)
+        s[c] = p[c] * (s[c] - dsum);
+}
+
+LB_INLINE void row_scale_f(float *o, int64_t n, float a)
+{
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+        vf8 x = vf8_load(o + c) * a;
+        vf8_store(o + c, &x);
+    }
+    for (; c < n; c++)
+        o[c] *= a;
+}
+
+/* ---- float64 row loops (libm exp; the float64 path serves checks, not speed) ---- */
+
+LB_INLINE double row_max_d(const double *s, int64_t n)
+{
+    double mx = -INFINITY;
+    for (int64_t c = 0; c < n; c++)
+        mx = s[c] > mx ? s[c] : mx;
+    return mx;
+}
+
+LB_INLINE double row_exp_d(double *s, int64_t n, double shift)
+{
+    double sum = 0;
+    for (int64_t c = 0; c < n; c++) {
+        double e = exp(s[c] - shift);
+        s[c] = e;
+        sum += e;
+    }
+    return sum;
+}
+
+LB_INLINE void row_ds_d(double *s, const double *p, int64_t n, double dsum)
+{
+    for (int64_t c = 0; c < n; c++)
+        s[c] = p[c] * (s[c] - dsum);
+}
+
+LB_INLINE void row_scale_d(double *o, int64_t n, double a)
+{
+    for (int64_t c = 0; c < n; c++)
+        o[c] *= a;
+}
+
+/* The per-element mask on a score tile.
+ *   s [bq, bk] (row stride bk), rows = queries i0 .., columns = keys j0 ..
+ * Entries query i0 + r may not attend become -inf; the additive mask is added. */
+LB_INLINE void mask_tile(const attn_problem *p, const attn_head *h, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
+                         void *s)
+{
+    for (int64_t r = 0; r < bq; r++) {
+        int64_t i = i0 + r, lo, hi;
+        key_range(p, h, i, &lo, &hi);
+        int64_t c_lo = lo - j0, c_hi = hi - j0; /* kept columns [c_lo, c_hi] */
+        if (c_lo < 0)
+            c_lo = 0;
+        if (c_hi > bk - 1)
+            c_hi = bk - 1;
+        if (c_lo > c_hi) {
+            c_lo = bk;
+            c_hi = bk - 1;
+        }
+        const unsigned char *al = h->allowed ? h->allowed + i * h->al_q + j0 * h->al_k : NULL;
+        LB_DISPATCH(p->dtype, T, {
+            T *sr = (T *)s + r * bk;
+            for (int64_t c = 0; c < c_lo; c++)
+                sr[c] = -INFINITY;
+            for (int64_t c = c_hi + 1; c < bk; c++)
+                sr[c] = -INFINITY;
+            if (al)
+                for (int64_t c = c_lo; c <= c_hi; c++)
+                    if (!al[c * h->al_k])
+                        sr[c] = -INFINITY;
+            if (h->additive) {
+                const T *ad = (const T *)h->additive + i * h->ad_q + j0 * h->ad_k;
+                for (int64_t c = c_lo; c <= c_hi; c++)
+                    sr[c] += ad[c * h->ad_k];
+            }
+        });
+    }
+}
+
+/* ---- forward: one (head, query tile) item ---- */
+
+typedef struct fwd_scratch {
+    void *s;    /* [BQ, BK] scores, then probabilities */
+    void *m;    /* [BQ] running max, the dtype */
+    double *l;  /* [BQ] running sum */
+} fwd_scratch;
+
+/* Queries [i0, i0 + bq) of head n:
+ *   q_t [bq, D] (rows of q), k [Tk, D], v [Tk, Dv] of head n
+ *   -> out_t [bq, Dv], lse_t [bq] */
+LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, char *lse)
+{
+    attn_head h;
+    head_of(p, n, &h);
+    const int64_t bq = p->tq - i0 < LB_ATTN_FWD_BQ ? p->tq - i0 : LB_ATTN_FWD_BQ;
+    const int64_t d = p->d, dv = p->dv;
+    const size_t es = p->es;
+    const char *qt = p->q + (size_t)((n * p->tq + i0) * d) * es;
+    const char *kh = p->k + (size_t)(n * p->tk * d) * es, *vh = p->v + (size_t)(n * p->tk * dv) * es;
+    char *ot = out + (size_t)((n * p->tq + i0) * dv) * es;
+    char *lt = lse + (size_t)(n * p->tq + i0) * es;
+    memset(ot, 0, (size_t)(bq * dv) * es);
+    tile_range tr = query_tile_range(p, &h, i0, bq);
+    LB_DISPATCH(p->dtype, T, {
+        T *m = w->m;
+        for (int64_t r = 0; r < bq; r++) {
+            m[r] = -INFINITY;
+            w->l[r] = 0;
+        }
+    });
+    if (tr.lo <= tr.hi) {
+        for (int64_t j0 = tr.lo / LB_ATTN_FWD_BK * LB_ATTN_FWD_BK; j0 <= tr.hi; j0 += LB_ATTN_FWD_BK) {
+            int64_t bk = p->tk - j0 < LB_ATTN_FWD_BK ? p->tk - j0 : LB_ATTN_FWD_BK;
+            /* S [bq, bk] = scale * Q_t K_tᵀ */
+            tile_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
+            if (tile_needs_mask(&h, &tr, j0, bk))
+                mask_tile(p, &h, i0, bq, j0, bk, w->s);
+            /* online softmax, row by row */
+            LB_DISPATCH(p->dtype, T, {
+                T *m = w->m, *s = w->s, *o = (T *)ot;
+                for (int64_t r = 0; r < bq; r++) {
+                    T *sr = s + r * bk;
+                    T mo = m[r];
+                    T mx = _Generic((T)0, float: row_max_f, double: row_max_d)(sr, bk);
+                    T mn = mx > mo ? mx : mo;
+                    if (mn == -INFINITY) { /* nothing allowed yet: P row = 0 */
+                        memset(sr, 0, (size_t)bk * sizeof(T));
+                        continue;
+                    }
+                    double rs = _Generic((T)0, float: row_exp_f, double: row_exp_d)(sr, bk, mn);
+                    if (mn != mo) {
+                        double corr = exp((double)mo - (double)mn); /* 0 when mo = -inf */
+                        if (w->l[r] > 0)
+                            _Generic((T)0, float: row_scale_f, double: row_scale_d)(o + r * dv, dv, (T)corr);
+                        w->l[r] = w->l[r] * corr + rs;
+                        m[r] = mn;
+                    } else {
+                        w->l[r] += rs;
+                    }
+                }
+            });
+            /* O_t [bq, Dv] += P [bq, bk] V_t [bk, Dv] */
+            tile_gemm(p->dtype, 0, 0, bq, dv, bk, 1.0, w->s, bk, vh + (size_t)(j0 * dv) * es, dv, 1.0, ot, dv);
+        }
+    }
+    LB_DISPATCH(p->dtype, T, {
+        T *m = w->m, *o = (T *)ot, *ls = (T *)lt;
+        for (int64_t r = 0; r < bq; r++) {
+            if (w->l[r] > 0) {
+                _Generic((T)0, float: row_scale_f, double: row_scale_d)(o + r * dv, dv, (T)(1.0 / w->l[r]));
+                ls[r] = (T)((double)m[r] + log(w->l[r]));
+            } else { /* no allowed key: zeros, and +inf so that P recomputes to 0 */
+                memset(o + r * dv, 0, (size_t)dv * sizeof(T));
+                ls[r] = (T)INFINITY;
+            }
+        }
+    });
+}
+
+/* ---- backward: one (head, key-tile group) item ---- */
+
+typedef struct bwd_scratch {
+    void *p;             /* [BQ, BK] probabilities */
+    void *ds;            /* [BQ, BK] dP, then dS */
+    tile_range *ranges;  /* [number of query tiles] */
+} bwd_scratch;
+
+typedef struct bwd_args {
+    const char *out, *lse, *dout, *dsum; /* [N, Tq, Dv], [N, Tq], [N, Tq, Dv], [N, Tq] */
+    char *dq;                             /* G buffers [G][N, Tq, D], or NULL */
+    char *dk, *dv;                        /* [N, Tk, D], [N, Tk, Dv], or NULL */
+    int64_t groups;                       /* G */
+} bwd_args;
+
+/* Key tiles g, g + G, ... of head n:
+ *   for each query tile [i0, i0 + bq) that may see key tile [j0, j0 + bk):
+ *   q_t [bq, D], do_t [bq, Dv], lse_t [bq], dsum_t [bq]; k_t [bk, D], v_t [bk, Dv]
+ *   -> dv_t [bk, Dv] +=, dk_t [bk, D] +=, dq_g [bq, D] += */
+LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g, bwd_scratch *w)
+{
+    attn_head h;
+    head_of(p, n, &h);
+    const int64_t d = p->d, dv = p->dv, tq = p->tq, tk = p->tk;
+    const size_t es = p->es;
+    const int64_t n_qt = (tq + LB_ATTN_BWD_BQ - 1) / LB_ATTN_BWD_BQ, n_kt = (tk + LB_ATTN_BWD_BK - 1) / LB_ATTN_BWD_BK;
+    for (int64_t qt = 0; qt < n_qt; qt++) {
+        int64_t i0 = qt * LB_ATTN_BWD_BQ, bq = tq - i0 < LB_ATTN_BWD_BQ ? tq - i0 : LB_ATTN_BWD_BQ;
+        w->ranges[qt] = query_tile_range(p, &h, i0, bq);
+    }
+    const char *kh = p->k + (size_t)(n * tk * d) * es, *vh = p->v + (size_t)(n * tk * dv) * es;
+    char *dq = a->dq ? a->dq + (size_t)((g * p->heads + n) * tq * d) * es : NULL;
+    int want_ds = a->dq || a->dk;
+    for (int64_t kt = g; kt < n_kt; kt += a->groups) {
+        int64_t j0 = kt * LB_ATTN_BWD_BK, bk = tk - j0 < LB_ATTN_BWD_BK ? tk - j0 : LB_ATTN_BWD_BK;
+        const char *kt_ = kh + (size_t)(j0 * d) * es, *vt = vh + (size_t)(j0 * dv) * es;
+        char *dkt = a->dk ? a->dk + (size_t)((n * tk + j0) * d) * es : NULL;
+        char *dvt = a->dv ? a->dv + (size_t)((n * tk + j0) * dv) * es : NULL;
+        for (int64_t qt = 0; qt < n_qt; qt++) {
+            const tile_range *tr = &w->ranges[qt];
+            if (tr->lo > tr->hi || tr->hi < j0 || tr->lo > j0 + bk - 1)
+                continue; /* no query of this tile sees these keys */
+            int64_t i0 = qt * LB_ATTN_BWD_BQ, bq = tq - i0 < LB_ATTN_BWD_BQ ? tq - i0 : LB_ATTN_BWD_BQ;
+            int64_t row0 = n * tq + i0;
+            const char *qtile = p->q + (size_t)(row0 * d) * es, *dot = a->dout + (size_t)(row0 * dv) * es;
+            /* P [bq, bk] = exp(scale * Q_t K_tᵀ (masked) - lse) */
+            tile_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qtile, d, kt_, d, 0.0, w->p, bk);
+            if (tile_needs_mask(&h, tr, j0, bk))
+                mask_tile(p, &h, i0, bq, j0, bk, w->p);
+            LB_DISPATCH(p->dtype, T, {
+                T *pp = w->p;
+                const T *ls = (const T *)a->lse + row0;
+                for (int64_t r = 0; r < bq; r++)
+                    _Generic((T)0, float: row_exp_f, double: row_exp_d)(pp + r * bk, bk, ls[r]);
+            });
+            /* dV_t [bk, Dv] += Pᵀ dO_t */
+            if (dvt)
+                tile_gemm(p->dtype, 1, 0, bk, dv, bq, 1.0, w->p, bk, dot, dv, 1.0, dvt, dv);
+            if (!want_ds)
+                continue;
+            /* dP [bq, bk] = dO_t V_tᵀ; dS = P * (dP - D) */
+            tile_gemm(p->dtype, 0, 1, bq, bk, dv, 1.0, dot, dv, vt, dv, 0.0, w->ds, bk);
+            LB_DISPATCH(p->dtype, T, {
+                T *ds = w->ds;
+                const T *pp = w->p, *dsum = (const T *)a->dsum + row0;
+                for (int64_t r = 0; r < bq; r++)
+                    _Generic((T)0, float: row_ds_f, double: row_ds_d)(ds + r * bk, pp + r * bk, bk, dsum[r]);
+            });
+            /* dK_t [bk, D] += scale dSᵀ Q_t;  dQ_g [bq, D] += scale dS K_t */
+            if (dkt)
+                tile_gemm(p->dtype, 1, 0, bk, d, bq, p->scale, w->ds, bk, qtile, d, 1.0, dkt, d);
+            if (dq)
+                tile_gemm(p->dtype, 0, 0, bq, d, bk, p->scale, w->ds, bk, kt_, d, 1.0, dq + (size_t)(i0 * d) * es,
+                          d);
+        }
+    }
+}
+
+/* ---- instruction-set variants of the items ---- */
+
+static int force_generic = 0;
+
+static void forward_item_generic(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, char *lse)
+{
+    forward_item(p, n, i0, w, out, lse);
+}
+
+static void backward_item_generic(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g, bwd_scratch *w)
+{
+    backward_item(p, a, n, g, w);
+}
+
+#ifdef LB_ATTN_X86
+__attribute__((target("avx2,fma"))) static void forward_item_avx2(const attn_problem *p, int64_t n, int64_t i0,
+                                                                   fwd_scratch *w, char *out, char *lse)
+{
+    forward_item(p, n, i0, w, out, lse);
+}
+
+__attribute__((target("avx2,fma"))) static void backward_item_avx2(const attn_problem *p, const bwd_args *a,
+                                                                    int64_t n, int64_t g, bwd_scratch *w)
+{
+    backward_item(p, a, n, g, w);
+}
+
+static int cpu_has_avx2(void)
+{
+    static int has = -1;
+    if (has < 0) {
+        __builtin_cpu_init();
+        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    return has;
+}
+#endif
+
+typedef void (*forward_item_fn)(const attn_problem *, int64_t, int64_t, fwd_scratch *, char *, char *);
+typedef void (*backward_item_fn)(const attn_problem *, const bwd_args *, int64_t, int64_t, bwd_scratch *);
+
+static int use_avx2(void)
+{
+#ifdef LB_ATTN_X86
+    return !force_generic && cpu_has_avx2();
+#else
+    return 0;
+#endif
+}
+
+const char *lb_k_attention_isa(void) { return use_avx2() ? "avx2" : "generic"; }
+void lb_k_attention_force_generic(int on) { force_generic = on != 0; }
+
+/* ---- checks ---- */
+
+static lb_status check_operands(const char *op, const lb_tensor *q, const lb_tensor *k, const lb_tensor *v,
+                                attn_problem *p)
+{
+    char sq[128], sk[128], sv[128];
+    const lb_tensor *ts[3] = {q, k, v};
+    int nd = q->ndim;
+    int fits = nd >= 2 && k->ndim == nd && v->ndim == nd;
+    for (int i = 0; fits && i < 3; i++)
+        fits = lb_tensor_is_contiguous(ts[i]) && ts[i]->dtype == q->dtype;
+    for (int d = 0; fits && d < nd - 2; d++)
+        fits = k->shape[d] == q->shape[d] && v->shape[d] == q->shape[d];
+    if (fits)
+        fits = k->shape[nd - 1] == q->shape[nd - 1] && v->shape[nd - 2] == k->shape[nd - 2] &&
+               q->shape[nd - 1] >= 1 && v->shape[nd - 1] >= 1;
+    if (!fits)
+        return lb_error(q->dtype == k->dtype && q->dtype == v->dtype ? LB_ERR_SHAPE : LB_ERR_DTYPE,
+                        "%s: q %s, k %s, v %s must be contiguous [*L, Tq, D], [*L, Tk, D], [*L, Tk, Dv] of one dtype "
+                        "with the same leading dims L and D, Dv >= 1",
+                        op, lb_tensor_describe(q, sq, sizeof sq), lb_tensor_describe(k, sk, sizeof sk),
+                        lb_tensor_describe(v, sv, sizeof sv));
+    memset(p, 0, sizeof *p);
+    p->dtype = q->dtype;
+    p->es = lb_dtype_size(q->dtype);
+    p->n_lead = nd - 2;
+    p->heads = 1;
+    for (int d = 0; d < nd - 2; d++) {
+        p->lead[d] = q->shape[d];
+        p->heads *= q->shape[d];
+    }
+    p->tq = q->shape[nd - 2];
+    p->tk = k->shape[nd - 2];
+    p->d = q->shape[nd - 1];
+    p->dv = v->shape[nd - 1];
+    p->q = lb_tensor_data(q);
+    p->k = lb_tensor_data(k);
+    p->v = lb_tensor_data(v);
+    return LB_OK;
+}
+
+/* t must be contiguous, of the operands' dtype, with shape [*L, rows, cols]
+ * (cols < 0: [*L, rows]). */
+static lb_status check_result(const char *op, const char *name, const lb_tensor *t, const attn_problem *p,
+                              int64_t rows, int64_t cols)
+{
+    int nd = p->n_lead + (cols >= 0 ? 2 : 1);
+    int fits = t && t->ndim == nd && t->dtype == p->dtype && lb_tensor_is_contiguous(t);
+    for (int d = 0; fits && d < p->n_lead; d++)
+        fits = t->shape[d] == p->lead[d];
+    if (fits)
+        fits = t->shape[p->n_lead] == rows && (cols < 0 || t->shape[p->n_lead + 1] == cols);
+    if (fits)
+        return LB_OK;
+    char st[128], want[128];
+    int64_t shape[LB_MAX_DIMS];
+    memcpy(shape, p->lead, sizeof shape);
+    shape[p->n_lead] = rows;
+    if (cols >= 0)
+        shape[p->n_lead + 1] = cols;
+    return lb_error(t && t->dtype != p->dtype ? LB_ERR_DTYPE : LB_ERR_SHAPE,
+                    "%s: %s %s must be a contiguous %s tensor of shape %s", op, name,
+                    t ? lb_tensor_describe(t, st, sizeof st) : "NULL", lb_dtype_name(p->dtype),
+                    lb_shape_str(nd, shape, want, sizeof want));
+}
+
+static int thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int threads_for(int64_t items)
+{
+    int n = lb_get_num_threads();
+    return items < n ? (int)(items > 0 ? items : 1) : n;
+}
+
+/* ---- entry points ---- */
+
+lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v, const lb_attn_kmask *mask,
+                                 double scale, lb_tensor *out, lb_tensor *lse)
+{
+    static const char *op = "attention_forward";
+    attn_problem p;
+    if (check_operands(op, q, k, v, &p) != LB_OK || check_result(op, "out", out, &p, p.tq, p.dv) != LB_OK ||
+        check_result(op, "lse", lse, &p, p.tq, -1) != LB_OK)
+        return lb_last_status();
+    p.scale = scale;
+    if (mask)
+        p.mask = *mask;
+    int64_t n_qt = (p.tq + LB_ATTN_FWD_BQ - 1) / LB_ATTN_FWD_BQ, items = p.heads * n_qt;
+    if (items == 0)
+        return LB_OK;
+    if (p.tk == 0) { /* no keys: every row is fully masked */
+        memset(lb_tensor_data(out), 0, (size_t)lb_tensor_numel(out) * p.es);
+        LB_DISPATCH(p.dtype, T, {
+            T *ls = lb_tensor_data(lse);
+            for (int64_t i = 0; i < p.heads * p.tq; i++)
+                ls[i] = (T)INFINITY;
+        });
+        return LB_OK;
+    }
+    int nth = threads_for(items);
+    size_t per = (size_t)(LB_ATTN_FWD_BQ * LB_ATTN_FWD_BK + LB_ATTN_FWD_BQ) * p.es + LB_ATTN_FWD_BQ * sizeof(double);
+    per = (per + 63) / 64 * 64; /* each thread's buffers on their own cache lines */
+    char *slab = malloc(per * (size_t)nth);
+    if (!slab)
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory for %d tile buffers", op, nth);
+    forward_item_fn fn = use_avx2() ? NULL : forward_item_generic;
+#ifdef LB_ATTN_X86
+    if (!fn)
+        fn = forward_item_avx2;
+#endif
+    char *po = lb_tensor_data(out), *pl = lb_tensor_data(lse);
+    int blas = lb_blas_serial_begin();
+#pragma omp parallel num_threads(nth)
+    {
+        char *mine = slab + per * (size_t)thread_id();
+        fwd_scratch w = {mine, mine + (size_t)(LB_ATTN_FWD_BQ * LB_ATTN_FWD_BK) * p.es,
+                         (double *)(mine + (size_t)(LB_ATTN_FWD_BQ * LB_ATTN_FWD_BK + LB_ATTN_FWD_BQ) * p.es)};
+        /* The last query tiles see the most keys under a causal mask: start them first. */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = items - 1; it >= 0; it--) {
+            int64_t n = it % p.heads, qt = it / p.heads;
+            fn(&p, n, qt * LB_ATTN_FWD_BQ, &w, po, pl);
+        }
+    }
+    lb_blas_serial_end(blas);
+    free(slab);
+    return LB_OK;
+}
+
+lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v, const lb_tensor *out,
+                                  const lb_tensor *lse, const lb_attn_kmask *mask, double scale,
+                                  const lb_tensor *grad_out, lb_tensor *grad_q, lb_tensor *grad_k,
+                                  lb_tensor *grad_v)
+{
+    static const char *op = "attention_backward";
+    attn_problem p;
+    if (check_operands(op, q, k, v, &p) != LB_OK || check_result(op, "out", out, &p, p.tq, p.dv) != LB_OK ||
+        check_result(op, "lse", lse, &p, p.tq, -1) != LB_OK ||
+        check_result(op, "grad_out", grad_out, &p, p.tq, p.dv) != LB_OK ||
+        (grad_q && check_result(op, "grad_q", grad_q, &p, p.tq, p.d) != LB_OK) ||
+        (grad_k && check_result(op, "grad_k", grad_k, &p, p.tk, p.d) != LB_OK) ||
+        (grad_v && check_result(op, "grad_v", grad_v, &p, p.tk, p.dv) != LB_OK))
+        return lb_last_status();
+    p.scale = scale;
+    if (mask)
+        p.mask = *mask;
+    int64_t n_kt = (p.tk + LB_ATTN_BWD_BK - 1) / LB_ATTN_BWD_BK, n_qt = (p.tq + LB_ATTN_BWD_BQ - 1) / LB_ATTN_BWD_BQ;
+    if (p.heads == 0 || n_kt == 0 || n_qt == 0 || (!grad_q && !grad_k && !grad_v))
+        return LB_OK;
+    /* G groups of key tiles per head: enough items for LB_ATTN_BWD_ITEMS threads. */
+    int64_t groups = (LB_ATTN_BWD_ITEMS + p.heads - 1) / p.heads;
+    if (groups > n_kt)
+        groups = n_kt;
+    if (groups < 1)
+        groups = 1;
+    int64_t items = p.heads * groups, rows = p.heads * p.tq;
+    int nth = threads_for(items);
+    size_t per = (size_t)(2 * LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es + (size_t)n_qt * sizeof(tile_range);
+    per = (per + 63) / 64 * 64; /* each thread's buffers on their own cache lines */
+    size_t dq_size = grad_q && groups > 1 ? (size_t)(groups * rows * p.d) * p.es : 0;
+    char *slab = malloc(per * (size_t)nth);
+    char *dsum = malloc((size_t)rows * p.es);
+    char *dq = dq_size ? malloc(dq_size) : NULL; /* zeroed by writing: see below */
+    if (!slab || !dsum || (dq_size && !dq)) {
+        free(slab);
+        free(dsum);
+        free(dq);
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory for the backward's buffers (%lld groups of dq)", op,
+                        (long long)groups);
+    }
+    bwd_args a = {lb_tensor_data(out), lb_tensor_data(lse), lb_tensor_data(grad_out), dsum,
+                  grad_q ? (dq ? dq : lb_tensor_data(grad_q)) : NULL,
+                  grad_k ? lb_tensor_data(grad_k) : NULL, grad_v ? lb_tensor_data(grad_v) : NULL, groups};
+    backward_item_fn fn = use_avx2() ? NULL : backward_item_generic;
+#ifdef LB_ATTN_X86
+    if (!fn)
+        fn = backward_item_avx2;
+#endif
+    /* Zero the dQ group buffers by writing (not calloc): first touching fresh pages
+     * with a write maps them directly, while a gemm's read-then-write would map the
+     * zero page and copy it, a fault that needs a TLB shootdown across the threads. */
+    if (dq)
+        memset(dq, 0, dq_size);
+    int blas = lb_blas_serial_begin();
+    int nth_rows = threads_for(rows / 256 + 1);
+    /* D [N, Tq] = rowsum(dO * O), accumulated in double */
+#pragma omp parallel for schedule(static) num_threads(nth_rows)
+    for (int64_t i = 0; i < rows; i++) {
+        LB_DISPATCH(p.dtype, T, {
+            const T *o = (const T *)a.out + i * p.dv, *go = (const T *)a.dout + i * p.dv;
+            double acc = 0;
+            for (int64_t c = 0; c < p.dv; c++)
+                acc += (double)o[c] * (double)go[c];
+            ((T *)dsum)[i] = (T)acc;
+        });
+    }
+#pragma omp parallel num_threads(nth)
+    {
+        char *mine = slab + per * (size_t)thread_id();
+        bwd_scratch w = {mine, mine + (size_t)(LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es,
+                         (tile_range *)(mine + (size_t)(2 * LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es)};
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < items; it++)
+            fn(&p, &a, it / groups, it % groups, &w);
+    }
+    /* grad_q += sum over groups, in group order */
+    if (dq) {
+        int64_t total = rows * p.d;
+        int nth_q = threads_for(total / 65536 + 1);
+#pragma omp parallel for schedule(static) num_threads(nth_q)
+        for (int64_t e = 0; e < total; e++) {
+            LB_DISPATCH(p.dtype, T, {
+                const T *b = (const T *)dq;
+                T acc = b[e];
+                for (int64_t g = 1; g < groups; g++)
+                    acc += b[g * total + e];
+                ((T *)lb_tensor_data(grad_q))[e] += acc;
+            });
+        }
+    }
+    lb_blas_serial_end(blas);
+    free(slab);
+    free(dsum);
+    free(dq);
+    return LB_OK;
+}

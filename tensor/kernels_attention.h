@@ -1,0 +1,103 @@
+/* Fused exact attention kernels: softmax(scale * Q Kᵀ + mask) V without ever holding
+ * the Tq x Tk score matrix (FlashAttention-2, Dao 2023, algorithms 1 and 2).
+ *
+ * Named dims: L the leading dims of every operand (L[0] = B batch, then heads or any
+ * others), N = prod(L) independent attention problems ("heads"), Tq queries, Tk keys,
+ * D = d_k query/key width, Dv = d_v value width. Shapes:
+ *   q        [*L, Tq, D]     k [*L, Tk, D]     v [*L, Tk, Dv]
+ *   out      [*L, Tq, Dv]    lse [*L, Tq]      (the scores would be [*L, Tq, Tk])
+ *
+ * Forward. Queries are cut into tiles of BQ rows and keys into tiles of BK; each
+ * (head, query tile) is one work item. For its key tiles in order it computes
+ * S = scale * Q_tile K_tileᵀ (one gemm), applies the mask to S, and updates each row's
+ * running max m and sum l (online softmax, Milakov and Gimelshein 2018):
+ *   m' = max(m, rowmax S), P = exp(S - m'), l' = l e^(m - m') + rowsum P,
+ *   O' = O e^(m - m') + P V_tile (one gemm);
+ * at the end O /= l and lse = m + log l. Only out and lse ([*L, Tq]) are written.
+ *
+ * Backward. D_i = rowsum(dO_i * O_i) first. Key tiles are owned by work items: an item
+ * (head, group g) takes key tiles g, g + G, g + 2G, ... of one head and for each loops
+ * over the query tiles that can see it, recomputing S and P = exp(S - lse):
+ *   dV_tile += Pᵀ dO_tile,  dP = dO_tile V_tileᵀ,  dS = P * (dP - D),
+ *   dK_tile += scale dSᵀ Q_tile,  dQ_g[tile] += scale dS K_tile,
+ * all products through gemm. dK and dV need no atomics (an item owns its key tiles);
+ * dQ is accumulated per group in G private buffers summed in group order at the end.
+ * G depends only on the shapes (enough items for 8 threads: G = ceil(8 / N), at most
+ * the number of key tiles), never on the thread count.
+ *
+ * Tiles: forward 128 queries x 128 keys, backward 64 queries x 128 keys (tuned on a
+ * 2-core AMD EPYC with OpenBLAS 0.3.21; see the report in docs/autograd.md).
+ *
+ * Masks are read per tile (lb_attn_kmask). Key tiles that the causal, window and
+ * padding limits exclude for every query of a query tile are skipped, never
+ * computed; tiles inside every row's limits skip the per-element test. Masked scores
+ * become -inf before the max; a row with no allowed key gives out = 0 and
+ * lse = +inf (so its recomputed P is 0 and its gradients are 0: never NaN).
+ *
+ * Threads (tensor/threads.h): OpenMP over the work items (dynamic schedule) with
+ * lb_get_num_threads() threads, OpenBLAS single-threaded inside the region. Every
+ * output element is computed by the same sequence of floating-point operations
+ * whatever the number of threads and whichever thread runs an item, so results are
+ * bit-for-bit identical for 1, 2 or any number of threads (and from run to run).
+ * They can differ between machines: the float32 elementwise loops run in an AVX2
+ * build where the CPU has it (chosen at run time) and in a baseline x86-64 build
+ * otherwise, and OpenBLAS picks its kernels by CPU too.
+ *
+ * Numerics: float32 computes S, P and the products in float32 (gemm accumulates in
+ * float32), exp by a Cephes-style polynomial (max relative error about 2 ulp), row
+ * sums l in double; float64 uses libm's exp. No -ffast-math: infinities carry the
+ * masks.
+ */
+#ifndef LB_KERNELS_ATTENTION_H
+#define LB_KERNELS_ATTENTION_H
+
+#include "tensor/tensor.h"
+
+/* Which keys a query may attend to, in the form the tile kernels read it. Query i of
+ * batch item b sits at key position pos(i) = query_positions[b * Tq + i] when given,
+ * else i + (Tk - Tq) (the last query aligned with the last key). Key j is allowed when
+ *   j < key_lengths[b]                                   (padding, if given)
+ *   j <= pos(i)                                          (if causal or window > 0)
+ *   j > pos(i) - window                                  (if window > 0)
+ *   allowed[i, j] != 0                                   (if given)
+ *   additive[i, j] != -inf                               (if given; added to S)
+ * allowed and additive are read at element offsets sum_d idx_d * strides[d] over the
+ * scores' dims [*L, Tq, Tk] (0 on broadcast dims), from their first element. */
+typedef struct lb_attn_kmask {
+    int causal;
+    int64_t window;                        /* 0 = off */
+    const int32_t *key_lengths;            /* [B] or NULL */
+    const int32_t *query_positions;       /* [B, Tq] or NULL */
+    const unsigned char *allowed;          /* nonzero = may attend; NULL = none */
+    int64_t allowed_strides[LB_MAX_DIMS];
+    const void *additive;                  /* the operands' dtype; NULL = none */
+    int64_t additive_strides[LB_MAX_DIMS];
+} lb_attn_kmask;
+
+/* Forward (every operand contiguous, one dtype; mask may be NULL):
+ *   q [*L, Tq, D], k [*L, Tk, D], v [*L, Tk, Dv] -> out [*L, Tq, Dv], lse [*L, Tq]
+ *   out = softmax(scale * q kᵀ + mask) v over the keys; lse = log sum_j exp(z_ij)
+ *   over the allowed keys (+inf for a row with none, whose out is 0).
+ * Errors: LB_ERR_SHAPE / LB_ERR_DTYPE for operands that do not fit (message names the
+ * shapes), LB_ERR_MEMORY. Values of key_lengths / query_positions are not checked
+ * here (the autograd op checks them). */
+lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v, const lb_attn_kmask *mask,
+                                 double scale, lb_tensor *out, lb_tensor *lse);
+
+/* Backward: accumulates (+=) into grad_q [*L, Tq, D], grad_k [*L, Tk, D],
+ * grad_v [*L, Tk, Dv] the gradients of sum(grad_out * out) given the forward's
+ * out and lse, recomputing the scores tile by tile. Any of the three may be NULL (not
+ * wanted). They must not overlap each other or the inputs. grad_out: [*L, Tq, Dv].
+ * Errors as the forward. */
+lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v, const lb_tensor *out,
+                                  const lb_tensor *lse, const lb_attn_kmask *mask, double scale,
+                                  const lb_tensor *grad_out, lb_tensor *grad_q, lb_tensor *grad_k,
+                                  lb_tensor *grad_v);
+
+/* The instruction set the float32 elementwise loops use: "avx2" or "generic". */
+const char *lb_k_attention_isa(void);
+/* Forces the baseline build of those loops (on != 0) or returns to the automatic
+ * choice (on == 0); for tests and benchmarks. Not thread-safe against running kernels. */
+void lb_k_attention_force_generic(int on);
+
+#endif

@@ -1,0 +1,52 @@
+/* Threads: one owner.
+ *
+ * lookback parallelises its own loops (the fused attention kernels) with OpenMP and
+ * multiplies matrices with OpenBLAS. The two must not both spawn threads at once: an
+ * OpenBLAS call made from inside an OpenMP region would start its own thread pool on
+ * the same cores (Debian's libopenblas0-pthread does not know about OpenMP), and the
+ * cores would be oversubscribed. So:
+ *
+ *  - lb_set_num_threads(n) is the one knob: OpenMP regions of the library use n
+ *    threads, and BLAS calls made outside them may use n threads too;
+ *  - a kernel that calls BLAS inside an OpenMP region brackets the region with
+ *    lb_blas_serial_begin / lb_blas_serial_end, which make OpenBLAS single-threaded
+ *    and restore its previous thread count afterwards.
+ *
+ * Without a call to lb_set_num_threads, the count is OpenMP's default
+ * (OMP_NUM_THREADS, else the number of processors) and OpenBLAS keeps its own
+ * (OPENBLAS_NUM_THREADS).
+ *
+ * After fork(), the child process runs the library's OpenMP regions with one thread
+ * (lb_get_num_threads() returns 1 there): GNU libgomp's thread pool does not survive
+ * fork, and a region with more threads would hang in the child. The fused attention
+ * kernels give the same bits with any thread count, so a forked child computes what
+ * its parent would.
+ *
+ * The BLAS thread count is process-wide state of OpenBLAS: two user threads that run
+ * lookback kernels at the same time share it (each kernel still computes correct
+ * results; only the thread counts interleave).
+ */
+#ifndef LB_THREADS_H
+#define LB_THREADS_H
+
+/* Sets the number of threads of the library's OpenMP regions and of OpenBLAS calls
+ * made outside them (omp_set_num_threads and openblas_set_num_threads) and remembers
+ * it. n < 1 restores the default (the value OpenMP had at the first call). */
+void lb_set_num_threads(int n);
+
+/* The thread count the library's OpenMP regions use: the last lb_set_num_threads
+ * value, else omp_get_max_threads(). Always >= 1 (1 when built without OpenMP, and
+ * in a child process after fork()). */
+int lb_get_num_threads(void);
+
+/* Makes BLAS single-threaded for an OpenMP region that calls it and returns the
+ * thread count to restore; pass that to lb_blas_serial_end after the region. Nested
+ * pairs are fine. With an OpenMP or sequential OpenBLAS (openblas_get_parallel() != 1)
+ * nothing needs changing and both are no-ops apart from the query. */
+int lb_blas_serial_begin(void);
+void lb_blas_serial_end(int previous);
+
+/* OpenBLAS's threading model: 0 sequential, 1 pthreads, 2 OpenMP. */
+int lb_blas_parallel_kind(void);
+
+#endif
