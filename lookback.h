@@ -7,6 +7,7 @@
 #include "tensor/tensor.h"
 #include "tensor/rng.h"
 #include "tensor/kernels.h"
+#include "tensor/threads.h"
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
 #include "autograd/gradcheck.h"

@@ -194,7 +194,7 @@ static lb_status infer_layout(reader *r)
     if (group < 0)
         return lb_error(LB_ERR_FORMAT, "%s: missing group /train (every file has train, val and test)", r->file);
     lb_status st = LB_OK;
-    lb_h5_info info;
+    lb_h5_info info = {0};
     l->regression = ds->num_classes == 0;
     l->has_distance = lb_h5_has_link(group, "distance");
     l->has_lengths = lb_h5_has_link(group, "lengths");
@@ -229,7 +229,7 @@ static lb_status check_field_shape(reader *r, const char *where, hid_t dset, lb_
                                    lb_h5_info *info_out)
 {
     const lb_layout *l = &r->ds->layout;
-    lb_h5_info info;
+    lb_h5_info info = {0};
     lb_status st = lb_h5_dataset_info(dset, where, &info, r->file);
     if (st != LB_OK)
         return st;
@@ -442,7 +442,7 @@ static lb_status read_field(reader *r, hid_t group, int split, lb_field f, int64
         return lb_error(LB_ERR_FORMAT, "%s: missing dataset %s", r->file, where);
     hid_t dset = H5Dopen2(group, name, H5P_DEFAULT);
     int64_t this_n = -1;
-    lb_h5_info info;
+    lb_h5_info info = {0};
     lb_status st = dset < 0 ? lb_error(LB_ERR_FORMAT, "%s: dataset %s cannot be opened (corrupted?)", r->file, where)
                             : check_field_shape(r, where, dset, f, &this_n, &info);
     if (st == LB_OK && *n >= 0 && this_n != *n)

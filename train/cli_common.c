@@ -1,8 +1,6 @@
-#include <cblas.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <omp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tensor/threads.h"
 #include "train/cli.h"
 
 /* Library messages may start with the C function that raised them ("lb_dataset_open: ");
@@ -111,8 +110,7 @@ int lb_cli_set_threads(int n)
         if (n < 1)
             n = 1;
     }
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    lb_set_num_threads(n);
     return n;
 }
 

@@ -60,8 +60,7 @@ static lb_status truncate_metrics(const char *path, int64_t step)
     if (!in)
         return LB_OK;
     char tmp[4200], line[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "w");
+    FILE *out = snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp ? fopen(tmp, "w") : NULL;
     if (!out) {
         fclose(in);
         return lb_error(LB_ERR_IO, "%s: cannot write", tmp);

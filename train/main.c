@@ -1,4 +1,5 @@
 /* lookback: train attention models and the LSTM baseline on long-range tasks. */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +23,11 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* Training frees and reallocates the same large buffers every step. Keep freed memory
+     * in the heap instead of returning it to the system: fresh pages cost a page fault
+     * each, and with two threads every fault also interrupts the other core. */
+    mallopt(M_MMAP_THRESHOLD, 512 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     static const struct {
         const char *name;
         int (*run)(int, char **);

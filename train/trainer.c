@@ -1,12 +1,12 @@
 #include "train/trainer.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "optim/clip.h"
+#include "tensor/threads.h"
 #include "train/trainer_internal.h"
 
 void lb_train_config_default(lb_train_config *cfg)
@@ -326,7 +326,7 @@ lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_tra
     t->cfg = *cfg;
     t->cfg.schedule = effective_schedule(cfg);
     if (cfg->threads > 0)
-        openblas_set_num_threads(cfg->threads);
+        lb_set_num_threads(cfg->threads);
     lb_params *ps = lb_model_params(model);
     t->optim = lb_optim_new(&cfg->optim, ps->items, ps->count);
     t->loader = t->optim ? lb_loader_new(data, "train", cfg->batch_size, 1, 1, cfg->seed) : NULL;
