@@ -1,5 +1,6 @@
 #include "tensor/tensor.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,4 +429,10 @@ lb_tensor *lb_tensor_expand(const lb_tensor *t, int ndim, const int64_t *shape)
     }
     out->ndim = ndim;
     return out;
+}
+
+int lb_keep_freed_memory(void)
+{
+    /* Blocks below 512 MiB come from the heap, and the heap is trimmed only past 1 GiB free. */
+    return mallopt(M_MMAP_THRESHOLD, 512 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
 }

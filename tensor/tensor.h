@@ -106,6 +106,14 @@ lb_tensor *lb_tensor_view(const lb_tensor *t);
 lb_status lb_broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a, int ndim_b,
                               const int64_t *shape_b, int *out_ndim, int64_t *out_shape);
 
+/* Tells the C allocator (glibc) to keep freed memory in the process instead of
+ * returning it to the system. A training loop frees and reallocates the same large
+ * tensors every step; returned memory comes back as fresh pages, one page fault each,
+ * and with several threads each fault also interrupts the other cores. Programs that
+ * train call this once at start (the lookback command and the benchmarks do); it is
+ * process-wide, so the library never calls it by itself. Returns 1 when applied. */
+int lb_keep_freed_memory(void);
+
 /* Normalises a possibly negative dimension index; -1 on out of range (no message). */
 int lb_normalize_dim(int dim, int ndim);
 

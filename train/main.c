@@ -1,8 +1,8 @@
 /* lookback: train attention models and the LSTM baseline on long-range tasks. */
-#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "tensor/tensor.h"
 #include "train/cli.h"
 
 static void usage(FILE *out)
@@ -23,11 +23,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
-    /* Training frees and reallocates the same large buffers every step. Keep freed memory
-     * in the heap instead of returning it to the system: fresh pages cost a page fault
-     * each, and with two threads every fault also interrupts the other core. */
-    mallopt(M_MMAP_THRESHOLD, 512 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    lb_keep_freed_memory(); /* steps reuse their memory instead of faulting it in anew */
     static const struct {
         const char *name;
         int (*run)(int, char **);

@@ -1,0 +1,530 @@
+/* lookback's side of the benchmark suite: one workload per process.
+ *
+ *   bench_lookback WORKLOAD [--threads N] [--warmup N] [--reps N] [--quick] [--budget S]
+ *
+ * --threads sets lb_set_num_threads and openblas_set_num_threads (bench/run also sets
+ * OMP_NUM_THREADS and OPENBLAS_NUM_THREADS); --budget caps the timed repetitions of
+ * a slow workload (see bench_time in harness.h). Like the lookback command, the
+ * program calls lb_keep_freed_memory() first (glibc keeps freed memory instead of
+ * re-faulting it every step); bench/torch_reference.py applies the same settings.
+ *
+ * Workloads (bench/torch_reference.py runs the same ones in PyTorch; bench/run runs
+ * both and prints the table). Named dims: B batch, T seq_len, H heads, d head width.
+ *
+ *   W1a   single-head causal self-attention (the source article's layer,
+ *         lb_self_attention: X W_Q, X W_K, X W_V, softmax(Q Kᵀ/sqrt(d_k) + causal) V),
+ *         forward + backward to w_q, w_k, w_v from a random grad_output,
+ *         B=8, T=512, d_model = d_k = d_v = 64
+ *   W1b   the same at B=4, T=2048
+ *   W2    one training step (forward, cross-entropy, backward, AdamW step) of the
+ *         model API's 2-layer pre-norm causal transformer: vocab 32, d_model 64,
+ *         4 heads, d_ff 256, GELU, final LayerNorm, linear head on every position
+ *         (32 classes), no positional encoding; B=16, T=1024
+ *   W3    one training step of a 1-layer LSTM (input 64, hidden 128), MSE loss on
+ *         every hidden state, AdamW; B=16, T=1024
+ *   W4    one training step of W1's layer at B=1, T=16384, d=64 (MSE loss, AdamW):
+ *         what matters is the peak resident memory of the process
+ *   K1    causal attention kernel forward + backward on q, k, v [B=1, H=4, T=4096,
+ *         d=64]: lb_attention_fused when autograd/ops.h has it, lb_attention
+ *         otherwise; next to OpenBLAS sgemm 1024³ measured in the same process just
+ *         before and just after (best of 15 each, the better of the two).
+ *         FLOPs per (B, H): forward 2·T²·d (the causal half of Q Kᵀ, T²·d, plus the
+ *         causal half of P V, T²·d), backward 2.5× forward, so 7·T²·d per step (the
+ *         same count whatever the implementation computes).
+ *   SGEMM OpenBLAS cblas_sgemm 1024×1024×1024 (row-major, no transposes): GFLOP/s
+ *         = 2·n³ / time, best (min) and median of the repetitions.
+ *   INFO  the machine and library configuration, one JSON line.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "autograd/autograd.h"
+#include "autograd/ops.h"
+#include "harness.h"
+#include "layers/attention.h"
+#include "layers/lstm.h"
+#include "layers/model.h"
+#include "layers/params.h"
+#include "optim/optim.h"
+#include "tensor/rng.h"
+#include "tensor/tensor.h"
+
+#ifndef LB_BENCH_HAVE_FUSED
+#define LB_BENCH_HAVE_FUSED 0
+#endif
+
+#define FAIL(what)                                                                                                 \
+    do {                                                                                                           \
+        fprintf(stderr, "bench_lookback: %s failed: %s\n", what, lb_last_error());                                 \
+        return 1;                                                                                                  \
+    } while (0)
+
+static lb_tensor *normal_tensor(lb_rng *rng, int ndim, const int64_t *shape, double std)
+{
+    lb_tensor *t = lb_tensor_zeros(LB_FLOAT32, ndim, shape);
+    if (t)
+        lb_rng_fill_normal(rng, t, 0.0, std);
+    return t;
+}
+
+/* A graph leaf sharing x's storage (no copy per step). */
+static lb_var *leaf(lb_graph *g, const lb_tensor *x, int requires_grad)
+{
+    return lb_input(g, lb_tensor_view(x), requires_grad);
+}
+
+static lb_optim *adamw_over(lb_params *ps)
+{
+    lb_optim_config oc = lb_optim_defaults(LB_OPTIM_ADAMW); /* lr 1e-3, wd 1e-2, as torch.optim.AdamW */
+    return lb_optim_new(&oc, ps->items, ps->count);
+}
+
+/* ---------------------------------------------------------------- W1, W4 ---- */
+
+typedef struct attn_ctx {
+    lb_graph *g;
+    lb_params ps;
+    lb_self_attention layer;
+    lb_tensor *x, *grad_out, *target; /* target: W4's MSE target; grad_out: W1's */
+    lb_optim *opt;                    /* W4 only */
+} attn_ctx;
+
+static int attn_setup(attn_ctx *c, int64_t b, int64_t t, int64_t d, int training_step)
+{
+    memset(c, 0, sizeof *c);
+    lb_rng rng;
+    lb_rng_seed(&rng, 1234);
+    lb_params_init(&c->ps);
+    if (lb_self_attention_init(&c->layer, &c->ps, "attn", d, d, d, LB_FLOAT32, &rng) != LB_OK)
+        FAIL("self-attention init");
+    int64_t s[3] = {b, t, d};
+    c->x = normal_tensor(&rng, 3, s, 1.0);
+    if (training_step) {
+        c->target = normal_tensor(&rng, 3, s, 1.0);
+        c->opt = adamw_over(&c->ps);
+    } else {
+        c->grad_out = normal_tensor(&rng, 3, s, 1.0);
+    }
+    c->g = lb_graph_new();
+    if (!c->x || !c->g || (training_step ? !c->target || !c->opt : !c->grad_out))
+        FAIL("W1/W4 setup");
+    return 0;
+}
+
+/* W1: forward + backward (gradients of w_q, w_k, w_v). */
+static int attn_fwd_bwd(void *ctx)
+{
+    attn_ctx *c = ctx;
+    lb_attn_mask mask = {0};
+    mask.causal = 1;
+    lb_var *out = lb_self_attention_forward(c->g, &c->layer, leaf(c->g, c->x, 0), &mask, NULL, NULL);
+    if (!out)
+        FAIL("W1 forward");
+    if (lb_backward(c->g, out, c->grad_out) != LB_OK)
+        FAIL("W1 backward");
+    lb_params_zero_grad(&c->ps);
+    lb_graph_reset(c->g);
+    return 0;
+}
+
+/* W4: a training step (MSE to a random target, AdamW). */
+static int attn_train_step(void *ctx)
+{
+    attn_ctx *c = ctx;
+    lb_attn_mask mask = {0};
+    mask.causal = 1;
+    lb_var *out = lb_self_attention_forward(c->g, &c->layer, leaf(c->g, c->x, 0), &mask, NULL, NULL);
+    lb_var *loss = lb_mse(c->g, out, leaf(c->g, c->target, 0));
+    if (!loss)
+        FAIL("W4 forward");
+    if (lb_backward(c->g, loss, NULL) != LB_OK)
+        FAIL("W4 backward");
+    if (lb_optim_step(c->opt) != LB_OK)
+        FAIL("W4 AdamW step");
+    lb_optim_zero_grad(c->opt);
+    lb_graph_reset(c->g);
+    return 0;
+}
+
+static void attn_free(attn_ctx *c)
+{
+    lb_graph_free(c->g);
+    lb_optim_free(c->opt);
+    lb_params_free(&c->ps);
+    lb_tensor_free(c->x);
+    lb_tensor_free(c->grad_out);
+    lb_tensor_free(c->target);
+}
+
+/* ---------------------------------------------------------------------- W2 ---- */
+
+typedef struct model_ctx {
+    lb_graph *g;
+    lb_model *model;
+    lb_optim *opt;
+    lb_model_input in;
+    int32_t *tokens, *targets;
+} model_ctx;
+
+static int transformer_step(void *ctx)
+{
+    model_ctx *c = ctx;
+    lb_var *logits = lb_model_forward(c->g, c->model, &c->in, 1, NULL, NULL); /* [B, T, C] */
+    lb_var *loss = lb_cross_entropy(c->g, logits, c->targets, -100);
+    if (!loss)
+        FAIL("W2 forward");
+    if (lb_backward(c->g, loss, NULL) != LB_OK)
+        FAIL("W2 backward");
+    if (lb_optim_step(c->opt) != LB_OK)
+        FAIL("W2 AdamW step");
+    lb_optim_zero_grad(c->opt);
+    lb_graph_reset(c->g);
+    return 0;
+}
+
+static int run_w2(const bench_opts *o)
+{
+    const int64_t B = 16, T = 1024, V = 32;
+    model_ctx c = {0};
+    lb_model_config cfg;
+    lb_model_config_default(LB_MODEL_TRANSFORMER, &cfg);
+    cfg.vocab_size = V;
+    cfg.num_classes = V;
+    cfg.head = LB_HEAD_EVERY;
+    cfg.max_seq_len = T;
+    cfg.n_layers = 2;
+    cfg.d_model = 64;
+    cfg.n_heads = 4;
+    cfg.d_ff = 256;
+    cfg.pos = LB_POS_NONE;
+    cfg.causal = 1;
+    cfg.dropout = 0.0;
+    if (!(c.model = lb_model_new(&cfg)))
+        FAIL("W2 model");
+    c.tokens = malloc((size_t)(B * T) * sizeof *c.tokens);
+    c.targets = malloc((size_t)(B * T) * sizeof *c.targets);
+    if (!c.tokens || !c.targets)
+        FAIL("W2 token buffers");
+    lb_rng rng;
+    lb_rng_seed(&rng, 99);
+    for (int64_t i = 0; i < B * T; i++) {
+        c.tokens[i] = (int32_t)lb_rng_below(&rng, (uint64_t)V);
+        c.targets[i] = (int32_t)lb_rng_below(&rng, (uint64_t)V);
+    }
+    c.in = (lb_model_input){B, T, c.tokens, NULL, NULL};
+    c.opt = adamw_over(lb_model_params(c.model));
+    c.g = lb_graph_new();
+    if (!c.opt || !c.g)
+        FAIL("W2 setup");
+    double base = bench_current_rss_mib();
+    bench_result r;
+    if (bench_time(transformer_step, &c, bench_warmup(o, 1), bench_reps(o, 5), o->budget_s, &r) != 0)
+        return 1;
+    char extra[160];
+    snprintf(extra, sizeof extra, "\"shape\":\"B=16 T=1024 L=2 d_model=64 H=4 d_ff=256\",\"params\":%lld",
+             (long long)lb_params_numel(lb_model_params(c.model)));
+    bench_print_json("lookback", "W2", o->threads, &r, base, extra);
+    lb_graph_free(c.g);
+    lb_optim_free(c.opt);
+    lb_model_free(c.model);
+    free(c.tokens);
+    free(c.targets);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- W3 ---- */
+
+typedef struct lstm_ctx {
+    lb_graph *g;
+    lb_params ps;
+    lb_lstm lstm;
+    lb_optim *opt;
+    lb_tensor *x, *target;
+} lstm_ctx;
+
+static int lstm_step(void *ctx)
+{
+    lstm_ctx *c = ctx;
+    lb_var *h = lb_lstm_forward(c->g, &c->lstm, leaf(c->g, c->x, 0), NULL, NULL, NULL, NULL); /* [B, T, H] */
+    lb_var *loss = lb_mse(c->g, h, leaf(c->g, c->target, 0));
+    if (!loss)
+        FAIL("W3 forward");
+    if (lb_backward(c->g, loss, NULL) != LB_OK)
+        FAIL("W3 backward");
+    if (lb_optim_step(c->opt) != LB_OK)
+        FAIL("W3 AdamW step");
+    lb_optim_zero_grad(c->opt);
+    lb_graph_reset(c->g);
+    return 0;
+}
+
+static int run_w3(const bench_opts *o)
+{
+    const int64_t B = 16, T = 1024, n_in = 64, hidden = 128; /* cblas.h makes I complex.h's unit */
+    lstm_ctx c = {0};
+    lb_rng rng;
+    lb_rng_seed(&rng, 7);
+    lb_params_init(&c.ps);
+    if (lb_lstm_init(&c.lstm, &c.ps, "lstm", n_in, hidden, 1, LB_FLOAT32, &rng) != LB_OK)
+        FAIL("W3 LSTM init");
+    int64_t sx[3] = {B, T, n_in}, sh[3] = {B, T, hidden};
+    c.x = normal_tensor(&rng, 3, sx, 1.0);
+    c.target = normal_tensor(&rng, 3, sh, 0.5);
+    c.opt = adamw_over(&c.ps);
+    c.g = lb_graph_new();
+    if (!c.x || !c.target || !c.opt || !c.g)
+        FAIL("W3 setup");
+    double base = bench_current_rss_mib();
+    bench_result r;
+    if (bench_time(lstm_step, &c, bench_warmup(o, 1), bench_reps(o, 5), o->budget_s, &r) != 0)
+        return 1;
+    bench_print_json("lookback", "W3", o->threads, &r, base, "\"shape\":\"B=16 T=1024 input=64 hidden=128\"");
+    lb_graph_free(c.g);
+    lb_optim_free(c.opt);
+    lb_params_free(&c.ps);
+    lb_tensor_free(c.x);
+    lb_tensor_free(c.target);
+    return 0;
+}
+
+/* ------------------------------------------------------------------- SGEMM ---- */
+
+typedef struct sgemm_ctx {
+    int n;
+    float *a, *b, *c;
+} sgemm_ctx;
+
+static int sgemm_once(void *ctx)
+{
+    sgemm_ctx *s = ctx;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->n, s->n, s->n, 1.0f, s->a, s->n, s->b, s->n, 0.0f, s->c,
+                s->n);
+    return 0;
+}
+
+/* OpenBLAS sgemm n x n x n, `reps` timed runs after `warmup`: r receives the times;
+ * returns the best GFLOP/s (2 n^3 / min time), or 0 when out of memory. */
+static double measure_sgemm(int n, int warmup, int reps, bench_result *r)
+{
+    sgemm_ctx s = {n, NULL, NULL, NULL};
+    size_t nn = (size_t)n * (size_t)n;
+    s.a = malloc(nn * sizeof(float));
+    s.b = malloc(nn * sizeof(float));
+    s.c = malloc(nn * sizeof(float));
+    double gflops = 0;
+    if (s.a && s.b && s.c) {
+        lb_rng rng;
+        lb_rng_seed(&rng, 3);
+        for (size_t i = 0; i < nn; i++) {
+            s.a[i] = (float)lb_rng_uniform_range(&rng, -1, 1);
+            s.b[i] = (float)lb_rng_uniform_range(&rng, -1, 1);
+        }
+        bench_time(sgemm_once, &s, warmup, reps, 0, r);
+        gflops = 2.0 * (double)n * (double)n * (double)n / r->min_s / 1e9;
+    } else {
+        fprintf(stderr, "bench_lookback: out of memory for sgemm %d\n", n);
+    }
+    free(s.a);
+    free(s.b);
+    free(s.c);
+    return gflops;
+}
+
+static int run_sgemm(const bench_opts *o)
+{
+    double base = bench_current_rss_mib();
+    bench_result r;
+    double gflops = measure_sgemm(1024, bench_warmup(o, 3), bench_reps(o, 15), &r);
+    if (gflops <= 0)
+        return 1;
+    char extra[160];
+    snprintf(extra, sizeof extra, "\"shape\":\"1024x1024x1024\",\"gflop\":%.4g,\"gflops\":%.4g,\"gflops_median\":%.4g",
+             2.147483648, gflops, 2.147483648 / r.median_s);
+    bench_print_json("openblas", "SGEMM", o->threads, &r, base, extra);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- K1 ---- */
+
+typedef struct kernel_ctx {
+    lb_graph *g;
+    lb_tensor *q, *k, *v, *grad_out;
+    double scale;
+    int backward;
+} kernel_ctx;
+
+static int kernel_step(void *ctx)
+{
+    kernel_ctx *c = ctx;
+    lb_attn_mask mask = {0};
+    mask.causal = 1;
+    lb_var *q = leaf(c->g, c->q, 1), *k = leaf(c->g, c->k, 1), *v = leaf(c->g, c->v, 1);
+#if LB_BENCH_HAVE_FUSED
+    lb_var *out = lb_attention_fused(c->g, q, k, v, &mask, c->scale);
+#else
+    lb_var *out = lb_attention(c->g, q, k, v, &mask, NULL, NULL);
+#endif
+    if (!out)
+        FAIL("K1 attention forward");
+    if (c->backward && lb_backward(c->g, out, c->grad_out) != LB_OK)
+        FAIL("K1 attention backward");
+    lb_graph_reset(c->g);
+    return 0;
+}
+
+static int run_k1(const bench_opts *o)
+{
+    const int64_t B = 1, H = 4, T = 4096, d = 64;
+    kernel_ctx c = {0};
+    lb_rng rng;
+    lb_rng_seed(&rng, 5);
+    int64_t s[4] = {B, H, T, d};
+    c.q = normal_tensor(&rng, 4, s, 1.0);
+    c.k = normal_tensor(&rng, 4, s, 1.0);
+    c.v = normal_tensor(&rng, 4, s, 1.0);
+    c.grad_out = normal_tensor(&rng, 4, s, 1.0);
+    c.scale = 1.0 / sqrt((double)d);
+    c.g = lb_graph_new();
+    if (!c.q || !c.k || !c.v || !c.grad_out || !c.g)
+        FAIL("K1 setup");
+    double base = bench_current_rss_mib();
+    const double fwd_flop = 2.0 * (double)T * (double)T * (double)d * (double)(B * H);
+    const double step_flop = 3.5 * fwd_flop; /* forward + 2.5x forward */
+    /* The OpenBLAS reference in the same process, right before and right after the
+     * kernel (on a shared machine the cores' availability drifts): the best of both. */
+    bench_result sg;
+    double sgemm_before = measure_sgemm(1024, bench_warmup(o, 3), bench_reps(o, 15), &sg);
+    bench_result fwd, r;
+    c.backward = 0;
+    if (bench_time(kernel_step, &c, bench_warmup(o, 1), bench_reps(o, 3), o->budget_s, &fwd) != 0)
+        return 1;
+    c.backward = 1;
+    if (bench_time(kernel_step, &c, bench_warmup(o, 1), bench_reps(o, 5), o->budget_s, &r) != 0)
+        return 1;
+    double sgemm_after = measure_sgemm(1024, bench_warmup(o, 3), bench_reps(o, 15), &sg);
+    double sgemm = sgemm_before > sgemm_after ? sgemm_before : sgemm_after;
+    char extra[640];
+    snprintf(extra, sizeof extra,
+             "\"shape\":\"B=1 H=4 T=4096 d=64 causal\",\"op\":\"%s\",\"gflop\":%.4g,\"gflops\":%.4g,"
+             "\"sgemm_gflops\":%.4g,\"sgemm_gflops_before\":%.4g,\"sgemm_gflops_after\":%.4g,\"pct_of_sgemm\":%.1f,"
+             "\"fwd_median_s\":%.6g,\"fwd_gflops\":%.4g,\"bwd_gflops\":%.4g",
+             LB_BENCH_HAVE_FUSED ? "lb_attention_fused" : "lb_attention (materialized)", step_flop / 1e9,
+             step_flop / r.median_s / 1e9, sgemm, sgemm_before, sgemm_after,
+             sgemm > 0 ? 100.0 * step_flop / r.median_s / 1e9 / sgemm : 0.0, fwd.median_s, fwd_flop / fwd.median_s / 1e9,
+             r.median_s > fwd.median_s ? 2.5 * fwd_flop / (r.median_s - fwd.median_s) / 1e9 : 0.0);
+    bench_print_json("lookback", "K1", o->threads, &r, base, extra);
+    lb_graph_free(c.g);
+    lb_tensor_free(c.q);
+    lb_tensor_free(c.k);
+    lb_tensor_free(c.v);
+    lb_tensor_free(c.grad_out);
+    return 0;
+}
+
+/* -------------------------------------------------------------------- INFO ---- */
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            putchar('\\');
+        if ((unsigned char)*s >= 0x20)
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static int run_info(void)
+{
+    char model[256] = "unknown";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *p = strchr(line, ':');
+            if (p) {
+                p++;
+                while (*p == ' ' || *p == '\t')
+                    p++;
+                snprintf(model, sizeof model, "%s", p);
+                model[strcspn(model, "\n")] = '\0';
+            }
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    printf("{\"impl\":\"info\",\"nproc\":%ld,\"cpu_model\":", sysconf(_SC_NPROCESSORS_ONLN));
+    json_string(model);
+    printf(",\"openblas_config\":");
+    json_string(openblas_get_config());
+    printf(",\"openblas_core\":");
+    json_string(openblas_get_corename());
+    printf(",\"fused_attention_op\":%s,\"lb_set_num_threads\":%s}\n", LB_BENCH_HAVE_FUSED ? "true" : "false",
+#if defined(__has_include) && __has_include("tensor/threads.h")
+           "true"
+#else
+           "false"
+#endif
+    );
+    return 0;
+}
+
+/* -------------------------------------------------------------------- main ---- */
+
+static int run_attention(const bench_opts *o, const char *name, int64_t b, int64_t t, int training_step, int warmup,
+                         int reps)
+{
+    attn_ctx c;
+    if (attn_setup(&c, b, t, 64, training_step) != 0)
+        return 1;
+    double base = bench_current_rss_mib();
+    bench_result r;
+    if (bench_time(training_step ? attn_train_step : attn_fwd_bwd, &c, bench_warmup(o, warmup), bench_reps(o, reps),
+                   o->budget_s, &r) != 0)
+        return 1;
+    char extra[160];
+    snprintf(extra, sizeof extra, "\"shape\":\"B=%lld T=%lld d_model=d_k=d_v=64 causal%s\",\"fused_op_present\":%s",
+             (long long)b, (long long)t, training_step ? " (training step)" : "",
+             LB_BENCH_HAVE_FUSED ? "true" : "false");
+    bench_print_json("lookback", name, o->threads, &r, base, extra);
+    attn_free(&c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts o;
+    if (bench_parse(argc, argv, &o) != 0) {
+        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|W4|K1|SGEMM|INFO [--threads N] [--warmup N] "
+                        "[--reps N] [--quick] [--budget SECONDS]\n");
+        return 2;
+    }
+    lb_keep_freed_memory(); /* as the lookback command does: steps reuse their memory */
+    bench_set_threads(o.threads);
+    const char *w = o.workload;
+    if (strcmp(w, "W1a") == 0)
+        return run_attention(&o, "W1a", 8, 512, 0, 2, 15);
+    if (strcmp(w, "W1b") == 0)
+        return run_attention(&o, "W1b", 4, 2048, 0, 1, 7);
+    if (strcmp(w, "W2") == 0)
+        return run_w2(&o);
+    if (strcmp(w, "W3") == 0)
+        return run_w3(&o);
+    if (strcmp(w, "W4") == 0)
+        return run_attention(&o, "W4", 1, 16384, 1, 1, 1);
+    if (strcmp(w, "K1") == 0)
+        return run_k1(&o);
+    if (strcmp(w, "SGEMM") == 0)
+        return run_sgemm(&o);
+    if (strcmp(w, "INFO") == 0)
+        return run_info();
+    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, W4, K1, SGEMM, INFO)\n", w);
+    return 2;
+}

@@ -1,0 +1,397 @@
+#!/usr/bin/python3
+"""PyTorch reference workloads of lookback's benchmark suite (bench/run runs them).
+
+    /usr/bin/python3 bench/torch_reference.py WORKLOAD [--threads N] [--warmup N]
+                                              [--reps N] [--quick] [--budget S]
+                                              [--default-malloc]
+
+Run it with Debian's /usr/bin/python3 (python3-torch, torch 1.13). Each call runs one
+workload in this fresh process and prints one JSON line on stdout, with the same
+fields as bench/bench_lookback.c:
+    {"impl":"pytorch","workload":..,"threads":..,"median_s":..,"min_s":..,"max_s":..,
+     "reps":..,"peak_rss_mib":..,"base_rss_mib":..}
+peak_rss_mib is ru_maxrss of the whole process, interpreter and torch included;
+base_rss_mib is the resident size after `import torch` and the workload's setup;
+cpu_util is process CPU time / wall time over the timed runs; others_cpu the CPUs other
+processes kept busy meanwhile (see bench/harness.h); load1 the 1-minute load average at
+the end. torch.set_num_threads(N) sets the intra-op pool (bench/run also
+sets OMP_NUM_THREADS=N).
+
+Allocator: bench_lookback calls lb_keep_freed_memory() (glibc keeps freed memory instead
+of returning it to the system each step); this script applies the same two mallopt
+settings unless --default-malloc is given, so both sides run with the same allocator.
+
+Workloads (the same math as lookback's, see bench/bench_lookback.c):
+  W1a, W1b  the source article's scaled_dot_product_attention(x, w_q, w_k, w_v,
+            causal=True), copied verbatim, forward + backward to w_q, w_k, w_v
+            (B=8 T=512, and B=4 T=2048; d_model = d_k = d_v = 64)
+  W2        a hand-written 2-layer pre-norm causal transformer equal to lookback's
+            model (embedding, x + MHA(LN(x)) without projection biases,
+            x + FFN(LN(x)) with exact GELU, final LN, linear head on every position,
+            cross-entropy), AdamW step; B=16 T=1024 vocab 32
+  W3        torch.nn.LSTM(64, 128, batch_first=True), MSE on every hidden state,
+            AdamW step; B=16 T=1024
+  W4        W1's layer training step (MSE, AdamW) at B=1 T=16384 d=64: the full
+            [T, T] scores are materialized (1 GiB each); skipped with a note when
+            MemAvailable is under 6 GiB (it peaks at ~3.6 GiB)
+  K1        causal attention forward + backward on q, k, v [1, 4, 4096, 64] leaves,
+            article-style (materialized) and, if torch has it,
+            torch.nn.functional.scaled_dot_product_attention(is_causal=True)
+            (torch 1.13 does not: it arrived in 2.0). FLOPs as in bench_lookback.c:
+            7 T^2 d per (B, H).
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import resource
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def keep_freed_memory():
+    """The same glibc settings as lookback's lb_keep_freed_memory() (tensor/tensor.c),
+    which bench_lookback calls at start: blocks below 512 MiB come from the heap, and
+    the heap is trimmed only past 1 GiB free. Both sides of every comparison then run
+    with the same allocator behaviour. Returns True when applied."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        return libc.mallopt(m_mmap_threshold, 512 << 20) == 1 and libc.mallopt(m_trim_threshold, 1 << 30) == 1
+    except (OSError, AttributeError):
+        return False
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def current_rss_mib():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1024.0 * 1024.0)
+    except OSError:
+        return 0.0
+
+
+BUDGET_S = 40.0  # --budget: see time_it
+
+
+def time_it(fn, warmup, reps):
+    """warmup untimed runs, then reps timed ones (median/min/max). As bench_time in
+    bench/harness.c: when the last warm-up run says the timed runs would exceed
+    BUDGET_S seconds, reps drops to max(3, BUDGET_S / warm-up time)."""
+    last = 0.0
+    for _ in range(warmup):
+        t0 = time.monotonic()
+        fn()
+        last = time.monotonic() - t0
+    if last > 0 and last * reps > BUDGET_S:
+        cut = max(3, int(BUDGET_S / last))
+        if cut < reps:
+            print(f"torch_reference: {last:.2f} s per run, {cut} repetitions instead of {reps} "
+                  f"(budget {BUDGET_S:.0f} s)", file=sys.stderr)
+            reps = cut
+    times = []
+    cpu0, busy0 = time.process_time(), machine_busy_seconds()
+    for _ in range(reps):
+        t0 = time.monotonic()
+        fn()
+        times.append(time.monotonic() - t0)
+    cpu, busy1 = time.process_time() - cpu0, machine_busy_seconds()
+    wall = sum(times)
+    others = (busy1 - busy0 - cpu) / wall if wall > 0 and busy0 >= 0 and busy1 >= 0 else -1.0
+    if -0.2 < others < 0:  # tick rounding
+        others = 0.0
+    times.sort()
+    n = len(times)
+    median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n,
+            "cpu_util": round(cpu / wall, 2) if wall > 0 else 0.0, "others_cpu": round(others, 2)}
+
+
+def machine_busy_seconds():
+    """Machine-wide busy CPU seconds (user, nice, system, irq, softirq, steal) from
+    /proc/stat, or -1: with this process's CPU time it gives others_cpu, the CPUs other
+    processes kept busy during the timed runs (as bench/harness.c)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
+def load1():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
+def emit(workload, threads, result, base, **extra):
+    line = {"impl": "pytorch", "workload": workload, "threads": threads}
+    line.update(result)
+    line["peak_rss_mib"] = round(peak_rss_mib(), 1)
+    line["base_rss_mib"] = round(base, 1)
+    line["load1"] = load1()
+    line.update(extra)
+    print(json.dumps(line), flush=True)
+
+
+# ---- the source article's implementation, verbatim ----
+def scaled_dot_product_attention(x, w_q, w_k, w_v, causal=False):
+    # x: [batch, tokens, model_width]
+    q = x @ w_q  # [batch, tokens, d_k]
+    k = x @ w_k  # [batch, tokens, d_k]
+    v = x @ w_v  # [batch, tokens, d_v]
+
+    scores = q @ k.transpose(-2, -1)
+    scores = scores / math.sqrt(q.size(-1))
+
+    if causal:
+        tokens = scores.size(-1)
+        future = torch.triu(
+            torch.ones(tokens, tokens, dtype=torch.bool, device=x.device),
+            diagonal=1,
+        )
+        scores = scores.masked_fill(future, float("-inf"))
+
+    weights = torch.softmax(scores, dim=-1)
+    output = weights @ v
+    return output, weights
+
+
+def attention_params(d, gen):
+    bound = math.sqrt(6.0 / (d + d))  # Xavier uniform, as lookback
+    return [((torch.rand(d, d, generator=gen) * 2 - 1) * bound).requires_grad_() for _ in range(3)]
+
+
+def run_w1(name, b, t, opts):
+    gen = torch.Generator().manual_seed(1234)
+    d = 64
+    w_q, w_k, w_v = attention_params(d, gen)
+    x = torch.randn(b, t, d, generator=gen)
+    grad_out = torch.randn(b, t, d, generator=gen)
+
+    def step():
+        out, _ = scaled_dot_product_attention(x, w_q, w_k, w_v, causal=True)
+        out.backward(grad_out)
+        for w in (w_q, w_k, w_v):
+            w.grad = None
+
+    base = current_rss_mib()
+    warmup, reps = (2, 15) if t <= 512 else (1, 7)
+    r = time_it(step, opts.warm(warmup), opts.rep(reps))
+    emit(name, opts.threads, r, base, shape=f"B={b} T={t} d_model=d_k=d_v=64 causal")
+
+
+def run_w4(opts):
+    need_gib = 6.0  # it peaks at ~3.6 GiB
+    avail = mem_available_gib()
+    if avail < need_gib:
+        print(json.dumps({"impl": "pytorch", "workload": "W4", "threads": opts.threads, "skipped":
+                          f"MemAvailable {avail:.1f} GiB < {need_gib} GiB"}), flush=True)
+        return
+    gen = torch.Generator().manual_seed(1234)
+    b, t, d = 1, 16384, 64
+    w_q, w_k, w_v = attention_params(d, gen)
+    x = torch.randn(b, t, d, generator=gen)
+    target = torch.randn(b, t, d, generator=gen)
+    opt = torch.optim.AdamW([w_q, w_k, w_v], lr=1e-3)
+
+    def step():
+        out, _ = scaled_dot_product_attention(x, w_q, w_k, w_v, causal=True)
+        loss = F.mse_loss(out, target)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    base = current_rss_mib()
+    r = time_it(step, opts.warm(1), opts.rep(1))
+    emit("W4", opts.threads, r, base, shape="B=1 T=16384 d_model=d_k=d_v=64 causal (training step)")
+
+
+def mem_available_gib():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / (1024.0 * 1024.0)
+    except OSError:
+        pass
+    return 0.0
+
+
+# ---- W2: the same math as lookback's model (layers/model.c, layers/transformer.h) ----
+class Block(torch.nn.Module):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.n_heads = n_heads
+        self.ln1 = torch.nn.LayerNorm(d_model)
+        self.w_q = torch.nn.Linear(d_model, d_model, bias=False)
+        self.w_k = torch.nn.Linear(d_model, d_model, bias=False)
+        self.w_v = torch.nn.Linear(d_model, d_model, bias=False)
+        self.w_o = torch.nn.Linear(d_model, d_model, bias=False)
+        self.ln2 = torch.nn.LayerNorm(d_model)
+        self.fc1 = torch.nn.Linear(d_model, d_ff)
+        self.fc2 = torch.nn.Linear(d_ff, d_model)
+
+    def attention(self, h, future):
+        b, t, d = h.shape
+        nh, dh = self.n_heads, d // self.n_heads
+        q = self.w_q(h).view(b, t, nh, dh).transpose(1, 2)  # [B, H, T, dh]
+        k = self.w_k(h).view(b, t, nh, dh).transpose(1, 2)
+        v = self.w_v(h).view(b, t, nh, dh).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(dh)
+        scores = scores.masked_fill(future, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        heads = weights @ v  # [B, H, T, dh]
+        return self.w_o(heads.transpose(1, 2).reshape(b, t, d))
+
+    def forward(self, x, future):
+        x = x + self.attention(self.ln1(x), future)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Transformer(torch.nn.Module):
+    def __init__(self, vocab, d_model, n_heads, d_ff, n_layers, classes):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(vocab, d_model)
+        self.blocks = torch.nn.ModuleList(Block(d_model, n_heads, d_ff) for _ in range(n_layers))
+        self.ln_f = torch.nn.LayerNorm(d_model)
+        self.head = torch.nn.Linear(d_model, classes)
+
+    def forward(self, tokens):
+        t = tokens.size(1)
+        future = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        x = self.embedding(tokens)
+        for blk in self.blocks:
+            x = blk(x, future)
+        return self.head(self.ln_f(x))
+
+
+def run_w2(opts):
+    torch.manual_seed(99)
+    b, t, vocab = 16, 1024, 32
+    model = Transformer(vocab, 64, 4, 256, 2, vocab)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    tokens = torch.randint(0, vocab, (b, t))
+    targets = torch.randint(0, vocab, (b, t))
+
+    def step():
+        logits = model(tokens)
+        loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    base = current_rss_mib()
+    r = time_it(step, opts.warm(1), opts.rep(5))
+    emit("W2", opts.threads, r, base, shape="B=16 T=1024 L=2 d_model=64 H=4 d_ff=256",
+         params=sum(p.numel() for p in model.parameters()))
+
+
+def run_w3(opts):
+    torch.manual_seed(7)
+    b, t, n_in, hidden = 16, 1024, 64, 128
+    lstm = torch.nn.LSTM(n_in, hidden, batch_first=True)
+    opt = torch.optim.AdamW(lstm.parameters(), lr=1e-3)
+    x = torch.randn(b, t, n_in)
+    target = torch.randn(b, t, hidden) * 0.5
+
+    def step():
+        out, _ = lstm(x)
+        loss = F.mse_loss(out, target)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    base = current_rss_mib()
+    r = time_it(step, opts.warm(1), opts.rep(5))
+    emit("W3", opts.threads, r, base, shape="B=16 T=1024 input=64 hidden=128")
+
+
+def run_k1(opts):
+    gen = torch.Generator().manual_seed(5)
+    b, h, t, d = 1, 4, 4096, 64
+    q, k, v = (torch.randn(b, h, t, d, generator=gen).requires_grad_() for _ in range(3))
+    grad_out = torch.randn(b, h, t, d, generator=gen)
+    fwd_flop = 2.0 * t * t * d * b * h
+    step_flop = 3.5 * fwd_flop
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+
+    def materialized(q, k, v):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d)
+        future = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
+
+    attn = (lambda q, k, v: sdpa(q, k, v, is_causal=True)) if sdpa else materialized
+
+    def step():
+        attn(q, k, v).backward(grad_out)
+        for x in (q, k, v):
+            x.grad = None
+
+    def forward():
+        with torch.no_grad():
+            attn(q, k, v)
+
+    base = current_rss_mib()
+    fwd = time_it(forward, opts.warm(1), opts.rep(3))
+    r = time_it(step, opts.warm(1), opts.rep(5))
+    emit("K1", opts.threads, r, base, shape="B=1 H=4 T=4096 d=64 causal",
+         op="F.scaled_dot_product_attention" if sdpa else "materialized (article)",
+         has_sdpa=sdpa is not None, gflop=step_flop / 1e9, gflops=step_flop / r["median_s"] / 1e9,
+         fwd_median_s=fwd["median_s"], fwd_gflops=fwd_flop / fwd["median_s"] / 1e9)
+
+
+def run_info():
+    print(json.dumps({"impl": "pytorch-info", "torch": torch.__version__,
+                      "has_sdpa": hasattr(F, "scaled_dot_product_attention"),
+                      "parallel_info": torch.__config__.parallel_info().strip().splitlines()[:6],
+                      "python": sys.version.split()[0]}), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload", choices=["W1a", "W1b", "W2", "W3", "W4", "K1", "INFO"])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=-1)
+    p.add_argument("--reps", type=int, default=-1)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--budget", type=float, default=40.0, help="cap on the timed runs' total, seconds")
+    p.add_argument("--default-malloc", action="store_true",
+                   help="leave glibc's defaults (by default, apply lookback's lb_keep_freed_memory settings)")
+    opts = p.parse_args()
+    if not opts.default_malloc:
+        keep_freed_memory()
+    global BUDGET_S
+    BUDGET_S = opts.budget
+    opts.warm = lambda n: opts.warmup if opts.warmup >= 0 else (min(n, 1) if opts.quick else n)
+    opts.rep = lambda n: opts.reps if opts.reps > 0 else (max(n // 2, 1) if opts.quick else n)
+    torch.set_num_threads(opts.threads)
+    w = opts.workload
+    if w == "W1a":
+        run_w1("W1a", 8, 512, opts)
+    elif w == "W1b":
+        run_w1("W1b", 4, 2048, opts)
+    elif w == "W2":
+        run_w2(opts)
+    elif w == "W3":
+        run_w3(opts)
+    elif w == "W4":
+        run_w4(opts)
+    elif w == "K1":
+        run_k1(opts)
+    else:
+        run_info()
+
+
+if __name__ == "__main__":
+    main()
