@@ -18,14 +18,6 @@ static lb_tensor *iota(lb_dtype dtype, int ndim, const int64_t *shape)
     return t;
 }
 
-/* A 0-dim tensor. (Not lb_tensor_scalar: it passes a NULL shape on to memcpy in
- * lb_tensor_zeros, which UBSan reports; reported to the tensor module.) */
-static lb_tensor *scalar(lb_dtype dtype, double value)
-{
-    int64_t no_dims[1] = {0};
-    return lb_tensor_from_doubles(dtype, 0, no_dims, &value);
-}
-
 static lb_tensor *random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed)
 {
     lb_rng rng;
@@ -79,7 +71,7 @@ static void test_sum_mean_all(void)
         CU_ASSERT_DOUBLE_EQUAL(lb_tensor_flat(mean->value, 0), 21.5 / 6, 1e-6);
     }
     /* A 0-dim input is its own sum and mean. */
-    lb_var *c = lb_input(g, scalar(LB_FLOAT64, -2.25), 0);
+    lb_var *c = lb_input(g, lb_tensor_scalar(LB_FLOAT64, -2.25), 0);
     CU_ASSERT_DOUBLE_EQUAL(lb_tensor_flat(lb_sum(g, c)->value, 0), -2.25, 0);
     CU_ASSERT_DOUBLE_EQUAL(lb_tensor_flat(lb_mean(g, c)->value, 0), -2.25, 0);
     lb_graph_free(g);
@@ -385,7 +377,7 @@ static void test_errors(void)
     ASSERT_ERROR(LB_ERR_VALUE, "mean", "[2, 3]");
     CU_ASSERT_PTR_NULL(lb_sum_axes(g, x, 1, NULL, 0));
     ASSERT_ERROR(LB_ERR_VALUE, "sum", "[2, 3]");
-    lb_var *c = lb_input(g, scalar(LB_FLOAT64, 1), 0);
+    lb_var *c = lb_input(g, lb_tensor_scalar(LB_FLOAT64, 1), 0);
     CU_ASSERT_PTR_NULL(lb_sum_axes(g, c, 1, ok, 0));
     ASSERT_ERROR(LB_ERR_SHAPE, "sum", "float64[]");
     CU_ASSERT_EQUAL(lb_graph_size(g), before + 1); /* only c was added */

@@ -18,14 +18,6 @@ static lb_tensor *iota(lb_dtype dtype, int ndim, const int64_t *shape)
     return t;
 }
 
-/* A 0-dim tensor. (Not lb_tensor_scalar: it passes a NULL shape on to memcpy in
- * lb_tensor_zeros, which UBSan reports; reported to the tensor module.) */
-static lb_tensor *scalar(lb_dtype dtype, double value)
-{
-    int64_t no_dims[1] = {0};
-    return lb_tensor_from_doubles(dtype, 0, no_dims, &value);
-}
-
 static lb_tensor *random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed)
 {
     lb_rng rng;
@@ -89,7 +81,7 @@ static void test_reshape_forward(void)
     LB_ASSERT_CLOSE(z->value, want_z, 0, 0);
     /* To a scalar and back. */
     int64_t one[1] = {1};
-    lb_var *s1 = lb_input(g, scalar(LB_FLOAT64, 2.5), 0);
+    lb_var *s1 = lb_input(g, lb_tensor_scalar(LB_FLOAT64, 2.5), 0);
     lb_var *v1 = lb_reshape(g, s1, 1, one);
     assert_shape(v1, 1, one);
     lb_var *v0 = lb_reshape(g, v1, 0, NULL);
