@@ -134,8 +134,11 @@ def load1():
         return -1.0
 
 
+IMPL = "pytorch"  # "pytorch-default-malloc" with --default-malloc
+
+
 def emit(workload, threads, result, base, **extra):
-    line = {"impl": "pytorch", "workload": workload, "threads": threads}
+    line = {"impl": IMPL, "workload": workload, "threads": threads}
     line.update(result)
     line["peak_rss_mib"] = round(peak_rss_mib(), 1)
     line["base_rss_mib"] = round(base, 1)
@@ -195,7 +198,7 @@ def run_w4(opts):
     need_gib = 6.0  # it peaks at ~3.6 GiB
     avail = mem_available_gib()
     if avail < need_gib:
-        print(json.dumps({"impl": "pytorch", "workload": "W4", "threads": opts.threads, "skipped":
+        print(json.dumps({"impl": IMPL, "workload": "W4", "threads": opts.threads, "skipped":
                           f"MemAvailable {avail:.1f} GiB < {need_gib} GiB"}), flush=True)
         return
     gen = torch.Generator().manual_seed(1234)
@@ -369,7 +372,10 @@ def main():
     p.add_argument("--default-malloc", action="store_true",
                    help="leave glibc's defaults (by default, apply lookback's lb_keep_freed_memory settings)")
     opts = p.parse_args()
-    if not opts.default_malloc:
+    global IMPL
+    if opts.default_malloc:
+        IMPL = "pytorch-default-malloc"
+    else:
         keep_freed_memory()
     global BUDGET_S
     BUDGET_S = opts.budget
