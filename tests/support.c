@@ -3,6 +3,9 @@
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "tensor/rng.h"
 
 int lb_test_main(const char *suite_name, const lb_test_case *cases)
 {
@@ -57,3 +60,41 @@ const char *lb_fixture_path(const char *name)
     snprintf(path, sizeof path, "%s/%s", LB_FIXTURES_DIR, name);
     return path;
 }
+
+/* Values 0, 1, 2, ... in row-major order. */
+lb_tensor *lb_test_iota(lb_dtype dtype, int ndim, const int64_t *shape)
+{
+    lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
+    for (int64_t i = 0; i < lb_tensor_numel(t); i++)
+        LB_DISPATCH(dtype, T, { ((T *)lb_tensor_data(t))[i] = (T)i; });
+    return t;
+}
+
+lb_tensor *lb_test_random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed)
+{
+    lb_rng rng;
+    lb_rng_seed(&rng, seed);
+    lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
+    lb_rng_fill_uniform(&rng, t, -1, 1);
+    return t;
+}
+
+lb_var *lb_test_random_param(int ndim, const int64_t *shape, uint64_t seed, const char *name)
+{
+    return lb_param_new(lb_test_random_tensor(LB_FLOAT64, ndim, shape, seed), name);
+}
+
+int lb_test_error_has(const char *text) { return strstr(lb_last_error(), text) != NULL; }
+
+
+void lb_test_assert_shape(const lb_var *v, int ndim, const int64_t *shape)
+{
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(v->value->ndim, ndim);
+    for (int d = 0; d < ndim && d < v->value->ndim; d++)
+        CU_ASSERT_EQUAL(v->value->shape[d], shape[d]);
+    CU_ASSERT_TRUE(lb_tensor_is_contiguous(v->value));
+}
+
+/* ---- forward values ---- */
+

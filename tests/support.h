@@ -4,6 +4,7 @@
 
 #include <CUnit/CUnit.h>
 
+#include "autograd/autograd.h"
 #include "tensor/tensor.h"
 
 typedef struct lb_test_case {
@@ -25,6 +26,28 @@ int lb_check_close(const lb_tensor *t, const double *expected, double atol, doub
 int lb_check_tensors_close(const lb_tensor *a, const lb_tensor *b, double atol, double rtol, const char *what);
 #define LB_ASSERT_TENSORS_CLOSE(a, b, atol, rtol) \
     CU_ASSERT_TRUE(lb_check_tensors_close((a), (b), (atol), (rtol), #a " vs " #b))
+
+/* Helpers shared by the op tests. */
+/* Values 0, 1, 2, ... in row-major order. */
+lb_tensor *lb_test_iota(lb_dtype dtype, int ndim, const int64_t *shape);
+/* Uniform U(-1, 1) values from a seeded generator; as a float64 parameter named `name`. */
+lb_tensor *lb_test_random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed);
+lb_var *lb_test_random_param(int ndim, const int64_t *shape, uint64_t seed, const char *name);
+/* 1 when the last error message contains `text`. */
+int lb_test_error_has(const char *text);
+/* Asserts v is a contiguous variable of the given rank and shape. */
+void lb_test_assert_shape(const lb_var *v, int ndim, const int64_t *shape);
+
+/* Asserts the last call failed with `status` and a message naming `op` and `shape`. */
+#define LB_ASSERT_ERROR(status, op, shape)                                                                  \
+    do {                                                                                                 \
+        CU_ASSERT_EQUAL(lb_last_status(), (status));                                                     \
+        CU_ASSERT_TRUE(lb_test_error_has(op));                                                                         \
+        CU_ASSERT_TRUE(lb_test_error_has(shape));                                                                      \
+        if (lb_last_status() != (status) || !lb_test_error_has(op) || !lb_test_error_has(shape))                                     \
+            fprintf(stderr, "\n  line %d: got status %d, message \"%s\"\n", __LINE__, (int)lb_last_status(), \
+                    lb_last_error());                                                                    \
+    } while (0)
 
 /* Path of a fixture file under tests/fixtures (static buffer). */
 const char *lb_fixture_path(const char *name);

@@ -9,53 +9,6 @@
 #include "tensor/rng.h"
 #include "support.h"
 
-/* Values 0, 1, 2, ... in row-major order. */
-static lb_tensor *iota(lb_dtype dtype, int ndim, const int64_t *shape)
-{
-    lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
-    for (int64_t i = 0; i < lb_tensor_numel(t); i++)
-        LB_DISPATCH(dtype, T, { ((T *)lb_tensor_data(t))[i] = (T)i; });
-    return t;
-}
-
-static lb_tensor *random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, -1, 1);
-    return t;
-}
-
-static lb_var *random_param(int ndim, const int64_t *shape, uint64_t seed, const char *name)
-{
-    return lb_param_new(random_tensor(LB_FLOAT64, ndim, shape, seed), name);
-}
-
-static int has(const char *text) { return strstr(lb_last_error(), text) != NULL; }
-
-/* Asserts the last call failed with `status` and a message naming `op` and `shape`. */
-#define ASSERT_ERROR(status, op, shape)                                                                  \
-    do {                                                                                                 \
-        CU_ASSERT_EQUAL(lb_last_status(), (status));                                                     \
-        CU_ASSERT_TRUE(has(op));                                                                         \
-        CU_ASSERT_TRUE(has(shape));                                                                      \
-        if (lb_last_status() != (status) || !has(op) || !has(shape))                                     \
-            fprintf(stderr, "\n  line %d: got status %d, message \"%s\"\n", __LINE__, (int)lb_last_status(), \
-                    lb_last_error());                                                                    \
-    } while (0)
-
-static void assert_shape(const lb_var *v, int ndim, const int64_t *shape)
-{
-    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
-    CU_ASSERT_EQUAL(v->value->ndim, ndim);
-    for (int d = 0; d < ndim && d < v->value->ndim; d++)
-        CU_ASSERT_EQUAL(v->value->shape[d], shape[d]);
-    CU_ASSERT_TRUE(lb_tensor_is_contiguous(v->value));
-}
-
-/* ---- forward values ---- */
-
 static void test_sum_mean_all(void)
 {
     lb_graph *g = lb_graph_new();
@@ -64,8 +17,8 @@ static void test_sum_mean_all(void)
     for (int dt = 0; dt < 2; dt++) {
         lb_var *x = lb_input(g, lb_tensor_from_doubles(dt ? LB_FLOAT64 : LB_FLOAT32, 2, s, v), 0);
         lb_var *sum = lb_sum(g, x), *mean = lb_mean(g, x);
-        assert_shape(sum, 0, NULL);
-        assert_shape(mean, 0, NULL);
+        lb_test_assert_shape(sum, 0, NULL);
+        lb_test_assert_shape(mean, 0, NULL);
         CU_ASSERT_EQUAL(sum->value->dtype, x->value->dtype);
         CU_ASSERT_DOUBLE_EQUAL(lb_tensor_flat(sum->value, 0), 21.5, 1e-6);
         CU_ASSERT_DOUBLE_EQUAL(lb_tensor_flat(mean->value, 0), 21.5 / 6, 1e-6);
@@ -87,32 +40,32 @@ static void test_sum_mean_axes_2d(void)
     int64_t s3[1] = {3}, s2[1] = {2}, s21[2] = {2, 1}, s13[2] = {1, 3};
 
     lb_var *y = lb_sum_axes(g, x, 1, ax0, 0);
-    assert_shape(y, 1, s3);
+    lb_test_assert_shape(y, 1, s3);
     double want0[3] = {5, 7, 9};
     LB_ASSERT_CLOSE(y->value, want0, 0, 0);
     y = lb_sum_axes(g, x, 1, ax1, 0);
-    assert_shape(y, 1, s2);
+    lb_test_assert_shape(y, 1, s2);
     double want1[2] = {6, 15};
     LB_ASSERT_CLOSE(y->value, want1, 0, 0);
     y = lb_sum_axes(g, x, 1, axm1, 1);
-    assert_shape(y, 2, s21);
+    lb_test_assert_shape(y, 2, s21);
     LB_ASSERT_CLOSE(y->value, want1, 0, 0);
     y = lb_sum_axes(g, x, 2, both, 0);
-    assert_shape(y, 0, NULL);
+    lb_test_assert_shape(y, 0, NULL);
     CU_ASSERT_DOUBLE_EQUAL(lb_tensor_flat(y->value, 0), 21, 0);
     int64_t s11[2] = {1, 1};
-    assert_shape(lb_sum_axes(g, x, 2, both, 1), 2, s11);
+    lb_test_assert_shape(lb_sum_axes(g, x, 2, both, 1), 2, s11);
     /* No axes: nothing is reduced (numpy's axis=()), a copy. */
     y = lb_sum_axes(g, x, 0, NULL, 0);
-    assert_shape(y, 2, s);
+    lb_test_assert_shape(y, 2, s);
     LB_ASSERT_CLOSE(y->value, v, 0, 0);
 
     y = lb_mean_axes(g, x, 1, ax0, 1);
-    assert_shape(y, 2, s13);
+    lb_test_assert_shape(y, 2, s13);
     double mean0[3] = {2.5, 3.5, 4.5};
     LB_ASSERT_CLOSE(y->value, mean0, 1e-15, 0);
     y = lb_mean_axes(g, x, 1, axm1, 0);
-    assert_shape(y, 1, s2);
+    lb_test_assert_shape(y, 1, s2);
     double mean1[2] = {2, 5};
     LB_ASSERT_CLOSE(y->value, mean1, 1e-15, 0);
     lb_graph_free(g);
@@ -122,24 +75,24 @@ static void test_sum_mean_axes_3d(void)
 {
     lb_graph *g = lb_graph_new();
     int64_t s[3] = {2, 3, 4};
-    lb_var *x = lb_input(g, iota(LB_FLOAT32, 3, s), 0); /* x[i, j, k] = 12 i + 4 j + k */
+    lb_var *x = lb_input(g, lb_test_iota(LB_FLOAT32, 3, s), 0); /* x[i, j, k] = 12 i + 4 j + k */
     /* Over i and k: sum = 60 + 32 j; the order of the axes does not matter. */
     int outer[2] = {0, 2}, outer_rev[2] = {-1, 0};
     int64_t s3[1] = {3}, s131[3] = {1, 3, 1};
     double want[3] = {60, 92, 124}, want_mean[3] = {7.5, 11.5, 15.5};
     lb_var *y = lb_sum_axes(g, x, 2, outer, 0);
-    assert_shape(y, 1, s3);
+    lb_test_assert_shape(y, 1, s3);
     LB_ASSERT_CLOSE(y->value, want, 0, 0);
     LB_ASSERT_CLOSE(lb_sum_axes(g, x, 2, outer_rev, 0)->value, want, 0, 0);
     y = lb_mean_axes(g, x, 2, outer, 1);
-    assert_shape(y, 3, s131);
+    lb_test_assert_shape(y, 3, s131);
     LB_ASSERT_CLOSE(y->value, want_mean, 1e-6, 0);
     /* Over j (the middle): 36 i + 12 + 3 k. */
     int mid[1] = {1};
     int64_t s24[2] = {2, 4};
     double want_mid[8] = {12, 15, 18, 21, 48, 51, 54, 57};
     y = lb_sum_axes(g, x, 1, mid, 0);
-    assert_shape(y, 2, s24);
+    lb_test_assert_shape(y, 2, s24);
     LB_ASSERT_CLOSE(y->value, want_mid, 0, 0);
     /* Over i (the first): 12 + 8 j + 2 k. */
     int first[1] = {0};
@@ -161,7 +114,7 @@ static void test_empty(void)
     double zeros[3] = {0, 0, 0};
     LB_ASSERT_CLOSE(y->value, zeros, 0, 0);
     int64_t s0[1] = {0};
-    assert_shape(lb_mean_axes(g, x, 1, ax1, 0), 1, s0);
+    lb_test_assert_shape(lb_mean_axes(g, x, 1, ax1, 0), 1, s0);
     lb_var *m = lb_mean(g, x);
     CU_ASSERT_EQUAL(lb_backward(g, m, NULL), LB_OK);
     CU_ASSERT_EQUAL(lb_tensor_numel(x->grad), 0);
@@ -213,7 +166,7 @@ static lb_var *axes_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_axes_gradcheck(void)
 {
     int64_t s[4] = {2, 3, 4, 5};
-    lb_var *p = random_param(4, s, 1, "x");
+    lb_var *p = lb_test_random_param(4, s, 1, "x");
     axes_case cases[] = {
         {0, 1, {0}, 0},      {1, 1, {-1}, 1},     {0, 2, {1, 3}, 1}, {1, 2, {3, 0}, 0},
         {0, 3, {0, 1, 2}, 0}, {1, 3, {1, 2, 3}, 1}, {1, 1, {2}, 0},    {0, 0, {0}, 0},
@@ -244,7 +197,7 @@ static lb_var *all_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_all_gradcheck(void)
 {
     int64_t s[3] = {2, 4, 3};
-    lb_var *p = random_param(3, s, 2, "x");
+    lb_var *p = lb_test_random_param(3, s, 2, "x");
     for (int which = 0; which < 3; which++) {
         lb_gradcheck_leaf r;
         lb_status st = lb_gradcheck(all_fn, &which, 1, &p, NULL, &r);
@@ -260,7 +213,7 @@ static void test_all_gradcheck(void)
 static void test_backward_values(void)
 {
     int64_t s[2] = {2, 3};
-    lb_var *p = lb_param_new(iota(LB_FLOAT64, 2, s), "x");
+    lb_var *p = lb_param_new(lb_test_iota(LB_FLOAT64, 2, s), "x");
     lb_graph *g = lb_graph_new();
     int ax1[1] = {1}, ax0[1] = {0};
     /* mean over columns: each element gets grad_output[row] / 3. */
@@ -300,7 +253,7 @@ static lb_var *reduce_pipeline(lb_graph *g, lb_var *x)
 static void test_float32_matches_float64(void)
 {
     int64_t s[3] = {3, 4, 5};
-    lb_var *x64 = random_param(3, s, 3, "x");
+    lb_var *x64 = lb_test_random_param(3, s, 3, "x");
     lb_var *x32 = lb_param_new(lb_tensor_copy(x64->value, LB_FLOAT32), "x");
     lb_graph *g = lb_graph_new();
     lb_var *y64 = reduce_pipeline(g, x64), *y32 = reduce_pipeline(g, x32);
@@ -321,7 +274,7 @@ static void test_float32_matches_float64(void)
 static void test_backward_twice_accumulates(void)
 {
     int64_t s[2] = {2, 3};
-    lb_var *p = lb_param_new(iota(LB_FLOAT64, 2, s), "p");
+    lb_var *p = lb_param_new(lb_test_iota(LB_FLOAT64, 2, s), "p");
     lb_graph *g1 = lb_graph_new(), *g2 = lb_graph_new();
     CU_ASSERT_EQUAL(lb_backward(g1, lb_mean(g1, p), NULL), LB_OK);
     double once[6] = {1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6};
@@ -350,7 +303,7 @@ static lb_var *wrong_mean_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_gradcheck_catches_wrong_scale(void)
 {
     int64_t s[2] = {3, 4};
-    lb_var *p = random_param(2, s, 4, "x");
+    lb_var *p = lb_test_random_param(2, s, 4, "x");
     int wrong = 0;
     CU_ASSERT_EQUAL(lb_gradcheck(wrong_mean_fn, &wrong, 1, &p, NULL, NULL), LB_OK);
     wrong = 1;
@@ -364,33 +317,33 @@ static void test_errors(void)
 {
     lb_graph *g = lb_graph_new();
     int64_t s[2] = {2, 3};
-    lb_var *x = lb_input(g, iota(LB_FLOAT64, 2, s), 1);
+    lb_var *x = lb_input(g, lb_test_iota(LB_FLOAT64, 2, s), 1);
     int64_t before = lb_graph_size(g);
     int ax2[1] = {2}, axm3[1] = {-3}, dup[2] = {1, -1}, ok[1] = {0};
     CU_ASSERT_PTR_NULL(lb_sum_axes(g, x, 1, ax2, 0));
-    ASSERT_ERROR(LB_ERR_SHAPE, "sum", "[2, 3]");
+    LB_ASSERT_ERROR(LB_ERR_SHAPE, "sum", "[2, 3]");
     CU_ASSERT_PTR_NULL(lb_mean_axes(g, x, 1, axm3, 1));
-    ASSERT_ERROR(LB_ERR_SHAPE, "mean", "[2, 3]");
+    LB_ASSERT_ERROR(LB_ERR_SHAPE, "mean", "[2, 3]");
     CU_ASSERT_PTR_NULL(lb_sum_axes(g, x, 2, dup, 0));
-    ASSERT_ERROR(LB_ERR_VALUE, "sum", "[2, 3]");
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "sum", "[2, 3]");
     CU_ASSERT_PTR_NULL(lb_mean_axes(g, x, -1, ok, 0));
-    ASSERT_ERROR(LB_ERR_VALUE, "mean", "[2, 3]");
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "mean", "[2, 3]");
     CU_ASSERT_PTR_NULL(lb_sum_axes(g, x, 1, NULL, 0));
-    ASSERT_ERROR(LB_ERR_VALUE, "sum", "[2, 3]");
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "sum", "[2, 3]");
     lb_var *c = lb_input(g, lb_tensor_scalar(LB_FLOAT64, 1), 0);
     CU_ASSERT_PTR_NULL(lb_sum_axes(g, c, 1, ok, 0));
-    ASSERT_ERROR(LB_ERR_SHAPE, "sum", "float64[]");
+    LB_ASSERT_ERROR(LB_ERR_SHAPE, "sum", "float64[]");
     CU_ASSERT_EQUAL(lb_graph_size(g), before + 1); /* only c was added */
     /* A NULL input keeps the upstream error. */
     CU_ASSERT_PTR_NULL(lb_mean(g, lb_sum_axes(g, x, 1, ax2, 0)));
-    ASSERT_ERROR(LB_ERR_SHAPE, "sum", "[2, 3]");
+    LB_ASSERT_ERROR(LB_ERR_SHAPE, "sum", "[2, 3]");
     CU_ASSERT_PTR_NULL(lb_sum(g, NULL));
-    ASSERT_ERROR(LB_ERR_SHAPE, "sum", "[2, 3]");
+    LB_ASSERT_ERROR(LB_ERR_SHAPE, "sum", "[2, 3]");
     /* A variable of another graph. */
     lb_graph *other = lb_graph_new();
     CU_ASSERT_PTR_NULL(lb_mean(other, x));
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_STATE);
-    CU_ASSERT_TRUE(has("mean"));
+    CU_ASSERT_TRUE(lb_test_error_has("mean"));
     lb_graph_free(other);
     lb_graph_free(g);
 }
