@@ -130,7 +130,7 @@ int64_t lb_task_raw_bytes(const lb_task_options *opt);
 /* The temporary file lb_task_generate writes before renaming it over `path`:
  * "<path>.tmp" into buf. 0 on success, -1 if it does not fit in `size` bytes. A
  * program that is interrupted by a signal can unlink it from its handler (see
- * train/cli_data.c). */
+ * cli/data.c). */
 int lb_task_temp_path(const char *path, char *buf, size_t size);
 
 /* Progress callback: `done` of `total` sequences written so far. */

@@ -4,7 +4,7 @@
  * unknown options and bad values, bad files) and `gradcheck` (every family passes,
  * a wrong gradient fails, an unknown model is a usage error).
  *
- * With LB_TEST_PLOTS, train/cli_plot.c is compiled into this program and its plots
+ * With LB_TEST_PLOTS, cli/plot.c is compiled into this program and its plots
  * are drawn directly: PNG signature and size, the SVG fallback, and bad arguments.
  */
 #include "cli_support.h"
@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #ifdef LB_TEST_PLOTS
-#include "train/cli_plot.h"
+#include "cli/plot.h"
 #endif
 
 

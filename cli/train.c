@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/cli.h"
-#include "train/cli_options.h"
+#include "cli/cli.h"
+#include "cli/options.h"
 
 static void train_usage(FILE *out)
 {

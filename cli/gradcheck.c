@@ -19,7 +19,7 @@
 #include "autograd/gradcheck.h"
 #include "layers/model.h"
 #include "tensor/rng.h"
-#include "train/cli.h"
+#include "cli/cli.h"
 
 enum { GC_IGNORE_INDEX = -100 };
 

@@ -1,5 +1,5 @@
-/* The lookback command line: one function per subcommand (train/cli_<name>.c) and
- * the helpers they share (train/cli_common.c). Each returns the process exit code:
+/* The lookback command line: one function per subcommand (cli/<name>.c) and
+ * the helpers they share (cli/common.c). Each returns the process exit code:
  * 0 success, 1 a failure at run time (bad data, a failed check), 2 bad usage. Errors
  * are printed as one line on stderr: "lookback <command>: <message>". */
 #ifndef LB_CLI_H

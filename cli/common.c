@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "tensor/threads.h"
-#include "train/cli.h"
+#include "cli/cli.h"
 
 /* Library messages may start with the C function that raised them ("lb_dataset_open: ");
  * the command line shows users the rest. */

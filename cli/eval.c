@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "data/h5io.h"
-#include "train/cli.h"
+#include "cli/cli.h"
 #include "train/trainer.h"
 
 static void eval_usage(FILE *out)

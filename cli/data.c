@@ -25,7 +25,7 @@
 
 #include "data/dataset.h"
 #include "data/tasks.h"
-#include "train/cli.h"
+#include "cli/cli.h"
 
 static void data_usage(FILE *out)
 {

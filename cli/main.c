@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "tensor/tensor.h"
-#include "train/cli.h"
+#include "cli/cli.h"
 
 static void usage(FILE *out)
 {

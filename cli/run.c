@@ -9,8 +9,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "train/cli.h"
-#include "train/cli_options.h"
+#include "cli/cli.h"
+#include "cli/options.h"
 
 typedef struct progress_state {
     lb_progress bar;

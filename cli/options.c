@@ -1,4 +1,4 @@
-#include "train/cli_options.h"
+#include "cli/options.h"
 
 #include <json-c/json.h>
 #include <stddef.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/cli.h"
+#include "cli/cli.h"
 
 typedef enum opt_type {
     T_INT64, T_INT, T_REAL, T_U64, T_MODEL, T_POS, T_OPTIM, T_SCHEDULE, T_STRING

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "data/tasks.h"
-#include "train/cli.h"
-#include "train/cli_options.h"
-#include "train/cli_plot.h"
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "cli/plot.h"
 
 enum { MAX_MODELS = 8, MAX_EVALS = 8 };
 
