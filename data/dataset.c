@@ -73,7 +73,7 @@ static lb_status read_task_and_version(reader *r)
         st = lb_error(LB_ERR_FORMAT, "%s: attribute 'task' = '%s' is not a known task (spike, recall, copy, adding, local)",
                       r->file, task);
     if (st == LB_OK)
-        st = lb_h5_read_attr_int(r->fid, "format_version", &ds->format_version, r->file);
+        st = lb_h5_read_attr_int(r->fid, "format_version", LB_H5_INT, &ds->format_version, r->file);
     if (st == LB_OK && ds->format_version != LB_DATA_FORMAT_VERSION)
         st = lb_error(LB_ERR_FORMAT,
                       "%s: format_version %lld is not supported (this lookback reads version %d): regenerate the "
@@ -94,20 +94,20 @@ static lb_status read_option(reader *r, const lb_option_spec *spec, int *present
     lb_status st;
     if (spec->type == LB_OPT_SEED) {
         uint64_t u = 0;
-        if ((st = lb_h5_read_attr_uint(r->fid, spec->name, &u, r->file)) == LB_OK)
+        if ((st = lb_h5_read_attr_uint(r->fid, spec->name, LB_H5_NONNEG, &u, r->file)) == LB_OK)
             lb_option_set_seed(o, spec, u);
         return st;
     }
     if (spec->type == LB_OPT_REAL) {
         double v = 0;
-        st = lb_h5_read_attr_real(r->fid, spec->name, &v, r->file);
+        st = lb_h5_read_attr_real(r->fid, spec->name, LB_H5_REAL, &v, r->file);
         if (st == LB_OK)
             st = lb_option_check_real(spec, v, r->file);
         if (st == LB_OK)
             lb_option_set_real(o, spec, v);
     } else {
         int64_t i = 0;
-        st = lb_h5_read_attr_int(r->fid, spec->name, &i, r->file);
+        st = lb_h5_read_attr_int(r->fid, spec->name, LB_H5_INT, &i, r->file);
         if (st == LB_OK)
             st = lb_option_check_int(spec, i, r->file);
         if (st == LB_OK)
@@ -139,17 +139,17 @@ static lb_status read_root_attrs(reader *r)
     uint64_t seed = 0;
     lb_status st = read_task_and_version(r);
     if (st == LB_OK)
-        st = lb_h5_read_attr_uint(r->fid, "seed", &seed, r->file);
+        st = lb_h5_read_attr_uint(r->fid, "seed", LB_H5_NONNEG, &seed, r->file);
     if (st == LB_OK)
-        st = lb_h5_read_attr_int(r->fid, "seq_len", &seq_len, r->file);
+        st = lb_h5_read_attr_int(r->fid, "seq_len", LB_H5_INT, &seq_len, r->file);
     if (st == LB_OK)
         st = check_attr_range(r->file, "seq_len", seq_len, 1, MAX_SEQ_LEN);
     if (st == LB_OK)
-        st = lb_h5_read_attr_int(r->fid, "vocab_size", &ds->vocab_size, r->file);
+        st = lb_h5_read_attr_int(r->fid, "vocab_size", LB_H5_INT, &ds->vocab_size, r->file);
     if (st == LB_OK)
         st = check_attr_range(r->file, "vocab_size", ds->vocab_size, 0, INT32_MAX);
     if (st == LB_OK)
-        st = lb_h5_read_attr_int(r->fid, "num_classes", &ds->num_classes, r->file);
+        st = lb_h5_read_attr_int(r->fid, "num_classes", LB_H5_INT, &ds->num_classes, r->file);
     if (st == LB_OK)
         st = check_attr_range(r->file, "num_classes", ds->num_classes, 0, INT32_MAX);
     int count = 0, present = 0, missing = 0;
@@ -330,7 +330,7 @@ static lb_status bad_float(const reader *r, const char *where, lb_field f, int64
  * straight into buf [count] and checks it. */
 static lb_status read_narrow_int(reader *r, hid_t dset, const char *where, lb_field f, int32_t *buf, int64_t count)
 {
-    lb_status st = lb_h5_read_all(dset, 0, buf, where, r->file);
+    lb_status st = lb_h5_read(dset, LB_H5_ANY_INT, H5T_NATIVE_INT32, 0, -1, buf, where, r->file);
     int_rule rule = int_rule_of(r, f);
     for (int64_t i = 0; st == LB_OK && i < count; i++) {
         if (!int_ok(&rule, buf[i])) {
@@ -358,8 +358,8 @@ static lb_status read_wide_int(reader *r, hid_t dset, const char *where, lb_fiel
     lb_status st = LB_OK;
     for (int64_t start = 0; st == LB_OK && start < n; start += rows) {
         int64_t count = n - start < rows ? n - start : rows;
-        st = lb_h5_read_rows(dset, is_unsigned ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, start, count, block, where,
-                             r->file);
+        st = lb_h5_read(dset, LB_H5_ANY_INT, is_unsigned ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, start, count, block,
+                        where, r->file);
         for (int64_t i = 0; st == LB_OK && i < count * per_row; i++) {
             int64_t flat = start * per_row + i;
             uint64_t u = (uint64_t)block[i];
@@ -384,7 +384,7 @@ static lb_status read_wide_int(reader *r, hid_t dset, const char *where, lb_fiel
  * that every value is finite. */
 static lb_status read_narrow_float(reader *r, hid_t dset, const char *where, lb_field f, float *buf, int64_t count)
 {
-    lb_status st = lb_h5_read_all(dset, 1, buf, where, r->file);
+    lb_status st = lb_h5_read(dset, LB_H5_FLOAT, H5T_NATIVE_FLOAT, 0, -1, buf, where, r->file);
     for (int64_t i = 0; st == LB_OK && i < count; i++)
         if (!isfinite(buf[i]))
             return bad_float(r, where, f, i, buf[i]);
@@ -404,7 +404,7 @@ static lb_status read_wide_float(reader *r, hid_t dset, const char *where, lb_fi
     lb_status st = LB_OK;
     for (int64_t start = 0; st == LB_OK && start < n; start += rows) {
         int64_t count = n - start < rows ? n - start : rows;
-        st = lb_h5_read_rows(dset, H5T_NATIVE_DOUBLE, start, count, block, where, r->file);
+        st = lb_h5_read(dset, LB_H5_FLOAT, H5T_NATIVE_DOUBLE, start, count, block, where, r->file);
         for (int64_t i = 0; st == LB_OK && i < count * per_row; i++) {
             int64_t flat = start * per_row + i;
             if (!isfinite(block[i]) || fabs(block[i]) > FLT_MAX) {
@@ -482,28 +482,11 @@ static lb_status read_split(reader *r, int split)
 
 /* ---- open / close ---- */
 
-static lb_status check_file(const char *path, int64_t *bytes)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
-    *bytes = (int64_t)sb.st_size;
-    if (H5Fis_hdf5(path) <= 0)
-        return lb_error(LB_ERR_FORMAT, "%s: not an HDF5 file (no HDF5 signature; %lld bytes)", path,
-                        (long long)sb.st_size);
-    return LB_OK;
-}
-
 static lb_status read_file(reader *r)
 {
-    lb_status st = check_file(r->file, &r->file_bytes);
+    lb_status st = lb_h5_open_read(r->file, "data file", &r->fid);
     if (st != LB_OK)
         return st;
-    r->fid = H5Fopen(r->file, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (r->fid < 0)
-        return lb_error(LB_ERR_FORMAT, "%s: HDF5 cannot open it (truncated or corrupted file?)", r->file);
     st = read_root_attrs(r);
     if (st == LB_OK)
         st = infer_layout(r);
@@ -514,10 +497,18 @@ static lb_status read_file(reader *r)
     return st;
 }
 
+/* The whole read, run in a child process first (lb_h5_isolated): a file that makes
+ * libhdf5 crash or hang is reported there, before this process touches it. */
+static lb_status read_file_job(void *ctx) { return read_file(ctx); }
+
 lb_dataset *lb_dataset_open(const char *path)
 {
     if (!path) {
         lb_error(LB_ERR_VALUE, "lb_dataset_open: path is NULL");
+        return NULL;
+    }
+    if (!*path) {
+        lb_error(LB_ERR_VALUE, "lb_dataset_open: the data file path is empty");
         return NULL;
     }
     lb_dataset *ds = calloc(1, sizeof *ds);
@@ -529,9 +520,17 @@ lb_dataset *lb_dataset_open(const char *path)
     }
     ds->path = copy;
     reader r = {.ds = ds, .file = path, .fid = -1};
+    struct stat sb;
+    lb_status st = stat(path, &sb) == 0 ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (st == LB_OK && !S_ISREG(sb.st_mode))
+        st = lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
+    r.file_bytes = st == LB_OK ? (int64_t)sb.st_size : 0;
     lb_h5_quiet quiet;
     lb_h5_quiet_begin(&quiet);
-    lb_status st = read_file(&r);
+    if (st == LB_OK)
+        st = lb_h5_isolated(read_file_job, NULL, &r, lb_h5_read_timeout(r.file_bytes), 0, path);
+    if (st == LB_OK)
+        st = read_file(&r);
     lb_h5_quiet_end(&quiet);
     if (st != LB_OK) {
         lb_dataset_close(ds);
