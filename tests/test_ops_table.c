@@ -58,28 +58,12 @@ static lb_var *b_relu(lb_graph *g, lb_var *const *x) { return lb_relu(g, x[0]); 
 static lb_var *b_gelu(lb_graph *g, lb_var *const *x) { return lb_gelu(g, x[0]); }
 /* a [2, 3, 4] @ bᵀ with b stored [5, 4] (broadcast over the batch) -> [2, 3, 5] */
 static lb_var *b_matmul(lb_graph *g, lb_var *const *x) { return lb_matmul_t(g, x[0], 0, x[1], 1); }
-static lb_var *b_reshape(lb_graph *g, lb_var *const *x)
-{
-    int64_t s[3] = {3, -1, 2};
-    return lb_reshape(g, x[0], 3, s);
-}
-static lb_var *b_permute(lb_graph *g, lb_var *const *x)
-{
-    int p[3] = {2, 0, 1};
-    return lb_permute(g, x[0], p);
-}
+static lb_var *b_reshape(lb_graph *g, lb_var *const *x) { return lb_reshape(g, x[0], 3, (int64_t[]){3, -1, 2}); }
+static lb_var *b_permute(lb_graph *g, lb_var *const *x) { return lb_permute(g, x[0], (int[]){2, 0, 1}); }
 static lb_var *b_slice(lb_graph *g, lb_var *const *x) { return lb_slice(g, x[0], 1, 1, 5, 2); }
 static lb_var *b_concat(lb_graph *g, lb_var *const *x) { return lb_concat(g, 3, x, 1); }
-static lb_var *b_sum(lb_graph *g, lb_var *const *x)
-{
-    int axes[2] = {0, -1};
-    return lb_sum_axes(g, x[0], 2, axes, 0);
-}
-static lb_var *b_mean(lb_graph *g, lb_var *const *x)
-{
-    int axes[1] = {1};
-    return lb_mean_axes(g, x[0], 1, axes, 1);
-}
+static lb_var *b_sum(lb_graph *g, lb_var *const *x) { return lb_sum_axes(g, x[0], 2, (int[]){0, -1}, 0); }
+static lb_var *b_mean(lb_graph *g, lb_var *const *x) { return lb_mean_axes(g, x[0], 1, (int[]){1}, 1); }
 static lb_var *b_softmax(lb_graph *g, lb_var *const *x) { return lb_softmax(g, x[0]); }
 static lb_var *b_log_softmax(lb_graph *g, lb_var *const *x) { return lb_log_softmax(g, x[0]); }
 
@@ -177,28 +161,12 @@ static lb_var *m_relu(lb_graph *g, lb_var *const *x) { return lb_relu(g, foreign
 static lb_var *m_gelu(lb_graph *g, lb_var *const *x) { return lb_gelu(g, foreign(x[0])); }
 /* Inner sizes 4 vs 5 (b not transposed). */
 static lb_var *m_matmul(lb_graph *g, lb_var *const *x) { return lb_matmul(g, x[0], x[1]); }
-static lb_var *m_reshape(lb_graph *g, lb_var *const *x)
-{
-    int64_t s[2] = {5, 5};
-    return lb_reshape(g, x[0], 2, s);
-}
-static lb_var *m_permute(lb_graph *g, lb_var *const *x)
-{
-    int p[3] = {0, 2, 2};
-    return lb_permute(g, x[0], p);
-}
+static lb_var *m_reshape(lb_graph *g, lb_var *const *x) { return lb_reshape(g, x[0], 2, (int64_t[]){5, 5}); }
+static lb_var *m_permute(lb_graph *g, lb_var *const *x) { return lb_permute(g, x[0], (int[]){0, 2, 2}); }
 static lb_var *m_slice(lb_graph *g, lb_var *const *x) { return lb_slice(g, x[0], 1, 2, 9, 1); }
 static lb_var *m_concat(lb_graph *g, lb_var *const *x) { return lb_concat(g, 3, x, 0); }
-static lb_var *m_sum(lb_graph *g, lb_var *const *x)
-{
-    int axes[1] = {3};
-    return lb_sum_axes(g, x[0], 1, axes, 0);
-}
-static lb_var *m_mean(lb_graph *g, lb_var *const *x)
-{
-    int axes[2] = {1, -2};
-    return lb_mean_axes(g, x[0], 2, axes, 0);
-}
+static lb_var *m_sum(lb_graph *g, lb_var *const *x) { return lb_sum_axes(g, x[0], 1, (int[]){3}, 0); }
+static lb_var *m_mean(lb_graph *g, lb_var *const *x) { return lb_mean_axes(g, x[0], 2, (int[]){1, -2}, 0); }
 static lb_var *m_softmax(lb_graph *g, lb_var *const *x) { return lb_softmax(g, foreign(x[0])); }
 static lb_var *m_log_softmax(lb_graph *g, lb_var *const *x) { return lb_log_softmax(g, foreign(x[0])); }
 /* An allowed mask [5] that does not broadcast to the scores [2, 3, 4]. */
@@ -212,12 +180,15 @@ static lb_var *m_masked_softmax(lb_graph *g, lb_var *const *x)
     return y;
 }
 /* k and v given in the wrong order: v [2, 5, 3] has width 3, not q's 4. */
-static lb_var *m_attention(lb_graph *g, lb_var *const *x) { return lb_attention_fused(g, x[0], x[2], x[1], NULL, 0.5); }
+static lb_var *m_attention(lb_graph *g, lb_var *const *x)
+{
+    return lb_attention_fused(g, x[0], x[2], x[1], NULL, 0.5);
+}
 /* weight [5] for x [..., 6] */
 static lb_var *m_layer_norm(lb_graph *g, lb_var *const *x)
 {
-    int64_t s[1] = {5};
-    return lb_layer_norm(g, x[0], lb_input(g, lb_tensor_zeros(LB_FLOAT64, 1, s), 0), NULL, 1e-5);
+    lb_var *weight = lb_input(g, lb_tensor_zeros(LB_FLOAT64, 1, (int64_t[]){5}), 0);
+    return lb_layer_norm(g, x[0], weight, NULL, 1e-5);
 }
 static lb_var *m_embedding(lb_graph *g, lb_var *const *x)
 {
@@ -232,11 +203,7 @@ static lb_var *m_cross_entropy(lb_graph *g, lb_var *const *x)
     return lb_cross_entropy(g, x[0], targets, -100);
 }
 /* pred [2, 3] against a target flattened to [6] */
-static lb_var *m_mse(lb_graph *g, lb_var *const *x)
-{
-    int64_t s[1] = {-1};
-    return lb_mse(g, x[0], lb_reshape(g, x[1], 1, s));
-}
+static lb_var *m_mse(lb_graph *g, lb_var *const *x) { return lb_mse(g, x[0], lb_reshape(g, x[1], 1, (int64_t[]){-1})); }
 static lb_var *m_custom(lb_graph *g, lb_var *const *x)
 {
     return lb_custom(g, 1, x, lb_tensor_copy(x[0]->value, x[0]->value->dtype), NULL, NULL, NULL);
@@ -307,6 +274,15 @@ static lb_tensor *input_value(const op_recipe *r, int i, lb_dtype dtype)
     return c;
 }
 
+/* A new graph holding the recipe's inputs in x, requiring gradients. */
+static lb_graph *graph_with_inputs(const op_recipe *r, lb_dtype dtype, lb_var **x)
+{
+    lb_graph *g = lb_graph_new();
+    for (int i = 0; i < r->n_inputs; i++)
+        x[i] = lb_input(g, input_value(r, i, dtype), 1);
+    return g;
+}
+
 /* The constant each input is multiplied by before the op: values in [0.75, 1.25]
  * (positive, so inputs keep their sign and their domain). */
 static lb_tensor *pre_factor(const lb_tensor *like, int i)
@@ -352,10 +328,8 @@ static void test_recipes_record_their_op(void)
 {
     for (int k = 0; k < N_RECIPES; k++) {
         const op_recipe *r = &recipes[k];
-        lb_graph *g = lb_graph_new();
         lb_var *x[MAX_IN];
-        for (int i = 0; i < r->n_inputs; i++)
-            x[i] = lb_input(g, input_value(r, i, LB_FLOAT64), 1);
+        lb_graph *g = graph_with_inputs(r, LB_FLOAT64, x);
         lb_var *y = r->build(g, x);
         CU_ASSERT_PTR_NOT_NULL(y);
         if (!y || (int)y->op != (int)r->op)
@@ -386,10 +360,8 @@ static void test_gradcheck_after_another_op(void)
 /* Output and input gradients (for one fixed random grad_output) in `dtype`. */
 static lb_tensor *run_dtype(const op_recipe *r, lb_dtype dtype, lb_tensor **grads)
 {
-    lb_graph *g = lb_graph_new();
     lb_var *x[MAX_IN];
-    for (int i = 0; i < r->n_inputs; i++)
-        x[i] = lb_input(g, input_value(r, i, dtype), 1);
+    lb_graph *g = graph_with_inputs(r, dtype, x);
     lb_var *y = after_product(g, r, x);
     lb_tensor *out = NULL;
     if (y) {
@@ -435,10 +407,8 @@ static void test_misuse_is_one_clear_error(void)
     foreign_graph = lb_graph_new();
     for (int k = 0; k < N_RECIPES; k++) {
         const op_recipe *r = &recipes[k];
-        lb_graph *g = lb_graph_new();
         lb_var *x[MAX_IN];
-        for (int i = 0; i < r->n_inputs; i++)
-            x[i] = lb_input(g, input_value(r, i, LB_FLOAT64), 1);
+        lb_graph *g = graph_with_inputs(r, LB_FLOAT64, x);
         lb_clear_error();
         lb_var *y = r->misuse(g, x);
         CU_ASSERT_PTR_NULL(y);
