@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -118,8 +119,11 @@ static void clean_failed_run(const char *dir, int created_dir)
 {
     const char *names[] = {"config.json", "config.json.tmp", "metrics.csv", "metrics.csv.tmp", ".lock"};
     char path[4200];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        unlink(lb_cli_path(path, sizeof path, dir, names[i]));
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        struct stat sb; /* only regular files: a FIFO or device someone put there stays */
+        if (lstat(lb_cli_path(path, sizeof path, dir, names[i]), &sb) == 0 && S_ISREG(sb.st_mode))
+            unlink(path);
+    }
     if (created_dir)
         rmdir(dir);
 }
@@ -207,7 +211,8 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     }
     if (metrics && fclose(metrics) != 0 && st == LB_OK)
         st = lb_error(LB_ERR_IO, "%s: cannot finish writing: %s", metrics_path, strerror(errno));
-    if (st != LB_OK && !resume && lock >= 0 && !lb_cli_exists(ckpt_path))
+    /* A start that failed leaves nothing; a run that took steps keeps its metrics rows. */
+    if (st != LB_OK && !resume && lock >= 0 && !lb_cli_exists(ckpt_path) && (!trainer || lb_trainer_steps_done(trainer) == 0))
         clean_failed_run(dir, created_dir);
     if (lock >= 0)
         close(lock);
