@@ -6,7 +6,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "data/dataset_internal.h"
 #include "data/h5io.h"
@@ -497,9 +500,73 @@ static lb_status read_file(reader *r)
     return st;
 }
 
-/* The whole read, run in a child process first (lb_h5_isolated): a file that makes
- * libhdf5 crash or hang is reported there, before this process touches it. */
-static lb_status read_file_job(void *ctx) { return read_file(ctx); }
+/* Opening runs in two processes: a child reads and validates the file with HDF5
+ * (lb_h5_isolated, with a time limit) and sends the checked dataset over a socket;
+ * this process never calls HDF5 on the file, so a file that makes libhdf5 crash or
+ * hang costs only the child. */
+typedef struct open_job {
+    reader r;
+    int sock[2]; /* [0] this process, [1] the child */
+} open_job;
+
+/* What the child sends before the rows: every field of lb_dataset but the pointers. */
+typedef struct dataset_header {
+    lb_task_options options;
+    int all_options_present;
+    int64_t format_version, vocab_size, num_classes;
+    lb_layout layout;
+    int64_t n[LB_SPLIT_COUNT];
+} dataset_header;
+
+static lb_status open_child(void *ctx)
+{
+    open_job *job = ctx;
+    close(job->sock[0]);
+    lb_status st = read_file(&job->r);
+    if (st != LB_OK)
+        return st;
+    const lb_dataset *ds = job->r.ds;
+    dataset_header h;
+    memset(&h, 0, sizeof h);
+    h.options = ds->options;
+    h.all_options_present = ds->all_options_present;
+    h.format_version = ds->format_version;
+    h.vocab_size = ds->vocab_size;
+    h.num_classes = ds->num_classes;
+    h.layout = ds->layout;
+    for (int s = 0; s < LB_SPLIT_COUNT; s++)
+        h.n[s] = ds->split[s].n;
+    int bad = lb_transfer_bytes(job->sock[1], &h, sizeof h, 1) != 0;
+    for (int s = 0; !bad && s < LB_SPLIT_COUNT; s++)
+        bad = lb_rows_transfer(job->sock[1], &ds->layout, &job->r.ds->split[s], 1) != 0;
+    return bad ? lb_error(LB_ERR_IO, "%s: the reading process could not send the data", job->r.file) : LB_OK;
+}
+
+/* This process: receives what the child read. LB_ERR_STATE when the child stopped
+ * (its own message says why). */
+static lb_status open_receive(void *ctx)
+{
+    open_job *job = ctx;
+    close(job->sock[1]);
+    lb_dataset *ds = job->r.ds;
+    dataset_header h;
+    lb_status st = lb_transfer_bytes(job->sock[0], &h, sizeof h, 0) == 0 ? LB_OK : LB_ERR_STATE;
+    if (st == LB_OK) {
+        ds->options = h.options;
+        ds->all_options_present = h.all_options_present;
+        ds->format_version = h.format_version;
+        ds->vocab_size = h.vocab_size;
+        ds->num_classes = h.num_classes;
+        ds->layout = h.layout;
+    }
+    for (int s = 0; st == LB_OK && s < LB_SPLIT_COUNT; s++) {
+        st = lb_rows_alloc(&ds->layout, h.n[s], NULL, job->r.file, &ds->split[s]);
+        if (st == LB_OK && lb_rows_transfer(job->sock[0], &ds->layout, &ds->split[s], 0) != 0)
+            st = LB_ERR_STATE;
+    }
+    close(job->sock[0]);
+    return st == LB_ERR_STATE ? lb_error(LB_ERR_STATE, "%s: the reading process stopped", job->r.file) : st;
+}
 
 lb_dataset *lb_dataset_open(const char *path)
 {
@@ -519,19 +586,23 @@ lb_dataset *lb_dataset_open(const char *path)
         return NULL;
     }
     ds->path = copy;
-    reader r = {.ds = ds, .file = path, .fid = -1};
+    open_job job = {.r = {.ds = ds, .file = path, .fid = -1}, .sock = {-1, -1}};
     struct stat sb;
     lb_status st = stat(path, &sb) == 0 ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (st == LB_OK && !S_ISREG(sb.st_mode))
         st = lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
-    r.file_bytes = st == LB_OK ? (int64_t)sb.st_size : 0;
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    if (st == LB_OK)
-        st = lb_h5_isolated(read_file_job, NULL, &r, lb_h5_read_timeout(r.file_bytes), 0, path);
-    if (st == LB_OK)
-        st = read_file(&r);
-    lb_h5_quiet_end(&quiet);
+    job.r.file_bytes = st == LB_OK ? (int64_t)sb.st_size : 0;
+    double timeout = lb_h5_read_timeout(job.r.file_bytes);
+    if (st == LB_OK && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, job.sock) != 0)
+        st = lb_error(LB_ERR_IO, "%s: cannot create a socket pair for reading: %s", path, strerror(errno));
+    if (st == LB_OK) {
+        struct timeval tv = {(time_t)timeout, (suseconds_t)((timeout - (double)(time_t)timeout) * 1e6)};
+        setsockopt(job.sock[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); /* a hanging child */
+        lb_h5_quiet quiet;
+        lb_h5_quiet_begin(&quiet);
+        st = lb_h5_isolated(open_child, open_receive, &job, timeout, 0, path);
+        lb_h5_quiet_end(&quiet);
+    }
     if (st != LB_OK) {
         lb_dataset_close(ds);
         return NULL;

@@ -319,27 +319,6 @@ static int64_t block_rows(const lb_layout *l, int64_t n)
     return rows < n ? rows : (n > 0 ? n : 1);
 }
 
-/* Sends (send 1) or receives (0) every field of a block over the socket; 0 on success. */
-static int transfer_rows(int fd, const lb_layout *l, lb_rows *rows, int send_side)
-{
-    for (int f = 0; f < LB_FIELD_COUNT; f++) {
-        if (!lb_layout_has(l, (lb_field)f))
-            continue;
-        char *p = rows->data[f];
-        size_t left = (size_t)(rows->n * lb_layout_row_elems(l, (lb_field)f)) * 4;
-        while (left > 0) {
-            ssize_t n = send_side ? send(fd, p, left, MSG_NOSIGNAL) : recv(fd, p, left, MSG_WAITALL);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                return -1;
-            p += n;
-            left -= (size_t)n;
-        }
-    }
-    return 0;
-}
-
 /* The child: receives the blocks of one split and writes them into its datasets. */
 static lb_status write_split(writer *w, hid_t fid, int split, int64_t n)
 {
@@ -355,7 +334,7 @@ static lb_status write_split(writer *w, hid_t fid, int split, int64_t n)
         st = lb_rows_alloc(&w->layout, block, NULL, w->file, &rows);
     for (int64_t start = 0; st == LB_OK && start < n; start += block) {
         rows.n = n - start < block ? n - start : block;
-        if (transfer_rows(w->sock[1], &w->layout, &rows, 0) != 0)
+        if (lb_rows_transfer(w->sock[1], &w->layout, &rows, 0) != 0)
             st = lb_error(LB_ERR_IO, "%s: the generated sequences stopped arriving", w->file);
         if (st == LB_OK)
             st = lb_h5_write_rows(dsets, &w->layout, &rows, start, w->file);
@@ -409,7 +388,7 @@ static lb_status generate_all(void *ctx)
         for (int64_t start = 0; st == LB_OK && start < n; start += block) {
             rows.n = n - start < block ? n - start : block;
             st = generate_block(w->opt, &w->layout, w->base[s], start, &rows, w->file);
-            if (st == LB_OK && transfer_rows(w->sock[0], &w->layout, &rows, 1) != 0)
+            if (st == LB_OK && lb_rows_transfer(w->sock[0], &w->layout, &rows, 1) != 0)
                 st = lb_error(LB_ERR_STATE, "%s: the HDF5 writer stopped", w->file);
             w->done += rows.n;
             if (st == LB_OK && w->progress)
