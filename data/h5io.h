@@ -40,7 +40,8 @@ typedef lb_status (*lb_h5_job)(void *ctx);
  * LB_ERR_FORMAT "FILE: damaged or hostile HDF5 file ..." when `writing` is 0, and
  * LB_ERR_IO naming FILE when writing. The child never returns: it ends with _exit,
  * so this process's buffers and exit handlers run once. Nothing the job changes in
- * memory reaches this process. */
+ * memory reaches this process. The child's standard error goes to /dev/null (set
+ * LOOKBACK_HDF5_DEBUG to see what libhdf5 or a sanitizer prints there). */
 lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeout_seconds, int writing,
                          const char *file);
 

@@ -486,7 +486,9 @@ static void test_isolated_jobs(void)
 {
     CU_ASSERT_EQUAL(lb_h5_isolated(crash_job, NULL, NULL, 5, 0, "f.h5"), LB_ERR_FORMAT);
     CU_ASSERT_TRUE(error_has("f.h5: damaged or hostile HDF5 file"));
-    CU_ASSERT_TRUE(error_has("crashed (signal 11"));
+    /* "crashed (signal 11, ...)"; under AddressSanitizer, which catches the signal,
+     * "ended without an answer (exit status 1)". */
+    CU_ASSERT_TRUE(strstr(lb_last_error(), "crashed (signal 11") || strstr(lb_last_error(), "ended without an answer"));
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     CU_ASSERT_EQUAL(lb_h5_isolated(hang_job, NULL, NULL, 0.3, 0, "g.h5"), LB_ERR_FORMAT);
