@@ -29,14 +29,6 @@ static void test_counter_counts_in_place_writes(void)
     lb_tensor_free(u);
 }
 
-static int error_has(const char *text)
-{
-    int ok = strstr(lb_last_error(), text) != NULL;
-    if (!ok)
-        fprintf(stderr, "\n  expected \"%s\" in: %s\n", text, lb_last_error());
-    return ok;
-}
-
 static void test_backward_refuses_modified_output(void)
 {
     lb_graph *g = lb_graph_new();
@@ -46,10 +38,10 @@ static void test_backward_refuses_modified_output(void)
     lb_var *loss = lb_sum(g, y);
     lb_tensor_set(y->value, (int64_t[]){0, 1}, 0.25);
     CU_ASSERT_EQUAL(lb_backward(g, loss, NULL), LB_ERR_STATE);
-    CU_ASSERT_TRUE(error_has("backward of tanh"));
-    CU_ASSERT_TRUE(error_has("its output"));
-    CU_ASSERT_TRUE(error_has("float64[2, 3]"));
-    CU_ASSERT_TRUE(error_has("version 0 then, 1 now"));
+    CU_ASSERT_TRUE(lb_test_error_has("backward of tanh"));
+    CU_ASSERT_TRUE(lb_test_error_has("its output"));
+    CU_ASSERT_TRUE(lb_test_error_has("float64[2, 3]"));
+    CU_ASSERT_TRUE(lb_test_error_has("version 0 then, 1 now"));
     CU_ASSERT_PTR_NULL(x->grad); /* nothing reached x */
     /* Run again: the same computation without the write gives tanh's gradient. */
     lb_graph_reset(g);
@@ -79,9 +71,9 @@ static void test_backward_refuses_modified_input(void)
     lb_tensor_fill(view, 0.0); /* through a view: the same storage */
     lb_tensor_free(view);
     CU_ASSERT_EQUAL(lb_backward(g, loss, NULL), LB_ERR_STATE);
-    CU_ASSERT_TRUE(error_has("backward of matmul"));
-    CU_ASSERT_TRUE(error_has("its input 1"));
-    CU_ASSERT_TRUE(error_has("float32[3, 4]"));
+    CU_ASSERT_TRUE(lb_test_error_has("backward of matmul"));
+    CU_ASSERT_TRUE(lb_test_error_has("its input 1"));
+    CU_ASSERT_TRUE(lb_test_error_has("float32[3, 4]"));
     lb_graph_free(g);
 }
 
@@ -110,8 +102,8 @@ static void test_optimizer_step_between_forward_and_backward(void)
     CU_ASSERT_EQUAL(lb_optim_step(opt), LB_OK);
     lb_optim_zero_grad(opt);
     CU_ASSERT_EQUAL(lb_backward(g, loss, NULL), LB_ERR_STATE);
-    CU_ASSERT_TRUE(error_has("backward of matmul"));
-    CU_ASSERT_TRUE(error_has("its input 1"));
+    CU_ASSERT_TRUE(lb_test_error_has("backward of matmul"));
+    CU_ASSERT_TRUE(lb_test_error_has("its input 1"));
     (void)other;
     lb_graph_free(g);
     lb_optim_free(opt);

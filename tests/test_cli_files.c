@@ -4,7 +4,6 @@
  * otherwise); a damaged file that crashes libhdf5. Each gives one error line and
  * exit 1, no crash, and what was on disk before stays. */
 #include <errno.h>
-#include <ftw.h>
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,14 +333,6 @@ static void test_hostile_checkpoints(void)
     unsetenv("LOOKBACK_HDF5_TIMEOUT");
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_files_%d", (int)getpid());
@@ -356,6 +347,6 @@ int main(void)
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_files", cases);
-    nftw(work_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    remove_tree(work_dir);
     return rc;
 }

@@ -86,14 +86,6 @@ static void free_trainer(lb_trainer *t, lb_dataset *ds, lb_model *m)
     lb_dataset_close(ds);
 }
 
-static int error_has(const char *text)
-{
-    int ok = strstr(lb_last_error(), text) != NULL;
-    if (!ok)
-        fprintf(stderr, "\n  expected \"%s\" in: %s\n", text, lb_last_error());
-    return ok;
-}
-
 static void setup(void)
 {
     snprintf(dir, sizeof dir, "/tmp/lookback_test_files_%d", (int)getpid());
@@ -155,28 +147,28 @@ static void test_output_paths_not_regular(void)
     lb_trainer *t = tiny_trainer(&ds, &m);
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
         CU_ASSERT_EQUAL(lb_output_check(targets[i].path, "report"), LB_ERR_IO);
-        CU_ASSERT_TRUE(error_has(targets[i].says));
+        CU_ASSERT_TRUE(lb_test_error_has(targets[i].says));
         CU_ASSERT_EQUAL(lb_task_generate(&o, targets[i].path, NULL, NULL), LB_ERR_IO);
-        CU_ASSERT_TRUE(error_has(targets[i].path));
-        CU_ASSERT_TRUE(error_has("not a regular file"));
+        CU_ASSERT_TRUE(lb_test_error_has(targets[i].path));
+        CU_ASSERT_TRUE(lb_test_error_has("not a regular file"));
         CU_ASSERT_EQUAL(lb_trainer_save(t, targets[i].path), LB_ERR_IO);
-        CU_ASSERT_TRUE(error_has(targets[i].says));
+        CU_ASSERT_TRUE(lb_test_error_has(targets[i].says));
         CU_ASSERT_EQUAL(mode_of(targets[i].path), targets[i].mode); /* left alone */
     }
     /* The temporary sibling is judged too: a FIFO at PATH.tmp is never opened. */
     const char *tmp_fifo = in_dir("out.h5.tmp");
     CU_ASSERT_EQUAL_FATAL(mkfifo(tmp_fifo, 0644), 0);
     CU_ASSERT_EQUAL(lb_trainer_save(t, in_dir("out.h5")), LB_ERR_IO);
-    CU_ASSERT_TRUE(error_has("out.h5.tmp"));
+    CU_ASSERT_TRUE(lb_test_error_has("out.h5.tmp"));
     CU_ASSERT_EQUAL(mode_of(tmp_fifo), S_IFIFO);
     CU_ASSERT_EQUAL(mode_of(in_dir("out.h5")), 0);
     /* Empty paths. */
     CU_ASSERT_EQUAL(lb_task_generate(&o, "", NULL, NULL), LB_ERR_VALUE);
-    CU_ASSERT_TRUE(error_has("empty"));
+    CU_ASSERT_TRUE(lb_test_error_has("empty"));
     CU_ASSERT_EQUAL(lb_trainer_save(t, ""), LB_ERR_VALUE);
-    CU_ASSERT_TRUE(error_has("empty"));
+    CU_ASSERT_TRUE(lb_test_error_has("empty"));
     CU_ASSERT_PTR_NULL(lb_dataset_open(""));
-    CU_ASSERT_TRUE(error_has("empty"));
+    CU_ASSERT_TRUE(lb_test_error_has("empty"));
     /* A commit refuses a target that turned into something else meanwhile. */
     const char *late = in_dir("late.tmp");
     FILE *f = fopen(late, "w");
@@ -264,30 +256,30 @@ static void test_generator_state_types_refused(void)
         copy_file(ckpt_path, copy);
         replace_dataset(copy, "rng", "loader", cases[i].type, cases[i].values, 4);
         CU_ASSERT_EQUAL(load_into_new_trainer(copy), LB_ERR_FORMAT);
-        CU_ASSERT_TRUE(error_has("/rng/loader"));
-        CU_ASSERT_TRUE(error_has("expected uint64"));
-        CU_ASSERT_TRUE(error_has(cases[i].found));
+        CU_ASSERT_TRUE(lb_test_error_has("/rng/loader"));
+        CU_ASSERT_TRUE(lb_test_error_has("expected uint64"));
+        CU_ASSERT_TRUE(lb_test_error_has(cases[i].found));
     }
     /* A parameter stored as float64 for a float32 model. */
     copy_file(ckpt_path, copy);
     double bias[16] = {0};
     replace_dataset(copy, "params", "lstm.bias_hh_l0", H5T_IEEE_F64LE, bias, 16);
     CU_ASSERT_EQUAL(load_into_new_trainer(copy), LB_ERR_FORMAT);
-    CU_ASSERT_TRUE(error_has("/params/lstm.bias_hh_l0"));
-    CU_ASSERT_TRUE(error_has("expected float32, found float64"));
+    CU_ASSERT_TRUE(lb_test_error_has("/params/lstm.bias_hh_l0"));
+    CU_ASSERT_TRUE(lb_test_error_has("expected float32, found float64"));
     /* An integer attribute stored as a float. */
     copy_file(ckpt_path, copy);
     replace_attr_real(copy, "step", 1.0);
     CU_ASSERT_EQUAL(load_into_new_trainer(copy), LB_ERR_FORMAT);
-    CU_ASSERT_TRUE(error_has("attribute 'step'"));
-    CU_ASSERT_TRUE(error_has("expected int64, found float64"));
+    CU_ASSERT_TRUE(lb_test_error_has("attribute 'step'"));
+    CU_ASSERT_TRUE(lb_test_error_has("expected int64, found float64"));
     /* Data files: a seed stored as a float, a sequence length as a negative signed
      * integer are refused; a non-negative signed seed (as h5py writes) is read. */
     copy_file(data_path, copy);
     replace_attr_real(copy, "seed", 11.0);
     CU_ASSERT_PTR_NULL(lb_dataset_open(copy));
-    CU_ASSERT_TRUE(error_has("attribute 'seed'"));
-    CU_ASSERT_TRUE(error_has("found float64"));
+    CU_ASSERT_TRUE(lb_test_error_has("attribute 'seed'"));
+    CU_ASSERT_TRUE(lb_test_error_has("found float64"));
     remove(copy);
 }
 
@@ -324,8 +316,8 @@ static void test_checkpoint_checksum(void)
         CU_ASSERT_TRUE_FATAL(off != HADDR_UNDEF);
         flip_bit(copy, (long)off + 1, 3); /* a mantissa bit: the value stays finite */
         CU_ASSERT_EQUAL(load_into_new_trainer(copy), LB_ERR_FORMAT);
-        CU_ASSERT_TRUE(error_has(targets[i]));
-        CU_ASSERT_TRUE(error_has("does not match its checksum"));
+        CU_ASSERT_TRUE(lb_test_error_has(targets[i]));
+        CU_ASSERT_TRUE(lb_test_error_has("does not match its checksum"));
     }
     /* eval's path (parameters only) checks it too. */
     copy_file(ckpt_path, copy);
@@ -334,7 +326,7 @@ static void test_checkpoint_checksum(void)
     CU_ASSERT_EQUAL_FATAL(lb_checkpoint_read_model_config(copy, &mc), LB_OK);
     lb_model *m = lb_model_new(&mc);
     CU_ASSERT_EQUAL(lb_checkpoint_load_params(copy, m), LB_ERR_FORMAT);
-    CU_ASSERT_TRUE(error_has("/params/embedding.weight"));
+    CU_ASSERT_TRUE(lb_test_error_has("/params/embedding.weight"));
     lb_model_free(m);
     remove(copy);
 }
@@ -436,7 +428,7 @@ static void test_locked_versus_damaged(void)
             CU_ASSERT_NOT_EQUAL(lb_checkpoint_read_model_config(ckpt_path, &mc), LB_OK);
         }
         CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_IO);
-        CU_ASSERT_TRUE(error_has("locked by another process"));
+        CU_ASSERT_TRUE(lb_test_error_has("locked by another process"));
         c = 'x';
         CU_ASSERT_EQUAL(write(release[1], &c, 1), 1);
         waitpid(pid, NULL, 0);
@@ -454,7 +446,7 @@ static void test_locked_versus_damaged(void)
     CU_ASSERT_EQUAL(truncate(cut, 3000), 0);
     lb_model_config mc;
     CU_ASSERT_EQUAL(lb_checkpoint_read_model_config(cut, &mc), LB_ERR_FORMAT);
-    CU_ASSERT_TRUE(error_has("damaged or truncated"));
+    CU_ASSERT_TRUE(lb_test_error_has("damaged or truncated"));
     CU_ASSERT_PTR_NULL(strstr(lb_last_error(), "locked"));
     remove(cut);
 }
@@ -485,7 +477,7 @@ static lb_status fail_job(void *ctx)
 static void test_isolated_jobs(void)
 {
     CU_ASSERT_EQUAL(lb_h5_isolated(crash_job, NULL, NULL, 5, 0, "f.h5"), LB_ERR_FORMAT);
-    CU_ASSERT_TRUE(error_has("f.h5: damaged or hostile HDF5 file"));
+    CU_ASSERT_TRUE(lb_test_error_has("f.h5: damaged or hostile HDF5 file"));
     /* "crashed (signal 11, ...)"; under AddressSanitizer, which catches the signal,
      * "ended without an answer (exit status 1)". */
     CU_ASSERT_TRUE(strstr(lb_last_error(), "crashed (signal 11") || strstr(lb_last_error(), "ended without an answer"));
@@ -493,14 +485,14 @@ static void test_isolated_jobs(void)
     clock_gettime(CLOCK_MONOTONIC, &a);
     CU_ASSERT_EQUAL(lb_h5_isolated(hang_job, NULL, NULL, 0.3, 0, "g.h5"), LB_ERR_FORMAT);
     clock_gettime(CLOCK_MONOTONIC, &b);
-    CU_ASSERT_TRUE(error_has("did not finish within"));
+    CU_ASSERT_TRUE(lb_test_error_has("did not finish within"));
     double waited = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
     CU_ASSERT_TRUE(waited >= 0.29 && waited < 5);
     CU_ASSERT_EQUAL(lb_h5_isolated(crash_job, NULL, NULL, 0, 1, "w.h5"), LB_ERR_IO);
-    CU_ASSERT_TRUE(error_has("while writing it"));
+    CU_ASSERT_TRUE(lb_test_error_has("while writing it"));
     int value = 1;
     CU_ASSERT_EQUAL(lb_h5_isolated(fail_job, NULL, &value, 5, 0, "h.h5"), LB_ERR_FORMAT);
-    CU_ASSERT_TRUE(error_has("the job's own message"));
+    CU_ASSERT_TRUE(lb_test_error_has("the job's own message"));
     CU_ASSERT_EQUAL(value, 1);
     setenv("LOOKBACK_HDF5_TIMEOUT", "7.5", 1);
     CU_ASSERT_DOUBLE_EQUAL(lb_h5_read_timeout(1 << 30), 7.5, 1e-12);
