@@ -18,7 +18,11 @@ static void usage(FILE *out)
           "  eval        evaluate a checkpoint on a data file\n"
           "  gradcheck   check a model's gradients numerically (float64, central differences)\n"
           "\n"
-          "'lookback <command> --help' lists a command's options; 'lookback --version' prints the version.\n",
+          "'lookback <command> --help' lists a command's options; 'lookback --version' prints the version.\n"
+          "\n"
+          "Every HDF5 file named is read first in a child process: one that crashes or hangs the HDF5\n"
+          "library is reported as damaged. LOOKBACK_HDF5_TIMEOUT=S sets that time limit (default 20 s\n"
+          "plus 1 s per 20 MB). Outputs are only ever regular files; a full disk stops with one line.\n",
           out);
 }
 
