@@ -27,9 +27,10 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*run)(int, char **);
+        int mpi; /* runs under mpirun: one model on every rank, or whole runs per rank */
     } commands[] = {
-        {"demo", lb_cli_demo},   {"compare", lb_cli_compare}, {"data", lb_cli_data},
-        {"train", lb_cli_train}, {"eval", lb_cli_eval},       {"gradcheck", lb_cli_gradcheck},
+        {"demo", lb_cli_demo, 0},   {"compare", lb_cli_compare, 1}, {"data", lb_cli_data, 0},
+        {"train", lb_cli_train, 1}, {"eval", lb_cli_eval, 0},       {"gradcheck", lb_cli_gradcheck, 0},
     };
     if (argc < 2) {
         usage(stderr);
@@ -45,7 +46,8 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+            return commands[i].mpi ? lb_cli_distributed(commands[i].name, commands[i].run, argc - 1, argv + 1)
+                                   : commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "lookback: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
@@ -55,5 +57,6 @@ int main(int argc, char **argv)
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {
-    return "leak:libhdf5\nleak:libfontconfig\nleak:libcairo\nleak:libltdl\nleak:libplplot\nleak:libQt5\n";
+    return "leak:libhdf5\nleak:libfontconfig\nleak:libcairo\nleak:libltdl\nleak:libplplot\nleak:libQt5\n"
+           "leak:libmpi\nleak:libopen-pal\nleak:libopen-rte\nleak:libpmix\nleak:libhwloc\nleak:libevent\n";
 }
