@@ -11,9 +11,15 @@ int lb_cli_distributed(const char *command, int (*run)(int, char **), int argc, 
     int code = run(argc, argv);
     if (!lb_dist_active())
         return code;
-    /* Success, or a stop every rank agreed on (Ctrl-C: rank 0 saved the checkpoint). */
-    if (code == 0 || code == 130) {
+    if (code == 0) {
         lb_dist_finalize();
+        return code;
+    }
+    /* A stop every rank agreed on (Ctrl-C: rank 0 saved the checkpoint). mpirun is
+     * ending the job and no longer joins MPI_Finalize, so leave without it. */
+    if (code == 130) {
+        fflush(stdout);
+        fflush(stderr);
         return code;
     }
     /* The other ranks may wait in a collective for this one: end them all. */
