@@ -119,14 +119,14 @@ run_result finish_program(pid_t pid, double timeout)
     return r;
 }
 
-/* Runs `lookback args...` (NULL-terminated) with standard input from /dev/null and
- * its outputs captured. */
-run_result run(const char *const *args)
+run_result run(const char *const *args) { return run_program(LB_LOOKBACK_BIN, args); }
+
+run_result run_program(const char *program, const char *const *args)
 {
-    const char *argv[64];
+    const char *argv[256];
     int n = 0;
-    argv[n++] = LB_LOOKBACK_BIN;
-    for (; args[n - 1] && n < 63; n++)
+    argv[n++] = program;
+    for (; args[n - 1] && n < 255; n++)
         argv[n] = args[n - 1];
     argv[n] = NULL;
     return finish_program(start_program(argv), 0);
