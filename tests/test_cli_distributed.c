@@ -246,6 +246,56 @@ static void test_interrupt_saves_one_checkpoint(void)
     int rows = 2 * (int)((step + 3) / 3 + ((step + 3) % 3 != 0));
     CU_ASSERT_TRUE(same_metrics(ref, dir, rows));
 }
+
+/* summary.json without its timing lines. */
+static char *summary_without_timing(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    char *text = read_all(path, NULL);
+    if (!text)
+        return NULL;
+    char *out = text;
+    for (char *line = text, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        next = next ? next + 1 : line + strlen(line);
+        if (!strstr(line, "seconds") || strstr(line, "seconds") > next) {
+            memmove(out, line, (size_t)(next - line));
+            out += next - line;
+        }
+    }
+    *out = '\0';
+    return text;
+}
+
+/* compare under mpirun: whole models per rank, the report of one process on rank 0. */
+static void test_compare_spreads_models(void)
+{
+    char one[512], two[512];
+    snprintf(one, sizeof one, "%s", path_in("cmp-one"));
+    snprintf(two, sizeof two, "%s", path_in("cmp-two"));
+#define COMPARE_OPTIONS                                                                                             \
+    "compare", "--train", recall_file(), "--models", "a=transformer,b=conv,c=transformer", "--eval", recall_file(), \
+        "--budget", "0", "--steps", "3", "--layers", "1", "--d-model", "16", "--heads", "2", "--batch", "8",        \
+        "--threads", "1", "--quiet"
+    const char *single[] = {COMPARE_OPTIONS, "--out", one, NULL};
+    run_result r = run(single);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *pair[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, COMPARE_OPTIONS, "--out", two, NULL};
+    r = finish_program(start_program(pair), 120);
+    EXPECT(r.code == 0 && count_occurrences(r.out, "report:") == 1, r);
+    run_free(&r);
+    char *a = summary_without_timing(one), *b = summary_without_timing(two);
+    CU_ASSERT_TRUE(a && b && strstr(a, "\"name\": \"c\"") && strcmp(a, b) == 0);
+    free(a);
+    free(b);
+    char path[600];
+    snprintf(path, sizeof path, "%s/b/checkpoint.h5", two); /* trained by rank 1 */
+    CU_ASSERT_TRUE(exists(path));
+    snprintf(path, sizeof path, "%s/attention.png", two);   /* weights from rank 0's model a */
+    CU_ASSERT_TRUE(exists(path));
+}
 #endif
 
 /* A build without MPI started by mpirun says so and fails. */
@@ -278,6 +328,7 @@ int main(void)
         {"an error on one rank ends every rank, naming it", test_error_on_one_rank_ends_all},
         {"kill -9 of one rank ends every rank, naming it", test_killed_rank_ends_all},
         {"Ctrl-C saves one checkpoint; resume continues the global batches", test_interrupt_saves_one_checkpoint},
+        {"compare under mpirun: models spread over ranks, one report", test_compare_spreads_models},
 #endif
         {NULL, NULL},
     };

@@ -114,19 +114,59 @@ lb_status lb_dist_barrier(void)
     return LB_OK;
 }
 
-int lb_dist_owns(int64_t item) { return !g_active || item % g_size == g_rank; }
+int lb_dist_owner(int64_t item) { return g_active ? (int)(item % g_size) : 0; }
+int lb_dist_owns(int64_t item) { return lb_dist_owner(item) == lb_dist_rank(); }
 
-lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items)
+lb_status lb_dist_share(void *record, size_t item_size, int64_t item)
 {
     if (!g_active || g_size == 1)
         return LB_OK;
-    for (int64_t i = 0; i < n_items; i++) {
-        char *item = (char *)results + (size_t)i * item_size;
-        for (size_t done = 0; done < item_size;) { /* counts are int: send large records in pieces */
-            size_t piece = item_size - done < (1u << 30) ? item_size - done : (1u << 30);
-            MPI_CHECK(MPI_Bcast(item + done, (int)piece, MPI_BYTE, (int)(i % g_size), MPI_COMM_WORLD));
-            done += piece;
+    for (size_t done = 0; done < item_size;) { /* counts are int: large records go in pieces */
+        size_t piece = item_size - done < (1u << 30) ? item_size - done : (1u << 30);
+        MPI_CHECK(MPI_Bcast((char *)record + done, (int)piece, MPI_BYTE, lb_dist_owner(item), MPI_COMM_WORLD));
+        done += piece;
+    }
+    return LB_OK;
+}
+
+lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items)
+{
+    for (int64_t i = 0; i < n_items; i++)
+        if (lb_dist_share((char *)results + (size_t)i * item_size, item_size, i) != LB_OK)
+            return lb_last_status();
+    return LB_OK;
+}
+
+lb_status lb_dist_share_tensor(lb_tensor **t, int64_t item)
+{
+    if (!g_active || g_size == 1)
+        return LB_OK;
+    int mine = lb_dist_owns(item);
+    int64_t head[2 + LB_MAX_DIMS] = {0}; /* ndim (-1: NULL), dtype, shape */
+    head[0] = mine && *t ? (*t)->ndim : -1;
+    if (mine && *t) {
+        head[1] = (*t)->dtype;
+        for (int d = 0; d < (*t)->ndim; d++)
+            head[2 + d] = (*t)->shape[d];
+    }
+    MPI_CHECK(MPI_Bcast(head, 2 + LB_MAX_DIMS, MPI_INT64_T, lb_dist_owner(item), MPI_COMM_WORLD));
+    lb_tensor *buf = NULL;
+    if (head[0] >= 0) {
+        buf = mine ? lb_tensor_copy(*t, (lb_dtype)head[1]) : lb_tensor_zeros((lb_dtype)head[1], (int)head[0], head + 2);
+        if (!buf) /* the other ranks wait in the broadcast: the caller ends them (lb_dist_abort) */
+            return lb_error(LB_ERR_MEMORY, "sharing a tensor between ranks: out of memory");
+        size_t bytes = (size_t)lb_tensor_numel(buf) * lb_dtype_size(buf->dtype);
+        lb_status st = lb_dist_share(lb_tensor_data(buf), bytes, item);
+        if (st != LB_OK) {
+            lb_tensor_free(buf);
+            return st;
         }
+    }
+    if (mine) {
+        lb_tensor_free(buf);
+    } else {
+        lb_tensor_free(*t);
+        *t = buf;
     }
     return LB_OK;
 }
@@ -455,8 +495,11 @@ int lb_dist_size(void) { return 1; }
 void lb_dist_finalize(void) {}
 void lb_dist_abort(int code) { (void)code; }
 lb_status lb_dist_barrier(void) { return LB_OK; }
+int lb_dist_owner(int64_t item) { return 0; }
 int lb_dist_owns(int64_t item) { return 1; }
+lb_status lb_dist_share(void *record, size_t item_size, int64_t item) { return LB_OK; }
 lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items) { return LB_OK; }
+lb_status lb_dist_share_tensor(lb_tensor **t, int64_t item) { return LB_OK; }
 
 struct lb_dist_state {
     int unused;

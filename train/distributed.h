@@ -97,8 +97,16 @@ uint64_t lb_params_checksum(const lb_params *ps);
 
 /* 1 when this rank owns item i (always 1 when not active). */
 int lb_dist_owns(int64_t item);
+/* The rank that owns item i (i mod N; 0 when not active). */
+int lb_dist_owner(int64_t item);
 /* results: n_items records of item_size bytes (plain data: no pointers). Collective.
  * LB_ERR_STATE when MPI fails. Does nothing when not active. */
 lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items);
+/* One record of item_size bytes from the owner of `item` to every rank. Collective. */
+lb_status lb_dist_share(void *record, size_t item_size, int64_t item);
+/* A tensor (any shape and dtype, or NULL) from the owner of `item` to every rank: the
+ * other ranks' *t is freed and replaced by a contiguous copy. Collective.
+ * LB_ERR_MEMORY, or LB_ERR_STATE when MPI fails. */
+lb_status lb_dist_share_tensor(lb_tensor **t, int64_t item);
 
 #endif
