@@ -3,7 +3,6 @@
  * Ctrl-C saves one checkpoint that resumes with another number of processes.
  * In a build without MPI: `lookback train` started by mpirun says so and fails. */
 #include <dirent.h>
-#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -56,42 +55,13 @@ static int count_occurrences(const char *text, const char *what)
 #ifdef LB_MPIEXEC
 #define MPIRUN LB_MPIEXEC, "--allow-run-as-root", "--oversubscribe"
 
-/* The metrics rows of two runs: same steps and splits, values within 1e-6, timing aside. */
+/* The metrics rows of two run folders: same steps and splits, values within 1e-6. */
 static int same_metrics(const char *dir_a, const char *dir_b, int expect_rows)
 {
     char pa[600], pb[600];
     snprintf(pa, sizeof pa, "%s/metrics.csv", dir_a);
     snprintf(pb, sizeof pb, "%s/metrics.csv", dir_b);
-    FILE *fa = fopen(pa, "r"), *fb = fopen(pb, "r");
-    int rows = 0, ok = fa && fb;
-    char la[512], lb[512];
-    while (ok && fgets(la, sizeof la, fa)) {
-        if (!fgets(lb, sizeof lb, fb) || (rows == 0 && strcmp(la, lb) != 0)) {
-            ok = 0;
-            break;
-        }
-        if (rows++ == 0)
-            continue; /* the header */
-        long long sa, sb;
-        char xa[16], xb[16];
-        double va[4], vb[4];
-        ok = sscanf(la, "%lld,%15[a-z],%lf,%lf,%lf,%lf", &sa, xa, &va[0], &va[1], &va[2], &va[3]) == 6 &&
-             sscanf(lb, "%lld,%15[a-z],%lf,%lf,%lf,%lf", &sb, xb, &vb[0], &vb[1], &vb[2], &vb[3]) == 6 && sa == sb &&
-             strcmp(xa, xb) == 0;
-        for (int k = 0; ok && k < 4; k++)
-            ok = fabs(va[k] - vb[k]) <= 1e-6 * fmax(1.0, fabs(va[k]));
-        if (!ok)
-            fprintf(stderr, "\n  metrics differ:\n  %s  %s", la, lb);
-    }
-    if (ok && fb && fgets(lb, sizeof lb, fb))
-        ok = 0;
-    if (fa)
-        fclose(fa);
-    if (fb)
-        fclose(fb);
-    if (ok && rows != expect_rows + 1)
-        fprintf(stderr, "\n  %d metrics rows, expected %d\n", rows - 1, expect_rows);
-    return ok && rows == expect_rows + 1;
+    return lb_test_metrics_match(pa, pb, expect_rows, 1e-6);
 }
 
 static void test_two_processes_equal_one(void)
@@ -310,14 +280,6 @@ static void test_without_mpi_says_so(void)
     CU_ASSERT_FALSE(exists(path_in("nompi")));
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_distributed_%d", (int)getpid());
@@ -337,6 +299,6 @@ int main(void)
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_distributed", lb_dist_compiled() ? with_mpi : without_mpi);
-    nftw(work_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(work_dir);
     return rc;
 }
