@@ -266,6 +266,27 @@ static void test_compare_spreads_models(void)
     snprintf(path, sizeof path, "%s/attention.png", two);   /* weights from rank 0's model a */
     CU_ASSERT_TRUE(exists(path));
 }
+
+/* study under mpirun: the jobs of each phase spread over the ranks, one report. */
+static void test_study_spreads_jobs(void)
+{
+    char out[512], path[700];
+    snprintf(out, sizeof out, "%s", path_in("study"));
+    const char *args[] = {MPIRUN,    "-np",   "2",     LB_LOOKBACK_BIN, "study",           "--tasks", "local",
+                          "--methods", "conv,lstm", "--seeds", "1",           "--budget", "0.3", "--eval-examples",
+                          "8",       "--threads", "1", "--out",        out,               NULL};
+    run_result r = finish_program(start_program(args), 120);
+    EXPECT(r.code == 0 && count_occurrences(r.err, "study done") == 1 && contains(r.err, "2 of 2 cells"), r);
+    /* both ranks ran jobs: the cells are jobs 0 and 1 of their phase */
+    EXPECT(contains(r.err, "local.conv.seed-1:") && contains(r.err, "local.lstm.seed-1:"), r);
+    run_free(&r);
+    snprintf(path, sizeof path, "%s/study.md", out);
+    CU_ASSERT_TRUE(exists(path));
+    snprintf(path, sizeof path, "%s/jobs/local.conv.seed-1.json", out);
+    CU_ASSERT_TRUE(exists(path));
+    snprintf(path, sizeof path, "%s/jobs/local.lstm.seed-1.json", out);
+    CU_ASSERT_TRUE(exists(path));
+}
 #endif
 
 /* A build without MPI started by mpirun says so and fails. */
@@ -291,6 +312,7 @@ int main(void)
         {"kill -9 of one rank ends every rank, naming it", test_killed_rank_ends_all},
         {"Ctrl-C saves one checkpoint; resume continues the global batches", test_interrupt_saves_one_checkpoint},
         {"compare under mpirun: models spread over ranks, one report", test_compare_spreads_models},
+        {"study under mpirun: jobs spread over ranks, one report", test_study_spreads_jobs},
 #endif
         {NULL, NULL},
     };

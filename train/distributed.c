@@ -117,6 +117,13 @@ lb_status lb_dist_barrier(void)
 int lb_dist_owner(int64_t item) { return g_active ? (int)(item % g_size) : 0; }
 int lb_dist_owns(int64_t item) { return lb_dist_owner(item) == lb_dist_rank(); }
 
+lb_status lb_dist_sum(int64_t *values, int n)
+{
+    if (g_active && g_size > 1)
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    return LB_OK;
+}
+
 lb_status lb_dist_share(void *record, size_t item_size, int64_t item)
 {
     if (!g_active || g_size == 1)
@@ -498,6 +505,7 @@ lb_status lb_dist_barrier(void) { return LB_OK; }
 int lb_dist_owner(int64_t item) { return 0; }
 int lb_dist_owns(int64_t item) { return 1; }
 lb_status lb_dist_share(void *record, size_t item_size, int64_t item) { return LB_OK; }
+lb_status lb_dist_sum(int64_t *values, int n) { return LB_OK; }
 lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items) { return LB_OK; }
 lb_status lb_dist_share_tensor(lb_tensor **t, int64_t item) { return LB_OK; }
 

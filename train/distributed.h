@@ -102,6 +102,9 @@ int lb_dist_owner(int64_t item);
 /* results: n_items records of item_size bytes (plain data: no pointers). Collective.
  * LB_ERR_STATE when MPI fails. Does nothing when not active. */
 lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items);
+/* Sums n values over ranks, in place (every rank gets the sums). Collective; also a
+ * barrier. LB_ERR_STATE when MPI fails. Does nothing when not active. */
+lb_status lb_dist_sum(int64_t *values, int n);
 /* One record of item_size bytes from the owner of `item` to every rank. Collective. */
 lb_status lb_dist_share(void *record, size_t item_size, int64_t item);
 /* A tensor (any shape and dtype, or NULL) from the owner of `item` to every rank: the
