@@ -18,18 +18,22 @@ lb_require(OPENBLAS_FOUND "OpenBLAS (cblas)" "libopenblas-dev")
 pkg_check_modules(HDF5 IMPORTED_TARGET hdf5)
 lb_require(HDF5_FOUND "HDF5 (C library)" "libhdf5-dev")
 
+# zlib's crc32: the checksums of checkpoint tensors.
+pkg_check_modules(ZLIB IMPORTED_TARGET zlib)
+lb_require(ZLIB_FOUND "zlib" "zlib1g-dev")
+
 # OpenMP for threads over batch, heads and tiles.
 find_package(OpenMP COMPONENTS C)
 lb_require(OpenMP_C_FOUND "OpenMP" "libgomp1 (part of gcc)")
 
 find_library(MATH_LIBRARY m)
-set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 OpenMP::OpenMP_C ${MATH_LIBRARY})
+set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB OpenMP::OpenMP_C ${MATH_LIBRARY})
 
 # MPI (Open MPI) for data-parallel training over processes and hosts. Optional: without
 # it the library trains in one process and says so when started by mpirun.
 option(LOOKBACK_MPI "Data-parallel training over MPI when an MPI library is found" ON)
 set(LB_HAVE_MPI OFF)
-set(LB_PC_REQUIRES "openblas hdf5")
+set(LB_PC_REQUIRES "openblas hdf5 zlib")
 if(LOOKBACK_MPI)
   find_package(MPI COMPONENTS C QUIET)
   if(MPI_C_FOUND)
