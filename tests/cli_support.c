@@ -26,16 +26,6 @@ const char *path_in(const char *name)
     return buf[slot];
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-void remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
 /* Whole file into a NUL-terminated buffer (caller frees); NULL if missing. */
 char *read_all(const char *path, size_t *size)
 {

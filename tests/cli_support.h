@@ -18,9 +18,6 @@
 extern char work_dir[256];
 const char *path_in(const char *name);
 
-/* Removes a folder and everything in it (the test's scratch folder at the end). */
-void remove_tree(const char *dir);
-
 /* Whole file into a NUL-terminated buffer (caller frees); NULL if missing. */
 char *read_all(const char *path, size_t *size);
 int write_all(const char *path, const void *data, size_t size);
