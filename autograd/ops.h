@@ -129,10 +129,17 @@ typedef struct lb_attn_mask {
     /* [B, Tq] or NULL: the key index each query aligns with (causal: j <= pos,
      * window: pos - window < j <= pos); NULL = i + (Tk - Tq). Read as
      * query_positions[b * Tq + i] with b the index in the scores' first dim (b = 0 for
-     * 2-dim scores [Tq, Tk]); each in [0, Tk). Only causal and window use it. This is
+     * 2-dim scores [Tq, Tk]); each >= 0. A position may lie past the last key (>= Tk:
+     * cached decoding whose cache keeps only a window of keys): causal then allows
+     * every key, and a window may leave a query none (zeros). Only causal and window
+     * use it. This is
      * how a subset of queries (the readout of lb_attn_queries, layers/attention.h)
      * keeps the limits it has in the full computation. */
     const int32_t *query_positions;
+    /* Logit soft-capping (Gemma 2; 0 = off): each scaled score s becomes
+     * softcap * tanh(s / softcap) before the additive mask, bounding it to
+     * (-softcap, softcap). Not a mask, but read by every path that takes one. */
+    double softcap;
 } lb_attn_mask;
 
 /* Scaled masked softmax over the key axis:

@@ -69,7 +69,7 @@ static lb_var *b_log_softmax(lb_graph *g, lb_var *const *x) { return lb_log_soft
 
 /* scores [2, 3, 4]: causal (last query aligned with the last key), item 1 padded to
  * 2 keys, and an allowed mask that removes every key of query 0 in item 0 (a fully
- * masked row). */
+ * masked row); scores soft-capped at 0.5. */
 static lb_var *b_masked_softmax(lb_graph *g, lb_var *const *x)
 {
     static const int32_t lengths[2] = {4, 2};
@@ -78,16 +78,17 @@ static lb_var *b_masked_softmax(lb_graph *g, lb_var *const *x)
     for (int i = 0; i < 24; i++)
         allowed[i] = (i < 4) ? 0 : 1;
     lb_tensor *a = lb_tensor_from_doubles(LB_FLOAT32, 3, ms, allowed);
-    lb_attn_mask m = {.allowed = a, .causal = 1, .key_lengths = lengths};
+    lb_attn_mask m = {.allowed = a, .causal = 1, .key_lengths = lengths, .softcap = 0.5}; /* capped hard */
     lb_var *y = lb_masked_softmax(g, x[0], &m, 0.7);
     lb_tensor_free(a);
     return y;
 }
-/* q [2, 3, 4], k [2, 5, 4], v [2, 5, 3], causal, item 0 padded to 4 keys -> [2, 3, 3] */
+/* q [2, 3, 4], k [2, 5, 4], v [2, 5, 3], causal, item 0 padded to 4 keys, scores
+ * soft-capped at 0.6 -> [2, 3, 3] */
 static lb_var *b_attention(lb_graph *g, lb_var *const *x)
 {
     static const int32_t lengths[2] = {4, 5};
-    lb_attn_mask m = {.causal = 1, .key_lengths = lengths};
+    lb_attn_mask m = {.causal = 1, .key_lengths = lengths, .softcap = 0.6};
     return lb_attention_fused(g, x[0], x[1], x[2], &m, 0.5);
 }
 static lb_var *b_layer_norm(lb_graph *g, lb_var *const *x) { return lb_layer_norm(g, x[0], x[1], x[2], 1e-5); }

@@ -174,6 +174,50 @@ static lb_var *c_dropout_mask(lb_graph *g, lb_var *const *x, const char *group)
     return y;
 }
 
+/* Soft-capped attention with query positions past the last key, both paths. */
+static lb_attn_mask softcap_mask(int32_t *qpos, int32_t *lengths)
+{
+    int64_t n = 0;
+    int32_t *a = fx_int("attn_softcap", "qpos", &n), *b = fx_int("attn_softcap", "key_lengths", &n);
+    for (int i = 0; a && i < 6; i++)
+        qpos[i] = a[i];
+    for (int i = 0; b && i < 2; i++)
+        lengths[i] = b[i];
+    free(a);
+    free(b);
+    return (lb_attn_mask){.window = 3, .key_lengths = lengths, .query_positions = qpos, .softcap = 30.0};
+}
+static lb_var *c_attn_fused(lb_graph *g, lb_var *const *x, const char *group)
+{
+    (void)group;
+    static int32_t qpos[6], lengths[2];
+    lb_attn_mask m = softcap_mask(qpos, lengths);
+    return lb_attention_fused(g, x[0], x[1], x[2], &m, 0.5);
+}
+static lb_var *c_attn_materialized(lb_graph *g, lb_var *const *x, const char *group)
+{
+    (void)group;
+    static int32_t qpos[6], lengths[2];
+    lb_attn_mask m = softcap_mask(qpos, lengths);
+    return lb_matmul(g, lb_masked_softmax(g, lb_matmul_t(g, x[0], 0, x[1], 1), &m, 0.5), x[2]);
+}
+
+static void test_attention_softcap(void)
+{
+    static const char *const qkv[] = {"q", "k", "v"};
+    check_case("attn_softcap", 3, qkv, c_attn_fused);
+    check_case("attn_softcap", 3, qkv, c_attn_materialized);
+    /* A negative or non-finite cap is an error naming it. */
+    lb_graph *g = lb_graph_new();
+    lb_var *q = lb_input(g, lb_tensor_zeros(LB_FLOAT32, 3, (int64_t[]){1, 2, 4}), 1);
+    lb_attn_mask m = {.softcap = -1};
+    CU_ASSERT_PTR_NULL(lb_attention_fused(g, q, q, q, &m, 0.5));
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "attention", "softcap -1");
+    CU_ASSERT_PTR_NULL(lb_masked_softmax(g, lb_matmul_t(g, q, 0, q, 1), &m, 0.5));
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "masked_softmax", "softcap -1");
+    lb_graph_free(g);
+}
+
 static void test_gelu_tanh(void) { check_case("gelu_tanh", 1, X, c_gelu_tanh); }
 
 static void test_logsumexp(void)
@@ -319,6 +363,7 @@ int main(void)
         {"loss options and ranks beyond LB_MAX_DIMS give clear errors", test_loss_option_errors},
         {"rotary: halves (GPT-NeoX) and interleaved (GPT-J), partial, caller tables", test_rotary_layouts},
         {"dropout with the caller's mask = F.dropout's draw", test_dropout_mask},
+        {"attention soft-capping, queries past the last key: fused = materialized = reference", test_attention_softcap},
         {NULL, NULL},
     };
     int rc = lb_test_main("torch ops", cases);
