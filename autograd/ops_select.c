@@ -194,8 +194,14 @@ static lb_var *extreme(lb_graph *g, lb_op_kind op, lb_var *x, int dim, int keepd
     return v;
 }
 
-lb_var *lb_amax(lb_graph *g, lb_var *x, int dim, int keepdim) { return extreme(g, LB_OP_AMAX, x, dim, keepdim, 0, NULL); }
-lb_var *lb_amin(lb_graph *g, lb_var *x, int dim, int keepdim) { return extreme(g, LB_OP_AMIN, x, dim, keepdim, 1, NULL); }
+lb_var *lb_amax(lb_graph *g, lb_var *x, int dim, int keepdim)
+{
+    return extreme(g, LB_OP_AMAX, x, dim, keepdim, 0, NULL);
+}
+lb_var *lb_amin(lb_graph *g, lb_var *x, int dim, int keepdim)
+{
+    return extreme(g, LB_OP_AMIN, x, dim, keepdim, 1, NULL);
+}
 lb_var *lb_max(lb_graph *g, lb_var *x, int dim, int keepdim, int64_t *indices)
 {
     return extreme(g, LB_OP_MAX, x, dim, keepdim, 0, indices);
