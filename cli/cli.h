@@ -16,6 +16,8 @@ int lb_cli_eval(int argc, char **argv);
 int lb_cli_demo(int argc, char **argv);
 int lb_cli_compare(int argc, char **argv);
 int lb_cli_gradcheck(int argc, char **argv);
+int lb_cli_predict(int argc, char **argv);
+int lb_cli_stream(int argc, char **argv);
 
 /* Prints "lookback <command>: <lb_last_error()>" on stderr and returns 1. */
 int lb_cli_fail(const char *command);
@@ -50,6 +52,12 @@ typedef struct lb_progress {
 void lb_progress_begin(lb_progress *p, const char *label, int64_t total);
 void lb_progress_update(lb_progress *p, int64_t done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lb_progress_end(lb_progress *p);
+
+/* The model of a checkpoint with its parameters loaded (max_seq_len limits learned
+ * positions only; the other models read any length). NULL with the library's
+ * message on error. */
+typedef struct lb_model lb_model;
+lb_model *lb_cli_load_model(const char *checkpoint);
 
 /* Monotonic seconds. */
 double lb_cli_now(void);

@@ -10,6 +10,7 @@
 
 #include "tensor/threads.h"
 #include "cli/cli.h"
+#include "train/trainer.h"
 
 /* Library messages may start with the C function that raised them ("lb_dataset_open: ");
  * the command line shows users the rest. */
@@ -172,4 +173,17 @@ void lb_progress_end(lb_progress *p)
 {
     if (p->tty)
         fputc('\n', stderr);
+}
+
+lb_model *lb_cli_load_model(const char *checkpoint)
+{
+    lb_model_config mc;
+    if (lb_checkpoint_read_model_config(checkpoint, &mc) != LB_OK)
+        return NULL;
+    lb_model *model = lb_model_new(&mc);
+    if (model && lb_checkpoint_load_params(checkpoint, model) != LB_OK) {
+        lb_model_free(model);
+        return NULL;
+    }
+    return model;
 }
