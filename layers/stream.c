@@ -168,6 +168,11 @@ int64_t lb_model_state_events(const lb_model_state *s, int64_t stream)
     return stream >= 0 && stream < s->batch ? s->events[stream] : 0;
 }
 
+lb_kv_cache *lb_model_state_kv_cache(lb_model_state *s, int layer)
+{
+    return s && s->caches && layer >= 0 && layer < s->model->cfg.n_layers ? &s->caches[layer] : NULL;
+}
+
 size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream)
 {
     const lb_model_config *c = &s->model->cfg;
@@ -175,7 +180,7 @@ size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream)
     if (stream < 0 || stream >= s->batch)
         return 0;
     if (s->caches) {
-        int64_t held = s->events[stream];
+        int64_t held = s->caches[0].length[stream];
         if (s->window > 0 && held > s->window)
             held = s->window;
         return 2 * l * (size_t)held * (size_t)c->d_model * es;

@@ -31,6 +31,7 @@
 #ifndef LB_LAYERS_STREAM_H
 #define LB_LAYERS_STREAM_H
 
+#include "layers/attention.h"
 #include "layers/model.h"
 
 typedef struct lb_stream_options {
@@ -60,11 +61,18 @@ int64_t lb_model_state_streams(const lb_model_state *s);
 int64_t lb_model_state_events(const lb_model_state *s, int64_t stream);
 
 /* Bytes of state the next event of stream `stream` depends on (the formulas above,
- * times sizeof(dtype)): transformer 2 · L · T' · D with T' the events held (T, or at
+ * times sizeof(dtype)): transformer 2 · L · T' · D with T' the events cached (T, or at
  * most max_context), local 2 · L · min(T, W) · D, lstm 2 · L · H, conv Σ (K-1) 2^i D. */
 size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream);
 /* Bytes the state holds for all streams, spare capacity and scratch included. */
 size_t lb_model_state_allocated(const lb_model_state *s);
+
+/* The key-value cache of attention layer `layer` (transformer and local models), or
+ * NULL (other families, a layer out of range). For inspection, and for benchmarks that
+ * fill a long cache directly: rows written with lb_k_copy_rows and committed with
+ * lb_kv_cache_advance count as cached events (positions still continue from the
+ * events the stream was fed). */
+lb_kv_cache *lb_model_state_kv_cache(lb_model_state *s, int layer);
 
 /* One event per stream: tokens int32 [B] (token models). Returns a new tensor
  * (caller frees) with the model's output for that event: logits [B, num_classes], or
