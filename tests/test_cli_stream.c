@@ -219,8 +219,12 @@ static void test_predict_usage(void)
     r = predict(ck, out, "--force", NULL);
     EXPECT(r.code == 0, r);
     run_free(&r);
-    r = predict(ck, "/dev/null", "--force", NULL);
-    EXPECT(r.code == 1 && contains(r.err, "not a regular file"), r);
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s", path_in("fifo.h5"));
+    CU_ASSERT_EQUAL(mkfifo(fifo, 0600), 0);
+    r = predict(ck, fifo, "--force", NULL); /* never replaced, even with --force */
+    struct stat sb;
+    EXPECT(r.code == 1 && contains(r.err, "not a regular file") && stat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), r);
     run_free(&r);
 }
 
