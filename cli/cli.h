@@ -16,6 +16,7 @@ int lb_cli_eval(int argc, char **argv);
 int lb_cli_demo(int argc, char **argv);
 int lb_cli_compare(int argc, char **argv);
 int lb_cli_gradcheck(int argc, char **argv);
+int lb_cli_study(int argc, char **argv);
 int lb_cli_predict(int argc, char **argv);
 int lb_cli_stream(int argc, char **argv);
 
@@ -35,6 +36,13 @@ lb_status lb_cli_mkdir(const char *path);
 int lb_cli_exists(const char *path);
 /* Joins dir and name into buf; returns buf. */
 char *lb_cli_path(char *buf, size_t size, const char *dir, const char *name);
+
+/* Writes JSON object `root` (its reference is dropped) to `path` through PATH.tmp:
+ * the path is checked first (lb_output_check: never a device, FIFO or folder), every
+ * write is checked, and the finished file is renamed into place. LB_ERR_IO naming
+ * the file (`what` says what it is) on failure; a previous file stays untouched. */
+struct json_object;
+lb_status lb_cli_write_json(struct json_object *root, const char *path, const char *what);
 
 /* Sets the thread count for BLAS and OpenMP: n > 0, or OMP_NUM_THREADS when n == 0
  * and it is set, else the number of processors. Returns the count in use. */

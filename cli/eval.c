@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "data/h5io.h"
+#include "data/output.h"
 #include "cli/cli.h"
 #include "train/trainer.h"
 
@@ -28,24 +29,18 @@ static void eval_usage(FILE *out)
           out);
 }
 
-/* Writes weights [E, H, Tq, Tk] with the examples' tokens and distances. */
-static lb_status write_attention(const char *path, const lb_tensor *weights, const lb_dataset *data, const char *split)
+/* What the child process of write_attention writes. */
+typedef struct attention_job {
+    const char *tmp;
+    const lb_tensor *weights; /* float32 [E, H, Tq, Tk] */
+    const lb_batch *batch;    /* the E examples */
+} attention_job;
+
+static lb_status write_attention_file(void *ctx)
 {
-    lb_batch b;
-    int64_t e = weights->shape[0];
-    lb_status st = lb_dataset_slice(data, split, 0, e, &b);
-    if (st != LB_OK)
-        return st;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (file < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot create", tmp);
-    lb_tensor *w32 = st == LB_OK ? lb_tensor_copy(weights, LB_FLOAT32) : NULL;
-    if (st == LB_OK && !w32)
-        st = lb_last_status();
+    const attention_job *job = ctx;
+    const lb_batch *b = job->batch;
+    hsize_t e = (hsize_t)job->weights->shape[0];
     struct {
         const char *name;
         hid_t type;
@@ -53,31 +48,57 @@ static lb_status write_attention(const char *path, const lb_tensor *weights, con
         hsize_t dims[4];
         const void *data;
     } sets[3] = {
-        {"weights", H5T_NATIVE_FLOAT, 4, {0}, w32 ? lb_tensor_data(w32) : NULL},
-        {"tokens", H5T_NATIVE_INT32, 2, {(hsize_t)e, (hsize_t)b.seq_len}, b.tokens},
-        {"distance", H5T_NATIVE_INT32, 1, {(hsize_t)e}, b.distance},
+        {"weights", H5T_NATIVE_FLOAT, 4, {0}, lb_tensor_data(job->weights)},
+        {"tokens", H5T_NATIVE_INT32, 2, {e, (hsize_t)b->seq_len}, b->tokens},
+        {"distance", H5T_NATIVE_INT32, 1, {e}, b->distance},
     };
     for (int i = 0; i < 4; i++)
-        sets[0].dims[i] = (hsize_t)weights->shape[i];
+        sets[0].dims[i] = (hsize_t)job->weights->shape[i];
+    hid_t file = H5Fcreate(job->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create", job->tmp) : LB_OK;
     for (int i = 0; i < 3 && st == LB_OK; i++) {
         if (!sets[i].data)
             continue;
         hid_t space = H5Screate_simple(sets[i].rank, sets[i].dims, NULL);
-        hid_t dset = H5Dcreate2(file, sets[i].name, sets[i].type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t dset = space < 0 ? -1
+                               : H5Dcreate2(file, sets[i].name, sets[i].type, space, H5P_DEFAULT, H5P_DEFAULT,
+                                            H5P_DEFAULT);
         if (dset < 0 || H5Dwrite(dset, sets[i].type, H5S_ALL, H5S_ALL, H5P_DEFAULT, sets[i].data) < 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot write dataset %s", tmp, sets[i].name);
+            st = lb_error(LB_ERR_IO, "%s: cannot write dataset %s (disk full?)", job->tmp, sets[i].name);
         lb_h5_close(dset);
         lb_h5_close(space);
     }
     if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing", tmp);
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing (disk full?)", job->tmp);
+    return st;
+}
+
+/* Writes weights [E, H, Tq, Tk] with the examples' tokens and distances: HDF5 runs
+ * in a child process (lb_h5_isolated), the finished file is renamed into place. */
+static lb_status write_attention(const char *path, const lb_tensor *weights, const lb_dataset *data, const char *split)
+{
+    lb_status st = lb_output_check(path, "attention output");
+    if (st != LB_OK)
+        return st;
+    lb_batch b;
+    if ((st = lb_dataset_slice(data, split, 0, weights->shape[0], &b)) != LB_OK)
+        return st;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    lb_tensor *w32 = lb_tensor_copy(weights, LB_FLOAT32);
+    if (!w32)
+        st = lb_last_status();
+    attention_job job = {tmp, w32, &b};
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    if (st == LB_OK)
+        st = lb_h5_isolated(write_attention_file, NULL, &job, 0, 1, tmp);
     lb_h5_quiet_end(&quiet);
     lb_tensor_free(w32);
     lb_batch_free(&b);
-    if (st == LB_OK && rename(tmp, path) != 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot rename into place", path);
-    if (st != LB_OK)
-        remove(tmp);
+    if (st == LB_OK)
+        return lb_output_commit(tmp, path, "attention output");
+    remove(tmp);
     return st;
 }
 
@@ -97,7 +118,18 @@ static double mean_predictor_mse(const lb_dataset *data, const char *split, int6
     return sq / (double)n;
 }
 
-static void print_json(const lb_eval_result *r, const char *ck, const char *data, const char *split)
+/* How many trailing output indices to report: copy memory's copied symbols (the
+ * last copy_symbols positions), 0 for other tasks. */
+static int shown_outputs(const lb_dataset *data, const lb_eval_result *r)
+{
+    const lb_task_options *o = lb_dataset_options(data);
+    if (o->task != LB_TASK_COPY || r->n_outputs == 0)
+        return 0;
+    return o->copy_symbols < r->n_outputs ? (int)o->copy_symbols : r->n_outputs;
+}
+
+static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char *ck, const char *data,
+                       const char *split)
 {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "checkpoint", json_object_new_string(ck));
@@ -133,6 +165,15 @@ static void print_json(const lb_eval_result *r, const char *ck, const char *data
             json_object_array_add(bins, bin);
         }
         json_object_object_add(o, "distance_bins", bins);
+        int shown = shown_outputs(ds, r);
+        if (shown > 0) {
+            json_object *outputs = json_object_new_array();
+            for (int j = r->n_outputs - shown; j < r->n_outputs; j++)
+                json_object_array_add(outputs, r->output_total[j] ? json_object_new_double((double)r->output_correct[j] /
+                                                                                         (double)r->output_total[j])
+                                                                  : NULL);
+            json_object_object_add(o, "accuracy_per_output", outputs);
+        }
     }
     printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
@@ -204,7 +245,7 @@ int lb_cli_eval(int argc, char **argv)
     } else if (attention_out && write_attention(attention_out, weights, data, split) != LB_OK) {
         code = lb_cli_fail(cmd);
     } else if (json) {
-        print_json(&r, ck, data_path, split);
+        print_json(&r, data, ck, data_path, split);
     } else {
         printf("%s on %s (%s split, %lld examples)\n", ck, data_path, split, (long long)r.examples);
         if (isnan(r.accuracy)) {
@@ -233,6 +274,13 @@ int lb_cli_eval(int argc, char **argv)
                 else
                     printf("%-20s %10s %8d\n", range, "-", 0);
             }
+            int shown = shown_outputs(data, &r);
+            if (shown > 0)
+                printf("%-20s %10s %8s\n", "output index", "accuracy", "scored");
+            for (int j = r.n_outputs - shown; j < r.n_outputs; j++)
+                if (r.output_total[j])
+                    printf("%-20d %10.4f %8lld\n", j - (r.n_outputs - shown),
+                           (double)r.output_correct[j] / (double)r.output_total[j], (long long)r.output_total[j]);
         }
         if (attention_out)
             printf("attention weights of %lld examples written to %s\n", (long long)weights->shape[0], attention_out);

@@ -11,6 +11,7 @@ static void usage(FILE *out)
           "\n"
           "commands:\n"
           "  demo        attention vs the LSTM on a clue from 7,000 events ago (the main job)\n"
+          "  study       the source's table of alternatives, measured: every method on every task\n"
           "  compare     train any models on one file and compare them on evaluation files\n"
           "  data        generate a synthetic long-range task (HDF5); 'data info FILE' describes one\n"
           "  train       train one model on a data file\n"
@@ -19,8 +20,34 @@ static void usage(FILE *out)
           "  stream      read token ids one event at a time and print the model's prediction per event\n"
           "  gradcheck   check a model's gradients numerically (float64, central differences)\n"
           "\n"
-          "'lookback <command> --help' lists a command's options; 'lookback --version' prints the version.\n",
+          "'lookback <command> --help' lists a command's options; 'lookback --version' prints the version.\n"
+          "\n"
+          "Every HDF5 file named is read first in a child process: one that crashes or hangs the HDF5\n"
+          "library is reported as damaged. LOOKBACK_HDF5_TIMEOUT=S sets that time limit (default 20 s\n"
+          "plus 1 s per 20 MB). Outputs are only ever regular files; a full disk stops with one line.\n",
           out);
+}
+
+/* No option takes an empty value and no argument is empty (`--out ""` would name the
+ * current folder's parent, `-o ""` no file): one usage error for every command. */
+static int empty_argument(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *eq = argv[i][0] == '-' ? strchr(argv[i], '=') : NULL;
+        if (eq && eq[1] == '\0') {
+            lb_cli_error(argv[1], 2, "%.*s needs a value, got an empty string", (int)(eq - argv[i]), argv[i]);
+            return 1;
+        }
+        if (argv[i][0] != '\0')
+            continue;
+        if (argv[i - 1][0] == '-' && i > 2)
+            lb_cli_error(argv[1], 2, "%s needs a value, got an empty string (an empty path names no file)",
+                         argv[i - 1]);
+        else
+            lb_cli_error(argv[1], 2, "argument %d is an empty string (an empty path names no file)", i - 1);
+        return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -32,7 +59,7 @@ int main(int argc, char **argv)
     } commands[] = {
         {"demo", lb_cli_demo},   {"compare", lb_cli_compare}, {"data", lb_cli_data},
         {"train", lb_cli_train}, {"eval", lb_cli_eval},       {"gradcheck", lb_cli_gradcheck},
-        {"predict", lb_cli_predict}, {"stream", lb_cli_stream},
+        {"study", lb_cli_study}, {"predict", lb_cli_predict}, {"stream", lb_cli_stream},
     };
     if (argc < 2) {
         usage(stderr);
@@ -48,7 +75,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+            return empty_argument(argc, argv) ? 2 : commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "lookback: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "data/h5io.h"
+#include "data/output.h"
 #include "layers/stream.h"
 #include "train/trainer.h"
 
@@ -192,11 +193,11 @@ static lb_status write_predictions(const predict_file *o)
         st = lb_error(LB_ERR_IO, "%s: cannot finish writing (disk full?)", tmp);
     lb_h5_quiet_end(&quiet);
     free(predicted);
-    if (st == LB_OK && rename(tmp, o->path) != 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot rename into place", o->path);
-    if (st != LB_OK)
+    if (st != LB_OK) {
         remove(tmp);
-    return st;
+        return st;
+    }
+    return lb_output_commit(tmp, o->path, "predictions file");
 }
 
 /* Accuracy over the scored targets (or MSE for regression), for the summary line. */
@@ -270,10 +271,11 @@ int lb_cli_predict(int argc, char **argv)
     if ((chunk_set || context_set) && !incremental)
         return lb_cli_error(cmd, 2, "%s applies to the streaming path only: add --incremental",
                             chunk_set ? "--chunk" : "--max-context");
+    if (lb_output_check(out, "predictions file") != LB_OK)
+        return lb_cli_fail(cmd);
     struct stat sb;
-    if (lstat(out, &sb) == 0 && (!force || !S_ISREG(sb.st_mode)))
-        return lb_cli_error(cmd, 1, "%s already exists%s", out,
-                            S_ISREG(sb.st_mode) ? "; choose another -o or add --force" : " and is not a regular file");
+    if (stat(out, &sb) == 0 && !force)
+        return lb_cli_error(cmd, 1, "%s already exists; choose another -o or add --force", out);
     lb_cli_set_threads((int)threads);
     lb_dataset *data = lb_dataset_open(data_path);
     if (!data)

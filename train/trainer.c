@@ -1,9 +1,11 @@
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "optim/clip.h"
 #include "tensor/threads.h"
@@ -166,9 +168,10 @@ static lb_var *task_loss(lb_graph *g, lb_var *output, const lb_batch *b)
 }
 
 /* Counts correct predictions: argmax of each scored row of logits [R, C].
- * per_row_correct (may be NULL) receives, per sequence, correct / scored counts. */
+ * seq_correct/seq_scored (may be NULL) receive, per sequence, correct / scored counts;
+ * out (may be NULL) accumulates the per-output-index counts of lb_eval_result. */
 static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *correct, int64_t *scored,
-                          int64_t *seq_correct, int64_t *seq_scored)
+                          int64_t *seq_correct, int64_t *seq_scored, lb_eval_result *out)
 {
     int64_t C = logits->shape[logits->ndim - 1];
     int64_t per_seq = b->per_position ? b->seq_len : 1;
@@ -190,6 +193,11 @@ static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *c
             }
             ok += best == target;
             n++;
+            int64_t from_end = (b->lengths ? b->lengths[i] : b->seq_len) - 1 - p; /* 0 = last position */
+            if (out && from_end < out->n_outputs) {
+                out->output_correct[out->n_outputs - 1 - from_end] += best == target;
+                out->output_total[out->n_outputs - 1 - from_end]++;
+            }
         }
         *correct += ok;
         *scored += n;
@@ -232,6 +240,9 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
             out->bin_hi[k] = dmin + (int64_t)(dmax - dmin + 1) * (k + 1) / out->n_bins - 1;
         }
     }
+    if (!regression && lb_dataset_per_position(data))
+        out->n_outputs = (int)(lb_dataset_seq_len(data) < LB_EVAL_MAX_OUTPUTS ? lb_dataset_seq_len(data)
+                                                                              : LB_EVAL_MAX_OUTPUTS);
     lb_graph *g = lb_graph_new();
     int64_t *seq_correct = malloc((size_t)batch_size * sizeof *seq_correct);
     int64_t *seq_scored = malloc((size_t)batch_size * sizeof *seq_scored);
@@ -272,7 +283,7 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
                         }
                 }
             } else {
-                count_correct(y->value, &b, &correct, &scored, seq_correct, seq_scored);
+                count_correct(y->value, &b, &correct, &scored, seq_correct, seq_scored, out);
                 for (int64_t i = 0; i < count && out->n_bins > 0 && b.distance; i++)
                     for (int k = 0; k < out->n_bins; k++)
                         if (b.distance[i] >= out->bin_lo[k] && b.distance[i] <= out->bin_hi[k]) {
@@ -422,7 +433,7 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
                 lb_var *weighted = w == 1.0 ? loss : lb_scale(t->graph, loss, w);
                 st = scored > 0 ? lb_backward(t->graph, weighted, NULL) : LB_OK;
                 if (part.targets)
-                    count_correct(y->value, &part, &correct, &counted, NULL, NULL);
+                    count_correct(y->value, &part, &correct, &counted, NULL, NULL, NULL);
             }
         }
         lb_tensor_free(converted);
@@ -460,13 +471,39 @@ const char *lb_metrics_header(void)
     return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds";
 }
 
-static void write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr, double norm,
-                          double tps, double wall)
+/* One row of metrics.csv, written whole with write(2) or not at all: when the write
+ * fails (a full disk) the file is cut back to its previous end, so the rows before
+ * stay whole, and LB_ERR_IO is returned. */
+static lb_status write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr,
+                               double norm, double tps, double wall)
 {
     if (!f)
-        return;
-    fprintf(f, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", (long long)step, split, loss, acc, lr, norm, tps, wall);
-    fflush(f);
+        return LB_OK;
+    char line[512];
+    int len = snprintf(line, sizeof line, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", (long long)step, split, loss,
+                       acc, lr, norm, tps, wall);
+    int fd = fileno(f);
+    off_t before = (fflush(f) == 0 && fd >= 0) ? lseek(fd, 0, SEEK_END) : (off_t)-1;
+    int err = before < 0 ? (errno ? errno : EIO) : 0;
+    for (int done = 0; !err && done < len;) {
+        ssize_t n = write(fd, line + done, (size_t)(len - done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            err = n < 0 ? errno : ENOSPC;
+        else
+            done += (int)n;
+    }
+    if (!err)
+        return LB_OK;
+    if (before >= 0 && ftruncate(fd, before) != 0) { /* keep the error of the write */
+    }
+    char link[64], path[1024];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = fd >= 0 ? readlink(link, path, sizeof path - 1) : -1;
+    snprintf(path + (n > 0 ? n : 0), sizeof path - (size_t)(n > 0 ? n : 0), "%s", n > 0 ? "" : "metrics");
+    return lb_error(LB_ERR_IO, "%s: cannot write the %s metrics row of step %lld (%s); the rows before it are kept",
+                    path, split, (long long)step, strerror(err));
 }
 
 lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user)
@@ -496,14 +533,17 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         int eval_now = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
         if (eval_now) {
             lb_eval_result r;
-            write_metrics(metrics, t->step, "train", s.loss, s.accuracy, lr, norm, seconds > 0 ? tokens / seconds : 0,
-                          t->elapsed);
+            st = write_metrics(metrics, t->step, "train", s.loss, s.accuracy, lr, norm,
+                               seconds > 0 ? tokens / seconds : 0, t->elapsed);
+            if (st != LB_OK)
+                return st;
             tokens = seconds = 0;
             if (lb_dataset_split_size(t->data, "val") > 0) {
                 st = lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
                 if (st != LB_OK)
                     return st;
-                write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed);
+                if ((st = write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed)) != LB_OK)
+                    return st;
                 if (cb)
                     cb(LB_EVENT_EVAL, &s, &r, user);
             }
