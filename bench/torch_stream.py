@@ -37,18 +37,8 @@ BATCHES = [1, 16]
 D, VOCAB, CLASSES = 64, 32, 8
 
 
-class Block(torch.nn.Module):
-    def __init__(self, d, n_heads, d_ff):
-        super().__init__()
-        self.n_heads = n_heads
-        self.ln1 = torch.nn.LayerNorm(d)
-        self.w_q = torch.nn.Linear(d, d, bias=False)
-        self.w_k = torch.nn.Linear(d, d, bias=False)
-        self.w_v = torch.nn.Linear(d, d, bias=False)
-        self.w_o = torch.nn.Linear(d, d, bias=False)
-        self.ln2 = torch.nn.LayerNorm(d)
-        self.fc1 = torch.nn.Linear(d, d_ff)
-        self.fc2 = torch.nn.Linear(d_ff, d)
+class Block(ref.Block):
+    """torch_reference.py's transformer block (the same parameters) with a cached step."""
 
     def step(self, x, cache_k, cache_v, row, rows):
         """x [B, 1, d]; writes this event's key and value at `row` of the caches

@@ -2,7 +2,6 @@
  * them: the HDF5 datasets and attributes predict writes, the streaming path agreeing
  * with the full forward within 1e-4 for every family, stream's lines, --every,
  * --json, bad ids named by line and column, --strict, and usage errors. */
-#include <ftw.h>
 #include <hdf5.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -329,14 +328,6 @@ static void test_stream_options_and_bad_input(void)
     run_free(&r);
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_stream_%d", (int)getpid());
@@ -350,6 +341,6 @@ int main(void)
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_stream", cases);
-    nftw(work_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(work_dir);
     return rc;
 }
