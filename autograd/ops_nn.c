@@ -262,11 +262,7 @@ lb_var *lb_embedding(lb_graph *g, lb_var *weight, const int32_t *ids, int ndim, 
 lb_status lb_embedding_backward(lb_var *node)
 {
     lb_var *weight = node->inputs[0];
-    if (!weight->requires_grad)
-        return LB_OK;
-    lb_tensor *gw = lb_grad_buffer(weight);
-    if (!gw)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gw, weight);
     const int32_t *ids = node->ctx;
     int64_t n = node->attr_i[0], d = weight->value->shape[1];
     LB_DISPATCH(gw->dtype, T, {
@@ -349,9 +345,7 @@ lb_status lb_dropout_backward(lb_var *node)
     const unsigned char *keep = node->ctx;
     if (!keep)
         return lb_accumulate_grad(x, node->grad);
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t n = lb_tensor_numel(gx);
     double scale = node->attr_f[0];
     LB_DISPATCH(gx->dtype, T, {
@@ -450,11 +444,7 @@ lb_var *lb_cross_entropy(lb_graph *g, lb_var *logits, const int32_t *targets, in
 lb_status lb_cross_entropy_backward(lb_var *node)
 {
     lb_var *logits = node->inputs[0];
-    if (!logits->requires_grad)
-        return LB_OK;
-    lb_tensor *gl = lb_grad_buffer(logits);
-    if (!gl)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gl, logits);
     double counted = node->attr_f[0];
     if (counted == 0)
         return LB_OK; /* every target ignored: the loss is the constant 0 */
@@ -521,9 +511,7 @@ lb_status lb_mse_backward(lb_var *node)
     for (int k = 0; k < 2; k++) {
         if (!vars[k]->requires_grad)
             continue;
-        lb_tensor *gv = lb_grad_buffer(vars[k]);
-        if (!gv)
-            return lb_last_status();
+        LB_GRAD_BUFFER_OR_RETURN(gv, vars[k]);
         LB_DISPATCH(gv->dtype, T, {
             const T *pp = lb_tensor_data(pred->value), *pt = lb_tensor_data(target->value);
             T *pg = lb_tensor_data(gv);

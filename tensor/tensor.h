@@ -13,10 +13,14 @@
 #ifndef LB_TENSOR_H
 #define LB_TENSOR_H
 
+#include "tensor/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #include "tensor/error.h"
+
+LB_API_BEGIN
 
 enum { LB_MAX_DIMS = 6 };
 
@@ -116,5 +120,7 @@ int lb_keep_freed_memory(void);
 
 /* Normalises a possibly negative dimension index; -1 on out of range (no message). */
 int lb_normalize_dim(int dim, int ndim);
+
+LB_API_END
 
 #endif
