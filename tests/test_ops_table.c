@@ -104,10 +104,18 @@ static lb_var *b_dropout(lb_graph *g, lb_var *const *x)
     lb_rng_seed(&rng, 31); /* reseeded per call: gradcheck needs a fixed mask */
     return lb_dropout(g, x[0], 0.4, 1, &rng);
 }
+/* class weights, label smoothing 0.1, one ignored row, weighted mean */
 static lb_var *b_cross_entropy(lb_graph *g, lb_var *const *x)
 {
-    static const int32_t targets[4] = {2, -100, 0, 4}; /* one ignored row */
-    return lb_cross_entropy(g, x[0], targets, -100);
+    static const int32_t targets[4] = {2, -100, 0, 4};
+    lb_tensor *w = lb_tensor_from_doubles(LB_FLOAT64, 1, (int64_t[]){5}, (double[]){1.5, 1, 0.5, 2, 0.75});
+    lb_loss_options o;
+    lb_loss_options_default(&o);
+    o.weight = w;
+    o.label_smoothing = 0.1;
+    lb_var *y = lb_cross_entropy_ex(g, x[0], targets, &o);
+    lb_tensor_free(w);
+    return y;
 }
 static lb_var *b_mse(lb_graph *g, lb_var *const *x) { return lb_mse(g, x[0], x[1]); }
 static lb_var *b_gelu_tanh(lb_graph *g, lb_var *const *x) { return lb_gelu_tanh(g, x[0]); }
