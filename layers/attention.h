@@ -25,8 +25,12 @@
 #ifndef LB_LAYERS_ATTENTION_H
 #define LB_LAYERS_ATTENTION_H
 
+#include "tensor/api.h"
+
 #include "autograd/ops.h"
 #include "layers/params.h"
+
+LB_API_BEGIN
 
 /* Selected query positions for the readout path. */
 typedef struct lb_attn_queries {
@@ -232,5 +236,7 @@ typedef struct lb_decode_chunk {
  * Errors (NULL): x not [B, C, d_model], a chunk or cache that does not fit. */
 lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cache *cache,
                               const lb_decode_chunk *chunk);
+
+LB_API_END
 
 #endif

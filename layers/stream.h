@@ -31,8 +31,11 @@
 #ifndef LB_LAYERS_STREAM_H
 #define LB_LAYERS_STREAM_H
 
+#include "tensor/api.h"
 #include "layers/attention.h"
 #include "layers/model.h"
+
+LB_API_BEGIN
 
 typedef struct lb_stream_options {
     int64_t capacity;    /* transformer: events per stream the caches hold before they first grow
@@ -89,5 +92,7 @@ lb_tensor *lb_model_step(lb_model_state *s, const int32_t *tokens);
  * num_classes] (regression: [B, C]) with the output at every new event (rows past a
  * stream's length are unspecified). Errors (NULL) as lb_model_step; nothing changes. */
 lb_tensor *lb_model_step_chunk(lb_model_state *s, const lb_model_input *in);
+
+LB_API_END
 
 #endif

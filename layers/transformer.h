@@ -23,9 +23,13 @@
 #ifndef LB_LAYERS_TRANSFORMER_H
 #define LB_LAYERS_TRANSFORMER_H
 
+#include "tensor/api.h"
+
 #include "layers/attention.h"
 #include "layers/ffn.h"
 #include "layers/norm.h"
+
+LB_API_BEGIN
 
 typedef struct lb_transformer_config {
     int64_t d_model;
@@ -88,5 +92,7 @@ lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x,
  * entries). x [B, C, d_model] -> ln_f(blocks(x)) [B, C, d_model]. */
 lb_var *lb_transformer_forward_cached(lb_graph *g, const lb_transformer *tr, lb_var *x, lb_kv_cache *caches,
                                       const lb_decode_chunk *chunk);
+
+LB_API_END
 
 #endif

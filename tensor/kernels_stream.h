@@ -9,7 +9,10 @@
 #ifndef LB_KERNELS_STREAM_H
 #define LB_KERNELS_STREAM_H
 
+#include "tensor/api.h"
 #include "tensor/tensor.h"
+
+LB_API_BEGIN
 
 /* Copies, for every stream b < B and middle index m < M, the rows
  *   dst[b, m, dst_row[b] + i, :] = src[b, m, src_row[b] + i, :]   for i < count[b].
@@ -21,5 +24,7 @@
  * stream whose rows fall outside (nothing is copied then). */
 lb_status lb_k_copy_rows(lb_tensor *dst, const int64_t *dst_row, const lb_tensor *src, const int64_t *src_row,
                          const int64_t *count);
+
+LB_API_END
 
 #endif
