@@ -23,7 +23,6 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
-    lb_keep_freed_memory(); /* steps reuse their memory instead of faulting it in anew */
     static const struct {
         const char *name;
         int (*run)(int, char **);
