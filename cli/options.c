@@ -9,7 +9,7 @@
 #include "cli/cli.h"
 
 typedef enum opt_type {
-    T_INT64, T_INT, T_REAL, T_U64, T_MODEL, T_POS, T_OPTIM, T_SCHEDULE, T_STRING
+    T_INT64, T_INT, T_REAL, T_U64, T_MODEL, T_POS, T_SCALE, T_OPTIM, T_SCHEDULE, T_STRING
 } opt_type;
 
 typedef struct run_option {
@@ -32,6 +32,8 @@ static const run_option options[] = {
     {"pos", T_POS, M(pos), 0, 0, "positions: none | sinusoidal | learned | rotary"},
     {"window", T_INT64, M(window), 0, 1 << 30, "local attention: keys each query sees"},
     {"causal", T_INT, M(causal), 0, 1, "attention masks future positions (1) or not (0)"},
+    {"length-scale", T_SCALE, M(length_scale), 0, 0,
+     "attention logits x ln(keys seen): none | log-n | scalable (x s learned per head, SSMax)"},
     {"dropout", T_REAL, M(dropout), 0, 0.99, "dropout probability"},
     {"hidden", T_INT64, M(hidden_size), 1, 65536, "LSTM hidden_size"},
     {"forget-bias", T_REAL, M(forget_bias), -100, 100, "LSTM forget-gate bias added at init"},
@@ -119,6 +121,7 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
         break;
     }
     case T_POS: st = lb_pos_kind_parse(value, (lb_pos_kind *)p); break;
+    case T_SCALE: st = lb_length_scale_parse(value, (lb_length_scale *)p); break;
     case T_OPTIM: {
         lb_optim_kind kind;
         if ((st = lb_optim_kind_parse(value, &kind)) == LB_OK && kind != rc->train.optim.kind) {
@@ -162,6 +165,7 @@ static json_object *option_json(const lb_run_config *rc, const run_option *o)
     case T_REAL: return json_double(*(const double *)p);
     case T_MODEL: return json_object_new_string(lb_model_kind_name(*(const lb_model_kind *)p));
     case T_POS: return json_object_new_string(lb_pos_kind_name(*(const lb_pos_kind *)p));
+    case T_SCALE: return json_object_new_string(lb_length_scale_name(*(const lb_length_scale *)p));
     case T_OPTIM: return json_object_new_string(lb_optim_kind_name(*(const lb_optim_kind *)p));
     case T_SCHEDULE: return json_object_new_string(lb_schedule_kind_name(*(const lb_schedule_kind *)p));
     case T_STRING: return json_object_new_string(p);

@@ -142,6 +142,8 @@ static lb_status check_config(const lb_model_config *c)
                        (long long)(c->d_model / c->n_heads));
         if (c->d_ff < 1)
             return BAD("d_ff = %lld must be >= 1", (long long)c->d_ff);
+        if (c->length_scale < LB_LENGTH_SCALE_NONE || c->length_scale > LB_LENGTH_SCALE_SCALABLE)
+            return BAD("length_scale = %d is not none, log-n or scalable", (int)c->length_scale);
         if (c->kind == LB_MODEL_LOCAL && c->window < 1)
             return BAD("window = %lld must be >= 1 for local attention (keys each query sees, itself included)",
                        (long long)c->window);
@@ -186,7 +188,8 @@ static lb_status build(lb_model *m)
     if (is_attention(c->kind)) {
         if (lb_positional_init(&m->pos, ps, NULL, c->pos, c->max_seq_len, c->d_model, c->dtype, &r_pos) != LB_OK)
             return lb_last_status();
-        lb_transformer_config tc = {c->d_model, c->n_heads, c->d_ff, c->dropout, c->pos == LB_POS_ROTARY, c->n_layers};
+        lb_transformer_config tc = {c->d_model,  c->n_heads,      c->d_ff,       c->dropout, c->pos == LB_POS_ROTARY,
+                                    c->n_layers, c->length_scale, c->max_seq_len};
         if (lb_transformer_init(&m->transformer, ps, NULL, &tc, c->dtype, &r_body) != LB_OK)
             return lb_last_status();
     } else if (c->kind == LB_MODEL_LSTM) {

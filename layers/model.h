@@ -13,6 +13,7 @@
 #define LB_MODEL_H
 
 #include "autograd/ops.h"
+#include "layers/attention.h"
 #include "layers/params.h"
 
 typedef enum lb_model_kind {
@@ -32,7 +33,7 @@ typedef struct lb_model_config {
     int64_t input_features;   /* > 0 (with vocab_size 0): real-valued inputs */
     int64_t num_classes;      /* > 0: classification logits; 0: regression */
     lb_head_kind head;
-    int64_t max_seq_len;      /* longest sequence for learned positions */
+    int64_t max_seq_len;      /* longest sequence for learned positions; reference N of length_scale */
     int n_layers;             /* blocks, LSTM layers or conv layers */
     /* transformer and local */
     int64_t d_model;          /* also the embedding width for every family */
@@ -41,6 +42,8 @@ typedef struct lb_model_config {
     lb_pos_kind pos;
     int64_t window;           /* LB_MODEL_LOCAL: keys each query sees */
     int causal;               /* attention masks future positions */
+    lb_length_scale length_scale; /* logits times ln(keys seen) / ln(max_seq_len), or x s learned per head
+                                     (layers/attention.h) */
     double dropout;
     /* lstm */
     int64_t hidden_size;

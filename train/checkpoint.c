@@ -27,7 +27,7 @@ static const char *CHECKPOINT_FORMAT = "lookback-checkpoint";
 
 /* ---- the model config as attributes, one table row per field ---- */
 
-typedef enum field_type { F_INT64, F_INT, F_DOUBLE, F_U64, F_KIND, F_POS, F_HEAD, F_DTYPE } field_type;
+typedef enum field_type { F_INT64, F_INT, F_DOUBLE, F_U64, F_KIND, F_POS, F_HEAD, F_DTYPE, F_SCALE } field_type;
 typedef struct config_field {
     const char *name;
     field_type type;
@@ -42,7 +42,7 @@ static const config_field model_fields[] = {
     FIELD(n_heads, F_INT),       FIELD(d_ff, F_INT64),            FIELD(pos, F_POS),
     FIELD(window, F_INT64),      FIELD(causal, F_INT),            FIELD(dropout, F_DOUBLE),
     FIELD(hidden_size, F_INT64), FIELD(forget_bias, F_DOUBLE),    FIELD(kernel_size, F_INT64),
-    FIELD(seed, F_U64),
+    FIELD(seed, F_U64),          FIELD(length_scale, F_SCALE), /* absent in older checkpoints: none */
 };
 #undef FIELD
 
@@ -61,6 +61,7 @@ static void field_text(const lb_model_config *cfg, const config_field *f, char *
     case F_POS: snprintf(buf, size, "%s", lb_pos_kind_name(*(const lb_pos_kind *)p)); break;
     case F_HEAD: snprintf(buf, size, "%s", head_name(*(const lb_head_kind *)p)); break;
     case F_DTYPE: snprintf(buf, size, "%s", lb_dtype_name(*(const lb_dtype *)p)); break;
+    case F_SCALE: snprintf(buf, size, "%s", lb_length_scale_name(*(const lb_length_scale *)p)); break;
     }
 }
 
@@ -97,6 +98,8 @@ static lb_status read_model_config(hid_t file, lb_model_config *cfg, const char 
         int64_t iv = 0;
         lb_status st = LB_OK;
         snprintf(name, sizeof name, "model.%s", f->name);
+        if (f->type == F_SCALE && !lb_h5_has_attr(file, name))
+            continue; /* written before the option existed: 0 = none */
         switch (f->type) {
         case F_INT64: st = lb_h5_read_attr_int(file, name, (int64_t *)p, path); break;
         case F_INT:
@@ -113,6 +116,8 @@ static lb_status read_model_config(hid_t file, lb_model_config *cfg, const char 
                 st = lb_model_kind_parse(text, (lb_model_kind *)p);
             else if (f->type == F_POS)
                 st = lb_pos_kind_parse(text, (lb_pos_kind *)p);
+            else if (f->type == F_SCALE)
+                st = lb_length_scale_parse(text, (lb_length_scale *)p);
             else if (f->type == F_HEAD)
                 *(lb_head_kind *)p = strcmp(text, "every") == 0 ? LB_HEAD_EVERY : LB_HEAD_LAST;
             else
