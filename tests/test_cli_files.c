@@ -68,10 +68,22 @@ static void test_outputs_that_are_not_files(void)
         CU_ASSERT_EQUAL(mode_of(targets[i]), before);
         run_free(&r);
     }
-    const char *empty[] = {"data", "-o", "", NULL};
-    run_result r = run(empty);
-    EXPECT(r.code == 2 && one_error_line(&r, "data"), r);
-    run_free(&r);
+    /* An empty path is a usage error for every command and option. */
+    const char *const empties[][8] = {
+        {"data", "-o", "", NULL},
+        {"data", "info", "", NULL},
+        {"train", "--data", small_data(), "--model", "lstm", "--out", "", NULL},
+        {"train", "--resume", "", NULL},
+        {"eval", "--checkpoint=", "--data", small_data(), NULL},
+        {"compare", "--train", small_data(), "--models", "lstm", "--out", "", NULL},
+        {"demo", "--out", "", NULL},
+    };
+    run_result r;
+    for (size_t i = 0; i < sizeof empties / sizeof empties[0]; i++) {
+        r = run(empties[i]);
+        EXPECT(r.code == 2 && one_error_line(&r, empties[i][0]) && contains(r.err, "empty string"), r);
+        run_free(&r);
+    }
     /* train: a FIFO where metrics.csv goes is refused and left there. */
     char dir[512], metrics[600];
     snprintf(dir, sizeof dir, "%s", path_in("run-fifo"));
