@@ -29,5 +29,6 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "train/trainer.h"
+#include "train/distributed.h"
 
 #endif
