@@ -305,9 +305,7 @@ lb_status lb_accumulate_grad(lb_var *v, const lb_tensor *grad)
         v->grad = lb_tensor_copy(grad, grad->dtype); /* 0 + grad: skip the zeros */
         return v->grad ? LB_OK : lb_last_status();
     }
-    lb_tensor *buf = lb_grad_buffer(v);
-    if (!buf)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(buf, v);
     return lb_k_accumulate(buf, grad, 1.0);
 }
 

@@ -33,6 +33,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tensor/api.h"
+
+LB_API_BEGIN
+
 enum { LB_POOL_MIN_BYTES = 64 * 1024 };
 
 typedef struct lb_pool lb_pool;
@@ -64,5 +68,7 @@ typedef struct lb_pool_stats {
     size_t in_use_bytes;    /* capacity of the pool's buffers held by tensors now */
 } lb_pool_stats;
 void lb_pool_get_stats(lb_pool *pool, lb_pool_stats *stats);
+
+LB_API_END
 
 #endif
