@@ -2,41 +2,10 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Visits every element of `shape` in row-major order. For each run of the last
- * dimension, BODY sees `n` (run length), and offsets oa, ob, oc of the run's first
- * element in three operands with strides sa, sb, sc (la, lb, lc: last-dim strides). */
-#define LB_STRIDED_LOOP3(ndim_, shape_, sa, sb, sc, oa0, ob0, oc0, ...)                    \
-    do {                                                                                    \
-        int nd_ = (ndim_);                                                                  \
-        int64_t idx_[LB_MAX_DIMS] = {0};                                                    \
-        int64_t n = nd_ ? (shape_)[nd_ - 1] : 1;                                            \
-        int64_t la = nd_ ? (sa)[nd_ - 1] : 0, lb = nd_ ? (sb)[nd_ - 1] : 0,                 \
-                lc = nd_ ? (sc)[nd_ - 1] : 0;                                               \
-        int64_t runs_ = 1;                                                                  \
-        for (int d_ = 0; d_ < nd_ - 1; d_++)                                                \
-            runs_ *= (shape_)[d_];                                                          \
-        int64_t oa = (oa0), ob = (ob0), oc = (oc0);                                         \
-        for (int64_t r_ = 0; r_ < runs_ && n > 0; r_++) {                                   \
-            __VA_ARGS__                                                                     \
-            for (int d_ = nd_ - 2; d_ >= 0; d_--) {                                         \
-                idx_[d_]++;                                                                 \
-                oa += (sa)[d_];                                                             \
-                ob += (sb)[d_];                                                             \
-                oc += (sc)[d_];                                                             \
-                if (idx_[d_] < (shape_)[d_])                                                \
-                    break;                                                                  \
-                oa -= idx_[d_] * (sa)[d_];                                                  \
-                ob -= idx_[d_] * (sb)[d_];                                                  \
-                oc -= idx_[d_] * (sc)[d_];                                                  \
-                idx_[d_] = 0;                                                               \
-            }                                                                               \
-        }                                                                                   \
-        (void)la;                                                                           \
-        (void)lb;                                                                           \
-        (void)lc;                                                                           \
-    } while (0)
+#include "tensor/strided_internal.h"
 
 static lb_status same_dtype(const char *op, const lb_tensor *a, const lb_tensor *b)
 {
@@ -79,7 +48,7 @@ lb_status lb_k_binary(lb_binary_op op, const lb_tensor *a, const lb_tensor *b, l
         const T *pa = (const T *)lb_tensor_data(a) - a->offset;
         const T *pb = (const T *)lb_tensor_data(b) - b->offset;
         T *pc = lb_tensor_data(out);
-        LB_STRIDED_LOOP3(ndim, shape, sa, sb, out->strides, a->offset, b->offset, 0, {
+        LB_STRIDED_LOOP3(1, ndim, shape, sa, sb, out->strides, a->offset, b->offset, 0, {
             const T *x = pa + oa, *y = pb + ob;
             T *z = pc + oc;
             switch (op) {
@@ -112,7 +81,12 @@ lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha)
         T *pd = (T *)lb_tensor_data(dst) - dst->offset;
         const T *ps = (const T *)lb_tensor_data(src) - src->offset;
         T al = (T)alpha;
-        LB_STRIDED_LOOP3(ndim, shape, sd, src->strides, src->strides, dst->offset, src->offset, src->offset, {
+        /* Runs write distinct elements of dst unless dst is broadcast on an outer dim. */
+        int distinct = 1;
+        for (int i = 0; i + 1 < ndim; i++)
+            if (sd[i] == 0 && shape[i] > 1)
+                distinct = 0;
+        LB_STRIDED_LOOP3(distinct, ndim, shape, sd, src->strides, src->strides, dst->offset, src->offset, src->offset, {
             T *d = pd + oa;
             const T *s = ps + ob;
             if (la == 0) { /* reduce the whole run into one element */
@@ -137,19 +111,6 @@ static int64_t prod(const int64_t *v, int n)
     return p;
 }
 
-static void gemm(lb_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                 const void *b, double beta, void *c)
-{
-    enum CBLAS_TRANSPOSE ca = ta ? CblasTrans : CblasNoTrans, cb = tb ? CblasTrans : CblasNoTrans;
-    int lda = (int)(ta ? m : k), ldb = (int)(tb ? k : n), ldc = (int)n;
-    if (m == 0 || n == 0)
-        return;
-    if (dtype == LB_FLOAT32)
-        cblas_sgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc);
-    else
-        cblas_dgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 static void scale_inplace(lb_tensor *c, double beta)
 {
     int64_t n = lb_tensor_numel(c);
@@ -158,6 +119,50 @@ static void scale_inplace(lb_tensor *c, double beta)
         for (int64_t i = 0; i < n; i++)
             p[i] = beta == 0 ? (T)0 : (T)(p[i] * beta);
     });
+}
+
+void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+               const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) { /* an empty sum: c = beta * c (BLAS would reject lda = 0) */
+        if (beta == 1.0)
+            return;
+        LB_DISPATCH(dtype, T, {
+            for (int64_t i = 0; i < m; i++) {
+                T *row = (T *)c + i * ldc;
+                for (int64_t j = 0; j < n; j++)
+                    row[j] = beta == 0 ? (T)0 : (T)(row[j] * beta);
+            }
+        });
+        return;
+    }
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    if (dtype == LB_FLOAT32)
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
+                    (float)beta, c, (int)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
+                    (int)ldc);
+}
+
+lb_status lb_k_add_row_sums(lb_dtype dtype, int64_t rows, int64_t cols, const void *src, void *dst)
+{
+    double *acc = calloc((size_t)(cols > 0 ? cols : 1), sizeof *acc);
+    if (!acc)
+        return lb_error(LB_ERR_MEMORY, "row sums: out of memory for %lld columns", (long long)cols);
+    LB_DISPATCH(dtype, T, {
+        const T *s = src; /* [rows, cols] */
+        T *d = dst;       /* [cols] */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < cols; j++)
+                acc[j] += (double)s[r * cols + j];
+        for (int64_t j = 0; j < cols; j++)
+            d[j] += (T)acc[j];
+    });
+    free(acc);
+    return LB_OK;
 }
 
 lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int trans_b, lb_tensor *c,
@@ -192,13 +197,13 @@ lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int t
         return LB_OK;
     /* Fold 1: [*batch, M, K] @ [K, N] is one gemm with M' = batch * M. */
     if (nbb == 0 && !trans_a && c_full && prod(a->shape, nba) == nbatch) {
-        gemm(a->dtype, 0, trans_b, nbatch * m, n, k, alpha, pa, pb, beta, pc);
+        lb_k_gemm(a->dtype, 0, trans_b, nbatch * m, n, k, alpha, pa, k, pb, trans_b ? k : n, beta, pc, n);
         return LB_OK;
     }
     /* Fold 2: sum over batch of a_i^T b_i with [M, N] output is one gemm with K' = batch * K. */
     if (nbc == 0 && trans_a && !trans_b && prod(a->shape, nba) == nbatch && prod(b->shape, nbb) == nbatch &&
         nba == nbb && memcmp(a->shape, b->shape, (size_t)nba * sizeof *a->shape) == 0) {
-        gemm(a->dtype, 1, 0, m, n, nbatch * k, alpha, pa, pb, beta, pc);
+        lb_k_gemm(a->dtype, 1, 0, m, n, nbatch * k, alpha, pa, m, pb, n, beta, pc, n);
         return LB_OK;
     }
     if (!c_full && beta != 1.0) {
@@ -229,8 +234,8 @@ lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int t
             ob += id * st_b[d];
             oc += id * st_c[d];
         }
-        gemm(a->dtype, trans_a, trans_b, m, n, k, alpha, pa + (size_t)(oa * ma) * es, pb + (size_t)(ob * mb) * es,
-             beta, pc + (size_t)(oc * mc) * es);
+        lb_k_gemm(a->dtype, trans_a, trans_b, m, n, k, alpha, pa + (size_t)(oa * ma) * es, trans_a ? m : k,
+                  pb + (size_t)(ob * mb) * es, trans_b ? k : n, beta, pc + (size_t)(oc * mc) * es, n);
     }
     return LB_OK;
 }

@@ -29,6 +29,12 @@
 #ifndef LB_THREADS_H
 #define LB_THREADS_H
 
+#include <stdint.h>
+
+#include "tensor/api.h"
+
+LB_API_BEGIN
+
 /* Sets the number of threads of the library's OpenMP regions and of OpenBLAS calls
  * made outside them (omp_set_num_threads and openblas_set_num_threads) and remembers
  * it. n < 1 restores the default (the value OpenMP had at the first call). */
@@ -46,7 +52,19 @@ int lb_get_num_threads(void);
 int lb_blas_serial_begin(void);
 void lb_blas_serial_end(int previous);
 
+/* Threads for an OpenMP loop over `n` independent work units, `grain` of which are
+ * worth one thread: min(lb_get_num_threads(), n / grain), at least 1. Elementwise
+ * kernels (tensor/kernels.h, the unary ops, LayerNorm) split their loops with it; each
+ * element is computed by one thread in a fixed order, so their results do not depend
+ * on the thread count. */
+int lb_threads_for(int64_t n, int64_t grain);
+
+/* Elements of a memory-bound loop (a few operations each) worth one thread. */
+enum { LB_GRAIN_ELEMENTS = 32768 };
+
 /* OpenBLAS's threading model: 0 sequential, 1 pthreads, 2 OpenMP. */
 int lb_blas_parallel_kind(void);
+
+LB_API_END
 
 #endif
