@@ -385,7 +385,7 @@ static void compare_usage(FILE *out)
           "  --quiet            no progress display\n"
           "Options given apply to every model:\n",
           out);
-    lb_run_options_help(out, LB_MODEL_TRANSFORMER);
+    lb_run_options_help(out, 0);
 }
 
 int lb_cli_compare(int argc, char **argv)

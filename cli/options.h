@@ -19,16 +19,18 @@ typedef struct lb_run_config {
 /* Model and training defaults for `kind` (data-derived fields stay 0). */
 void lb_run_config_default(lb_run_config *rc, lb_model_kind kind);
 
-/* Sets option `name` (without leading dashes) from text. Changing "model" resets
- * the model fields to that family's defaults, so give it first.
+/* Sets option `name` (without leading dashes) from text. The model options are the
+ * model configuration's field list (layers/model_fields.def); the training options
+ * are listed in cli/options.c. Changing "model" resets the model fields to that
+ * family's defaults (keeping --model-seed), so give it first.
  * Errors: LB_ERR_VALUE naming the option (unknown name, bad value). */
 lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *value);
 
 /* Applies a JSON object file of {"option": value} pairs (the format of config.json).
  * Errors name the file and the key. */
 lb_status lb_run_config_load_json(lb_run_config *rc, const char *path);
-/* Writes every option with its value as a JSON object (written to a temporary file
- * and renamed). */
+/* Writes every option that rc's model and training use, with its value, as a JSON
+ * object (written to a temporary file and renamed). */
 lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path);
 
 /* Fills the data-derived model fields (vocabulary, classes, features, head, max
@@ -40,8 +42,13 @@ void lb_run_config_fit_data(lb_run_config *rc, const lb_dataset *data);
 const struct option *lb_run_options(const struct option *extra, int n_extra);
 /* Name of table option `val` (as given by getopt_long), or NULL. */
 const char *lb_run_option_name(int val);
-/* Prints the table options with their defaults for `kind`. */
-void lb_run_options_help(FILE *out, lb_model_kind kind);
+/* Prints the options with their help, the families that use each model option and
+ * the defaults (per family where they differ). single_run: also --data and --model
+ * (train); compare and demo choose those themselves. */
+void lb_run_options_help(FILE *out, int single_run);
+/* 1 when option `name` is used by rc's model, optimizer and schedule (e.g. --window only
+ * with local attention, --momentum only with sgd), 0 otherwise or when unknown. */
+int lb_run_option_applies(const lb_run_config *rc, const char *name);
 
 /* 1 when option `name` may change on --resume (steps, threads, time-budget,
  * eval-every, checkpoint-every), 0 otherwise. */

@@ -17,9 +17,9 @@ static void train_usage(FILE *out)
           "  --out DIR            run folder (created; must not already hold a run)\n"
           "  --resume DIR         continue the run in DIR from its checkpoint\n"
           "  --config FILE.json   options as a JSON object {\"option\": value}; the command line wins\n"
-          "  --quiet              no progress display\n",
+          "  --quiet              no progress display\n\n",
           out);
-    lb_run_options_help(out, LB_MODEL_TRANSFORMER);
+    lb_run_options_help(out, 1);
 }
 
 /* Parsed command line: table options in the order given, plus the command's own. */

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <hdf5.h>
+
 #include "data/tasks.h"
 #include "support.h"
 #include "train/trainer.h"
@@ -308,6 +310,90 @@ static void test_data_model_mismatch(void)
     lb_dataset_close(ds);
 }
 
+/* Checkpoints written by lookback 0.1.0 before the field list existed (a transformer
+ * and an LSTM, d_model 8, trained 2 steps on `lookback data --task spike --seq-len 64`)
+ * load with every field as written. */
+static void test_checkpoints_written_before_load(void)
+{
+    lb_model_config mc;
+    CU_ASSERT_EQUAL_FATAL(lb_checkpoint_read_model_config(lb_fixture_path("checkpoint_v1_transformer.h5"), &mc), LB_OK);
+    CU_ASSERT_EQUAL(mc.kind, LB_MODEL_TRANSFORMER);
+    CU_ASSERT_EQUAL(mc.d_model, 8);
+    CU_ASSERT_EQUAL(mc.n_heads, 2);
+    CU_ASSERT_EQUAL(mc.d_ff, 16);
+    CU_ASSERT_EQUAL(mc.n_layers, 1);
+    CU_ASSERT_EQUAL(mc.max_seq_len, 1024);
+    CU_ASSERT_EQUAL(mc.vocab_size, 26);
+    CU_ASSERT_EQUAL(mc.num_classes, 8);
+    CU_ASSERT_EQUAL(mc.pos, LB_POS_NONE);
+    lb_model *m = lb_model_new(&mc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(lb_fixture_path("checkpoint_v1_transformer.h5"), m), LB_OK);
+    lb_model_free(m);
+    CU_ASSERT_EQUAL_FATAL(lb_checkpoint_read_model_config(lb_fixture_path("checkpoint_v1_lstm.h5"), &mc), LB_OK);
+    CU_ASSERT_EQUAL(mc.kind, LB_MODEL_LSTM);
+    CU_ASSERT_EQUAL(mc.hidden_size, 8);
+    CU_ASSERT_EQUAL(mc.n_layers, 1);
+    m = lb_model_new(&mc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(lb_fixture_path("checkpoint_v1_lstm.h5"), m), LB_OK);
+    CU_ASSERT_EQUAL(lb_params_numel(lb_model_params(m)), 26 * 8 + 2 * (4 * 8 * 8 + 4 * 8) + 8 * 8 + 8);
+    lb_model_free(m);
+}
+
+/* A checkpoint without an attribute for some field (one written before the field
+ * existed) reads that field's default. */
+static void test_checkpoint_missing_field_reads_default(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/older.h5", dir);
+    size_t n;
+    free(train_params(1, 0, NULL, ck, &n));
+    hid_t file = H5Fopen(ck, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(file >= 0);
+    CU_ASSERT_TRUE(H5Adelete(file, "model.dropout") >= 0); /* written as 0.1 */
+    H5Fclose(file);
+    lb_model_config mc;
+    CU_ASSERT_EQUAL(lb_checkpoint_read_model_config(ck, &mc), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(mc.dropout, 0.0, 0);
+    CU_ASSERT_EQUAL(mc.d_model, 16);
+    CU_ASSERT_EQUAL(mc.seed, 5);
+}
+
+/* Length is a limit only for learned positions: a checkpoint of a model without them
+ * loads into the same model built for longer sequences. */
+static void test_checkpoint_length_only_for_learned_positions(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/short.h5", dir);
+    size_t n;
+    free(train_params(1, 0, NULL, ck, &n));
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    mc.max_seq_len = 8192;
+    lb_model *m = lb_model_new(&mc);
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(ck, m), LB_OK);
+    lb_model_free(m);
+    /* With learned positions the table's rows are part of the model. */
+    small_model_config(&mc, ds);
+    mc.pos = LB_POS_LEARNED;
+    lb_model *learned = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 1);
+    lb_trainer *t = lb_trainer_new(learned, ds, &tc);
+    snprintf(ck, sizeof ck, "%s/learned.h5", dir);
+    CU_ASSERT_EQUAL(lb_trainer_save(t, ck), LB_OK);
+    lb_trainer_free(t);
+    mc.max_seq_len = 8192;
+    m = lb_model_new(&mc);
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(ck, m), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("max_seq_len = 24"));
+    lb_model_free(m);
+    lb_model_free(learned);
+    lb_dataset_close(ds);
+}
+
 int main(void)
 {
     make_data();
@@ -319,6 +405,9 @@ int main(void)
         {"non-finite loss stops training and keeps the last checkpoint", test_nonfinite_loss_stops_and_keeps_checkpoint},
         {"gradient accumulation equals one large batch", test_gradient_accumulation},
         {"data that does not fit the model is refused", test_data_model_mismatch},
+        {"checkpoints written by 0.1.0 still load", test_checkpoints_written_before_load},
+        {"a checkpoint without a field's attribute reads its default", test_checkpoint_missing_field_reads_default},
+        {"sequence length is compared only for learned positions", test_checkpoint_length_only_for_learned_positions},
         {NULL, NULL},
     };
     int rc = lb_test_main("trainer", cases);
