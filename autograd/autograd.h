@@ -82,11 +82,19 @@ lb_status lb_backward(lb_graph *g, lb_var *output, const lb_tensor *grad_output)
  * v's shape) into v->grad, allocating it on first use. Used by op backwards. */
 lb_status lb_accumulate_grad(lb_var *v, const lb_tensor *grad);
 
+/* The gradient buffer of v (v->grad), allocated as zeros with v's dtype and shape on
+ * first use, for a backward function that adds into it directly (for example a gemm
+ * with beta = 1 writing dL/dv). Add to it, never overwrite: v may receive gradients
+ * from several uses. Call it only when v->requires_grad (otherwise lb_backward would
+ * not read it). NULL when out of memory (lb_last_error() says so). */
+lb_tensor *lb_grad_buffer(lb_var *v);
+
 /* A user-defined differentiable op (like torch.autograd.Function): records `value`
  * (ownership passes) as computed from the n_inputs (<= LB_MAX_OP_INPUTS) inputs;
  * during lb_backward, `backward(node)` reads node->grad and adds each input's
- * gradient with lb_accumulate_grad. `ctx` (freed with ctx_free, may be NULL) is
- * available as node->ctx. Check a custom op's backward with lb_gradcheck. */
+ * gradient with lb_accumulate_grad (or into lb_grad_buffer(input) directly). `ctx`
+ * (freed with ctx_free, may be NULL) is available as node->ctx. Check a custom op's
+ * backward with lb_gradcheck. */
 lb_var *lb_custom(lb_graph *g, int n_inputs, lb_var *const *inputs, lb_tensor *value,
                   lb_status (*backward)(lb_var *node), void *ctx, void (*ctx_free)(void *ctx));
 

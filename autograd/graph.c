@@ -11,42 +11,17 @@ struct lb_graph {
     int backward_done; /* backward ran since the last reset */
 };
 
-static lb_status custom_backward(lb_var *node) { return node->custom_backward(node); }
+/* lb_custom nodes carry their own backward function. */
+lb_status lb_custom_backward(lb_var *node) { return node->custom_backward(node); }
 
+/* Indexed by lb_op_kind; one row per line of the op list. */
 static const lb_op_info op_table[] = {
     [LB_OP_LEAF] = {"leaf", NULL},
-    [LB_OP_ADD] = {"add", lb_add_backward},
-    [LB_OP_SUB] = {"sub", lb_sub_backward},
-    [LB_OP_MUL] = {"mul", lb_mul_backward},
-    [LB_OP_DIV] = {"div", lb_div_backward},
-    [LB_OP_NEG] = {"neg", lb_neg_backward},
-    [LB_OP_SCALE] = {"scale", lb_scale_backward},
-    [LB_OP_EXP] = {"exp", lb_unary_backward},
-    [LB_OP_LOG] = {"log", lb_unary_backward},
-    [LB_OP_TANH] = {"tanh", lb_unary_backward},
-    [LB_OP_SIGMOID] = {"sigmoid", lb_unary_backward},
-    [LB_OP_RELU] = {"relu", lb_unary_backward},
-    [LB_OP_GELU] = {"gelu", lb_unary_backward},
-    [LB_OP_MATMUL] = {"matmul", lb_matmul_backward},
-    [LB_OP_RESHAPE] = {"reshape", lb_reshape_backward},
-    [LB_OP_PERMUTE] = {"permute", lb_permute_backward},
-    [LB_OP_SLICE] = {"slice", lb_slice_backward},
-    [LB_OP_CONCAT] = {"concat", lb_concat_backward},
-    [LB_OP_SUM] = {"sum", lb_sum_backward},
-    [LB_OP_MEAN] = {"mean", lb_sum_backward},
-    [LB_OP_SOFTMAX] = {"softmax", lb_softmax_backward},
-    [LB_OP_LOG_SOFTMAX] = {"log_softmax", lb_log_softmax_backward},
-    [LB_OP_MASKED_SOFTMAX] = {"masked_softmax", lb_masked_softmax_backward},
-    [LB_OP_ATTENTION] = {"attention", lb_attention_backward},
-    [LB_OP_LAYER_NORM] = {"layer_norm", lb_layer_norm_backward},
-    [LB_OP_EMBEDDING] = {"embedding", lb_embedding_backward},
-    [LB_OP_DROPOUT] = {"dropout", lb_dropout_backward},
-    [LB_OP_CROSS_ENTROPY] = {"cross_entropy", lb_cross_entropy_backward},
-    [LB_OP_MSE] = {"mse", lb_mse_backward},
-    [LB_OP_CUSTOM] = {"custom", custom_backward},
+#define LB_OP(kind, name, backward) [LB_OP_##kind] = {name, backward},
+#include "autograd/ops.def"
+#undef LB_OP
 };
-/* Adding an op kind without its table row fails to compile here. */
-_Static_assert(sizeof op_table / sizeof op_table[0] == LB_OP_COUNT, "every op kind needs a row in op_table");
+_Static_assert(sizeof op_table / sizeof op_table[0] == LB_OP_COUNT, "one table row per op kind");
 
 const lb_op_info *lb_op_info_of(int op) { return (op >= 0 && op < LB_OP_COUNT) ? &op_table[op] : NULL; }
 

@@ -16,7 +16,6 @@
  */
 #include "layers/conv.h"
 
-#include "autograd/op_table.h" /* lb_grad_buffer: gemms write straight into gradient buffers */
 
 #include <cblas.h>
 #include <math.h>

@@ -31,7 +31,6 @@
  */
 #include "layers/lstm.h"
 
-#include "autograd/op_table.h" /* lb_grad_buffer: gemms write straight into gradient buffers */
 
 #include <cblas.h> /* after it, I is complex.h's imaginary unit: widths are called n_in */
 #include <math.h>

@@ -1,0 +1,439 @@
+/* Every op of the op list (autograd/ops.def), checked from one recipe row each:
+ *   - float64 gradcheck of the op placed after another op (each input goes through
+ *     an elementwise product with a constant first, so gradients arrive at the op's
+ *     inputs as non-leaf nodes and are passed on);
+ *   - float32 against float64: the same values (float32 inputs widened exactly) give
+ *     outputs and input gradients that agree within the recipe's tolerance;
+ *   - a misuse: the call must return NULL with the recipe's status and a message
+ *     naming the op and the offending shape or value.
+ * An op kind without a recipe row fails test_every_op_has_a_recipe. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "autograd/gradcheck.h"
+#include "autograd/op_table.h"
+#include "autograd/ops.h"
+#include "support.h"
+#include "tensor/rng.h"
+
+enum { MAX_IN = 4 };
+
+typedef struct op_input {
+    int ndim;
+    int64_t shape[4];
+    double low, high; /* values drawn uniformly from [low, high] */
+} op_input;
+
+typedef lb_var *(*op_build_fn)(lb_graph *g, lb_var *const *x);
+
+typedef struct op_recipe {
+    lb_op_kind op;
+    int n_inputs;
+    op_input in[MAX_IN];
+    op_build_fn build;  /* applies the op once to its inputs (either dtype) */
+    op_build_fn misuse; /* a wrong call on the same (float64) inputs */
+    lb_status misuse_status;
+    const char *misuse_text; /* the message must contain it (besides the op name) */
+    double tol;              /* float32 vs float64, atol = rtol; 0 means 1e-5 */
+} op_recipe;
+
+/* A variable on a graph of its own: passing it to an op on another graph is misuse. */
+static lb_graph *foreign_graph;
+static lb_var *foreign(lb_var *x) { return lb_input_copy(foreign_graph, x->value, 0); }
+
+/* ---- builders: one op each ---- */
+
+static lb_var *b_add(lb_graph *g, lb_var *const *x) { return lb_add(g, x[0], x[1]); }
+static lb_var *b_sub(lb_graph *g, lb_var *const *x) { return lb_sub(g, x[0], x[1]); }
+static lb_var *b_mul(lb_graph *g, lb_var *const *x) { return lb_mul(g, x[0], x[1]); }
+static lb_var *b_div(lb_graph *g, lb_var *const *x) { return lb_div(g, x[0], x[1]); }
+static lb_var *b_neg(lb_graph *g, lb_var *const *x) { return lb_neg(g, x[0]); }
+static lb_var *b_scale(lb_graph *g, lb_var *const *x) { return lb_scale(g, x[0], -1.75); }
+static lb_var *b_exp(lb_graph *g, lb_var *const *x) { return lb_exp(g, x[0]); }
+static lb_var *b_log(lb_graph *g, lb_var *const *x) { return lb_log(g, x[0]); }
+static lb_var *b_tanh(lb_graph *g, lb_var *const *x) { return lb_tanh(g, x[0]); }
+static lb_var *b_sigmoid(lb_graph *g, lb_var *const *x) { return lb_sigmoid(g, x[0]); }
+static lb_var *b_relu(lb_graph *g, lb_var *const *x) { return lb_relu(g, x[0]); }
+static lb_var *b_gelu(lb_graph *g, lb_var *const *x) { return lb_gelu(g, x[0]); }
+/* a [2, 3, 4] @ bᵀ with b stored [5, 4] (broadcast over the batch) -> [2, 3, 5] */
+static lb_var *b_matmul(lb_graph *g, lb_var *const *x) { return lb_matmul_t(g, x[0], 0, x[1], 1); }
+static lb_var *b_reshape(lb_graph *g, lb_var *const *x) { return lb_reshape(g, x[0], 3, (int64_t[]){3, -1, 2}); }
+static lb_var *b_permute(lb_graph *g, lb_var *const *x) { return lb_permute(g, x[0], (int[]){2, 0, 1}); }
+static lb_var *b_slice(lb_graph *g, lb_var *const *x) { return lb_slice(g, x[0], 1, 1, 5, 2); }
+static lb_var *b_concat(lb_graph *g, lb_var *const *x) { return lb_concat(g, 3, x, 1); }
+static lb_var *b_sum(lb_graph *g, lb_var *const *x) { return lb_sum_axes(g, x[0], 2, (int[]){0, -1}, 0); }
+static lb_var *b_mean(lb_graph *g, lb_var *const *x) { return lb_mean_axes(g, x[0], 1, (int[]){1}, 1); }
+static lb_var *b_softmax(lb_graph *g, lb_var *const *x) { return lb_softmax(g, x[0]); }
+static lb_var *b_log_softmax(lb_graph *g, lb_var *const *x) { return lb_log_softmax(g, x[0]); }
+
+/* scores [2, 3, 4]: causal (last query aligned with the last key), item 1 padded to
+ * 2 keys, and an allowed mask that removes every key of query 0 in item 0 (a fully
+ * masked row). */
+static lb_var *b_masked_softmax(lb_graph *g, lb_var *const *x)
+{
+    static const int32_t lengths[2] = {4, 2};
+    int64_t ms[3] = {2, 3, 4};
+    double allowed[24];
+    for (int i = 0; i < 24; i++)
+        allowed[i] = (i < 4) ? 0 : 1;
+    lb_tensor *a = lb_tensor_from_doubles(LB_FLOAT32, 3, ms, allowed);
+    lb_attn_mask m = {.allowed = a, .causal = 1, .key_lengths = lengths};
+    lb_var *y = lb_masked_softmax(g, x[0], &m, 0.7);
+    lb_tensor_free(a);
+    return y;
+}
+/* q [2, 3, 4], k [2, 5, 4], v [2, 5, 3], causal, item 0 padded to 4 keys -> [2, 3, 3] */
+static lb_var *b_attention(lb_graph *g, lb_var *const *x)
+{
+    static const int32_t lengths[2] = {4, 5};
+    lb_attn_mask m = {.causal = 1, .key_lengths = lengths};
+    return lb_attention_fused(g, x[0], x[1], x[2], &m, 0.5);
+}
+static lb_var *b_layer_norm(lb_graph *g, lb_var *const *x) { return lb_layer_norm(g, x[0], x[1], x[2], 1e-5); }
+static lb_var *b_embedding(lb_graph *g, lb_var *const *x)
+{
+    static const int32_t ids[6] = {4, 0, 2, 2, 1, 4}; /* repeated ids accumulate */
+    int64_t s[2] = {2, 3};
+    return lb_embedding(g, x[0], ids, 2, s);
+}
+static lb_var *b_dropout(lb_graph *g, lb_var *const *x)
+{
+    lb_rng rng;
+    lb_rng_seed(&rng, 31); /* reseeded per call: gradcheck needs a fixed mask */
+    return lb_dropout(g, x[0], 0.4, 1, &rng);
+}
+static lb_var *b_cross_entropy(lb_graph *g, lb_var *const *x)
+{
+    static const int32_t targets[4] = {2, -100, 0, 4}; /* one ignored row */
+    return lb_cross_entropy(g, x[0], targets, -100);
+}
+static lb_var *b_mse(lb_graph *g, lb_var *const *x) { return lb_mse(g, x[0], x[1]); }
+
+/* A user op through lb_custom: y = x^3, dy/dx = 3 x^2. */
+static lb_status cube_backward(lb_var *node)
+{
+    lb_var *x = node->inputs[0];
+    lb_tensor *gx = lb_grad_buffer(x);
+    if (!gx)
+        return lb_last_status();
+    int64_t n = lb_tensor_numel(gx);
+    LB_DISPATCH(gx->dtype, T, {
+        const T *px = lb_tensor_data(x->value), *dy = lb_tensor_data(node->grad);
+        T *dx = lb_tensor_data(gx);
+        for (int64_t i = 0; i < n; i++)
+            dx[i] += 3 * px[i] * px[i] * dy[i];
+    });
+    return LB_OK;
+}
+static lb_var *b_custom(lb_graph *g, lb_var *const *x)
+{
+    lb_tensor *y = lb_tensor_copy(x[0]->value, x[0]->value->dtype);
+    int64_t n = lb_tensor_numel(y);
+    LB_DISPATCH(y->dtype, T, {
+        T *p = lb_tensor_data(y);
+        for (int64_t i = 0; i < n; i++)
+            p[i] = p[i] * p[i] * p[i];
+    });
+    return lb_custom(g, 1, x, y, cube_backward, NULL, NULL);
+}
+
+/* ---- misuses ---- */
+
+/* [2, 3] with [4]: shapes that do not broadcast. */
+static lb_var *m_binary(lb_graph *g, lb_var *const *x, lb_var *(*op)(lb_graph *, lb_var *, lb_var *))
+{
+    int64_t s[1] = {4};
+    return op(g, x[0], lb_input(g, lb_tensor_zeros(LB_FLOAT64, 1, s), 0));
+}
+static lb_var *m_add(lb_graph *g, lb_var *const *x) { return m_binary(g, x, lb_add); }
+static lb_var *m_sub(lb_graph *g, lb_var *const *x) { return m_binary(g, x, lb_sub); }
+static lb_var *m_mul(lb_graph *g, lb_var *const *x) { return m_binary(g, x, lb_mul); }
+static lb_var *m_div(lb_graph *g, lb_var *const *x) { return m_binary(g, x, lb_div); }
+/* Unary ops accept any shape: their misuse is an input recorded on another graph. */
+static lb_var *m_neg(lb_graph *g, lb_var *const *x) { return lb_neg(g, foreign(x[0])); }
+static lb_var *m_scale(lb_graph *g, lb_var *const *x) { return lb_scale(g, foreign(x[0]), 2.0); }
+static lb_var *m_exp(lb_graph *g, lb_var *const *x) { return lb_exp(g, foreign(x[0])); }
+static lb_var *m_log(lb_graph *g, lb_var *const *x) { return lb_log(g, foreign(x[0])); }
+static lb_var *m_tanh(lb_graph *g, lb_var *const *x) { return lb_tanh(g, foreign(x[0])); }
+static lb_var *m_sigmoid(lb_graph *g, lb_var *const *x) { return lb_sigmoid(g, foreign(x[0])); }
+static lb_var *m_relu(lb_graph *g, lb_var *const *x) { return lb_relu(g, foreign(x[0])); }
+static lb_var *m_gelu(lb_graph *g, lb_var *const *x) { return lb_gelu(g, foreign(x[0])); }
+/* Inner sizes 4 vs 5 (b not transposed). */
+static lb_var *m_matmul(lb_graph *g, lb_var *const *x) { return lb_matmul(g, x[0], x[1]); }
+static lb_var *m_reshape(lb_graph *g, lb_var *const *x) { return lb_reshape(g, x[0], 2, (int64_t[]){5, 5}); }
+static lb_var *m_permute(lb_graph *g, lb_var *const *x) { return lb_permute(g, x[0], (int[]){0, 2, 2}); }
+static lb_var *m_slice(lb_graph *g, lb_var *const *x) { return lb_slice(g, x[0], 1, 2, 9, 1); }
+static lb_var *m_concat(lb_graph *g, lb_var *const *x) { return lb_concat(g, 3, x, 0); }
+static lb_var *m_sum(lb_graph *g, lb_var *const *x) { return lb_sum_axes(g, x[0], 1, (int[]){3}, 0); }
+static lb_var *m_mean(lb_graph *g, lb_var *const *x) { return lb_mean_axes(g, x[0], 2, (int[]){1, -2}, 0); }
+static lb_var *m_softmax(lb_graph *g, lb_var *const *x) { return lb_softmax(g, foreign(x[0])); }
+static lb_var *m_log_softmax(lb_graph *g, lb_var *const *x) { return lb_log_softmax(g, foreign(x[0])); }
+/* An allowed mask [5] that does not broadcast to the scores [2, 3, 4]. */
+static lb_var *m_masked_softmax(lb_graph *g, lb_var *const *x)
+{
+    int64_t s[1] = {5};
+    lb_tensor *a = lb_tensor_zeros(LB_FLOAT32, 1, s);
+    lb_attn_mask m = {.allowed = a};
+    lb_var *y = lb_masked_softmax(g, x[0], &m, 1.0);
+    lb_tensor_free(a);
+    return y;
+}
+/* k and v given in the wrong order: v [2, 5, 3] has width 3, not q's 4. */
+static lb_var *m_attention(lb_graph *g, lb_var *const *x)
+{
+    return lb_attention_fused(g, x[0], x[2], x[1], NULL, 0.5);
+}
+/* weight [5] for x [..., 6] */
+static lb_var *m_layer_norm(lb_graph *g, lb_var *const *x)
+{
+    lb_var *weight = lb_input(g, lb_tensor_zeros(LB_FLOAT64, 1, (int64_t[]){5}), 0);
+    return lb_layer_norm(g, x[0], weight, NULL, 1e-5);
+}
+static lb_var *m_embedding(lb_graph *g, lb_var *const *x)
+{
+    static const int32_t ids[3] = {0, 5, 1}; /* V is 5 */
+    int64_t s[1] = {3};
+    return lb_embedding(g, x[0], ids, 1, s);
+}
+static lb_var *m_dropout(lb_graph *g, lb_var *const *x) { return lb_dropout(g, x[0], 1.0, 1, NULL); }
+static lb_var *m_cross_entropy(lb_graph *g, lb_var *const *x)
+{
+    static const int32_t targets[4] = {2, 5, 0, 4}; /* C is 5 */
+    return lb_cross_entropy(g, x[0], targets, -100);
+}
+/* pred [2, 3] against a target flattened to [6] */
+static lb_var *m_mse(lb_graph *g, lb_var *const *x) { return lb_mse(g, x[0], lb_reshape(g, x[1], 1, (int64_t[]){-1})); }
+static lb_var *m_custom(lb_graph *g, lb_var *const *x)
+{
+    return lb_custom(g, 1, x, lb_tensor_copy(x[0]->value, x[0]->value->dtype), NULL, NULL, NULL);
+}
+
+#define T23 {2, {2, 3}, -1, 1}
+#define T3 {1, {3}, -1, 1}
+#define T234 {3, {2, 3, 4}, -1, 1}
+#define T46 {2, {4, 6}, -2, 2}
+#define POS23 {2, {2, 3}, 0.5, 2}
+
+/* One row per op kind. */
+static const op_recipe recipes[] = {
+    {LB_OP_ADD, 2, {T23, T3}, b_add, m_add, LB_ERR_SHAPE, "[4]", 0},
+    {LB_OP_SUB, 2, {T23, T3}, b_sub, m_sub, LB_ERR_SHAPE, "[4]", 0},
+    {LB_OP_MUL, 2, {T23, T3}, b_mul, m_mul, LB_ERR_SHAPE, "[4]", 0},
+    {LB_OP_DIV, 2, {T23, POS23}, b_div, m_div, LB_ERR_SHAPE, "[4]", 0},
+    {LB_OP_NEG, 1, {T23}, b_neg, m_neg, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_SCALE, 1, {T23}, b_scale, m_scale, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_EXP, 1, {T23}, b_exp, m_exp, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_LOG, 1, {POS23}, b_log, m_log, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_TANH, 1, {T23}, b_tanh, m_tanh, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_SIGMOID, 1, {T23}, b_sigmoid, m_sigmoid, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_RELU, 1, {T23}, b_relu, m_relu, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_GELU, 1, {T23}, b_gelu, m_gelu, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_MATMUL, 2, {T234, {2, {5, 4}, -1, 1}}, b_matmul, m_matmul, LB_ERR_SHAPE, "4 vs 5", 0},
+    {LB_OP_RESHAPE, 1, {T46}, b_reshape, m_reshape, LB_ERR_SHAPE, "[4, 6]", 0},
+    {LB_OP_PERMUTE, 1, {T234}, b_permute, m_permute, LB_ERR_SHAPE, "[2, 3, 4]", 0},
+    {LB_OP_SLICE, 1, {T46}, b_slice, m_slice, LB_ERR_VALUE, "[4, 6]", 0},
+    {LB_OP_CONCAT, 3, {{2, {2, 1}, -1, 1}, T23, {2, {2, 2}, -1, 1}}, b_concat, m_concat, LB_ERR_SHAPE, "[2, 3]", 0},
+    {LB_OP_SUM, 1, {T234}, b_sum, m_sum, LB_ERR_SHAPE, "[2, 3, 4]", 0},
+    {LB_OP_MEAN, 1, {T234}, b_mean, m_mean, LB_ERR_VALUE, "twice", 0},
+    {LB_OP_SOFTMAX, 1, {T46}, b_softmax, m_softmax, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_LOG_SOFTMAX, 1, {T46}, b_log_softmax, m_log_softmax, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_MASKED_SOFTMAX, 1, {T234}, b_masked_softmax, m_masked_softmax, LB_ERR_SHAPE, "[2, 3, 4]", 0},
+    {LB_OP_ATTENTION, 3, {T234, {3, {2, 5, 4}, -1, 1}, {3, {2, 5, 3}, -1, 1}}, b_attention, m_attention,
+     LB_ERR_SHAPE, "[2, 5, 3]", 0},
+    {LB_OP_LAYER_NORM, 3, {T46, {1, {6}, 0.5, 1.5}, {1, {6}, -1, 1}}, b_layer_norm, m_layer_norm, LB_ERR_SHAPE,
+     "[5]", 1e-4},
+    {LB_OP_EMBEDDING, 1, {{2, {5, 3}, -1, 1}}, b_embedding, m_embedding, LB_ERR_VALUE, "5", 0},
+    {LB_OP_DROPOUT, 1, {T46}, b_dropout, m_dropout, LB_ERR_VALUE, "[0, 1)", 0},
+    {LB_OP_CROSS_ENTROPY, 1, {{2, {4, 5}, -2, 2}}, b_cross_entropy, m_cross_entropy, LB_ERR_VALUE, "[4, 5]", 0},
+    {LB_OP_MSE, 2, {T23, T23}, b_mse, m_mse, LB_ERR_SHAPE, "[6]", 0},
+    {LB_OP_CUSTOM, 1, {T23}, b_custom, m_custom, LB_ERR_VALUE, "backward", 0},
+};
+enum { N_RECIPES = sizeof recipes / sizeof recipes[0] };
+
+static const op_recipe *recipe_of(int op)
+{
+    for (int i = 0; i < N_RECIPES; i++)
+        if ((int)recipes[i].op == op)
+            return &recipes[i];
+    return NULL;
+}
+
+/* ---- the harness ---- */
+
+/* The recipe's inputs with seeded values, rounded to float32 so that both dtypes see
+ * exactly the same numbers. */
+static lb_tensor *input_value(const op_recipe *r, int i, lb_dtype dtype)
+{
+    lb_rng rng;
+    lb_rng_seed(&rng, 1000u * (uint64_t)r->op + (uint64_t)i);
+    lb_tensor *t = lb_tensor_zeros(LB_FLOAT32, r->in[i].ndim, r->in[i].shape);
+    lb_rng_fill_uniform(&rng, t, r->in[i].low, r->in[i].high);
+    lb_tensor *c = lb_tensor_copy(t, dtype);
+    lb_tensor_free(t);
+    return c;
+}
+
+/* A new graph holding the recipe's inputs in x, requiring gradients. */
+static lb_graph *graph_with_inputs(const op_recipe *r, lb_dtype dtype, lb_var **x)
+{
+    lb_graph *g = lb_graph_new();
+    for (int i = 0; i < r->n_inputs; i++)
+        x[i] = lb_input(g, input_value(r, i, dtype), 1);
+    return g;
+}
+
+/* The constant each input is multiplied by before the op: values in [0.75, 1.25]
+ * (positive, so inputs keep their sign and their domain). */
+static lb_tensor *pre_factor(const lb_tensor *like, int i)
+{
+    lb_rng rng;
+    lb_rng_seed(&rng, 77u + (uint64_t)i);
+    lb_tensor *t = lb_tensor_zeros(LB_FLOAT32, like->ndim, like->shape);
+    lb_rng_fill_uniform(&rng, t, 0.75, 1.25);
+    lb_tensor *c = lb_tensor_copy(t, like->dtype);
+    lb_tensor_free(t);
+    return c;
+}
+
+/* The op placed after another: x_i * c_i, then the recipe's op. */
+static lb_var *after_product(lb_graph *g, const op_recipe *r, lb_var *const *leaves)
+{
+    lb_var *x[MAX_IN];
+    for (int i = 0; i < r->n_inputs; i++)
+        x[i] = lb_mul(g, leaves[i], lb_input(g, pre_factor(leaves[i]->value, i), 0));
+    return r->build(g, x);
+}
+
+static lb_var *gradcheck_fn(lb_graph *g, lb_var *const *leaves, void *user) { return after_product(g, user, leaves); }
+
+static void test_every_op_has_a_recipe(void)
+{
+    for (int op = 1; op < LB_OP_COUNT; op++) {
+        const lb_op_info *info = lb_op_info_of(op);
+        CU_ASSERT_PTR_NOT_NULL(info->name);
+        CU_ASSERT_PTR_NOT_NULL(info->backward);
+        if (!recipe_of(op)) {
+            CU_FAIL("an op of autograd/ops.def has no recipe row");
+            fprintf(stderr, "\n  op \"%s\" has no recipe row in tests/test_ops_table.c\n", lb_op_name(op));
+        }
+    }
+    CU_ASSERT_STRING_EQUAL(lb_op_name(LB_OP_LEAF), "leaf");
+    CU_ASSERT_STRING_EQUAL(lb_op_name(LB_OP_MATMUL), "matmul");
+    CU_ASSERT_STRING_EQUAL(lb_op_name(LB_OP_COUNT), "unknown");
+}
+
+/* Every recipe records its own op kind (so the rows test what they say). */
+static void test_recipes_record_their_op(void)
+{
+    for (int k = 0; k < N_RECIPES; k++) {
+        const op_recipe *r = &recipes[k];
+        lb_var *x[MAX_IN];
+        lb_graph *g = graph_with_inputs(r, LB_FLOAT64, x);
+        lb_var *y = r->build(g, x);
+        CU_ASSERT_PTR_NOT_NULL(y);
+        if (!y || (int)y->op != (int)r->op)
+            fprintf(stderr, "\n  recipe for %s: %s\n", lb_op_name(r->op), y ? lb_op_name(y->op) : lb_last_error());
+        else
+            CU_ASSERT_EQUAL(y->op, r->op);
+        lb_graph_free(g);
+    }
+}
+
+static void test_gradcheck_after_another_op(void)
+{
+    for (int k = 0; k < N_RECIPES; k++) {
+        const op_recipe *r = &recipes[k];
+        lb_var *leaves[MAX_IN];
+        for (int i = 0; i < r->n_inputs; i++)
+            leaves[i] = lb_param_new(input_value(r, i, LB_FLOAT64), "x");
+        lb_gradcheck_leaf report[MAX_IN];
+        lb_status st = lb_gradcheck(gradcheck_fn, (void *)r, r->n_inputs, leaves, NULL, report);
+        CU_ASSERT_EQUAL(st, LB_OK);
+        if (st != LB_OK)
+            fprintf(stderr, "\n  gradcheck of %s: %s\n", lb_op_name(r->op), lb_last_error());
+        for (int i = 0; i < r->n_inputs; i++)
+            lb_param_free(leaves[i]);
+    }
+}
+
+/* Output and input gradients (for one fixed random grad_output) in `dtype`. */
+static lb_tensor *run_dtype(const op_recipe *r, lb_dtype dtype, lb_tensor **grads)
+{
+    lb_var *x[MAX_IN];
+    lb_graph *g = graph_with_inputs(r, dtype, x);
+    lb_var *y = after_product(g, r, x);
+    lb_tensor *out = NULL;
+    if (y) {
+        lb_rng rng;
+        lb_rng_seed(&rng, 5);
+        lb_tensor *seed32 = lb_tensor_zeros(LB_FLOAT32, y->value->ndim, y->value->shape);
+        lb_rng_fill_uniform(&rng, seed32, -1, 1);
+        lb_tensor *seed = lb_tensor_copy(seed32, dtype);
+        CU_ASSERT_EQUAL(lb_backward(g, y, seed), LB_OK);
+        out = lb_tensor_copy(y->value, LB_FLOAT64);
+        lb_tensor_free(seed32);
+        lb_tensor_free(seed);
+        for (int i = 0; i < r->n_inputs; i++)
+            grads[i] = x[i]->grad ? lb_tensor_copy(x[i]->grad, LB_FLOAT64) : NULL;
+    }
+    lb_graph_free(g);
+    return out;
+}
+
+static void test_float32_agrees_with_float64(void)
+{
+    for (int k = 0; k < N_RECIPES; k++) {
+        const op_recipe *r = &recipes[k];
+        double tol = r->tol > 0 ? r->tol : 1e-5;
+        lb_tensor *g32[MAX_IN] = {0}, *g64[MAX_IN] = {0};
+        lb_tensor *y32 = run_dtype(r, LB_FLOAT32, g32), *y64 = run_dtype(r, LB_FLOAT64, g64);
+        char what[96];
+        snprintf(what, sizeof what, "%s output", lb_op_name(r->op));
+        CU_ASSERT_TRUE(lb_check_tensors_close(y32, y64, tol, tol, what));
+        for (int i = 0; i < r->n_inputs; i++) {
+            snprintf(what, sizeof what, "%s gradient of input %d", lb_op_name(r->op), i);
+            CU_ASSERT_TRUE(lb_check_tensors_close(g32[i], g64[i], tol, tol, what));
+            lb_tensor_free(g32[i]);
+            lb_tensor_free(g64[i]);
+        }
+        lb_tensor_free(y32);
+        lb_tensor_free(y64);
+    }
+}
+
+static void test_misuse_is_one_clear_error(void)
+{
+    foreign_graph = lb_graph_new();
+    for (int k = 0; k < N_RECIPES; k++) {
+        const op_recipe *r = &recipes[k];
+        lb_var *x[MAX_IN];
+        lb_graph *g = graph_with_inputs(r, LB_FLOAT64, x);
+        lb_clear_error();
+        lb_var *y = r->misuse(g, x);
+        CU_ASSERT_PTR_NULL(y);
+        const char *name = lb_op_name(r->op);
+        int ok = !y && lb_last_status() == r->misuse_status && lb_test_error_has(name) &&
+                 lb_test_error_has(r->misuse_text);
+        CU_ASSERT_TRUE(ok);
+        if (!ok)
+            fprintf(stderr, "\n  misuse of %s: status %d, message \"%s\"\n", name, (int)lb_last_status(),
+                    lb_last_error());
+        lb_graph_free(g);
+    }
+    lb_graph_free(foreign_graph);
+    lb_clear_error();
+}
+
+int main(void)
+{
+    static const lb_test_case cases[] = {
+        {"every op of the op list has a recipe row", test_every_op_has_a_recipe},
+        {"each recipe records its op", test_recipes_record_their_op},
+        {"float64 gradcheck, op after another op", test_gradcheck_after_another_op},
+        {"float32 agrees with float64 (values, gradients)", test_float32_agrees_with_float64},
+        {"misuse gives one error naming op and shape", test_misuse_is_one_clear_error},
+        {NULL, NULL},
+    };
+    return lb_test_main("ops table", cases);
+}
