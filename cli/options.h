@@ -14,6 +14,9 @@ typedef struct lb_run_config {
     char data[4096];         /* training data file */
     lb_model_config model;
     lb_train_config train;
+    char init_from[4096];    /* train --init-from: a checkpoint whose parameters start a new
+                                run ("" = the model's own initialisation); not an option of
+                                the table, not written to config.json */
 } lb_run_config;
 
 /* Model and training defaults for `kind` (data-derived fields stay 0). */
@@ -64,7 +67,9 @@ typedef struct lb_cli_run {
 } lb_cli_run;
 
 /* Trains rc's model on rc->data into folder `dir` (config.json, metrics.csv,
- * checkpoint.h5), resuming from dir's checkpoint when `resume`. Progress goes to
+ * checkpoint.h5), resuming from dir's checkpoint when `resume`. A new run with
+ * rc->init_from set starts from that checkpoint's parameters (its model config must
+ * equal rc->model apart from the seed) with a fresh optimizer, step 0. Progress goes to
  * stderr unless quiet. On success *model_out (may be NULL) receives the trained
  * model (caller frees). The data file is opened and closed here; a new run stores
  * its absolute path. The folder is locked for the run's life. SIGINT or SIGTERM stops

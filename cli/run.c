@@ -146,6 +146,8 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         st = lb_error(LB_ERR_STATE, "%s already holds a run; continue it with --resume %s or choose another --out",
                       dir, dir);
     }
+    if (st == LB_OK && !resume && rc->init_from[0] && (st = lb_checkpoint_load_params(rc->init_from, model)) != LB_OK)
+        lb_error_context("--init-from");
     if (st == LB_OK && resume && (st = lb_trainer_load(trainer, ckpt_path)) == LB_OK) {
         if (lb_trainer_steps_done(trainer) > rc->train.steps)
             st = lb_error(LB_ERR_VALUE, "--steps %lld is below the checkpoint's step %lld (--steps is the total)",
@@ -165,8 +167,9 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     if (st == LB_OK) {
         out->parameters = lb_params_numel(lb_model_params(model));
         if (!quiet)
-            fprintf(stderr, "training %s (%lld parameters) on %s: steps %lld..%lld%s, %d thread%s\n",
-                    lb_model_kind_name(rc->model.kind), (long long)out->parameters, rc->data,
+            fprintf(stderr, "training %s (%lld parameters%s%s) on %s: steps %lld..%lld%s, %d thread%s\n",
+                    lb_model_kind_name(rc->model.kind), (long long)out->parameters,
+                    !resume && rc->init_from[0] ? " from " : "", !resume ? rc->init_from : "", rc->data,
                     (long long)lb_trainer_steps_done(trainer), (long long)rc->train.steps,
                     rc->train.time_budget > 0 ? " or the time budget" : "", threads, threads == 1 ? "" : "s");
         progress_state ps = {.quiet = quiet};

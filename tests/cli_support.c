@@ -69,15 +69,15 @@ void run_free(run_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Runs `lookback args...` (NULL-terminated) with standard input from /dev/null and
- * its outputs captured. */
-run_result run(const char *const *args)
+run_result run(const char *const *args) { return run_program(LB_LOOKBACK_BIN, args); }
+
+run_result run_program(const char *program, const char *const *args)
 {
     run_result r = {-1, NULL, NULL};
-    const char *argv[64];
+    const char *argv[256];
     int n = 0;
-    argv[n++] = LB_LOOKBACK_BIN;
-    for (; args[n - 1] && n < 63; n++)
+    argv[n++] = program;
+    for (; args[n - 1] && n < 255; n++)
         argv[n] = args[n - 1];
     argv[n] = NULL;
     const char *out_path = path_in("stdout.txt"), *err_path = path_in("stderr.txt");
@@ -87,10 +87,10 @@ run_result run(const char *const *args)
     posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;
-    int rc = posix_spawn(&pid, LB_LOOKBACK_BIN, &fa, NULL, (char *const *)argv, environ);
+    int rc = posix_spawnp(&pid, program, &fa, NULL, (char *const *)argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
-        fprintf(stderr, "\n  cannot start %s: %s\n", LB_LOOKBACK_BIN, strerror(rc));
+        fprintf(stderr, "\n  cannot start %s: %s\n", program, strerror(rc));
         return r;
     }
     int status = 0;

@@ -29,6 +29,8 @@ typedef struct run_result {
 /* Runs `lookback args...` (NULL-terminated) with standard input from /dev/null and
  * its outputs captured. */
 run_result run(const char *const *args);
+/* The same for any program (a name without '/' is looked up in PATH); up to 254 args. */
+run_result run_program(const char *program, const char *const *args);
 void run_free(run_result *r);
 
 int count_lines(const char *text);

@@ -1,6 +1,8 @@
 #include "support.h"
 
 #include <CUnit/Basic.h>
+#include <hdf5.h>
+#include <stdlib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -98,3 +100,48 @@ void lb_test_assert_shape(const lb_var *v, int ndim, const int64_t *shape)
 
 /* ---- forward values ---- */
 
+
+lb_tensor *lb_test_h5_read(long long file, const char *name, lb_dtype dtype)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* missing datasets are reported by the tests */
+    hid_t ds = H5Lexists((hid_t)file, name, H5P_DEFAULT) > 0 ? H5Dopen2((hid_t)file, name, H5P_DEFAULT) : -1;
+    if (ds < 0) {
+        fprintf(stderr, "\n  dataset '%s' is missing\n", name);
+        return NULL;
+    }
+    hid_t sp = H5Dget_space(ds);
+    int nd = H5Sget_simple_extent_ndims(sp);
+    lb_tensor *t = NULL;
+    if (nd >= 0 && nd <= LB_MAX_DIMS) {
+        hsize_t dims[LB_MAX_DIMS];
+        int64_t shape[LB_MAX_DIMS];
+        H5Sget_simple_extent_dims(sp, dims, NULL);
+        size_t n = 1;
+        for (int i = 0; i < nd; i++) {
+            shape[i] = (int64_t)dims[i];
+            n *= (size_t)dims[i];
+        }
+        double *buf = malloc((n ? n : 1) * sizeof *buf);
+        if (buf && H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0)
+            t = lb_tensor_from_doubles(dtype, nd, shape, buf);
+        free(buf);
+    } else {
+        fprintf(stderr, "\n  dataset '%s' has %d dims (at most %d are read)\n", name, nd, (int)LB_MAX_DIMS);
+    }
+    H5Sclose(sp);
+    H5Dclose(ds);
+    return t;
+}
+
+lb_tensor *lb_test_h5_read_path(const char *path, const char *name, lb_dtype dtype)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        fprintf(stderr, "\n  cannot open %s\n", path);
+        return NULL;
+    }
+    lb_tensor *t = lb_test_h5_read((long long)f, name, dtype);
+    H5Fclose(f);
+    return t;
+}

@@ -52,4 +52,11 @@ void lb_test_assert_shape(const lb_var *v, int ndim, const int64_t *shape);
 /* Path of a fixture file under tests/fixtures (static buffer). */
 const char *lb_fixture_path(const char *name);
 
+/* Dataset `name` (a path such as "grad/input") of an open HDF5 file as a new tensor of
+ * `dtype` (values read as double); NULL, with a note on stderr, when it is absent or
+ * has more than LB_MAX_DIMS dims. */
+lb_tensor *lb_test_h5_read(long long file, const char *name, lb_dtype dtype);
+/* The same from a file path (opened and closed here). */
+lb_tensor *lb_test_h5_read_path(const char *path, const char *name, lb_dtype dtype);
+
 #endif

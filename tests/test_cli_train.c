@@ -113,6 +113,76 @@ static void test_run_folder_rules(void)
     run_free(&r);
 }
 
+/* 1 when dataset params/<name> holds the same values in both checkpoints. */
+static int same_param(const char *a, const char *b, const char *name)
+{
+    char path[200];
+    snprintf(path, sizeof path, "params/%s", name);
+    lb_tensor *ta = lb_test_h5_read_path(a, path, LB_FLOAT64), *tb = lb_test_h5_read_path(b, path, LB_FLOAT64);
+    int same = ta && tb && lb_tensor_numel(ta) == lb_tensor_numel(tb);
+    for (int64_t i = 0; same && i < lb_tensor_numel(ta); i++)
+        same = lb_tensor_flat(ta, i) == lb_tensor_flat(tb, i);
+    lb_tensor_free(ta);
+    lb_tensor_free(tb);
+    return same;
+}
+
+static void test_init_from(void)
+{
+    char src[512], dir[512], ck_src[600], ck[600], cfg[600];
+    snprintf(src, sizeof src, "%s", path_in("run-src"));
+    snprintf(dir, sizeof dir, "%s", path_in("run-init"));
+    snprintf(ck_src, sizeof ck_src, "%s/checkpoint.h5", src);
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    const char *train[] = {"train", "--data", spike_file(), "--model", "transformer", "--layers", "1", "--d-model", "16",
+                           "--heads", "2", "--pos", "learned", "--steps", "3", "--out", src, "--quiet", NULL};
+    run_result r = run(train);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    /* With lr 0 the new run's weights stay the checkpoint's; the model options come from it. */
+    const char *init[] = {"train", "--data", spike_file(), "--init-from", ck_src, "--steps", "2", "--lr", "0",
+                          "--schedule", "constant", "--warmup", "0", "--model-seed", "7", "--out", dir, NULL};
+    r = run(init);
+    EXPECT(r.code == 0 && contains(r.err, "from ") && contains(r.err, "run-src/checkpoint.h5"), r);
+    run_free(&r);
+    CU_ASSERT_TRUE(same_param(ck, ck_src, "embedding.weight"));
+    CU_ASSERT_TRUE(same_param(ck, ck_src, "pos_embedding"));
+    CU_ASSERT_TRUE(same_param(ck, ck_src, "blocks.0.attn.w_q"));
+    CU_ASSERT_TRUE(same_param(ck, ck_src, "head.weight"));
+    char *json = read_all(cfg, NULL);
+    CU_ASSERT_TRUE(contains(json, "\"d-model\": 16") && contains(json, "\"pos\": \"learned\""));
+    free(json);
+    /* A run started this way resumes like any other. */
+    const char *resume[] = {"train", "--resume", dir, "--steps", "4", "--quiet", NULL};
+    r = run(resume);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    /* Errors: with --resume; another family; a missing file; options that change the shapes; other data. */
+    const char *both[] = {"train", "--resume", dir, "--init-from", ck_src, NULL};
+    r = run(both);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "--init-from starts a new run"), r);
+    run_free(&r);
+    const char *family[] = {"train", "--data", spike_file(), "--init-from", ck_src, "--model", "lstm", "--out",
+                            path_in("run-bad1"), NULL};
+    r = run(family);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "--model lstm differs"), r);
+    run_free(&r);
+    const char *missing[] = {"train", "--data", spike_file(), "--init-from", path_in("nothing.h5"), "--out",
+                             path_in("run-bad2"), NULL};
+    r = run(missing);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "nothing.h5"), r);
+    run_free(&r);
+    const char *shape[] = {"train", "--data", spike_file(), "--init-from", ck_src, "--d-model", "32", "--out",
+                           path_in("run-bad3"), NULL};
+    r = run(shape);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "--init-from") &&
+               contains(r.err, "d_model = 16") && contains(r.err, "d_model = 32"),
+           r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(path_in("run-bad3")));
+}
+
 static void test_interrupt_saves_checkpoint(void)
 {
     char dir[512];
@@ -226,6 +296,7 @@ int main(void)
         {"a failed start leaves no files behind", test_failed_start_leaves_nothing},
         {"run folders: no overwrite, resume checks, metrics after resume, eval", test_run_folder_rules},
         {"SIGINT stops training with a checkpoint (exit 130)", test_interrupt_saves_checkpoint},
+        {"--init-from starts a new run from a checkpoint's weights", test_init_from},
         {"compare never overwrites and checks its inputs first", test_compare_never_overwrites},
         {"config files are strict JSON with known keys", test_config_file_is_strict},
         {NULL, NULL},

@@ -29,34 +29,7 @@ static hid_t fixture_open(const char *name)
 }
 
 /* Dataset `name` (a path such as "grad/input") as a new tensor of `dtype`; NULL if absent. */
-static lb_tensor *fixture_read(hid_t f, const char *name, lb_dtype dtype)
-{
-    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
-    if (ds < 0) {
-        fprintf(stderr, "\n  fixture dataset '%s' is missing\n", name);
-        return NULL;
-    }
-    hid_t sp = H5Dget_space(ds);
-    int nd = H5Sget_simple_extent_ndims(sp);
-    lb_tensor *t = NULL;
-    if (nd >= 0 && nd <= LB_MAX_DIMS) {
-        hsize_t dims[LB_MAX_DIMS];
-        int64_t shape[LB_MAX_DIMS];
-        H5Sget_simple_extent_dims(sp, dims, NULL);
-        size_t n = 1;
-        for (int i = 0; i < nd; i++) {
-            shape[i] = (int64_t)dims[i];
-            n *= (size_t)dims[i];
-        }
-        double *buf = malloc((n ? n : 1) * sizeof *buf);
-        if (buf && H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0)
-            t = lb_tensor_from_doubles(dtype, nd, shape, buf);
-        free(buf);
-    }
-    H5Sclose(sp);
-    H5Dclose(ds);
-    return t;
-}
+static lb_tensor *fixture_read(hid_t f, const char *name, lb_dtype dtype) { return lb_test_h5_read((long long)f, name, dtype); }
 
 /* Integer dataset of exactly n elements into out; returns 1 on success. */
 static int fixture_read_int32(hid_t f, const char *name, int32_t *out, int64_t n)

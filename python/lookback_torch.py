@@ -1,0 +1,381 @@
+"""lookback checkpoints as PyTorch modules, and PyTorch modules as lookback checkpoints.
+
+Plain h5py + torch (Debian: python3-torch, python3-h5py, python3-numpy); nothing to build.
+
+    import lookback_torch
+    model = lookback_torch.load("runs/att/checkpoint.h5")   # a torch.nn.Module
+    logits = model(tokens=torch.as_tensor(tokens), lengths=torch.as_tensor(lengths))
+    lookback_torch.save(model, model.config, "init.h5")     # lookback train --init-from init.h5
+
+load(path) builds a LookbackModel of the checkpoint's family (transformer with any
+position kind, local attention, LSTM, conv) holding the checkpoint's weights; its forward
+computes what lookback's model forward computes (in eval mode). save(module, config,
+path) writes a checkpoint that `lookback eval`, `lookback train --init-from` and the
+library's lb_checkpoint_load_params accept. LookbackModel(config) alone builds a model
+with PyTorch's default initialisation, e.g. to train in PyTorch first.
+
+Parameter names: the module's state_dict uses lookback's parameter names, with ".weight"
+appended to the attention projections (w_q -> w_q.weight). lookback stores linear weights
+as [in, out] (it computes x @ W); PyTorch's nn.Linear stores [out, in]. So the weights of
+input, head, ffn.fc1, ffn.fc2 and attn.w_q/w_k/w_v/w_o are transposed on the way in and
+out; everything else (embedding, pos_embedding, LayerNorms, LSTM, Conv1d, biases) keeps
+its layout. The full table is in docs/pytorch.md.
+"""
+import math
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+FORMAT = "lookback-checkpoint"
+FORMAT_VERSION = 1
+
+# Every model config field lookback stores as a root attribute "model.<field>", with
+# lookback's defaults for the transformer (lb_model_config_default).
+CONFIG_DEFAULTS = {
+    "kind": "transformer",
+    "dtype": "float32",
+    "vocab_size": 0,
+    "input_features": 0,
+    "num_classes": 0,
+    "head": "last",
+    "max_seq_len": 1024,
+    "n_layers": 2,
+    "d_model": 64,
+    "n_heads": 4,
+    "d_ff": 128,
+    "pos": "none",
+    "window": 0,
+    "causal": 1,
+    "dropout": 0.0,
+    "hidden_size": 128,
+    "forget_bias": 0.0,
+    "kernel_size": 3,
+    "seed": 1,
+}
+_STRING_FIELDS = ("kind", "dtype", "head", "pos")
+_REAL_FIELDS = ("dropout", "forget_bias")
+KINDS = ("transformer", "local", "lstm", "conv")
+POSITIONS = ("none", "sinusoidal", "learned", "rotary")
+LAYER_NORM_EPS = 1e-5  # LB_NORM_EPS
+ROTARY_BASE = 10000.0
+
+
+def _dtype(config):
+    return torch.float64 if config["dtype"] == "float64" else torch.float32
+
+
+def check_config(config):
+    """Returns a complete config dict (defaults filled in); ValueError names a bad field."""
+    unknown = sorted(set(config) - set(CONFIG_DEFAULTS))
+    if unknown:
+        raise ValueError(f"lookback_torch: model config field(s) {unknown} are not known to this module "
+                         f"(known: {sorted(CONFIG_DEFAULTS)})")
+    c = dict(CONFIG_DEFAULTS)
+    c.update(config)
+    for k in _STRING_FIELDS:
+        c[k] = c[k].decode() if isinstance(c[k], bytes) else str(c[k])
+    for k in CONFIG_DEFAULTS:
+        if k not in _STRING_FIELDS:
+            c[k] = float(c[k]) if k in _REAL_FIELDS else int(c[k])
+    if c["kind"] not in KINDS:
+        raise ValueError(f"lookback_torch: kind = {c['kind']!r} is not one of {KINDS}")
+    if c["pos"] not in POSITIONS:
+        raise ValueError(f"lookback_torch: pos = {c['pos']!r} is not one of {POSITIONS}")
+    if c["dtype"] not in ("float32", "float64"):
+        raise ValueError(f"lookback_torch: dtype = {c['dtype']!r} is neither float32 nor float64")
+    if c["head"] not in ("last", "every"):
+        raise ValueError(f"lookback_torch: head = {c['head']!r} is neither last nor every")
+    if (c["vocab_size"] > 0) == (c["input_features"] > 0):
+        raise ValueError("lookback_torch: set exactly one of vocab_size and input_features")
+    if c["kind"] in ("transformer", "local") and c["d_model"] % c["n_heads"] != 0:
+        raise ValueError(f"lookback_torch: d_model = {c['d_model']} is not divisible by n_heads = {c['n_heads']}")
+    if c["kind"] == "local" and c["window"] < 1:
+        raise ValueError(f"lookback_torch: window = {c['window']} must be >= 1 for local attention")
+    return c
+
+
+def sinusoidal_table(seq_len, d_model, dtype):
+    """PE[t, 2i] = sin(t / 10000^(2i/D)), PE[t, 2i+1] = cos(...) (lb_sinusoidal_table)."""
+    pos = torch.arange(seq_len, dtype=torch.float64)[:, None]
+    c = torch.arange(d_model)
+    angle = pos / torch.pow(torch.tensor(10000.0, dtype=torch.float64), (c - c % 2).double() / d_model)
+    return torch.where(c % 2 == 0, torch.sin(angle), torch.cos(angle)).to(dtype)
+
+
+def rotary(x, base=ROTARY_BASE):
+    """Half-split rotary positions of GPT-NeoX on x [B, H, T, d] at positions 0..T-1 (lb_rotary)."""
+    t, d = x.shape[-2], x.shape[-1]
+    h = d // 2
+    i = torch.arange(h, dtype=torch.float64)
+    angle = torch.arange(t, dtype=torch.float64)[:, None] * torch.pow(torch.tensor(base, dtype=torch.float64),
+                                                                      -2.0 * i / d)
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    x1, x2 = x[..., :h], x[..., h:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def attention_allowed(t, lengths, causal, window, device=None):
+    """Boolean [B, 1, T, T] (or [1, 1, T, T]): True = query i may attend key j (lb_attn_mask)."""
+    i = torch.arange(t, device=device)[:, None]
+    j = torch.arange(t, device=device)[None, :]
+    allowed = torch.ones(t, t, dtype=torch.bool, device=device)
+    if causal or window > 0:
+        allowed = allowed & (j <= i)
+    if window > 0:
+        allowed = allowed & (j > i - window)
+    allowed = allowed[None, None]
+    if lengths is not None:
+        allowed = allowed & (j[None, None] < lengths.view(-1, 1, 1, 1))
+    return allowed
+
+
+class Attention(nn.Module):
+    """lb_mha without biases: per head softmax(q kᵀ / sqrt(d_head) + mask) v, then w_o."""
+
+    def __init__(self, d_model, n_heads, rotary):
+        super().__init__()
+        self.n_heads, self.rotary = n_heads, rotary
+        self.w_q = nn.Linear(d_model, d_model, bias=False)
+        self.w_k = nn.Linear(d_model, d_model, bias=False)
+        self.w_v = nn.Linear(d_model, d_model, bias=False)
+        self.w_o = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x, allowed):
+        b, t, d = x.shape
+        h = self.n_heads
+
+        def heads(y):  # [B, T, D] -> [B, H, T, d_head]
+            return y.view(b, t, h, d // h).transpose(1, 2)
+
+        q, k, v = heads(self.w_q(x)), heads(self.w_k(x)), heads(self.w_v(x))
+        if self.rotary:
+            q, k = rotary(q), rotary(k)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d // h)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        # A query with no allowed key gets zero weights (lookback), not NaN (PyTorch).
+        weights = torch.where(allowed.any(dim=-1, keepdim=True), weights, torch.zeros_like(weights))
+        out = (weights @ v).transpose(1, 2).reshape(b, t, d)
+        return self.w_o(out)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm block: x + dropout(attn(ln1(x))), then + dropout(ffn(ln2(x)))."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
+        self.attn = Attention(c["d_model"], c["n_heads"], c["pos"] == "rotary")
+        self.ln2 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
+        self.ffn = FeedForward(c["d_model"], c["d_ff"])
+        self.dropout = nn.Dropout(c["dropout"])
+
+    def forward(self, x, allowed):
+        x = x + self.dropout(self.attn(self.ln1(x), allowed))
+        return x + self.dropout(self.ffn(self.ln2(x)))
+
+
+class LookbackModel(nn.Module):
+    """lookback's lb_model in PyTorch: input -> body -> head (layers/model.h).
+
+    forward(tokens=None, features=None, lengths=None):
+      tokens int64 [B, T] (vocab_size > 0) or features [B, T, F] (input_features > 0);
+      lengths [B] in [1, T] (positions >= length are padding) or None = all T.
+      head "last":  logits [B, C] read at position lengths[b] - 1 (regression: [B]);
+      head "every": logits [B, T, C] (regression: [B, T]).
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        c = check_config(config)
+        self.config = c
+        d = c["d_model"]
+        if c["vocab_size"] > 0:
+            self.embedding = nn.Embedding(c["vocab_size"], d)
+        else:
+            self.input = nn.Linear(c["input_features"], d)
+        width = d
+        if c["kind"] in ("transformer", "local"):
+            if c["pos"] == "learned":
+                self.pos_embedding = nn.Parameter(torch.randn(c["max_seq_len"], d))
+            self.embed_dropout = nn.Dropout(c["dropout"])
+            self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
+            self.ln_f = nn.LayerNorm(d, eps=LAYER_NORM_EPS)
+        elif c["kind"] == "lstm":
+            self.lstm = nn.LSTM(d, c["hidden_size"], num_layers=c["n_layers"], batch_first=True)
+            if c["forget_bias"] != 0:
+                h = c["hidden_size"]
+                with torch.no_grad():
+                    for k in range(c["n_layers"]):
+                        getattr(self.lstm, f"bias_ih_l{k}")[h:2 * h] += c["forget_bias"]
+            width = c["hidden_size"]
+        else:
+            self.conv = nn.ModuleList(
+                nn.Conv1d(d, d, c["kernel_size"], dilation=2 ** i) for i in range(c["n_layers"]))
+        self.head = nn.Linear(width, max(c["num_classes"], 1))
+        self.to(_dtype(c))
+
+    def forward(self, tokens=None, features=None, lengths=None):
+        c = self.config
+        if c["vocab_size"] > 0:
+            if tokens is None:
+                raise ValueError("LookbackModel: this model reads tokens (vocab_size > 0)")
+            x = self.embedding(torch.as_tensor(tokens).long())
+        else:
+            if features is None:
+                raise ValueError("LookbackModel: this model reads features (input_features > 0)")
+            x = self.input(torch.as_tensor(features).to(_dtype(c)))
+        b, t = x.shape[0], x.shape[1]
+        if lengths is not None:
+            lengths = torch.as_tensor(lengths).long()
+        if c["kind"] in ("transformer", "local"):
+            if c["pos"] == "sinusoidal":
+                x = x + sinusoidal_table(t, c["d_model"], x.dtype)
+            elif c["pos"] == "learned":
+                x = x + self.pos_embedding[:t]
+            x = self.embed_dropout(x)
+            window = c["window"] if c["kind"] == "local" else 0
+            allowed = attention_allowed(t, lengths, c["causal"], window, x.device)
+            for block in self.blocks:
+                x = block(x, allowed)
+            h = self.ln_f(x)
+        elif c["kind"] == "lstm":
+            h, _ = self.lstm(x)
+        else:
+            h = x
+            for conv in self.conv:
+                pad = conv.dilation[0] * (conv.kernel_size[0] - 1)
+                y = conv(F.pad(h.transpose(1, 2), (pad, 0))).transpose(1, 2)
+                h = h + F.gelu(y)
+        if c["head"] == "last":
+            last = (lengths - 1) if lengths is not None else torch.full((b,), t - 1, dtype=torch.long)
+            h = h[torch.arange(b), last.to(h.device)]
+        y = self.head(h)
+        return y.squeeze(-1) if c["num_classes"] == 0 else y
+
+
+def parameter_map(config):
+    """[(lookback name, state_dict name, transposed)] in lookback's parameter order."""
+    c = check_config(config)
+    rows = []
+    if c["vocab_size"] > 0:
+        rows.append(("embedding.weight", "embedding.weight", False))
+    else:
+        rows += [("input.weight", "input.weight", True), ("input.bias", "input.bias", False)]
+    if c["kind"] in ("transformer", "local"):
+        if c["pos"] == "learned":
+            rows.append(("pos_embedding", "pos_embedding", False))
+        for i in range(c["n_layers"]):
+            p = f"blocks.{i}"
+            rows += [(f"{p}.ln1.weight", f"{p}.ln1.weight", False), (f"{p}.ln1.bias", f"{p}.ln1.bias", False)]
+            rows += [(f"{p}.attn.{w}", f"{p}.attn.{w}.weight", True) for w in ("w_q", "w_k", "w_v", "w_o")]
+            rows += [(f"{p}.ln2.weight", f"{p}.ln2.weight", False), (f"{p}.ln2.bias", f"{p}.ln2.bias", False)]
+            for fc in ("fc1", "fc2"):
+                rows += [(f"{p}.ffn.{fc}.weight", f"{p}.ffn.{fc}.weight", True),
+                         (f"{p}.ffn.{fc}.bias", f"{p}.ffn.{fc}.bias", False)]
+        rows += [("ln_f.weight", "ln_f.weight", False), ("ln_f.bias", "ln_f.bias", False)]
+    elif c["kind"] == "lstm":
+        for k in range(c["n_layers"]):
+            rows += [(f"lstm.{n}_l{k}", f"lstm.{n}_l{k}", False)
+                     for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    else:
+        for i in range(c["n_layers"]):
+            rows += [(f"conv.{i}.weight", f"conv.{i}.weight", False), (f"conv.{i}.bias", f"conv.{i}.bias", False)]
+    rows += [("head.weight", "head.weight", True), ("head.bias", "head.bias", False)]
+    return rows
+
+
+def read_config(path):
+    """The model config stored in a lookback checkpoint, as a dict."""
+    with h5py.File(path, "r") as f:
+        return _read_config(f, path)
+
+
+def _read_config(f, path):
+    fmt = f.attrs.get("format")
+    fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
+    if fmt != FORMAT:
+        raise ValueError(f"{path}: not a lookback checkpoint (root attribute 'format' is {fmt!r})")
+    if int(f.attrs.get("format_version", -1)) != FORMAT_VERSION:
+        raise ValueError(f"{path}: checkpoint format_version {f.attrs.get('format_version')} is not {FORMAT_VERSION}")
+    config = {}
+    for key, value in f.attrs.items():
+        if key.startswith("model."):
+            config[key[len("model."):]] = value.item() if isinstance(value, np.generic) else value
+    missing = sorted(set(CONFIG_DEFAULTS) - set(config))
+    if missing:
+        raise ValueError(f"{path}: model config attribute(s) {missing} are missing")
+    return check_config(config)
+
+
+def load(path):
+    """A LookbackModel (eval mode) with the weights of lookback checkpoint `path`."""
+    with h5py.File(path, "r") as f:
+        config = _read_config(f, path)
+        model = LookbackModel(config)
+        state = model.state_dict()
+        params = f["params"]
+        for lb_name, torch_name, transposed in parameter_map(config):
+            if lb_name not in params:
+                raise ValueError(f"{path}: dataset /params/{lb_name} is missing")
+            value = torch.from_numpy(np.asarray(params[lb_name]))
+            if transposed:
+                value = value.t()
+            if tuple(value.shape) != tuple(state[torch_name].shape):
+                raise ValueError(f"{path}: /params/{lb_name} has shape {tuple(params[lb_name].shape)}, "
+                                 f"expected {tuple(state[torch_name].t().shape if transposed else state[torch_name].shape)}")
+            state[torch_name] = value.to(state[torch_name].dtype).contiguous()
+        model.load_state_dict(state)
+    return model.eval()
+
+
+def save(module, config, path):
+    """Writes `module`'s weights as a lookback checkpoint of model config `config`.
+
+    config: the module's config dict (module.config for a LookbackModel; fields left out
+    take lookback's transformer defaults). The module's state_dict must hold the names
+    of parameter_map(config) (a LookbackModel, or any module using the same names).
+    Parameters are stored in the config's dtype. The file holds the model and step 0,
+    with no optimizer state: lookback starts a new run from it with
+    `lookback train --init-from path` and evaluates it with `lookback eval`."""
+    c = check_config(config)
+    state = module.state_dict()
+    np_dtype = np.float64 if c["dtype"] == "float64" else np.float32
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = np.int64(FORMAT_VERSION)
+        f.attrs["step"] = np.int64(0)
+        f.attrs["elapsed_seconds"] = np.float64(0.0)
+        for key, value in c.items():
+            if key in _STRING_FIELDS:
+                f.attrs["model." + key] = value
+            elif key in _REAL_FIELDS:
+                f.attrs["model." + key] = np.float64(value)
+            elif key == "seed":
+                f.attrs["model." + key] = np.uint64(value)
+            else:
+                f.attrs["model." + key] = np.int64(value)
+        params = f.create_group("params")
+        for lb_name, torch_name, transposed in parameter_map(c):
+            if torch_name not in state:
+                raise ValueError(f"save: the module has no parameter '{torch_name}' (lookback's {lb_name})")
+            value = state[torch_name].detach().cpu()
+            if transposed:
+                value = value.t()
+            value = value.contiguous().numpy().astype(np_dtype)
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"save: parameter '{torch_name}' holds NaN or infinite values")
+            params.create_dataset(lb_name, data=value)

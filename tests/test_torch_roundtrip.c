@@ -1,0 +1,307 @@
+/* The round trip with PyTorch (python/lookback_torch.py), for every family:
+ *
+ *  - a checkpoint trained by lookback, loaded in PyTorch with lookback_torch.load, gives
+ *    the outputs of lookback's own forward on the test split (to 1e-5);
+ *  - a model initialised by PyTorch and written with lookback_torch.save, trained one
+ *    step by `lookback train --init-from`, equals the same step taken in PyTorch with
+ *    the same torch.optim optimizer (to 1e-5).
+ *
+ * The PyTorch side is tests/torch_roundtrip.py. It needs Debian's python3-torch and
+ * python3-h5py; without them the test reports that it is skipped and why (exit code
+ * 77, which ctest shows as "Skipped"). LOOKBACK_PYTHON names another interpreter. */
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_support.h"
+#include "train/trainer.h"
+
+#ifndef LB_SOURCE_DIR
+#error "tests/CMakeLists.txt must define LB_SOURCE_DIR"
+#endif
+
+enum { SKIPPED = 77, N_TRAIN = 48 };
+
+static const char *python;
+static const char *const script = LB_SOURCE_DIR "/tests/torch_roundtrip.py";
+
+/* One model family and configuration, trained on one data file. */
+typedef struct rt_case {
+    const char *name;
+    const char *data;      /* spike (last position, lengths), recall (every position), adding (features) */
+    const char *optim;     /* sgd (momentum 0.9) | adam | adamw, for the one-step check */
+    const char *args[16];  /* model options for `lookback train` */
+} rt_case;
+
+#define SMALL "--layers", "2", "--d-model", "16", "--heads", "2", "--d-ff", "24"
+static const rt_case cases[] = {
+    {"transformer-none", "spike", "adamw", {"--model", "transformer", SMALL, "--pos", "none"}},
+    {"transformer-sinusoidal", "recall", "adam", {"--model", "transformer", SMALL, "--pos", "sinusoidal"}},
+    {"transformer-learned", "spike", "sgd", {"--model", "transformer", SMALL, "--pos", "learned"}},
+    {"transformer-rotary", "recall", "adamw", {"--model", "transformer", SMALL, "--pos", "rotary"}},
+    {"transformer-bidirectional", "spike", "adam", {"--model", "transformer", SMALL, "--pos", "rotary", "--causal", "0"}},
+    {"transformer-features", "adding", "adamw", {"--model", "transformer", SMALL, "--pos", "sinusoidal"}},
+    {"local-rotary", "recall", "adamw", {"--model", "local", SMALL, "--pos", "rotary", "--window", "4"}},
+    {"local-learned", "adding", "sgd", {"--model", "local", SMALL, "--pos", "learned", "--window", "3"}},
+    {"lstm", "spike", "adamw", {"--model", "lstm", "--layers", "2", "--d-model", "8", "--hidden", "12",
+                                "--forget-bias", "1"}},
+    {"lstm-every", "recall", "adam", {"--model", "lstm", "--layers", "1", "--d-model", "8", "--hidden", "10"}},
+    {"conv", "recall", "sgd", {"--model", "conv", "--layers", "3", "--d-model", "12", "--kernel", "3"}},
+    {"conv-features", "adding", "adamw", {"--model", "conv", "--layers", "2", "--d-model", "8", "--kernel", "2"}},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+/* Data files: T = 20, variable lengths for spike and recall. */
+static const char *data_file(const char *task)
+{
+    static char paths[3][512];
+    int i = strcmp(task, "spike") == 0 ? 0 : strcmp(task, "recall") == 0 ? 1 : 2;
+    if (!paths[i][0]) {
+        snprintf(paths[i], sizeof paths[i], "%s", path_in(i == 0 ? "spike.h5" : i == 1 ? "recall.h5" : "adding.h5"));
+        const char *spike[] = {"data", "--task", "spike", "--seq-len", "20", "--variable-length", "1", "--min-length", "8",
+                               "--max-distance", "7", "--train", "48", "--val", "8", "--test", "16", "-o", paths[0],
+                               "--quiet", NULL};
+        const char *recall[] = {"data", "--task", "recall", "--seq-len", "20", "--variable-length", "1", "--pairs", "3",
+                                "--train", "48", "--val", "8", "--test", "16", "-o", paths[1], "--quiet", NULL};
+        const char *adding[] = {"data", "--task", "adding", "--seq-len", "12", "--train", "48", "--val", "8", "--test",
+                                "16", "-o", paths[2], "--quiet", NULL};
+        run_result r = run(i == 0 ? spike : i == 1 ? recall : adding);
+        EXPECT(r.code == 0, r);
+        run_free(&r);
+    }
+    return paths[i];
+}
+
+static const char *case_path(int c, const char *what)
+{
+    static char buf[4][600];
+    static int slot;
+    slot = (slot + 1) % 4;
+    snprintf(buf[slot], sizeof buf[slot], "%s/%s-%s", work_dir, cases[c].name, what);
+    return buf[slot];
+}
+
+/* lookback's own forward of a checkpoint on the test split, as float64 [B, ...]. */
+static lb_tensor *lookback_outputs(const char *checkpoint, const char *data_path)
+{
+    lb_model_config cfg;
+    lb_model *m = NULL;
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_batch b;
+    memset(&b, 0, sizeof b);
+    lb_tensor *out = NULL;
+    lb_graph *g = lb_graph_new();
+    if (ds && g && lb_checkpoint_read_model_config(checkpoint, &cfg) == LB_OK && (m = lb_model_new(&cfg)) &&
+        lb_checkpoint_load_params(checkpoint, m) == LB_OK &&
+        lb_dataset_slice(ds, "test", 0, lb_dataset_split_size(ds, "test"), &b) == LB_OK) {
+        lb_graph_set_grad_enabled(g, 0);
+        lb_model_input in = {b.batch_size, b.seq_len, b.tokens, NULL, b.lengths};
+        lb_tensor *features = b.features ? lb_tensor_copy(b.features, cfg.dtype) : NULL;
+        in.features = features;
+        lb_var *y = lb_model_forward(g, m, &in, 0, NULL, NULL);
+        if (y)
+            out = lb_tensor_copy(y->value, LB_FLOAT64);
+        lb_tensor_free(features);
+    }
+    if (!out)
+        fprintf(stderr, "\n  lookback forward of %s failed: %s\n", checkpoint, lb_last_error());
+    lb_batch_free(&b);
+    lb_graph_free(g);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+    return out;
+}
+
+static int run_python(const char *const *args)
+{
+    run_result r = run_program(python, args);
+    EXPECT(r.code == 0, r);
+    int ok = r.code == 0;
+    run_free(&r);
+    return ok;
+}
+
+static int train(const rt_case *c, const char *const *extra, const char *out)
+{
+    const char *args[64] = {"train", "--data", data_file(c->data)};
+    int n = 3;
+    for (int i = 0; c->args[i]; i++)
+        args[n++] = c->args[i];
+    for (int i = 0; extra[i]; i++)
+        args[n++] = extra[i];
+    args[n++] = "--out";
+    args[n++] = out;
+    args[n++] = "--quiet";
+    args[n] = NULL;
+    run_result r = run(args);
+    EXPECT(r.code == 0, r);
+    int ok = r.code == 0;
+    run_free(&r);
+    return ok;
+}
+
+/* Trains every case a few steps in lookback; PyTorch loads each checkpoint. */
+static void test_forward_matches(void)
+{
+    const char *py[2 + 3 * N_CASES + 1] = {script, "forward"};
+    int n = 2;
+    static const char *const steps[] = {"--steps", "4", "--batch", "16", "--eval-every", "0", "--lr", "3e-3", NULL};
+    for (int c = 0; c < N_CASES; c++) {
+        if (!train(&cases[c], steps, case_path(c, "run")))
+            return;
+        static char ck[N_CASES][600], out[N_CASES][600];
+        snprintf(ck[c], sizeof ck[c], "%s/checkpoint.h5", case_path(c, "run"));
+        snprintf(out[c], sizeof out[c], "%s", case_path(c, "torch.h5"));
+        py[n++] = ck[c];
+        py[n++] = data_file(cases[c].data);
+        py[n++] = out[c];
+    }
+    py[n] = NULL;
+    if (!run_python(py))
+        return;
+    for (int c = 0; c < N_CASES; c++) {
+        char ck[600];
+        snprintf(ck, sizeof ck, "%s/checkpoint.h5", case_path(c, "run"));
+        lb_tensor *ours = lookback_outputs(ck, data_file(cases[c].data));
+        lb_tensor *theirs = lb_test_h5_read_path(case_path(c, "torch.h5"), "logits", LB_FLOAT64);
+        CU_ASSERT_PTR_NOT_NULL(ours);
+        CU_ASSERT_PTR_NOT_NULL(theirs);
+        if (ours && theirs) {
+            double worst = 0;
+            for (int64_t k = 0; k < lb_tensor_numel(ours) && k < lb_tensor_numel(theirs); k++)
+                worst = fmax(worst, fabs(lb_tensor_flat(ours, k) - lb_tensor_flat(theirs, k)));
+            fprintf(stderr, "\n  %-26s outputs %-14s max |lookback - torch| %.3g", cases[c].name,
+                    lb_shape_str(ours->ndim, ours->shape, (char[64]){0}, 64), worst);
+            CU_ASSERT_TRUE(lb_check_tensors_close(ours, theirs, 1e-5, 1e-5, cases[c].name));
+            /* Not all equal: a model that ignored its input would pass too easily. */
+            CU_ASSERT_TRUE(lb_tensor_flat(ours, 0) != lb_tensor_flat(ours, lb_tensor_numel(ours) - 1));
+        }
+        lb_tensor_free(ours);
+        lb_tensor_free(theirs);
+    }
+}
+
+/* Largest |a - b| over the parameters of the model in checkpoints a and b; -1 on error. */
+static double max_param_difference(const char *a, const char *b, const char *who)
+{
+    lb_model_config cfg;
+    if (lb_checkpoint_read_model_config(a, &cfg) != LB_OK)
+        return -1;
+    lb_model *m = lb_model_new(&cfg);
+    if (!m)
+        return -1;
+    lb_params *ps = lb_model_params(m);
+    double worst = 0;
+    for (int i = 0; i < ps->count && worst >= 0; i++) {
+        char name[300];
+        snprintf(name, sizeof name, "params/%s", ps->items[i]->name);
+        lb_tensor *ta = lb_test_h5_read_path(a, name, LB_FLOAT64), *tb = lb_test_h5_read_path(b, name, LB_FLOAT64);
+        if (!ta || !tb || lb_tensor_numel(ta) != lb_tensor_numel(tb)) {
+            fprintf(stderr, "\n  %s: parameter %s missing or of another size\n", who, ps->items[i]->name);
+            worst = -1;
+        }
+        for (int64_t k = 0; worst >= 0 && k < lb_tensor_numel(ta); k++) {
+            double d = fabs(lb_tensor_flat(ta, k) - lb_tensor_flat(tb, k));
+            if (d > worst)
+                worst = d;
+        }
+        lb_tensor_free(ta);
+        lb_tensor_free(tb);
+    }
+    lb_model_free(m);
+    return worst;
+}
+
+/* PyTorch initialises and steps; lookback starts from PyTorch's weights and steps. */
+static void test_one_step_matches(void)
+{
+    static const char lr[] = "0.01", wd[] = "0.05";
+    const char *py[2 + 7 * N_CASES + 1] = {script, "step"};
+    int n = 2;
+    static char src[N_CASES][600], init[N_CASES][600], stepped[N_CASES][600];
+    for (int c = 0; c < N_CASES; c++) {
+        snprintf(src[c], sizeof src[c], "%s/checkpoint.h5", case_path(c, "run"));
+        snprintf(init[c], sizeof init[c], "%s", case_path(c, "init.h5"));
+        snprintf(stepped[c], sizeof stepped[c], "%s", case_path(c, "stepped.h5"));
+        const char *row[7] = {src[c], data_file(cases[c].data), cases[c].optim, lr, wd, init[c], stepped[c]};
+        for (int i = 0; i < 7; i++)
+            py[n++] = row[i];
+    }
+    py[n] = NULL;
+    if (!run_python(py))
+        return;
+    for (int c = 0; c < N_CASES; c++) {
+        const char *extra[] = {"--init-from", init[c], "--steps", "1", "--batch", "48", "--optim", cases[c].optim,
+                               "--lr", lr, "--weight-decay", wd, "--schedule", "constant", "--warmup", "0",
+                               "--clip", "0", "--eval-every", "0", "--momentum", "0.9", NULL};
+        if (strcmp(cases[c].optim, "sgd") != 0)
+            extra[20] = NULL; /* --momentum is SGD's */
+        rt_case model_from_checkpoint = cases[c];
+        memset(model_from_checkpoint.args, 0, sizeof model_from_checkpoint.args);
+        if (!train(&model_from_checkpoint, extra, case_path(c, "step")))
+            continue;
+        char ck[600];
+        snprintf(ck, sizeof ck, "%s/checkpoint.h5", case_path(c, "step"));
+        double moved = max_param_difference(init[c], stepped[c], cases[c].name);
+        double diff = max_param_difference(ck, stepped[c], cases[c].name);
+        fprintf(stderr, "\n  %-26s %-5s step moved parameters by up to %.3g; lookback - torch: %.3g", cases[c].name,
+                cases[c].optim, moved, diff);
+        CU_ASSERT_TRUE(moved > 1e-3);
+        CU_ASSERT_TRUE(diff >= 0 && diff <= 1e-5);
+    }
+}
+
+/* Finds a python3 that imports torch and h5py: $LOOKBACK_PYTHON, Debian's /usr/bin/python3,
+ * then python3 on PATH. */
+static const char *find_python(void)
+{
+    const char *env = getenv("LOOKBACK_PYTHON");
+    const char *candidates[] = {env && env[0] ? env : NULL, "/usr/bin/python3", "python3"};
+    for (int i = 0; i < 3; i++) {
+        if (!candidates[i])
+            continue;
+        const char *args[] = {"-c", "import torch, h5py, numpy", NULL};
+        run_result r = run_program(candidates[i], args);
+        int ok = r.code == 0;
+        run_free(&r);
+        if (ok)
+            return candidates[i];
+    }
+    return NULL;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+int main(void)
+{
+    snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_torch_roundtrip_%d", (int)getpid());
+    mkdir(work_dir, 0777);
+    python = find_python();
+    int rc;
+    if (!python) {
+        fprintf(stderr, "test_torch_roundtrip: SKIPPED: no python3 imports torch, h5py and numpy (tried "
+                        "$LOOKBACK_PYTHON, /usr/bin/python3, python3). Install Debian's: "
+                        "apt-get install python3-torch python3-h5py python3-numpy\n");
+        rc = SKIPPED;
+    } else {
+        fprintf(stderr, "test_torch_roundtrip: PyTorch side run by %s\n", python);
+        const lb_test_case tests[] = {
+            {"every family: PyTorch's load() gives lookback's outputs", test_forward_matches},
+            {"every family: one step from PyTorch's init, lookback = torch.optim", test_one_step_matches},
+            {NULL, NULL},
+        };
+        rc = lb_test_main("torch_roundtrip", tests);
+    }
+    if (!getenv("LB_KEEP")) nftw(work_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
