@@ -10,6 +10,7 @@
 
 #include "tensor/threads.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 
 /* Library messages may start with the C function that raised them ("lb_dataset_open: ");
  * the command line shows users the rest. */
@@ -28,7 +29,10 @@ static const char *user_message(const char *m)
 
 int lb_cli_fail(const char *command)
 {
-    fprintf(stderr, "lookback %s: %s\n", command, lb_last_error()[0] ? user_message(lb_last_error()) : "failed");
+    char message[2048];
+    snprintf(message, sizeof message, "%s", lb_last_error()[0] ? user_message(lb_last_error()) : "failed");
+    lb_cli_name_options(message, sizeof message);
+    fprintf(stderr, "lookback %s: %s\n", command, message);
     return 1;
 }
 
@@ -39,7 +43,10 @@ int lb_cli_error(const char *command, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "lookback %s: %s\n", command, user_message(message));
+    char named[2048];
+    snprintf(named, sizeof named, "%s", user_message(message));
+    lb_cli_name_options(named, sizeof named);
+    fprintf(stderr, "lookback %s: %s\n", command, named);
     return code;
 }
 

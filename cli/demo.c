@@ -292,8 +292,10 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
         char dir[4200];
         lb_model *model = NULL;
         lb_cli_path(dir, sizeof dir, out_dir, specs[m].name);
-        if (lb_cli_run_training(&specs[m].rc, dir, 0, quiet, &res[m].run, &model) != LB_OK)
-            return lb_cli_fail(cmd);
+        if (lb_cli_run_training(&specs[m].rc, dir, 0, quiet, &res[m].run, &model) != LB_OK) {
+            lb_tensor_free(attention);
+            return lb_cli_run_failed(cmd, &res[m].run);
+        }
         res[m].seconds_per_step = res[m].run.steps ? res[m].run.seconds / (double)res[m].run.steps : 0;
         for (int e = 0; e < n_evals; e++) {
             lb_dataset *ds = lb_dataset_open(evals[e].path);
@@ -380,10 +382,13 @@ static void compare_usage(FILE *out)
           "on the test split of every evaluation file, prints one table and writes DIR/summary.json,\n"
           "one run folder per model and the plots.\n"
           "\n"
-          "  --budget SECONDS   training time per model (default 60; 0 = until --steps)\n"
+          "  --budget SECONDS   training time per model (default 60; 0 = until --steps); the same as\n"
+          "                     --time-budget, so give one of them\n"
           "  --eval-limit N     evaluate at most N test examples per file (default all)\n"
           "  --quiet            no progress display\n"
-          "Options given apply to every model:\n",
+          "Options given apply to every model that uses them (--hidden to the LSTMs, --window to\n"
+          "local attention); an option that none of the models uses is refused.\n"
+          "Exit status: 0 done, 1 failed at run time, 2 bad usage, 128+N stopped by signal N.\n\n",
           out);
     lb_run_options_help(out, 0);
 }
@@ -402,8 +407,9 @@ int lb_cli_compare(int argc, char **argv)
     const char *train = NULL, *out_dir = NULL;
     double budget = 60;
     int64_t eval_limit = 0;
-    int quiet = 0, n_opts = 0, c;
-    const char *opt_names[128], *opt_values[128];
+    int quiet = 0, c, budget_given = 0;
+    static lb_option_list given; /* one compare per process */
+    lb_option_list_free(&given);
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -413,6 +419,11 @@ int lb_cli_compare(int argc, char **argv)
         case 'e': eval_list = optarg; break;
         case 'o': out_dir = optarg; break;
         case 'b':
+            for (int i = 0; i < given.n; i++)
+                if (strcmp(given.items[i].name, "time-budget") == 0)
+                    return lb_cli_error(cmd, 2, "--budget and --time-budget set the same thing; give only --budget");
+            if (budget_given++)
+                return lb_cli_error(cmd, 2, "--budget is given twice; give it once");
             if (lb_cli_real("--budget", optarg, 0, 1e9, &budget) != LB_OK)
                 return lb_cli_error(cmd, 2, "%s", lb_last_error());
             break;
@@ -427,10 +438,10 @@ int lb_cli_compare(int argc, char **argv)
         default:
             if (strcmp(lb_run_option_name(c), "model") == 0 || strcmp(lb_run_option_name(c), "data") == 0)
                 return lb_cli_error(cmd, 2, "use --models and --train with compare");
-            if (n_opts < 128) {
-                opt_names[n_opts] = lb_run_option_name(c);
-                opt_values[n_opts++] = optarg;
-            }
+            if (strcmp(lb_run_option_name(c), "time-budget") == 0 && budget_given)
+                return lb_cli_error(cmd, 2, "--budget and --time-budget set the same thing; give only --budget");
+            if (lb_option_list_add(&given, lb_run_option_name(c), optarg, NULL) != LB_OK)
+                return lb_cli_error(cmd, 2, "%s", lb_last_error());
         }
     }
     if (optind < argc)
@@ -464,9 +475,19 @@ int lb_cli_compare(int argc, char **argv)
         if (lb_run_config_set(&s->rc, "model", kind) != LB_OK)
             return lb_cli_error(cmd, 2, "%s", lb_last_error());
         s->rc.train.time_budget = budget;
-        for (int i = 0; i < n_opts; i++)
-            if (lb_run_config_set(&s->rc, opt_names[i], opt_values[i]) != LB_OK)
-                return lb_cli_error(cmd, 2, "%s", lb_last_error());
+        if (lb_run_config_apply(&s->rc, &given) != LB_OK)
+            return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    }
+    /* Each option must be used by one of the models at least (--hidden by the LSTMs, ...). */
+    for (int i = 0; i < given.n; i++) {
+        int used = 0;
+        for (int m = 0; m < n_models; m++)
+            used |= lb_run_option_applies(&specs[m].rc, given.items[i].name);
+        if (!used) {
+            lb_option_list one = {.n = 1, .items = {given.items[i]}};
+            lb_run_config_check_used(&specs[0].rc, &one);
+            return lb_cli_error(cmd, 2, "%s", lb_last_error());
+        }
     }
     for (char *tok = eval_list, *next; tok; tok = next) {
         next = strchr(tok, ',');

@@ -1,5 +1,6 @@
 #include "cli/options.h"
 
+#include <ctype.h>
 #include <json-c/json.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -102,10 +103,11 @@ static lb_status set_model_field(lb_run_config *rc, const lb_model_field *f, con
 {
     if (f->type != LB_FIELD_KIND)
         return lb_model_field_set(&rc->model, f, value);
-    /* A new family starts from its own defaults (the seed is kept). */
+    /* A new family starts from its own defaults (the seed is kept); the same family
+     * keeps what was set. */
     lb_model_config next = rc->model;
     lb_status st = lb_model_field_set(&next, f, value);
-    if (st == LB_OK) {
+    if (st == LB_OK && next.kind != rc->model.kind) {
         uint64_t seed = rc->model.seed;
         lb_model_config_default(next.kind, &rc->model);
         rc->model.seed = seed;
@@ -301,7 +303,45 @@ static json_object *read_json_strict(const char *path)
     return root;
 }
 
-lb_status lb_run_config_load_json(lb_run_config *rc, const char *path)
+void lb_option_list_free(lb_option_list *list)
+{
+    for (int i = 0; i < list->n; i++)
+        free(list->items[i].value);
+    memset(list, 0, sizeof *list);
+}
+
+/* "--lr" for the command line, "'lr' in FILE" for a config file. */
+static const char *item_label(const lb_option_item *it, char *buf, size_t size)
+{
+    if (it->source)
+        snprintf(buf, size, "'%s' in %s", it->name, it->source);
+    else
+        snprintf(buf, size, "--%s", it->name);
+    return buf;
+}
+
+lb_status lb_option_list_add(lb_option_list *list, const char *name, const char *value, const char *source)
+{
+    if (!find_option(name))
+        return source ? lb_error(LB_ERR_VALUE, "%s: unknown key '%s'", source, name)
+                      : lb_error(LB_ERR_VALUE, "unknown option '--%s'", name);
+    for (int i = 0; i < list->n; i++)
+        if (strcmp(list->items[i].name, name) == 0 && list->items[i].source == source)
+            return source ? lb_error(LB_ERR_VALUE, "%s: key '%s' is given twice", source, name)
+                          : lb_error(LB_ERR_VALUE, "--%s is given twice ('%s', then '%s'); give it once", name,
+                                     list->items[i].value, value);
+    if (list->n == LB_MAX_OPTION_ITEMS)
+        return lb_error(LB_ERR_VALUE, "more than %d options", LB_MAX_OPTION_ITEMS);
+    lb_option_item *it = &list->items[list->n];
+    snprintf(it->name, sizeof it->name, "%s", name);
+    it->source = source;
+    if (!(it->value = strdup(value)))
+        return lb_error(LB_ERR_MEMORY, "out of memory");
+    list->n++;
+    return LB_OK;
+}
+
+lb_status lb_option_list_read_json(lb_option_list *list, const char *path)
 {
     json_object *root = read_json_strict(path);
     if (!root)
@@ -311,25 +351,18 @@ lb_status lb_run_config_load_json(lb_run_config *rc, const char *path)
         return lb_error(LB_ERR_FORMAT, "%s: expected a JSON object of {\"option\": value}", path);
     }
     lb_status st = LB_OK;
-    /* "model" first: it resets the model fields to that family's defaults. */
-    json_object *kind = NULL;
-    if (json_object_object_get_ex(root, "model", &kind)) {
-        if (!json_object_is_type(kind, json_type_string))
-            st = lb_error(LB_ERR_VALUE, "%s: key 'model' needs a string (transformer, local, lstm or conv)", path);
-        else if ((st = lb_run_config_set(rc, "model", json_object_get_string(kind))) != LB_OK)
-            lb_error_context("%s", path);
-    }
     json_object_object_foreach(root, key, val)
     {
         if (st != LB_OK)
             break;
-        if (strcmp(key, "model") == 0)
-            continue;
-        if (!find_option(key)) {
+        if (strcmp(key, LB_CONFIG_RECORD_KEY) == 0 && json_object_is_type(val, json_type_object))
+            continue; /* what the run recorded about itself, not an option */
+        const run_option *o = find_option(key);
+        if (!o) {
             st = lb_error(LB_ERR_VALUE, "%s: unknown key '%s'", path, key);
             break;
         }
-        int wants_string = !option_is_number(find_option(key));
+        int wants_string = !option_is_number(o);
         int is_number = json_object_is_type(val, json_type_int) || json_object_is_type(val, json_type_double);
         if (wants_string ? !json_object_is_type(val, json_type_string) : !is_number) {
             st = lb_error(LB_ERR_VALUE, "%s: key '%s' needs a %s", path, key, wants_string ? "string" : "number");
@@ -340,10 +373,99 @@ lb_status lb_run_config_load_json(lb_run_config *rc, const char *path)
             snprintf(text, sizeof text, "%.17g", json_object_get_double(val));
         else
             snprintf(text, sizeof text, "%s", json_object_get_string(val));
-        if ((st = lb_run_config_set(rc, key, text)) != LB_OK)
-            lb_error_context("%s", path);
+        st = lb_option_list_add(list, key, text, path);
     }
     json_object_put(root);
+    return st;
+}
+
+lb_status lb_run_config_apply(lb_run_config *rc, const lb_option_list *list)
+{
+    /* "model" first: it resets the model fields to that family's defaults. The last one given wins. */
+    const lb_option_item *model = NULL;
+    for (int i = 0; i < list->n; i++)
+        if (strcmp(list->items[i].name, "model") == 0)
+            model = &list->items[i];
+    char label[4200];
+    if (model && lb_run_config_set(rc, "model", model->value) != LB_OK)
+        return model->source ? lb_error_context("%s", model->source) : lb_last_status();
+    for (int i = 0; i < list->n; i++) {
+        const lb_option_item *it = &list->items[i];
+        if (strcmp(it->name, "model") != 0 && lb_run_config_set(rc, it->name, it->value) != LB_OK)
+            return it->source ? lb_error_context("%s", item_label(it, label, sizeof label)) : lb_last_status();
+    }
+    return LB_OK;
+}
+
+/* Who uses an option, for messages: "local", "sgd", "the cosine schedule". */
+static void users_of(const run_option *o, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (o->field) {
+        for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++)
+            if (lb_model_field_in_family(o->field, (lb_model_kind)k))
+                snprintf(buf + strlen(buf), size - strlen(buf), "%s--model %s", buf[0] ? " and " : "",
+                         lb_model_kind_name((lb_model_kind)k));
+        return;
+    }
+    static const char *const names[] = {"every run", "--optim sgd", "--optim adam and adamw", "--schedule cosine",
+                                        "--schedule step"};
+    snprintf(buf, size, "%s", names[o->train->when]);
+}
+
+/* What in rc makes an option unused: "--model transformer", "--optim adamw". */
+static void chosen(const run_option *o, const lb_run_config *rc, char *buf, size_t size)
+{
+    if (o->field)
+        snprintf(buf, size, "--model %s", lb_model_kind_name(rc->model.kind));
+    else if (o->train->when == W_SGD || o->train->when == W_ADAM)
+        snprintf(buf, size, "--optim %s", lb_optim_kind_name(rc->train.optim.kind));
+    else
+        snprintf(buf, size, "--schedule %s", lb_schedule_kind_name(rc->train.schedule.kind));
+}
+
+/* 1 when rc holds the default of option o for rc's family, optimizer and schedule. */
+static int holds_default(const run_option *o, const lb_run_config *rc)
+{
+    lb_run_config d;
+    memset(&d, 0, sizeof d);
+    lb_run_config_default(&d, rc->model.kind);
+    if (rc->train.optim.kind != d.train.optim.kind)
+        lb_run_config_set(&d, "optim", lb_optim_kind_name(rc->train.optim.kind));
+    json_object *a = option_json(rc, o), *b = option_json(&d, o);
+    int same = strcmp(json_object_get_string(a), json_object_get_string(b)) == 0;
+    json_object_put(a);
+    json_object_put(b);
+    return same;
+}
+
+lb_status lb_run_config_check_used(const lb_run_config *rc, const lb_option_list *list)
+{
+    for (int i = 0; i < list->n; i++) {
+        const lb_option_item *it = &list->items[i];
+        const run_option *o = find_option(it->name);
+        if (!o || option_applies(o, rc))
+            continue;
+        /* A config file may carry another family's field at its default: it changes nothing. */
+        if (it->source && holds_default(o, rc))
+            continue;
+        char label[4200], users[128], why[96];
+        users_of(o, users, sizeof users);
+        chosen(o, rc, why, sizeof why);
+        return lb_error(LB_ERR_VALUE, "%s does not apply to %s (only %s uses it); drop it",
+                        item_label(it, label, sizeof label), why, users);
+    }
+    return LB_OK;
+}
+
+lb_status lb_run_config_load_json(lb_run_config *rc, const char *path)
+{
+    lb_option_list list;
+    memset(&list, 0, sizeof list);
+    lb_status st = lb_option_list_read_json(&list, path);
+    if (st == LB_OK)
+        st = lb_run_config_apply(rc, &list);
+    lb_option_list_free(&list);
     return st;
 }
 
@@ -448,4 +570,31 @@ int lb_run_option_resumable(const char *name)
         if (strcmp(name, ok[i]) == 0)
             return 1;
     return 0;
+}
+
+void lb_cli_name_options(char *message, size_t size)
+{
+    int n;
+    const lb_model_field *fields = lb_model_fields(&n);
+    char out[2048];
+    size_t used = 0;
+    const char *p = message;
+    while (*p && used + 1 < sizeof out) {
+        const lb_model_field *hit = NULL;
+        int word_start = p == message || !(isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '-');
+        for (int i = 0; word_start && !hit && i < n; i++) {
+            size_t len = strlen(fields[i].member);
+            if (fields[i].option && strncmp(p, fields[i].member, len) == 0 && strncmp(p + len, " = ", 3) == 0)
+                hit = &fields[i];
+        }
+        if (hit) {
+            int w = snprintf(out + used, sizeof out - used, "--%s ", hit->option);
+            used += w > 0 && (size_t)w < sizeof out - used ? (size_t)w : 0;
+            p += strlen(hit->member) + 3;
+        } else {
+            out[used++] = *p++;
+        }
+    }
+    out[used] = '\0';
+    snprintf(message, size, "%s", out);
 }

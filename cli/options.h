@@ -29,9 +29,38 @@ void lb_run_config_default(lb_run_config *rc, lb_model_kind kind);
  * Errors: LB_ERR_VALUE naming the option (unknown name, bad value). */
 lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *value);
 
-/* Applies a JSON object file of {"option": value} pairs (the format of config.json).
- * Errors name the file and the key. */
+/* Options as given, in order: from the command line (source NULL) or a JSON file
+ * (source = its path). */
+enum { LB_MAX_OPTION_ITEMS = 256 };
+typedef struct lb_option_item {
+    char name[48];      /* without dashes */
+    char *value;        /* as text */
+    const char *source; /* NULL: the command line; else the file's path (not copied) */
+} lb_option_item;
+typedef struct lb_option_list {
+    int n;
+    lb_option_item items[LB_MAX_OPTION_ITEMS];
+} lb_option_list;
+/* Appends an option. Errors: LB_ERR_VALUE for an unknown name, or a name given twice
+ * by the same source ("lr is given twice ('1e-3', then '3e-3'); give it once"). */
+lb_status lb_option_list_add(lb_option_list *list, const char *name, const char *value, const char *source);
+/* Appends the {"option": value} pairs of a JSON object file (the format of config.json;
+ * its LB_CONFIG_RECORD_KEY object is skipped). Errors name the file and the key:
+ * not strict JSON, an unknown key, a string where a number belongs or the reverse. */
+lb_status lb_option_list_read_json(lb_option_list *list, const char *path);
+void lb_option_list_free(lb_option_list *list);
+/* Sets every option of the list on rc: the last "model" first (it resets the model
+ * fields), then the others in order. Errors as lb_run_config_set, naming the file. */
+lb_status lb_run_config_apply(lb_run_config *rc, const lb_option_list *list);
+/* LB_ERR_VALUE when an option of the list is not used by rc's model, optimizer or
+ * schedule ("--window does not apply to --model transformer (only --model local uses
+ * it); drop it"). A file's option that holds the default changes nothing and passes. */
+lb_status lb_run_config_check_used(const lb_run_config *rc, const lb_option_list *list);
+/* Applies a JSON config file (lb_option_list_read_json + lb_run_config_apply). */
 lb_status lb_run_config_load_json(lb_run_config *rc, const char *path);
+/* The key of config.json that records what a run resolved (threads, version, data
+ * checksum, ...): not an option, skipped when the file is read back. */
+#define LB_CONFIG_RECORD_KEY "run"
 /* Writes every option that rc's model and training use, with its value, as a JSON
  * object (written to a temporary file and renamed). */
 lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path);
@@ -57,6 +86,11 @@ int lb_run_option_applies(const lb_run_config *rc, const char *name);
  * eval-every, checkpoint-every), 0 otherwise. */
 int lb_run_option_resumable(const char *name);
 
+/* Rewrites the library's field names in a message as the options a user types:
+ * "d_model = 6 is not divisible by n_heads = 4" -> "--d-model 6 is not divisible by
+ * --heads 4" (each model field "<member> = " with an option becomes "--<option> "). */
+void lb_cli_name_options(char *message, size_t size);
+
 /* What one training run produced. */
 typedef struct lb_cli_run {
     int64_t steps;          /* steps completed */
@@ -64,7 +98,14 @@ typedef struct lb_cli_run {
     int64_t parameters;     /* scalar parameters of the model */
     lb_eval_result last_val; /* the last validation (examples 0 when none ran) */
     int interrupted;        /* stopped by SIGINT/SIGTERM after saving a checkpoint */
+    int signal;             /* the signal that stopped it (SIGINT, SIGTERM), 0 otherwise */
+    int usage;              /* it failed because of the options given (exit status 2) */
 } lb_cli_run;
+
+/* After lb_cli_run_training failed: prints the error on stderr and returns the exit
+ * status: 128 + N when signal N stopped the run (130 Ctrl-C, 143 SIGTERM), 2 when the
+ * options were at fault, 1 otherwise. */
+int lb_cli_run_failed(const char *command, const lb_cli_run *run);
 
 /* Trains rc's model on rc->data into folder `dir` (config.json, metrics.csv,
  * checkpoint.h5), resuming from dir's checkpoint when `resume`. A new run with

@@ -45,12 +45,22 @@ static void on_event(lb_loop_event event, const lb_step_stats *s, const lb_eval_
 /* Ctrl-C (SIGINT) or SIGTERM asks the running trainer to stop after its step and save;
  * a second one ends the process at once. */
 static lb_trainer *volatile active_trainer;
+static volatile sig_atomic_t caught_signal;
 
 static void on_signal(int sig)
 {
     signal(sig, SIG_DFL);
+    caught_signal = sig;
     if (active_trainer)
         lb_trainer_request_stop(active_trainer);
+}
+
+int lb_cli_run_failed(const char *command, const lb_cli_run *run)
+{
+    lb_cli_fail(command);
+    if (run->signal > 0)
+        return 128 + run->signal;
+    return run->usage ? 2 : 1;
 }
 
 /* Keeps the header and the rows of steps <= step (drops what a resumed run repeats). */
@@ -85,7 +95,8 @@ static lb_status truncate_metrics(const char *path, int64_t step)
     return LB_OK;
 }
 
-/* An exclusive lock on DIR/.lock for the life of the run (released when the process ends). */
+/* An exclusive lock on DIR/.lock for the life of the run (released when the process
+ * ends); the file holds the owner's process id, so a refusal can name it. */
 static int lock_run(const char *dir)
 {
     char path[4200];
@@ -96,9 +107,19 @@ static int lock_run(const char *dir)
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
         close(fd);
-        lb_error(LB_ERR_STATE, "%s is in use by another lookback process", dir);
+        lb_error(LB_ERR_STATE, "%s is in use by a running lookback process%s%s%s (wait for it, or stop it first)", dir,
+                 pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
         return -1;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        /* The lock holds without the id; only a refusal message would lack it. */
     }
     return fd;
 }
@@ -133,28 +154,52 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         return lb_last_status();
     lb_run_config_fit_data(rc, data);
     int threads = lb_cli_set_threads(rc->train.threads);
-    lb_model *model = lb_model_new(&rc->model);
+    /* Options that contradict each other are usage errors (exit 2). */
+    lb_status st = lb_train_config_check(&rc->train);
+    lb_model *model = st == LB_OK ? lb_model_new(&rc->model) : NULL;
+    out->usage = !model && lb_last_status() == LB_ERR_VALUE;
     lb_trainer *trainer = model ? lb_trainer_new(model, data, &rc->train) : NULL;
     FILE *metrics = NULL;
     int lock = -1, created_dir = !lb_cli_exists(dir);
-    lb_status st = trainer ? LB_OK : lb_last_status();
+    st = trainer ? LB_OK : lb_last_status();
     if (st == LB_OK && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lock_run(dir)) < 0)
         st = lb_last_status();
-    if (st == LB_OK && !resume && (lb_cli_exists(config_path) || lb_cli_exists(ckpt_path))) {
+    /* The folder is ours now; what is in it? A run killed before its first checkpoint
+     * leaves config.json (and a header-only metrics.csv) without checkpoint.h5. */
+    int has_ckpt = st == LB_OK && lb_cli_exists(ckpt_path), has_config = st == LB_OK && lb_cli_exists(config_path);
+    if (st == LB_OK && !resume && has_ckpt) {
         close(lock); /* another run got here first: leave its files alone */
         lock = -1;
         st = lb_error(LB_ERR_STATE, "%s already holds a run; continue it with --resume %s or choose another --out",
                       dir, dir);
+    } else if (st == LB_OK && !has_ckpt && has_config) {
+        fprintf(stderr, "%s holds a run stopped before its first checkpoint (config.json only): %s\n", dir,
+                    resume ? "starting it from step 0" : "a new run takes the folder over");
+        st = truncate_metrics(metrics_path, 0);
+        resume = 0;
+    } else if (st == LB_OK && resume && !has_ckpt) {
+        st = lb_error(LB_ERR_STATE, "%s holds no run to resume (no checkpoint.h5)", dir);
     }
     if (st == LB_OK && !resume && rc->init_from[0] && (st = lb_checkpoint_load_params(rc->init_from, model)) != LB_OK)
         lb_error_context("--init-from");
     if (st == LB_OK && resume && (st = lb_trainer_load(trainer, ckpt_path)) == LB_OK) {
-        if (lb_trainer_steps_done(trainer) > rc->train.steps)
+        double spent = lb_trainer_elapsed(trainer);
+        if (lb_trainer_steps_done(trainer) > rc->train.steps) {
             st = lb_error(LB_ERR_VALUE, "--steps %lld is below the checkpoint's step %lld (--steps is the total)",
                           (long long)rc->train.steps, (long long)lb_trainer_steps_done(trainer));
-        else
+            out->usage = 1;
+        } else if (rc->train.time_budget > 0 && spent >= rc->train.time_budget) {
+            st = lb_error(LB_ERR_VALUE, "the run has already trained %.1f s, its whole --time-budget of %g s; give a "
+                          "larger --time-budget to continue", spent, rc->train.time_budget);
+            out->usage = 1;
+        } else {
             st = truncate_metrics(metrics_path, lb_trainer_steps_done(trainer));
+        }
     }
+    if (st == LB_OK && rc->train.schedule.warmup_steps >= rc->train.steps)
+        fprintf(stderr, "lookback: note: --warmup %lld is not shorter than --steps %lld, so the learning rate never "
+                "reaches --lr %g\n", (long long)rc->train.schedule.warmup_steps, (long long)rc->train.steps,
+                rc->train.optim.lr);
     if (st == LB_OK)
         st = lb_run_config_save_json(rc, config_path);
     if (st == LB_OK) {
@@ -177,6 +222,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
         ps.bar.budget = rc->train.time_budget;
         active_trainer = trainer;
+        caught_signal = 0;
         void (*old_int)(int) = signal(SIGINT, on_signal);
         void (*old_term)(int) = signal(SIGTERM, on_signal);
         st = lb_trainer_run(trainer, ckpt_path, metrics, on_event, &ps);
@@ -189,6 +235,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         out->seconds = lb_trainer_elapsed(trainer);
         out->last_val = ps.last_val;
         out->interrupted = lb_trainer_stopped(trainer);
+        out->signal = out->interrupted ? (int)caught_signal : 0;
         if (st == LB_ERR_NUMERIC && lb_cli_exists(ckpt_path))
             lb_error_context("the last good checkpoint is kept in %s", ckpt_path);
         else if (st == LB_OK && out->interrupted)

@@ -103,12 +103,15 @@ static lb_status check_config(const lb_model_config *c)
         return lb_last_status();
     if (is_attention(c->kind)) {
         if (c->d_model % c->n_heads != 0)
-            return BAD("d_model = %lld is not divisible by n_heads = %d (each head is d_model / n_heads wide)",
+            return BAD("d_model = %lld is not divisible by n_heads = %d (every head gets an equal share of the width)",
                        (long long)c->d_model, c->n_heads);
         if (c->pos == LB_POS_ROTARY && (c->d_model / c->n_heads) % 2 != 0)
             return BAD("rotary positions need an even head width, but d_model / n_heads = %lld",
                        (long long)(c->d_model / c->n_heads));
     }
+    if (c->kind == LB_MODEL_LOCAL && c->window < 1)
+        return BAD("window = %lld must be >= 1 for local attention (keys each query sees, itself included)",
+                   (long long)c->window);
     if (c->kind == LB_MODEL_LSTM && c->n_layers > LB_LSTM_MAX_LAYERS)
         return BAD("n_layers = %d exceeds the LSTM's maximum of %d", c->n_layers, (int)LB_LSTM_MAX_LAYERS);
     if (c->kind == LB_MODEL_CONV && c->n_layers > 24)

@@ -1,13 +1,22 @@
 /* The command line's model options come from one field list: --help, config.json,
  * gradcheck and checkpoints agree with it, checkpoints written before still load, and
  * a model without a position table reads sequences of any length. */
+#include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli_support.h"
+
+extern char **environ;
+
+static int exists(const char *path) { return access(path, F_OK) == 0; }
 
 /* `lookback data` into the work folder; returns the path (static per name). */
 static const char *make_data(const char *name, const char *const *options)
@@ -141,6 +150,259 @@ static void test_gradcheck_options_from_the_list(void)
     run_free(&r);
 }
 
+/* Runs `lookback train` on spike64 with extra arguments (NULL-terminated) into dir. */
+static run_result train_into(const char *dir, const char *const *extra)
+{
+    const char *args[48] = {"train", "--data", spike64(), "--d-model", "8", "--batch", "4", "--eval-examples", "4"};
+    int n = 9;
+    for (int i = 0; extra[i] && n < 44; i++)
+        args[n++] = extra[i];
+    args[n++] = "--out";
+    args[n++] = dir;
+    args[n] = NULL;
+    return run(args);
+}
+
+/* An option the chosen model, optimizer or schedule does not use is refused, naming it
+ * as typed and who uses it; nothing is created. */
+static void test_unused_options_refused(void)
+{
+    static const struct {
+        const char *args[8], *message;
+    } cases[] = {
+        {{"--model", "transformer", "--window", "8", NULL},
+         "--window does not apply to --model transformer (only --model local uses it); drop it"},
+        {{"--window", "8", NULL}, "--window does not apply to --model transformer"},
+        {{"--model", "lstm", "--heads", "2", NULL},
+         "--heads does not apply to --model lstm (only --model transformer and --model local uses it)"},
+        {{"--model", "conv", "--hidden", "8", NULL}, "--hidden does not apply to --model conv (only --model lstm"},
+        {{"--momentum", "0.9", NULL}, "--momentum does not apply to --optim adamw (only --optim sgd uses it)"},
+        {{"--optim", "sgd", "--beta2", "0.9", NULL}, "--beta2 does not apply to --optim sgd"},
+        {{"--schedule", "constant", "--min-lr-ratio", "0.5", NULL}, "--min-lr-ratio does not apply to --schedule constant"},
+        {{"--gamma", "0.5", NULL}, "--gamma does not apply to --schedule cosine (only --schedule step uses it)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s-%zu", path_in("unused"), i);
+        run_result r = train_into(dir, cases[i].args);
+        EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, cases[i].message), r);
+        run_free(&r);
+        CU_ASSERT_FALSE(exists(dir));
+    }
+    /* Where the option is used, it is accepted. */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("used"));
+    const char *ok[] = {"--model", "local", "--window", "8", "--optim", "sgd", "--momentum", "0.9", "--steps", "1", "--quiet", NULL};
+    run_result r = train_into(dir, ok);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+}
+
+/* Two options that set the same thing: refused, whichever way they are given. */
+static void test_duplicate_options_refused(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("dup"));
+    const char *twice[] = {"--lr", "1e-3", "--lr", "3e-3", NULL};
+    run_result r = train_into(dir, twice);
+    EXPECT(r.code == 2 && contains(r.err, "--lr is given twice ('1e-3', then '3e-3'); give it once"), r);
+    run_free(&r);
+    const char *out_twice[] = {"--out", path_in("elsewhere"), NULL};
+    r = train_into(dir, out_twice);
+    EXPECT(r.code == 2 && contains(r.err, "--out is given twice"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(dir));
+    const char *budgets[] = {"compare", "--train", spike64(), "--models", "lstm", "--eval", spike64(), "--out",
+                             path_in("cmp-dup"), "--budget", "5", "--time-budget", "5", NULL};
+    r = run(budgets);
+    EXPECT(r.code == 2 && contains(r.err, "--budget and --time-budget set the same thing"), r);
+    run_free(&r);
+    const char *unused[] = {"compare", "--train", spike64(), "--models", "transformer,lstm", "--eval", spike64(), "--out",
+                            path_in("cmp-unused"), "--kernel", "5", NULL};
+    r = run(unused);
+    EXPECT(r.code == 2 && contains(r.err, "--kernel does not apply"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(path_in("cmp-dup")) || exists(path_in("cmp-unused")));
+}
+
+/* Library field names in messages become the options a user types; contradicting
+ * options are usage errors (exit 2). */
+static void test_messages_name_options(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("msg"));
+    const char *bad[] = {"--heads", "3", NULL};
+    run_result r = train_into(dir, bad);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "--d-model 8 is not divisible by --heads 3") &&
+               !contains(r.err, "d_model") && !contains(r.err, "n_heads"),
+           r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(dir));
+}
+
+/* --config follows the command line's rules: on --resume only the resumable options
+ * may change, and an unused option is refused unless it holds the default. */
+static void test_config_file_same_rules(void)
+{
+    char dir[512], cfg[512], cfg_path[600];
+    snprintf(dir, sizeof dir, "%s", path_in("cfgrun"));
+    snprintf(cfg, sizeof cfg, "%s", path_in("change.json"));
+    const char *first[] = {"--model", "lstm", "--hidden", "8", "--steps", "2", "--quiet", NULL};
+    run_result r = train_into(dir, first);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *lr_change = "{\"lr\": 0.1}";
+    write_all(cfg, lr_change, strlen(lr_change));
+    const char *resume[] = {"train", "--resume", dir, "--config", cfg, "--quiet", NULL};
+    r = run(resume);
+    EXPECT(r.code == 2 && contains(r.err, "change.json: key lr cannot change when resuming"), r);
+    run_free(&r);
+    const char *more_steps = "{\"steps\": 3}";
+    write_all(cfg, more_steps, strlen(more_steps));
+    r = run(resume);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    char *json = read_all(cfg_path, NULL);
+    CU_ASSERT_TRUE(contains(json, "\"steps\": 3"));
+    free(json);
+    /* A file carrying another family's field at its default changes nothing: accepted. */
+    const char *template = "{\"model\": \"transformer\", \"window\": 0, \"steps\": 1}";
+    write_all(cfg, template, strlen(template));
+    char dir2[512];
+    snprintf(dir2, sizeof dir2, "%s", path_in("cfgrun2"));
+    const char *from_file[] = {"--config", cfg, "--quiet", NULL};
+    r = train_into(dir2, from_file);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *set = "{\"model\": \"transformer\", \"window\": 8, \"steps\": 1}";
+    write_all(cfg, set, strlen(set));
+    snprintf(dir2, sizeof dir2, "%s", path_in("cfgrun3"));
+    r = train_into(dir2, from_file);
+    EXPECT(r.code == 2 && contains(r.err, "'window' in ") && contains(r.err, "does not apply to --model transformer"), r);
+    run_free(&r);
+    /* The same family named again keeps what the file set. */
+    const char *hidden = "{\"model\": \"lstm\", \"hidden\": 12, \"steps\": 1}";
+    write_all(cfg, hidden, strlen(hidden));
+    snprintf(dir2, sizeof dir2, "%s", path_in("cfgrun4"));
+    const char *again[] = {"--config", cfg, "--model", "lstm", "--quiet", NULL};
+    r = train_into(dir2, again);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir2);
+    json = read_all(cfg_path, NULL);
+    CU_ASSERT_TRUE(contains(json, "\"hidden\": 12"));
+    free(json);
+}
+
+/* A warm-up longer than the run and a time budget already spent are said. */
+static void test_warmup_and_spent_budget(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("warm"));
+    const char *args[] = {"--model", "lstm", "--steps", "3", "--warmup", "10", "--time-budget", "1000", "--quiet", NULL};
+    run_result r = train_into(dir, args);
+    EXPECT(r.code == 0 && contains(r.err, "--warmup 10 is not shorter than --steps 3"), r);
+    run_free(&r);
+    const char *resume[] = {"train", "--resume", dir, "--steps", "5", "--time-budget", "0.000001", "--quiet", NULL};
+    r = run(resume);
+    EXPECT(r.code == 2 && contains(r.err, "its whole --time-budget of 1e-06 s"), r);
+    run_free(&r);
+}
+
+/* A run killed before its first checkpoint left config.json only: --resume starts it
+ * from step 0, and a new run may take the folder over; a folder in use says so. */
+static void test_folder_left_by_a_kill(void)
+{
+    char dir[512], ck[600], lock[600];
+    snprintf(dir, sizeof dir, "%s", path_in("killed"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    const char *args[] = {"--model", "lstm", "--steps", "2", "--quiet", NULL};
+    run_result r = train_into(dir, args);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    unlink(ck); /* as a kill before the first checkpoint leaves it */
+    const char *resume[] = {"train", "--resume", dir, NULL};
+    r = run(resume);
+    EXPECT(r.code == 0 && contains(r.err, "stopped before its first checkpoint") && contains(r.err, "from step 0") &&
+               contains(r.err, "steps 0..2"),
+           r);
+    run_free(&r);
+    CU_ASSERT_TRUE(exists(ck));
+    unlink(ck);
+    r = train_into(dir, args);
+    EXPECT(r.code == 0 && contains(r.err, "a new run takes the folder over"), r);
+    run_free(&r);
+    /* Another process holds the folder: in use, naming it, not "no checkpoint". */
+    unlink(ck);
+    int fd = open(lock, O_RDWR);
+    CU_ASSERT_TRUE_FATAL(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    CU_ASSERT_TRUE(ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) == len);
+    r = run(resume);
+    pid[len - 1] = '\0';
+    EXPECT(r.code == 1 && contains(r.err, "in use by a running lookback process (pid ") && contains(r.err, pid), r);
+    run_free(&r);
+    close(fd);
+}
+
+/* SIGTERM stops a run with a checkpoint and exit status 128 + 15. */
+static void test_sigterm_exit_status(void)
+{
+    char dir[512], ck[600];
+    snprintf(dir, sizeof dir, "%s", path_in("term"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    const char *argv[] = {LB_LOOKBACK_BIN, "train", "--data", spike64(), "--model", "lstm", "--hidden", "8",
+                          "--d-model", "8", "--batch", "4", "--steps", "1000000", "--checkpoint-every", "2",
+                          "--threads", "1", "--out", dir, "--quiet", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    CU_ASSERT_EQUAL_FATAL(posix_spawn(&pid, LB_LOOKBACK_BIN, &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    for (int i = 0; i < 3000 && !exists(ck); i++)
+        usleep(10000);
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 143);
+}
+
+/* A run folder written by 0.1.0 (config.json with every option, checkpoint.h5)
+ * resumes: the other families' fields it records hold their defaults. */
+static void test_old_run_folder_resumes(void)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s", path_in("old-run"));
+    mkdir(dir, 0777);
+    size_t size;
+    char *ck = read_all(lb_fixture_path("checkpoint_v1_lstm.h5"), &size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ck);
+    snprintf(path, sizeof path, "%s/checkpoint.h5", dir);
+    write_all(path, ck, size);
+    free(ck);
+    char *cfg = read_all(lb_fixture_path("config_v1_lstm.json"), NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+    char *at = strstr(cfg, "\"DATA\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s\"%s\"%s", (int)(at - cfg), cfg, spike64(), at + 6);
+    free(cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_all(path, text, strlen(text));
+    const char *resume[] = {"train", "--resume", dir, "--steps", "4", "--eval-every", "2", NULL};
+    run_result r = run(resume);
+    EXPECT(r.code == 0 && contains(r.err, "steps 2..4"), r);
+    run_free(&r);
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    char *metrics = read_all(path, NULL);
+    CU_ASSERT_TRUE(contains(metrics, "\n4,val,"));
+    free(metrics);
+}
+
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -159,6 +421,14 @@ int main(void)
         {"--help comes from the field list (families, per-family defaults)", test_help_from_the_field_list},
         {"config.json holds only the options the model uses", test_config_json_has_only_used_options},
         {"gradcheck's model options come from the field list", test_gradcheck_options_from_the_list},
+        {"options the model, optimizer or schedule do not use are refused", test_unused_options_refused},
+        {"options given twice, or two setting one thing, are refused", test_duplicate_options_refused},
+        {"messages name options as typed; contradictions exit 2", test_messages_name_options},
+        {"--config follows the command line's rules, also on --resume", test_config_file_same_rules},
+        {"a warm-up longer than the run and a spent time budget are said", test_warmup_and_spent_budget},
+        {"run folders a kill left behind: resume from 0, take over, in use", test_folder_left_by_a_kill},
+        {"SIGTERM: checkpoint and exit status 143", test_sigterm_exit_status},
+        {"a run folder written by 0.1.0 resumes", test_old_run_folder_resumes},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_options", cases);
