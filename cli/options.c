@@ -49,6 +49,8 @@ static const train_option train_options[] = {
     {"time-budget", T_REAL, TR(time_budget), 0, 1e9, W_ALWAYS, "stop after this many seconds of training (0 = none)"},
     {"seed", T_U64, TR(seed), 0, 0, W_ALWAYS, "data order and dropout seed"},
     {"threads", T_INT, TR(threads), 0, 1024, W_ALWAYS, "threads (0 = OMP_NUM_THREADS or all processors)"},
+    {"patience", T_INT64, TR(patience), 0, 1e12, W_ALWAYS, "stop after N evaluations without a better validation (0 = off)"},
+    {"max-skipped", T_INT64, TR(max_skipped), 0, 1e12, W_ALWAYS, "stop after N steps in a row skipped (non-finite gradient; 0 = never)"},
 };
 #undef TR
 enum { N_TRAIN = sizeof train_options / sizeof train_options[0], OPTION_BASE = 1000, MAX_OPTIONS = 128 };
@@ -565,7 +567,8 @@ void lb_run_options_help(FILE *out, int single_run)
 
 int lb_run_option_resumable(const char *name)
 {
-    static const char *ok[] = {"steps", "threads", "time-budget", "eval-every", "eval-examples", "checkpoint-every"};
+    static const char *ok[] = {"steps", "threads", "time-budget", "eval-every", "eval-examples", "checkpoint-every",
+                               "patience", "max-skipped"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         if (strcmp(name, ok[i]) == 0)
             return 1;

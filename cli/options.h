@@ -83,7 +83,7 @@ void lb_run_options_help(FILE *out, int single_run);
 int lb_run_option_applies(const lb_run_config *rc, const char *name);
 
 /* 1 when option `name` may change on --resume (steps, threads, time-budget,
- * eval-every, checkpoint-every), 0 otherwise. */
+ * eval-every, eval-examples, checkpoint-every, patience, max-skipped), 0 otherwise. */
 int lb_run_option_resumable(const char *name);
 
 /* Rewrites the library's field names in a message as the options a user types:
@@ -100,6 +100,9 @@ typedef struct lb_cli_run {
     int interrupted;        /* stopped by SIGINT/SIGTERM after saving a checkpoint */
     int signal;             /* the signal that stopped it (SIGINT, SIGTERM), 0 otherwise */
     int usage;              /* it failed because of the options given (exit status 2) */
+    int64_t skipped;        /* steps of this run skipped for a non-finite gradient */
+    int64_t best_step;      /* step of the best validation so far (0 = none), in best.h5 */
+    double best_metric;     /* its accuracy, or MSE for regression */
 } lb_cli_run;
 
 /* After lb_cli_run_training failed: prints the error on stderr and returns the exit

@@ -79,8 +79,8 @@ static lb_status truncate_metrics(const char *path, int64_t step)
     while (fgets(line, sizeof line, in)) {
         char *end;
         long long row_step = strtoll(line, &end, 10);
-        if (first && end == line) /* the header */
-            fputs(line, out);
+        if (first && end == line) /* the header, as this version writes it */
+            fprintf(out, "%s\n", lb_metrics_header());
         else if (end != line && *end == ',' && row_step <= step)
             fputs(line, out);
         first = 0;
@@ -241,9 +241,22 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         else if (st == LB_OK && out->interrupted)
             st = lb_error(LB_ERR_STATE, "interrupted at step %lld; the checkpoint is saved; continue with "
                           "lookback train --resume %s", (long long)out->steps, dir);
-        else if (st == LB_OK && !quiet)
-            fprintf(stderr, "done: %lld steps in %.1f s; checkpoint %s\n", (long long)out->steps, out->seconds,
-                    ckpt_path);
+        out->skipped = lb_trainer_run_skipped(trainer);
+        out->best_step = lb_trainer_best(trainer, &out->best_metric);
+        if (st == LB_OK && !quiet) {
+            char skipped[64] = "", best[4400] = "";
+            if (out->skipped > 0)
+                snprintf(skipped, sizeof skipped, " (%lld skipped: non-finite gradient)", (long long)out->skipped);
+            if (out->best_step > 0)
+                snprintf(best, sizeof best, "; best validation %s %.4f at step %lld in %s/best.h5",
+                         isnan(out->last_val.accuracy) ? "mse" : "accuracy", out->best_metric,
+                         (long long)out->best_step, dir);
+            if (lb_trainer_stopped_early(trainer))
+                fprintf(stderr, "stopped early: %lld evaluations without a better validation (--patience %lld)\n",
+                        (long long)rc->train.patience, (long long)rc->train.patience);
+            fprintf(stderr, "done: %lld steps in %.1f s%s; checkpoint %s%s\n", (long long)out->steps, out->seconds,
+                    skipped, ckpt_path, best);
+        }
     }
     if (metrics)
         fclose(metrics);

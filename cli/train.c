@@ -12,13 +12,16 @@ static void train_usage(FILE *out)
           "       lookback train --data FILE.h5 --init-from CK.h5 [options] --out RUN_DIR\n"
           "\n"
           "Trains on the file's train split, validates on its val split, and writes into RUN_DIR:\n"
-          "config.json (the resolved options), metrics.csv (one row per evaluation) and\n"
-          "checkpoint.h5. --steps is the total, also after --resume.\n"
+          "config.json (the resolved options), metrics.csv (a train row with the means over the\n"
+          "interval and a val row per evaluation), checkpoint.h5 (the latest) and best.h5 (the best\n"
+          "validation so far). --steps is the total, also after --resume. A run stops with exit 1\n"
+          "when --max-skipped steps in a row (default 10) or all its steps were skipped for a\n"
+          "non-finite gradient.\n"
           "\n"
           "  --out DIR            run folder (created; must not already hold a run)\n"
           "  --resume DIR         continue the run in DIR from its checkpoint; only --steps, --threads,\n"
-          "                       --time-budget, --eval-every, --eval-examples and --checkpoint-every\n"
-          "                       may change (on the command line or in --config alike)\n"
+          "                       --time-budget, --eval-every, --eval-examples, --checkpoint-every,\n"
+          "                       --patience and --max-skipped may change (command line or --config)\n"
           "  --init-from CK.h5    start from the parameters of a checkpoint (of lookback, or written by\n"
           "                       python/lookback_torch.py): its model options, a new optimizer, step 0\n"
           "  --config FILE.json   options as a JSON object {\"option\": value}; the command line wins\n"
@@ -137,7 +140,7 @@ static int resolve_options(const char *cmd, const train_args *a, const char *dir
                 const lb_option_item *it = &lists[l]->items[i];
                 if (!lb_run_option_resumable(it->name))
                     code = lb_cli_error(cmd, 2, "%s%s%s cannot change when resuming (only --steps, --threads, "
-                                                "--time-budget, --eval-every, --eval-examples, --checkpoint-every)",
+                                                "--time-budget, --eval-every, --eval-examples, --checkpoint-every, --patience, --max-skipped)",
                                         it->source ? it->source : "--", it->source ? ": key " : "", it->name);
             }
     } else if (lb_cli_exists(ckpt_path)) {

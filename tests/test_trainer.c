@@ -394,6 +394,145 @@ static void test_checkpoint_length_only_for_learned_positions(void)
     lb_dataset_close(ds);
 }
 
+/* Steps skipped for a non-finite gradient are counted; 10 in a row stop the run with
+ * LB_ERR_NUMERIC naming them, and a run whose every step was skipped never succeeds. */
+static void test_skipped_steps_stop_the_run(void)
+{
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    mc.dropout = 0;
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 200);
+    tc.optim = lb_optim_defaults(LB_OPTIM_SGD);
+    tc.optim.lr = 1000;
+    tc.schedule = lb_schedule_constant(1000);
+    tc.clip = 0;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(lb_trainer_run(t, NULL, NULL, NULL, NULL), LB_ERR_NUMERIC);
+    CU_ASSERT_TRUE(lb_test_error_has("10 steps in a row"));
+    CU_ASSERT_TRUE(lb_test_error_has("were skipped because the gradient was not finite"));
+    CU_ASSERT_TRUE(lb_trainer_run_skipped(t) >= 10);
+    CU_ASSERT_TRUE(lb_trainer_steps_done(t) < 200);
+    /* Continuing: every step of this call is skipped, which is never a success. */
+    tc.max_skipped = 0;
+    lb_trainer *u = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_run(u, NULL, NULL, NULL, NULL), LB_ERR_NUMERIC);
+    CU_ASSERT_TRUE(lb_test_error_has("all 200 steps of this run were skipped"));
+    CU_ASSERT_EQUAL(lb_trainer_run_skipped(u), 200);
+    lb_trainer_free(u);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
+typedef struct loss_log {
+    double loss[64];
+    int n;
+} loss_log;
+
+static void log_losses(lb_loop_event e, const lb_step_stats *s, const lb_eval_result *r, void *user)
+{
+    (void)r;
+    loss_log *log = user;
+    if (e == LB_EVENT_STEP && log->n < 64)
+        log->loss[log->n++] = s->loss;
+}
+
+/* The train row of metrics.csv is the mean over its interval, and counts skipped steps. */
+static void test_train_row_is_interval_mean(void)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/metrics-mean.csv", dir);
+    FILE *f = fopen(path, "w");
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 10);
+    tc.eval_every = 5;
+    tc.eval_examples = 16;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    loss_log log = {{0}, 0};
+    CU_ASSERT_EQUAL(lb_trainer_run(t, NULL, f, log_losses, &log), LB_OK);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(log.n, 10);
+    f = fopen(path, "r");
+    char line[512];
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        long long step, skipped = -1;
+        char split[16];
+        double loss, acc, lr, norm, tps, wall;
+        CU_ASSERT_EQUAL_FATAL(sscanf(line, "%lld,%15[^,],%lf,%lf,%lf,%lf,%lf,%lf,%lld", &step, split, &loss, &acc, &lr,
+                                     &norm, &tps, &wall, &skipped), 9);
+        if (strcmp(split, "train") != 0)
+            continue;
+        double mean = 0;
+        for (int i = (int)step - 5; i < step; i++)
+            mean += log.loss[i] / 5;
+        CU_ASSERT_DOUBLE_EQUAL(loss, mean, 1e-6 * fabs(mean));
+        CU_ASSERT_TRUE(fabs(loss - log.loss[step - 1]) > 1e-7); /* not the last batch's */
+        CU_ASSERT_EQUAL(skipped, 0);
+        rows++;
+    }
+    CU_ASSERT_EQUAL(rows, 2);
+    fclose(f);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
+/* best.h5 keeps the best validation beside the latest checkpoint; --patience stops a
+ * run that no longer improves; the best survives a resume. With lr 0 nothing changes,
+ * so the first evaluation stays the best. */
+static void test_best_checkpoint_and_patience(void)
+{
+    char sub[300], ck[400], best[400];
+    snprintf(sub, sizeof sub, "%s/best-run", dir);
+    mkdir(sub, 0777);
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", sub);
+    snprintf(best, sizeof best, "%s/best.h5", sub);
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 100);
+    tc.optim.lr = 0;
+    tc.schedule = lb_schedule_constant(0);
+    tc.eval_every = 2;
+    tc.patience = 2;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_run(t, ck, NULL, NULL, NULL), LB_OK);
+    CU_ASSERT_TRUE(lb_trainer_stopped_early(t));
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(t), 6); /* evaluations at 2 (best), 4, 6 */
+    double metric;
+    CU_ASSERT_EQUAL(lb_trainer_best(t, &metric), 2);
+    CU_ASSERT_TRUE(metric > 0 && metric <= 1);
+    hid_t f = H5Fopen(best, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(f >= 0);
+    hid_t a = H5Aopen(f, "step", H5P_DEFAULT);
+    long long step = 0;
+    H5Aread(a, H5T_NATIVE_LLONG, &step);
+    H5Aclose(a);
+    H5Fclose(f);
+    CU_ASSERT_EQUAL(step, 2);
+    /* Resumed, the best and the count since it carry on: one more evaluation stops it. */
+    lb_trainer *u = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_load(u, ck), LB_OK);
+    CU_ASSERT_EQUAL(lb_trainer_best(u, NULL), 2);
+    CU_ASSERT_EQUAL(lb_trainer_run(u, ck, NULL, NULL, NULL), LB_OK);
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(u), 8);
+    lb_trainer_free(u);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
 int main(void)
 {
     make_data();
@@ -408,6 +547,9 @@ int main(void)
         {"checkpoints written by 0.1.0 still load", test_checkpoints_written_before_load},
         {"a checkpoint without a field's attribute reads its default", test_checkpoint_missing_field_reads_default},
         {"sequence length is compared only for learned positions", test_checkpoint_length_only_for_learned_positions},
+        {"skipped steps are counted and stop a run that keeps skipping", test_skipped_steps_stop_the_run},
+        {"the train row of the metrics is the mean over its interval", test_train_row_is_interval_mean},
+        {"best.h5 and --patience; the best survives a resume", test_best_checkpoint_and_patience},
         {NULL, NULL},
     };
     int rc = lb_test_main("trainer", cases);

@@ -1,7 +1,9 @@
 /* Checkpoints in HDF5 (format: docs/training.md).
  *
  *   /                 attributes: format "lookback-checkpoint", format_version, step,
- *                     elapsed_seconds, data_file, every model config field as
+ *                     elapsed_seconds, data_file, best.step / best.metric /
+ *                     best.evals_since (the best validation so far; absent in older
+ *                     checkpoints), every model config field as
  *                     "model.<field>", the optimizer kind and hyperparameters as "optim.<field>"
  *   /params/<name>    every parameter, its dtype and shape
  *   /optim/<name>     every optimizer state tensor (step.<p>, exp_avg.<p>, ...)
@@ -241,6 +243,9 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
         (st = lb_h5_write_attr_int(file, "train.batch_size", t->cfg.batch_size, path)) ||
         (st = lb_h5_write_attr_int(file, "train.steps", t->cfg.steps, path)) ||
         (st = lb_h5_write_attr_uint(file, "train.seed", t->cfg.seed, path)) ||
+        (st = lb_h5_write_attr_int(file, "best.step", t->best_step, path)) ||
+        (st = lb_h5_write_attr_real(file, "best.metric", t->best_metric, path)) ||
+        (st = lb_h5_write_attr_int(file, "best.evals_since", t->evals_since_best, path)) ||
         (st = write_model_config(file, lb_model_get_config(t->model), path)))
         return st;
     hid_t params = lb_h5_create_group(file, "params"), optim = lb_h5_create_group(file, "optim");
@@ -390,8 +395,8 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path)
     lb_h5_quiet_begin(&quiet);
     hid_t file = open_checkpoint(path);
     lb_status st = file < 0 ? lb_last_status() : read_params(file, t->model, vals, path);
-    int64_t step = 0, epoch = 0, position = 0;
-    double elapsed = 0;
+    int64_t step = 0, epoch = 0, position = 0, best_step = 0, evals_since = 0;
+    double elapsed = 0, best_metric = 0;
     lb_rng dropout, loader_rng;
     char kind[32] = "";
     if (st == LB_OK && (st = lb_h5_read_attr_string(file, "optim.kind", kind, sizeof kind, path)) == LB_OK &&
@@ -419,6 +424,12 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path)
             st = lb_h5_read_attr_int(file, "step", &step, path);
         if (st == LB_OK)
             st = lb_h5_read_attr_real(file, "elapsed_seconds", &elapsed, path);
+        /* The best validation so far (absent from checkpoints of 0.1.0: none yet). */
+        if (st == LB_OK && lb_h5_has_attr(file, "best.step") &&
+            ((st = lb_h5_read_attr_int(file, "best.step", &best_step, path)) != LB_OK ||
+             (st = lb_h5_read_attr_real(file, "best.metric", &best_metric, path)) != LB_OK ||
+             (st = lb_h5_read_attr_int(file, "best.evals_since", &evals_since, path)) != LB_OK))
+            lb_error_context("%s: the best-validation attributes", path);
         lb_h5_close(og);
         lb_h5_close(rg);
         lb_h5_close(lg);
@@ -437,6 +448,9 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path)
         t->dropout_rng = dropout;
         t->step = step;
         t->elapsed = elapsed;
+        t->best_step = best_step;
+        t->best_metric = best_metric;
+        t->evals_since_best = evals_since;
     }
     free_tensors(vals, ps->count + n_state);
     return st;

@@ -23,6 +23,7 @@ void lb_train_config_default(lb_train_config *cfg)
     cfg->eval_every = 100;
     cfg->eval_examples = 512;
     cfg->seed = 1;
+    cfg->max_skipped = 10;
 }
 
 /* The schedule as run: its peak is the optimizer's lr and a cosine ends at `steps`. */
@@ -52,6 +53,8 @@ lb_status lb_train_config_check(const lb_train_config *cfg)
         return lb_error(LB_ERR_VALUE, "train config: time budget must be >= 0 seconds (got %g)", cfg->time_budget);
     if (cfg->threads < 0)
         return lb_error(LB_ERR_VALUE, "train config: threads must be >= 0 (got %d)", cfg->threads);
+    if (cfg->patience < 0 || cfg->max_skipped < 0)
+        return lb_error(LB_ERR_VALUE, "train config: patience and max_skipped must be >= 0");
     if (lb_optim_config_check(&cfg->optim) != LB_OK)
         return lb_last_status();
     lb_schedule s = effective_schedule(cfg);
@@ -455,24 +458,66 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
 
 const char *lb_metrics_header(void)
 {
-    return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds";
+    return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped";
 }
 
 static void write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr, double norm,
-                          double tps, double wall)
+                          double tps, double wall, int64_t skipped)
 {
     if (!f)
         return;
-    fprintf(f, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", (long long)step, split, loss, acc, lr, norm, tps, wall);
+    fprintf(f, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%lld\n", (long long)step, split, loss, acc, lr, norm, tps, wall,
+            (long long)skipped);
     fflush(f);
+}
+
+int64_t lb_trainer_run_steps(const lb_trainer *t) { return t->run_steps; }
+int64_t lb_trainer_run_skipped(const lb_trainer *t) { return t->run_skipped; }
+int lb_trainer_stopped_early(const lb_trainer *t) { return t->stopped_early; }
+
+int64_t lb_trainer_best(const lb_trainer *t, double *metric)
+{
+    if (metric)
+        *metric = t->best_metric;
+    return t->best_step;
+}
+
+/* "DIR/best.h5" for checkpoint "DIR/NAME". */
+static void best_path(const char *checkpoint_path, char *buf, size_t size)
+{
+    const char *slash = strrchr(checkpoint_path, '/');
+    if (slash)
+        snprintf(buf, size, "%.*s/best.h5", (int)(slash - checkpoint_path), checkpoint_path);
+    else
+        snprintf(buf, size, "best.h5");
+}
+
+/* Records an evaluation; 1 when it is the best so far. */
+static int note_validation(lb_trainer *t, const lb_eval_result *r)
+{
+    int regression = isnan(r->accuracy);
+    double metric = regression ? r->mse : r->accuracy;
+    int better = t->best_step == 0 || (regression ? metric < t->best_metric : metric > t->best_metric);
+    if (better) {
+        t->best_step = t->step;
+        t->best_metric = metric;
+        t->evals_since_best = 0;
+    } else {
+        t->evals_since_best++;
+    }
+    return better;
 }
 
 lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user)
 {
     const lb_train_config *c = &t->cfg;
     double lr = 0, norm = 0, tokens = 0, seconds = 0;
-    t->stopped = 0;
+    /* The train row of the metrics: means over the steps since the last row. */
+    double loss_sum = 0, acc_sum = 0;
+    int64_t interval_steps = 0, acc_steps = 0, interval_skipped = 0;
+    t->stopped = t->stopped_early = 0;
     t->stop_requested = 0;
+    t->run_steps = t->run_skipped = t->skipped_in_row = 0;
     while (t->step < c->steps) {
         if (c->time_budget > 0 && t->elapsed >= c->time_budget)
             break;
@@ -484,35 +529,71 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         lb_status st = lb_trainer_step(t, &s);
         if (st != LB_OK)
             return st;
+        t->run_steps++;
+        if (s.skipped) {
+            t->run_skipped++;
+            interval_skipped++;
+            if (c->max_skipped > 0 && ++t->skipped_in_row >= c->max_skipped)
+                return lb_error(LB_ERR_NUMERIC, "%lld steps in a row (steps %lld..%lld) were skipped because the "
+                                "gradient was not finite, so the run stops (try a lower --lr, or --clip 1)",
+                                (long long)t->skipped_in_row, (long long)(t->step - t->skipped_in_row + 1),
+                                (long long)t->step);
+        } else {
+            t->skipped_in_row = 0;
+        }
         lr = s.lr;
         norm = s.grad_norm;
         tokens += (double)s.tokens;
         seconds += s.seconds;
+        loss_sum += s.loss;
+        interval_steps++;
+        if (!isnan(s.accuracy)) {
+            acc_sum += s.accuracy;
+            acc_steps++;
+        }
         if (cb)
             cb(LB_EVENT_STEP, &s, NULL, user);
         int last = t->step == c->steps || (c->time_budget > 0 && t->elapsed >= c->time_budget);
         int eval_now = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
+        int improved = 0;
         if (eval_now) {
             lb_eval_result r;
-            write_metrics(metrics, t->step, "train", s.loss, s.accuracy, lr, norm, seconds > 0 ? tokens / seconds : 0,
-                          t->elapsed);
-            tokens = seconds = 0;
+            write_metrics(metrics, t->step, "train", loss_sum / (double)interval_steps,
+                          acc_steps > 0 ? acc_sum / (double)acc_steps : NAN, lr, norm,
+                          seconds > 0 ? tokens / seconds : 0, t->elapsed, interval_skipped);
+            tokens = seconds = loss_sum = acc_sum = 0;
+            interval_steps = acc_steps = interval_skipped = 0;
             if (lb_dataset_split_size(t->data, "val") > 0) {
                 st = lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
                 if (st != LB_OK)
                     return st;
-                write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed);
+                improved = note_validation(t, &r);
+                write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed, 0);
                 if (cb)
                     cb(LB_EVENT_EVAL, &s, &r, user);
             }
         }
-        int ckpt_now = last || (c->checkpoint_every > 0 ? t->step % c->checkpoint_every == 0 : eval_now);
+        if (improved && checkpoint_path) {
+            char best[4200];
+            best_path(checkpoint_path, best, sizeof best);
+            if ((st = lb_trainer_save(t, best)) != LB_OK)
+                return st;
+        }
+        int early = eval_now && c->patience > 0 && t->evals_since_best >= c->patience;
+        int ckpt_now = last || early || (c->checkpoint_every > 0 ? t->step % c->checkpoint_every == 0 : eval_now);
         if (ckpt_now && checkpoint_path) {
             if ((st = lb_trainer_save(t, checkpoint_path)) != LB_OK)
                 return st;
             if (cb)
                 cb(LB_EVENT_CHECKPOINT, &s, NULL, user);
         }
+        if (early) {
+            t->stopped_early = 1;
+            break;
+        }
     }
+    if (t->run_steps > 0 && t->run_skipped == t->run_steps)
+        return lb_error(LB_ERR_NUMERIC, "all %lld steps of this run were skipped because the gradient was not finite: "
+                        "nothing was learned (try a lower --lr, or --clip 1)", (long long)t->run_steps);
     return LB_OK;
 }

@@ -36,11 +36,15 @@ typedef struct lb_train_config {
     double time_budget;      /* seconds of training after which the run stops (0 = none) */
     uint64_t seed;           /* data order and dropout */
     int threads;             /* BLAS / OpenMP threads (0 = leave as is) */
+    int64_t patience;        /* stop after this many evaluations without a better validation
+                                metric (0 = never stop early) */
+    int64_t max_skipped;     /* stop when this many steps in a row were skipped for a
+                                non-finite gradient (0 = never) */
 } lb_train_config;
 
 /* Defaults: 1000 steps, batch 32, AdamW lr 1e-3 weight decay 0.01, warm-up 100
  * steps then cosine decay to 10%, clip 1.0, evaluation every 100 steps on 512
- * validation examples, seed 1. */
+ * validation examples, seed 1, no early stopping, stop after 10 skipped steps in a row. */
 void lb_train_config_default(lb_train_config *cfg);
 /* Checks a configuration; LB_ERR_VALUE naming the field. */
 lb_status lb_train_config_check(const lb_train_config *cfg);
@@ -125,10 +129,30 @@ typedef void (*lb_loop_callback)(lb_loop_event event, const lb_step_stats *step,
                                  void *user);
 
 /* Trains until cfg->steps or the time budget, evaluating every eval_every steps,
- * appending a row per evaluation to `metrics` (CSV, may be NULL) and saving
- * `checkpoint_path` (may be NULL) at checkpoints. A non-finite loss stops the loop
- * with LB_ERR_NUMERIC after keeping the last good checkpoint untouched. */
+ * appending rows to `metrics` (CSV, may be NULL) and saving `checkpoint_path` (may be
+ * NULL) at checkpoints.
+ *
+ * Metrics: at every evaluation a "train" row with the MEAN loss and accuracy over the
+ * steps since the previous row (not the last batch's), and a "val" row; the last
+ * column counts the steps of the interval skipped for a non-finite gradient.
+ * Best checkpoint: with checkpoint_path, the model with the best validation metric so
+ * far (accuracy for classification, MSE for regression) is also saved as "best.h5" in
+ * the same folder, whenever an evaluation improves on it.
+ * Early stopping: with cfg->patience > 0 the run stops after that many evaluations in
+ * a row without improvement, saving its checkpoint (lb_trainer_stopped_early).
+ * Errors: LB_ERR_NUMERIC when the loss is not finite (the last good checkpoint is left
+ * untouched), when cfg->max_skipped steps in a row were skipped, or when every step of
+ * this call was skipped; the message names the steps and what to try. */
 lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user);
+
+/* Of the last lb_trainer_run: the steps it ran and how many of them were skipped. */
+int64_t lb_trainer_run_steps(const lb_trainer *t);
+int64_t lb_trainer_run_skipped(const lb_trainer *t);
+/* 1 when the last lb_trainer_run ended by cfg->patience. */
+int lb_trainer_stopped_early(const lb_trainer *t);
+/* The best validation so far (also across resumes): its step (0 = no evaluation yet)
+ * and metric (accuracy, or MSE for regression). */
+int64_t lb_trainer_best(const lb_trainer *t, double *metric);
 
 /* The CSV header line written before the first metrics row. */
 const char *lb_metrics_header(void);
