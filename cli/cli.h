@@ -16,6 +16,7 @@ int lb_cli_eval(int argc, char **argv);
 int lb_cli_demo(int argc, char **argv);
 int lb_cli_compare(int argc, char **argv);
 int lb_cli_gradcheck(int argc, char **argv);
+int lb_cli_study(int argc, char **argv);
 
 /* Prints "lookback <command>: <lb_last_error()>" on stderr and returns 1. */
 int lb_cli_fail(const char *command);

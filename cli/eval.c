@@ -97,7 +97,18 @@ static double mean_predictor_mse(const lb_dataset *data, const char *split, int6
     return sq / (double)n;
 }
 
-static void print_json(const lb_eval_result *r, const char *ck, const char *data, const char *split)
+/* How many trailing output indices to report: copy memory's copied symbols (the
+ * last copy_symbols positions), 0 for other tasks. */
+static int shown_outputs(const lb_dataset *data, const lb_eval_result *r)
+{
+    const lb_task_options *o = lb_dataset_options(data);
+    if (o->task != LB_TASK_COPY || r->n_outputs == 0)
+        return 0;
+    return o->copy_symbols < r->n_outputs ? (int)o->copy_symbols : r->n_outputs;
+}
+
+static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char *ck, const char *data,
+                       const char *split)
 {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "checkpoint", json_object_new_string(ck));
@@ -133,6 +144,15 @@ static void print_json(const lb_eval_result *r, const char *ck, const char *data
             json_object_array_add(bins, bin);
         }
         json_object_object_add(o, "distance_bins", bins);
+        int shown = shown_outputs(ds, r);
+        if (shown > 0) {
+            json_object *outputs = json_object_new_array();
+            for (int j = r->n_outputs - shown; j < r->n_outputs; j++)
+                json_object_array_add(outputs, r->output_total[j] ? json_object_new_double((double)r->output_correct[j] /
+                                                                                         (double)r->output_total[j])
+                                                                  : NULL);
+            json_object_object_add(o, "accuracy_per_output", outputs);
+        }
     }
     printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
@@ -187,9 +207,6 @@ int lb_cli_eval(int argc, char **argv)
     lb_dataset *data = lb_dataset_open(data_path);
     if (!data)
         return lb_cli_fail(cmd);
-    /* A model trained without learned positions reads sequences of any length. */
-    if (mc.max_seq_len < lb_dataset_seq_len(data) && mc.pos != LB_POS_LEARNED)
-        mc.max_seq_len = lb_dataset_seq_len(data);
     lb_model *model = lb_model_new(&mc);
     int code = 0;
     lb_eval_result r;
@@ -204,7 +221,7 @@ int lb_cli_eval(int argc, char **argv)
     } else if (attention_out && write_attention(attention_out, weights, data, split) != LB_OK) {
         code = lb_cli_fail(cmd);
     } else if (json) {
-        print_json(&r, ck, data_path, split);
+        print_json(&r, data, ck, data_path, split);
     } else {
         printf("%s on %s (%s split, %lld examples)\n", ck, data_path, split, (long long)r.examples);
         if (isnan(r.accuracy)) {
@@ -233,6 +250,13 @@ int lb_cli_eval(int argc, char **argv)
                 else
                     printf("%-20s %10s %8d\n", range, "-", 0);
             }
+            int shown = shown_outputs(data, &r);
+            if (shown > 0)
+                printf("%-20s %10s %8s\n", "output index", "accuracy", "scored");
+            for (int j = r.n_outputs - shown; j < r.n_outputs; j++)
+                if (r.output_total[j])
+                    printf("%-20d %10.4f %8lld\n", j - (r.n_outputs - shown),
+                           (double)r.output_correct[j] / (double)r.output_total[j], (long long)r.output_total[j]);
         }
         if (attention_out)
             printf("attention weights of %lld examples written to %s\n", (long long)weights->shape[0], attention_out);

@@ -11,6 +11,7 @@ static void usage(FILE *out)
           "\n"
           "commands:\n"
           "  demo        attention vs the LSTM on a clue from 7,000 events ago (the main job)\n"
+          "  study       the source's table of alternatives, measured: every method on every task\n"
           "  compare     train any models on one file and compare them on evaluation files\n"
           "  data        generate a synthetic long-range task (HDF5); 'data info FILE' describes one\n"
           "  train       train one model on a data file\n"
@@ -30,6 +31,7 @@ int main(int argc, char **argv)
     } commands[] = {
         {"demo", lb_cli_demo},   {"compare", lb_cli_compare}, {"data", lb_cli_data},
         {"train", lb_cli_train}, {"eval", lb_cli_eval},       {"gradcheck", lb_cli_gradcheck},
+        {"study", lb_cli_study},
     };
     if (argc < 2) {
         usage(stderr);

@@ -367,24 +367,25 @@ lb_status lb_plot_curves(const char *png_path, const char *title, const char *x_
     return run_plot("learning-curve plot", png_path, draw_curves, &c);
 }
 
-/* ---- accuracy by distance ---- */
+/* ---- series over a logarithmic x axis (accuracy by distance or length, cost by length) ---- */
 
-typedef struct distance_ctx {
-    int n_models, n_points;
+typedef struct log_x_ctx {
+    int n_series, n_points;
     const char *const *names;
-    double *log_x;       /* [n_points] log10 distances */
-    double **percent;    /* [n_models][n_points] */
-    double chance;       /* percent */
+    const char *title, *x_label, *y_label, *reference_label;
+    double *log_x;       /* [n_points] log10 x */
+    const double *const *y; /* [n_series][n_points] in display units */
+    double reference;    /* NAN for none */
     double x0, x1;       /* log10 range */
-} distance_ctx;
+    double y0, y1;
+} log_x_ctx;
 
-static void draw_distance(const void *p)
+static void draw_log_x(const void *p)
 {
-    const distance_ctx *c = p;
+    const log_x_ctx *c = p;
     plvpor(0.08, 0.71, 0.11, 0.91);
     /* Log axis: ticks from PLplot, numbers written out (100, 200, 500, 1000, ...). */
-    frame(c->x0, c->x1, 0, 105, "bcstl", "bcnstv", "clue-to-query distance (events, log scale)", "accuracy (%)",
-          "Accuracy by distance");
+    frame(c->x0, c->x1, c->y0, c->y1, "bcstl", "bcnstv", c->x_label, c->y_label, c->title);
     double span = c->x1 - c->x0;
     static const double steps[] = {1, 2, 5};
     for (int e = (int)floor(c->x0); e <= (int)ceil(c->x1); e++) {
@@ -404,12 +405,12 @@ static void draw_distance(const void *p)
     PLINT colours[MAX_ENTRIES + 1], styles[MAX_ENTRIES + 1];
     int symbols[MAX_ENTRIES + 1];
     int n = 0;
-    for (int m = 0; m < c->n_models; m++) {
+    for (int m = 0; m < c->n_series; m++) {
         series_style(m);
-        draw_broken_line(c->n_points, c->log_x, c->percent[m]);
+        draw_broken_line(c->n_points, c->log_x, c->y[m]);
         for (int i = 0; i < c->n_points; i++)
-            if (isfinite(c->percent[m][i])) {
-                PLFLT px = c->log_x[i], py = c->percent[m][i];
+            if (isfinite(c->y[m][i])) {
+                PLFLT px = c->log_x[i], py = c->y[m][i];
                 plpoin(1, &px, &py, 17);
             }
         if (n < MAX_ENTRIES) {
@@ -419,15 +420,13 @@ static void draw_distance(const void *p)
             symbols[n++] = 1;
         }
     }
-    char chance_label[64];
-    if (isfinite(c->chance)) {
-        PLFLT cx[2] = {c->x0, c->x1}, cy[2] = {c->chance, c->chance};
+    if (isfinite(c->reference)) {
+        PLFLT cx[2] = {c->x0, c->x1}, cy[2] = {c->reference, c->reference};
         plcol0(COL_FG);
         pllsty(2);
         plwidth(1.5);
         plline(2, cx, cy);
-        snprintf(chance_label, sizeof chance_label, "chance (%.1f%%)", c->chance);
-        names[n] = chance_label;
+        names[n] = c->reference_label ? c->reference_label : "";
         colours[n] = COL_FG;
         styles[n] = 2;
         symbols[n++] = 0;
@@ -435,40 +434,46 @@ static void draw_distance(const void *p)
     legend(n, names, colours, styles, symbols);
 }
 
-lb_status lb_plot_accuracy_by_distance(const char *png_path, int n_models, const char *const *names, int n_points,
-                                       const double *distances, const double *const *accuracy, double chance)
+lb_status lb_plot_log_x(const char *png_path, const char *title, const char *x_label, const char *y_label,
+                        int n_series, const char *const *names, int n_points, const double *x, const double *const *y,
+                        double y_min, double y_max, double reference, const char *reference_label)
 {
-    if (n_models < 1 || n_points < 1 || !names || !distances || !accuracy)
-        return lb_error(LB_ERR_VALUE, "lb_plot_accuracy_by_distance: need at least one model and one distance (got %d "
-                                      "models, %d distances)", n_models, n_points);
-    distance_ctx c = {n_models, n_points, names, NULL, NULL, isfinite(chance) ? 100.0 * chance : NAN, INFINITY, -INFINITY};
-    for (int i = 0; i < n_points; i++) {
-        if (!(isfinite(distances[i]) && distances[i] > 0))
-            return lb_error(LB_ERR_VALUE, "lb_plot_accuracy_by_distance: distance %d is %g; distances must be > 0 "
-                                          "(the axis is logarithmic)", i, distances[i]);
+    if (n_series < 1 || n_points < 1 || !names || !x || !y)
+        return lb_error(LB_ERR_VALUE, "%s plot: need at least one series and one point (got %d series, %d points)",
+                        title ? title : "log-x", n_series, n_points);
+    log_x_ctx c = {n_series, n_points, names, title ? title : "", x_label ? x_label : "", y_label ? y_label : "",
+                   reference_label, NULL, y, reference, INFINITY, -INFINITY, y_min, y_max};
+    for (int i = 0; i < n_points; i++)
+        if (!(isfinite(x[i]) && x[i] > 0))
+            return lb_error(LB_ERR_VALUE, "%s plot: x %d is %g; x must be > 0 (the axis is logarithmic)", c.title, i,
+                            x[i]);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int m = 0; m < n_series; m++) {
+        if (!names[m] || !y[m])
+            return lb_error(LB_ERR_VALUE, "%s plot: series %d has no name or no values", c.title, m);
+        for (int i = 0; i < n_points; i++)
+            if (isfinite(y[m][i])) {
+                lo = fmin(lo, y[m][i]);
+                hi = fmax(hi, y[m][i]);
+            }
     }
-    for (int m = 0; m < n_models; m++)
-        if (!names[m] || !accuracy[m])
-            return lb_error(LB_ERR_VALUE, "lb_plot_accuracy_by_distance: model %d has no name or no accuracies", m);
-    c.log_x = malloc((size_t)n_points * sizeof *c.log_x);
-    c.percent = calloc((size_t)n_models, sizeof *c.percent);
-    lb_status st = LB_OK;
-    if (!c.log_x || !c.percent) {
-        st = lb_error(LB_ERR_MEMORY, "lb_plot_accuracy_by_distance: out of memory");
-        goto done;
+    if (isnan(y_min) || isnan(y_max)) {
+        if (!isfinite(lo))
+            return lb_error(LB_ERR_VALUE, "%s plot: nothing finite to plot", c.title);
+        if (isfinite(reference)) {
+            lo = fmin(lo, reference);
+            hi = fmax(hi, reference);
+        }
+        pad_range(&lo, &hi);
+        c.y0 = lo;
+        c.y1 = hi;
     }
+    if (!(c.log_x = malloc((size_t)n_points * sizeof *c.log_x)))
+        return lb_error(LB_ERR_MEMORY, "%s plot: out of memory", c.title);
     for (int i = 0; i < n_points; i++) {
-        c.log_x[i] = log10(distances[i]);
+        c.log_x[i] = log10(x[i]);
         c.x0 = fmin(c.x0, c.log_x[i]);
         c.x1 = fmax(c.x1, c.log_x[i]);
-    }
-    for (int m = 0; m < n_models; m++) {
-        if (!(c.percent[m] = malloc((size_t)n_points * sizeof **c.percent))) {
-            st = lb_error(LB_ERR_MEMORY, "lb_plot_accuracy_by_distance: out of memory");
-            goto done;
-        }
-        for (int i = 0; i < n_points; i++)
-            c.percent[m][i] = 100.0 * accuracy[m][i];
     }
     /* A quarter of a decade of margin (at least half a decade of span in all). */
     c.x0 -= 0.12;
@@ -478,12 +483,43 @@ lb_status lb_plot_accuracy_by_distance(const char *png_path, int n_models, const
         c.x0 = mid - 0.25;
         c.x1 = mid + 0.25;
     }
-    st = run_plot("accuracy-by-distance plot", png_path, draw_distance, &c);
-done:
-    for (int m = 0; c.percent && m < n_models; m++)
-        free(c.percent[m]);
-    free(c.percent);
+    lb_status st = run_plot(c.title, png_path, draw_log_x, &c);
     free(c.log_x);
+    return st;
+}
+
+lb_status lb_plot_accuracy_by_distance(const char *png_path, int n_models, const char *const *names, int n_points,
+                                       const double *distances, const double *const *accuracy, double chance)
+{
+    if (n_models < 1 || n_points < 1 || !names || !distances || !accuracy)
+        return lb_error(LB_ERR_VALUE, "lb_plot_accuracy_by_distance: need at least one model and one distance (got %d "
+                                      "models, %d distances)", n_models, n_points);
+    for (int i = 0; i < n_points; i++)
+        if (!(isfinite(distances[i]) && distances[i] > 0))
+            return lb_error(LB_ERR_VALUE, "lb_plot_accuracy_by_distance: distance %d is %g; distances must be > 0 "
+                                          "(the axis is logarithmic)", i, distances[i]);
+    for (int m = 0; m < n_models; m++)
+        if (!names[m] || !accuracy[m])
+            return lb_error(LB_ERR_VALUE, "lb_plot_accuracy_by_distance: model %d has no name or no accuracies", m);
+    double **percent = calloc((size_t)n_models, sizeof *percent);
+    lb_status st = percent ? LB_OK : lb_error(LB_ERR_MEMORY, "lb_plot_accuracy_by_distance: out of memory");
+    for (int m = 0; st == LB_OK && m < n_models; m++) {
+        if (!(percent[m] = malloc((size_t)n_points * sizeof **percent))) {
+            st = lb_error(LB_ERR_MEMORY, "lb_plot_accuracy_by_distance: out of memory");
+            break;
+        }
+        for (int i = 0; i < n_points; i++)
+            percent[m][i] = 100.0 * accuracy[m][i];
+    }
+    char chance_label[64];
+    snprintf(chance_label, sizeof chance_label, "chance (%.1f%%)", 100.0 * chance);
+    if (st == LB_OK)
+        st = lb_plot_log_x(png_path, "Accuracy by distance", "clue-to-query distance (events, log scale)",
+                           "accuracy (%)", n_models, names, n_points, distances, (const double *const *)percent, 0, 105,
+                           isfinite(chance) ? 100.0 * chance : NAN, chance_label);
+    for (int m = 0; percent && m < n_models; m++)
+        free(percent[m]);
+    free(percent);
     return st;
 }
 

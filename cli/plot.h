@@ -43,6 +43,17 @@ lb_status lb_plot_curves(const char *png_path, const char *title, const char *x_
 lb_status lb_plot_accuracy_by_distance(const char *png_path, int n_models, const char *const *names, int n_points,
                                        const double *distances, const double *const *accuracy, double chance);
 
+/* Lines over a logarithmic x axis (x > 0, tick numbers written out: 100, 200, 500,
+ * ...), one colour per series with a marker at each point and a legend of `names`:
+ * series s has the value y[s][i] at x[i] (the same n_points x for every series; NAN
+ * leaves a point out). y on a linear axis from y_min to y_max, or, when either is NAN,
+ * over the finite values with a margin. reference (NAN for none) is drawn as a dashed
+ * horizontal line with the legend entry reference_label (e.g. chance). Used for
+ * accuracy against distance or test length and for cost against length. */
+lb_status lb_plot_log_x(const char *png_path, const char *title, const char *x_label, const char *y_label,
+                        int n_series, const char *const *names, int n_points, const double *x, const double *const *y,
+                        double y_min, double y_max, double reference, const char *reference_label);
+
 /* The attention weights of ONE query (e.g. the alarm, the last event) over its
  * n_keys keys: weights[k] for key position k = 0 .. n_keys - 1, as impulses. Top
  * panel linear, bottom panel log10 (weights below 1e-12 drawn at 1e-12), so both

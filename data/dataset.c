@@ -70,7 +70,7 @@ static lb_status read_task_and_version(reader *r)
     lb_task_kind kind;
     lb_status st = lb_h5_read_attr_string(r->fid, "task", task, sizeof task, r->file);
     if (st == LB_OK && lb_task_parse_name(task, &kind) != LB_OK)
-        st = lb_error(LB_ERR_FORMAT, "%s: attribute 'task' = '%s' is not a known task (spike, recall, copy, adding, local)",
+        st = lb_error(LB_ERR_FORMAT, "%s: attribute 'task' = '%s' is not a known task (spike, recall, copy, adding, local, parity)",
                       r->file, task);
     if (st == LB_OK)
         st = lb_h5_read_attr_int(r->fid, "format_version", &ds->format_version, r->file);
@@ -695,6 +695,10 @@ lb_status lb_dataset_print_info(const lb_dataset *ds, FILE *out)
     else
         fprintf(out, "vocab     vocab_size %lld, num_classes %lld (chance accuracy %.4f)\n", (long long)ds->vocab_size,
                 (long long)ds->num_classes, 1.0 / (double)ds->num_classes);
+    if (o->task == LB_TASK_COPY && o->blank_targets)
+        fprintf(out, "baseline  memoryless loss %.4f per position (copy_symbols * ln(alphabet) / seq_len: blanks "
+                     "predicted, outputs guessed uniformly)\n",
+                (double)o->copy_symbols * log((double)o->alphabet) / (double)o->seq_len);
     fputs("datasets (per split)\n", out);
     print_shapes(ds, out);
     fputs("splits\n", out);

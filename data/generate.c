@@ -144,6 +144,8 @@ static void recipe_copy(const lb_task_options *o, lb_rng *rng, int64_t L, exampl
     int32_t *tok = ex->tokens;
     for (int64_t t = 0; t < L; t++)
         tok[t] = blank;
+    for (int64_t t = 0; o->blank_targets && t < L - C; t++)
+        ex->targets[t] = (int32_t)A; /* the blank class */
     for (int64_t i = 0; i < C; i++)
         ex->targets[L - C + i] = (int32_t)lb_rng_below(rng, (uint64_t)A);
     if (o->selective) { /* Floyd's sampling of C positions out of M, marked with the delimiter */
@@ -196,8 +198,19 @@ static void recipe_local(const lb_task_options *o, lb_rng *rng, int64_t L, examp
     ex->targets[0] = (int32_t)(sum % o->classes);
 }
 
+/* parity: symbols 1..A; target = (number of positions holding symbol 1) mod 2. */
+static void recipe_parity(const lb_task_options *o, lb_rng *rng, int64_t L, example *ex)
+{
+    int32_t odd = 0;
+    for (int64_t t = 0; t < L; t++) {
+        ex->tokens[t] = (int32_t)(1 + lb_rng_below(rng, (uint64_t)o->alphabet));
+        odd ^= ex->tokens[t] == 1;
+    }
+    ex->targets[0] = odd;
+}
+
 static const recipe_fn recipes[LB_TASK_COUNT] = {recipe_spike, recipe_recall, recipe_copy, recipe_adding,
-                                                 recipe_local};
+                                                 recipe_local, recipe_parity};
 
 static int64_t recipe_scratch(const lb_task_options *o) { return o->task == LB_TASK_RECALL ? o->pairs : 1; }
 
@@ -210,7 +223,7 @@ static lb_layout task_layout(const lb_task_options *o)
     l.features = lb_task_num_features(o);
     l.per_position = o->task == LB_TASK_RECALL || o->task == LB_TASK_COPY;
     l.regression = o->task == LB_TASK_ADDING;
-    l.has_distance = o->task != LB_TASK_LOCAL;
+    l.has_distance = o->task != LB_TASK_LOCAL && o->task != LB_TASK_PARITY;
     l.has_lengths = o->variable_length != 0;
     return l;
 }

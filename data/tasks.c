@@ -17,7 +17,7 @@
 
 enum { MAX_SEQ_LEN = 1 << 20, MAX_SPLIT = 1 << 30 };
 
-static const char *const task_names[LB_TASK_COUNT] = {"spike", "recall", "copy", "adding", "local"};
+static const char *const task_names[LB_TASK_COUNT] = {"spike", "recall", "copy", "adding", "local", "parity"};
 
 static const lb_option_spec option_table[] = {
     {"seq_len", NULL, LB_OPT_INT, OPT(seq_len), 2, MAX_SEQ_LEN, 0, ALL_TASKS,
@@ -47,10 +47,13 @@ static const lb_option_spec option_table[] = {
     {"power_a", NULL, LB_OPT_REAL, OPT(power_a), 1e-6, 16, 0, TASK_BIT(LB_TASK_RECALL),
      "query gap g >= 1 has density proportional to g^(a - 1)"},
     {"copy_symbols", NULL, LB_OPT_INT, OPT(copy_symbols), 1, 1 << 16, 0, TASK_BIT(LB_TASK_COPY), "symbols to copy"},
-    {"alphabet", NULL, LB_OPT_INT, OPT(alphabet), 2, 1 << 20, 0, TASK_BIT(LB_TASK_COPY) | TASK_BIT(LB_TASK_LOCAL),
-     "symbol alphabet size (copy: = num_classes)"},
+    {"alphabet", NULL, LB_OPT_INT, OPT(alphabet), 2, 1 << 20, 0,
+     TASK_BIT(LB_TASK_COPY) | TASK_BIT(LB_TASK_LOCAL) | TASK_BIT(LB_TASK_PARITY),
+     "symbol alphabet size (copy: = num_classes; parity: symbol 1 is the counted one)"},
     {"selective", NULL, LB_OPT_FLAG, OPT(selective), 0, 1, 0, TASK_BIT(LB_TASK_COPY),
      "scatter the symbols at random positions among the blanks"},
+    {"blank_targets", NULL, LB_OPT_FLAG, OPT(blank_targets), 0, 1, 0, TASK_BIT(LB_TASK_COPY),
+     "score every position: the targets before the outputs are the blank class (= --alphabet), as Bai et al. 2018"},
     {"window", NULL, LB_OPT_INT, OPT(window), 1, 1 << 16, 0, TASK_BIT(LB_TASK_LOCAL),
      "target sums the last --window symbols"},
     {"classes", NULL, LB_OPT_INT, OPT(classes), 2, 1 << 20, 0, TASK_BIT(LB_TASK_LOCAL), "target modulus (= num_classes)"},
@@ -212,13 +215,13 @@ lb_status lb_task_parse_name(const char *name, lb_task_kind *out)
             return LB_OK;
         }
     }
-    return lb_error(LB_ERR_VALUE, "unknown task '%s' (expected spike, recall, copy, adding or local)",
+    return lb_error(LB_ERR_VALUE, "unknown task '%s' (expected spike, recall, copy, adding, local or parity)",
                     name ? name : "(null)");
 }
 
 void lb_task_options_default(lb_task_kind task, lb_task_options *opt)
 {
-    static const int64_t default_seq_len[LB_TASK_COUNT] = {1024, 256, 120, 200, 64};
+    static const int64_t default_seq_len[LB_TASK_COUNT] = {1024, 256, 120, 200, 64, 64};
     if (task < 0 || task >= LB_TASK_COUNT)
         task = LB_TASK_SPIKE;
     memset(opt, 0, sizeof *opt);
@@ -241,6 +244,8 @@ void lb_task_options_default(lb_task_kind task, lb_task_options *opt)
     opt->selective = 0;
     opt->window = 3;
     opt->classes = 8;
+    if (task == LB_TASK_PARITY)
+        opt->alphabet = 2; /* binary strings, as Deletang et al. 2023 */
     opt->n_train = 10000;
     opt->n_val = 1000;
     opt->n_test = 1000;
@@ -532,6 +537,7 @@ int64_t lb_task_vocab_size(const lb_task_options *o)
     case LB_TASK_RECALL: return 1 + o->noise_types + o->key_vocab + o->value_vocab;
     case LB_TASK_COPY: return o->alphabet + 3;
     case LB_TASK_LOCAL: return o->alphabet + 1;
+    case LB_TASK_PARITY: return o->alphabet + 1;
     default: return 0;
     }
 }
@@ -541,8 +547,9 @@ int64_t lb_task_num_classes(const lb_task_options *o)
     switch (o->task) {
     case LB_TASK_SPIKE: return o->readings;
     case LB_TASK_RECALL: return o->value_vocab;
-    case LB_TASK_COPY: return o->alphabet;
+    case LB_TASK_COPY: return o->alphabet + (o->blank_targets ? 1 : 0);
     case LB_TASK_LOCAL: return o->classes;
+    case LB_TASK_PARITY: return 2;
     default: return 0;
     }
 }
@@ -598,6 +605,7 @@ void lb_task_print_help(FILE *out)
           "  copy    copy memory: emit the symbols seen at the start (--selective: scattered) in order\n"
           "  adding  adding problem: sum the two marked values (regression, real-valued inputs)\n"
           "  local   control task: (sum of the last --window symbols) mod --classes\n"
+          "  parity  state tracking: is the count of symbol 1 in the whole sequence odd?\n"
           "Options (--name value; 'auto' where shown):\n",
           out);
     int count = 0;

@@ -1,6 +1,6 @@
 /* Synthetic long-range-dependency tasks and their generator.
  *
- * Five tasks, each described with its exact recipe, chance level and purpose in
+ * Six tasks, each described with its exact recipe, chance level and purpose in
  * docs/data.md:
  *   spike   (default) a stream of sensor events; one token binds a sensor to its
  *           reading; the last event is an alarm naming a sensor; the target is that
@@ -10,6 +10,8 @@
  *           a selective variant (Gu & Dao 2023, "Mamba", selective copying).
  *   adding  the adding problem (Hochreiter & Schmidhuber 1997), real-valued inputs.
  *   local   a control task whose answer depends on the last few tokens only.
+ *   parity  sequential state tracking: is the count of a marked symbol odd?
+ *           (Deletang et al. 2023, "Neural Networks and the Chomsky Hierarchy").
  *
  * Token conventions for every token task: id 0 is PAD (never a real event), targets
  * of -100 (LB_IGNORE_INDEX) are ignored, as in torch.nn.CrossEntropyLoss.
@@ -42,6 +44,7 @@ typedef enum lb_task_kind {
     LB_TASK_COPY,
     LB_TASK_ADDING,
     LB_TASK_LOCAL,
+    LB_TASK_PARITY,
     LB_TASK_COUNT
 } lb_task_kind;
 
@@ -65,8 +68,9 @@ typedef struct lb_task_options {
     int64_t value_vocab;     /* recall: distinct value tokens = num_classes */
     double power_a;          /* recall: query gaps g drawn with density ~ g^(a-1) */
     int64_t copy_symbols;    /* copy: symbols to copy */
-    int64_t alphabet;        /* copy, local: symbol alphabet size */
+    int64_t alphabet;        /* copy, local, parity: symbol alphabet size */
     int64_t selective;       /* copy: 0/1, scatter the symbols among blanks */
+    int64_t blank_targets;   /* copy: 0/1, every other position's target is the blank class */
     int64_t window;          /* local: the target sums the last `window` symbols */
     int64_t classes;         /* local: target modulus = num_classes */
     int64_t n_train, n_val, n_test; /* split sizes (sequences) */

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "layers/linear.h"
@@ -206,6 +207,98 @@ lb_status lb_mha_init(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_mo
     return LB_OK;
 }
 
+static const char *const length_scale_names[] = {"none", "log-n", "scalable"};
+
+const char *lb_length_scale_name(lb_length_scale kind)
+{
+    return kind >= LB_LENGTH_SCALE_NONE && kind <= LB_LENGTH_SCALE_SCALABLE ? length_scale_names[kind] : "unknown";
+}
+
+lb_status lb_length_scale_parse(const char *name, lb_length_scale *out)
+{
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, length_scale_names[i]) == 0) {
+            *out = (lb_length_scale)i;
+            return LB_OK;
+        }
+    return lb_error(LB_ERR_VALUE, "softmax length scaling '%s' is not one of none, log-n, scalable",
+                    name ? name : "(null)");
+}
+
+lb_status lb_mha_set_length_scale(lb_mha *a, lb_params *ps, const char *prefix, lb_length_scale kind,
+                                  int64_t reference_keys, lb_dtype dtype)
+{
+    if (kind < LB_LENGTH_SCALE_NONE || kind > LB_LENGTH_SCALE_SCALABLE)
+        return lb_error(LB_ERR_VALUE, "multi-head attention '%s': length scale %d is not none, log-n or scalable",
+                        a->name, (int)kind);
+    if (kind == LB_LENGTH_SCALE_NONE)
+        return LB_OK;
+    if (reference_keys < 2)
+        return lb_error(LB_ERR_VALUE, "multi-head attention '%s': the reference length of the %s length scale is %lld; "
+                        "it must be >= 2 (ln N normalises the scale)",
+                        a->name, lb_length_scale_name(kind), (long long)reference_keys);
+    if (a->length_scale != LB_LENGTH_SCALE_NONE)
+        return lb_error(LB_ERR_STATE, "multi-head attention '%s': the length scale is already set", a->name);
+    a->length_scale = kind;
+    a->log_reference = log((double)reference_keys);
+    if (kind != LB_LENGTH_SCALE_SCALABLE)
+        return LB_OK;
+    int64_t s[1] = {a->n_heads};
+    if (!(a->softmax_scale = lb_params_add(ps, prefix, "softmax_scale", dtype, 1, s)))
+        return lb_last_status();
+    lb_tensor_fill(a->softmax_scale->value, 1.0 / a->log_reference);
+    return LB_OK;
+}
+
+/* ln(n) per query, [B, 1, Tq, 1] in `dtype`: n = keys query i may see under the
+ * mask's causal, window and key_lengths limits (see lb_length_scale). */
+static lb_tensor *log_key_counts(int64_t B, int64_t Tq, int64_t Tk, const lb_attn_mask *mask,
+                                 const lb_attn_queries *queries, lb_dtype dtype)
+{
+    int64_t shape[4] = {B, 1, Tq, 1};
+    double *logn = malloc((size_t)(B * Tq) * sizeof *logn);
+    if (!logn) {
+        lb_error(LB_ERR_MEMORY, "attention length scale: out of memory");
+        return NULL;
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < Tq; i++) {
+            int64_t n = Tk;
+            if (mask && (mask->causal || mask->window > 0)) {
+                int64_t pos = queries ? queries->positions[b * Tq + i] : i + (Tk - Tq);
+                n = pos + 1;
+                if (mask->window > 0 && n > mask->window)
+                    n = mask->window;
+            }
+            if (mask && mask->key_lengths && n > mask->key_lengths[b])
+                n = mask->key_lengths[b];
+            logn[b * Tq + i] = n > 1 ? log((double)n) : 0.0;
+        }
+    lb_tensor *t = lb_tensor_from_doubles(dtype, 4, shape, logn);
+    free(logn);
+    return t;
+}
+
+/* q [B, H, Tq, d_head] times ln(n) (and the per-head s): the length-scaled queries. */
+static lb_var *scale_by_length(lb_graph *g, const lb_mha *a, lb_var *q, int64_t Tk, const lb_attn_mask *mask,
+                               const lb_attn_queries *queries)
+{
+    if (!q || a->length_scale == LB_LENGTH_SCALE_NONE)
+        return q;
+    const int64_t *s = q->value->shape;
+    lb_tensor *logn = log_key_counts(s[0], s[2], Tk, mask, queries, q->value->dtype);
+    if (!logn)
+        return NULL;
+    lb_var *factor = lb_input(g, logn, 0); /* [B, 1, Tq, 1] */
+    if (!a->softmax_scale) {
+        factor = lb_scale(g, factor, 1.0 / a->log_reference);
+    } else {
+        int64_t hs[4] = {1, a->n_heads, 1, 1};
+        factor = lb_mul(g, factor, lb_reshape(g, a->softmax_scale, 4, hs)); /* [B, H, Tq, 1] */
+    }
+    return lb_mul(g, q, factor);
+}
+
 /* [B, T, d_model] -> [B, H, T, d_head] */
 static lb_var *split_heads(lb_graph *g, lb_var *x, int64_t h, int64_t dh)
 {
@@ -245,6 +338,7 @@ lb_var *lb_mha_forward(lb_graph *g, const lb_mha *a, lb_var *x, const lb_attn_ma
         q = lb_rotary(g, q, queries ? queries->positions : NULL, ROTARY_BASE);
         k = lb_rotary(g, k, NULL, ROTARY_BASE);
     }
+    q = scale_by_length(g, a, q, x->value->shape[1], mask, queries);
     lb_var *heads = lb_attention(g, q, k, v, mask, queries, weights); /* [B, H, Tq, d_head] */
     lb_var *out = lb_affine(g, merge_heads(g, heads), a->w_o, a->b_o, "multi-head attention w_o");
     if (!out)

@@ -105,9 +105,39 @@ lb_var *lb_self_attention_forward(lb_graph *g, const lb_self_attention *a, lb_va
  * PyTorch's head h uses the same columns h*d_head .. (h+1)*d_head - 1. Its
  * attn_mask uses True = masked (the opposite of `allowed`), its key_padding_mask
  * True = padding, and it averages weights over heads unless average_attn_weights=False. */
+/* Length scaling of the attention logits, for attention that stays sharp as the
+ * number of keys grows: scores = f * Q Kᵀ / sqrt(d_head) with, for a query that may
+ * see n keys and a reference length N (the longest training sequence the model is
+ * built for, its max_seq_len):
+ *   LB_LENGTH_SCALE_NONE      f = 1, the standard softmax;
+ *   LB_LENGTH_SCALE_LOG_N     f = ln(n) / ln(N), fixed: logit scaling by log n (Chiang &
+ *                             Cholak 2022, "Overcoming a Theoretical Limitation of
+ *                             Self-Attention"), normalised to 1 at n = N;
+ *   LB_LENGTH_SCALE_SCALABLE  f = s_h ln(n), s_h learned per head: scalable softmax, SSMax
+ *                             (Nakanishi 2025, "Scalable-Softmax Is Superior for
+ *                             Attention", softmax(s ln(n) z)); parameter
+ *                             "<prefix>.softmax_scale" [H] initialised to 1 / ln(N), so
+ *                             training starts from the LOG_N scaling.
+ * n counts the keys left by the mask's causal, window and key_lengths limits (a
+ * user's allowed/additive mask is not counted): causal: min(pos + 1, window, length);
+ * not causal: the key length. A query seeing one key gets f = 0, i.e. weight 1 on
+ * that key, which is what softmax gives anyway. */
+typedef enum lb_length_scale {
+    LB_LENGTH_SCALE_NONE = 0,
+    LB_LENGTH_SCALE_LOG_N,
+    LB_LENGTH_SCALE_SCALABLE
+} lb_length_scale;
+
+/* "none", "log-n", "scalable" <-> kind. LB_ERR_VALUE naming the word. */
+lb_status lb_length_scale_parse(const char *name, lb_length_scale *out);
+const char *lb_length_scale_name(lb_length_scale kind);
+
 typedef struct lb_mha {
     lb_var *w_q, *w_k, *w_v, *w_o; /* [d_model, d_model] */
     lb_var *b_q, *b_k, *b_v, *b_o; /* [d_model] or NULL */
+    lb_var *softmax_scale;         /* [H] with LB_LENGTH_SCALE_SCALABLE, else NULL */
+    lb_length_scale length_scale;
+    double log_reference;          /* ln N of lb_mha_set_length_scale */
     int64_t d_model, d_head;
     int n_heads;
     int rotary;
@@ -120,6 +150,14 @@ typedef struct lb_mha {
  * n_heads, odd d_head with rotary, a taken name. */
 lb_status lb_mha_init(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_model, int n_heads, int bias, int rotary,
                       lb_dtype dtype, lb_rng *rng);
+
+/* Switches an initialised layer to length-scaled logits (see lb_length_scale) with
+ * reference length N = reference_keys (>= 2); with LB_LENGTH_SCALE_SCALABLE registers
+ * "<prefix>.softmax_scale" [H] (1 / ln N) in `ps`. Call once, right after lb_mha_init;
+ * LB_LENGTH_SCALE_NONE changes nothing. Errors: LB_ERR_VALUE for an unknown kind or
+ * reference_keys < 2, LB_ERR_STATE for a second call, a taken name. */
+lb_status lb_mha_set_length_scale(lb_mha *a, lb_params *ps, const char *prefix, lb_length_scale kind,
+                                  int64_t reference_keys, lb_dtype dtype);
 
 /* x [B, T, d_model] -> [B, Tq, d_model] (Tq = T, or P with `queries`: only those
  * query rows are projected and attended; keys and values use all T rows).

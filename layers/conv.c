@@ -285,3 +285,13 @@ lb_var *lb_conv_stack_forward(lb_graph *g, const lb_conv_stack *s, lb_var *x)
         lb_error_context("conv stack");
     return h;
 }
+
+int lb_conv_layers_for(int64_t seq_len, int64_t kernel_size)
+{
+    if (seq_len < 1 || kernel_size < 2)
+        return -1;
+    int n = 1;
+    while (n < 62 && 1 + (kernel_size - 1) * (((int64_t)1 << n) - 1) < seq_len)
+        n++;
+    return n;
+}

@@ -36,6 +36,13 @@ typedef struct lb_conv1d {
 lb_status lb_conv1d_init(lb_conv1d *c, lb_params *ps, const char *prefix, int64_t in_channels,
                          int64_t out_channels, int64_t kernel_size, int64_t dilation, lb_dtype dtype, lb_rng *rng);
 
+/* Layers n of a causal stack with kernel K and dilations 1, 2, 4, ..., 2^(n-1) whose
+ * receptive field 1 + (K - 1)(2^n - 1) covers seq_len positions: the smallest such n,
+ * so that the last output sees the first input (a TCN sized to the sequence, Bai,
+ * Kolter and Koltun 2018, §3.2). At least 1; -1 when K = 1 (the field never grows)
+ * or seq_len < 1. */
+int lb_conv_layers_for(int64_t seq_len, int64_t kernel_size);
+
 /* Causal convolution (formula above), one custom autograd op computed as K gemms of
  * time-shifted views per batch item (no im2col copy):
  *   x: [B, T, C_in] -> [B, T, C_out], the parameters' dtype.

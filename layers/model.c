@@ -98,6 +98,8 @@ static lb_status check_config(const lb_model_config *c)
         return BAD("head = %d is neither last nor every", (int)c->head);
     if (is_attention(c->kind) && (c->pos < LB_POS_NONE || c->pos > LB_POS_ROTARY))
         return BAD("pos = %d is not none, sinusoidal, learned or rotary", (int)c->pos);
+    if (is_attention(c->kind) && (c->length_scale < LB_LENGTH_SCALE_NONE || c->length_scale > LB_LENGTH_SCALE_SCALABLE))
+        return BAD("length_scale = %d is not none, log-n or scalable", (int)c->length_scale);
     /* Every field's own range (layers/model_fields.def), for the fields this family uses. */
     if (lb_model_config_check_ranges(c) != LB_OK)
         return lb_last_status();
@@ -144,7 +146,8 @@ static lb_status build(lb_model *m)
     if (is_attention(c->kind)) {
         if (lb_positional_init(&m->pos, ps, NULL, c->pos, c->max_seq_len, c->d_model, c->dtype, &r_pos) != LB_OK)
             return lb_last_status();
-        lb_transformer_config tc = {c->d_model, c->n_heads, c->d_ff, c->dropout, c->pos == LB_POS_ROTARY, c->n_layers};
+        lb_transformer_config tc = {c->d_model,  c->n_heads,      c->d_ff,       c->dropout, c->pos == LB_POS_ROTARY,
+                                    c->n_layers, c->length_scale, c->max_seq_len};
         if (lb_transformer_init(&m->transformer, ps, NULL, &tc, c->dtype, &r_body) != LB_OK)
             return lb_last_status();
     } else if (c->kind == LB_MODEL_LSTM) {

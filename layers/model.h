@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "autograd/ops.h"
+#include "layers/attention.h"
 #include "layers/params.h"
 
 typedef enum lb_model_kind {
@@ -43,7 +44,7 @@ enum { LB_FIELD_INIT = 1 };
 /* The type of a configuration field, and the C type of its member. */
 typedef enum lb_field_type {
     LB_FIELD_INT64, LB_FIELD_INT, LB_FIELD_REAL, LB_FIELD_U64, LB_FIELD_KIND, LB_FIELD_POS, LB_FIELD_HEAD,
-    LB_FIELD_DTYPE
+    LB_FIELD_DTYPE, LB_FIELD_SCALE
 } lb_field_type;
 #define LB_FIELD_CTYPE_INT64 int64_t
 #define LB_FIELD_CTYPE_INT int
@@ -53,11 +54,12 @@ typedef enum lb_field_type {
 #define LB_FIELD_CTYPE_POS lb_pos_kind
 #define LB_FIELD_CTYPE_HEAD lb_head_kind
 #define LB_FIELD_CTYPE_DTYPE lb_dtype
+#define LB_FIELD_CTYPE_SCALE lb_length_scale
 
 /* A model's configuration: one member per row of layers/model_fields.def, which
  * documents each (kind, dtype, vocab_size, input_features, num_classes, head,
- * max_seq_len, n_layers, d_model, n_heads, d_ff, pos, window, causal, dropout,
- * hidden_size, forget_bias, kernel_size, seed, in that order). Start from
+ * max_seq_len, n_layers, d_model, n_heads, d_ff, pos, window, causal, length_scale,
+ * dropout, hidden_size, forget_bias, kernel_size, seed, in that order). Start from
  * lb_model_config_default and set what differs. */
 typedef struct lb_model_config {
 #define LB_MODEL_FIELD(member, option, type, families, when, def, min, max, flags, help) LB_FIELD_CTYPE_##type member;
@@ -86,10 +88,10 @@ const lb_model_field *lb_model_field_find(const char *name);
 /* 1 when family `kind` uses the field at all (its families bit). */
 int lb_model_field_in_family(const lb_model_field *f, lb_model_kind kind);
 /* 1 when the model `cfg` uses the field: its family does and the field's condition
- * holds (max_seq_len only with learned positions). */
+ * holds (max_seq_len only with learned positions or log-n length scaling). */
 int lb_model_field_applies(const lb_model_field *f, const lb_model_config *cfg);
 /* Sets a field from text: a whole number or decimal in [min, max], or the name of an
- * enum value ("rotary", "every", "float64", "lstm"). Setting "kind" does not reset the
+ * enum value ("rotary", "every", "float64", "lstm", "log-n"). Setting "kind" does not reset the
  * other fields. Errors: LB_ERR_VALUE naming the option as "--<option>" (or the member)
  * and the accepted range. Nothing is changed on error. */
 lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, const char *text);

@@ -11,7 +11,7 @@
  *
  * Parameter names, with the block prefix "<prefix>.blocks.<i>" (or "blocks.<i>"):
  *   ln1.weight, ln1.bias [d_model]; attn.w_q, attn.w_k, attn.w_v, attn.w_o
- *   [d_model, d_model]; ln2.weight, ln2.bias [d_model]; ffn.fc1.weight [d_model, d_ff],
+ *   [d_model, d_model]; attn.softmax_scale [n_heads] (scalable softmax only); ln2.weight, ln2.bias [d_model]; ffn.fc1.weight [d_model, d_ff],
  *   ffn.fc1.bias [d_ff], ffn.fc2.weight [d_ff, d_model], ffn.fc2.bias [d_model];
  * then "<prefix>.ln_f.weight", "<prefix>.ln_f.bias" (or "ln_f.*").
  *
@@ -34,6 +34,8 @@ typedef struct lb_transformer_config {
     double dropout; /* on the attention output, the FFN output (both before the residual add) */
     int rotary;     /* rotary positions inside attention (d_model / n_heads even) */
     int n_layers;   /* blocks in a stack (>= 1) */
+    lb_length_scale length_scale; /* logit scaling by the number of keys (layers/attention.h) */
+    int64_t reference_keys;       /* its reference length N (the longest training sequence) */
 } lb_transformer_config;
 
 typedef struct lb_transformer_block {

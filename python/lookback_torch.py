@@ -54,8 +54,9 @@ CONFIG_DEFAULTS = {
     "forget_bias": 0.0,
     "kernel_size": 3,
     "seed": 1,
+    "length_scale": "none",
 }
-_STRING_FIELDS = ("kind", "dtype", "head", "pos")
+_STRING_FIELDS = ("kind", "dtype", "head", "pos", "length_scale")
 _REAL_FIELDS = ("dropout", "forget_bias")
 KINDS = ("transformer", "local", "lstm", "conv")
 POSITIONS = ("none", "sinusoidal", "learned", "rotary")
@@ -86,6 +87,9 @@ def check_config(config):
         raise ValueError(f"lookback_torch: pos = {c['pos']!r} is not one of {POSITIONS}")
     if c["dtype"] not in ("float32", "float64"):
         raise ValueError(f"lookback_torch: dtype = {c['dtype']!r} is neither float32 nor float64")
+    if c["length_scale"] != "none":
+        raise ValueError(f"lookback_torch: length_scale = {c['length_scale']!r} (attention logits scaled by the "
+                         f"number of keys) is not implemented here; only 'none' is")
     if c["head"] not in ("last", "every"):
         raise ValueError(f"lookback_torch: head = {c['head']!r} is neither last nor every")
     if (c["vocab_size"] > 0) == (c["input_features"] > 0):
@@ -315,7 +319,7 @@ def _read_config(f, path):
     for key, value in f.attrs.items():
         if key.startswith("model."):
             config[key[len("model."):]] = value.item() if isinstance(value, np.generic) else value
-    missing = sorted(set(CONFIG_DEFAULTS) - set(config))
+    missing = sorted(set(CONFIG_DEFAULTS) - set(config) - {"length_scale"})  # absent before it existed: none
     if missing:
         raise ValueError(f"{path}: model config attribute(s) {missing} are missing")
     return check_config(config)

@@ -598,6 +598,10 @@ static void test_plot_errors(void)
     double bad_distance[2] = {0, 100};
     CU_ASSERT_EQUAL(lb_plot_accuracy_by_distance(target, 1, names, 2, bad_distance, ys, 0.1), LB_ERR_VALUE);
     CU_ASSERT_TRUE(contains(lb_last_error(), "distance 0"));
+    CU_ASSERT_EQUAL(lb_plot_log_x(target, "t", "x", "y", 1, names, 2, bad_distance, ys, 0, 1, NAN, NULL), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(contains(lb_last_error(), "x 0 is 0"));
+    CU_ASSERT_EQUAL(lb_plot_log_x(target, "t", "x", "y", 1, names, 2, x, nans, NAN, NAN, NAN, NULL), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(contains(lb_last_error(), "nothing finite"));
     float w[4] = {0.25f, NAN, 0.25f, 0.5f};
     CU_ASSERT_EQUAL(lb_plot_attention(target, "t", w, 4, 1), LB_ERR_NUMERIC);
     CU_ASSERT_TRUE(contains(lb_last_error(), "key 1"));

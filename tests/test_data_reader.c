@@ -409,6 +409,11 @@ static void test_out_of_range_values(void)
         const char *const needles[] = {path, cases[i].needle, NULL};
         expect_open_error(path, LB_ERR_FORMAT, needles);
     }
+    /* parity has two classes: a target of 2 is refused. */
+    make_small(LB_TASK_PARITY, path);
+    poke_int(path, "/val/targets", 1, 0, 2);
+    const char *const parity[] = {path, "/val/targets", "value 2 at [1] is outside [0, 1]", NULL};
+    expect_open_error(path, LB_ERR_FORMAT, parity);
     /* -100 is a valid target; a non-finite feature is not. */
     make_small(LB_TASK_SPIKE, path);
     poke_int(path, "/train/targets", 0, 0, -100);

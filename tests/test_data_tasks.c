@@ -130,8 +130,8 @@ static void test_option_parsing(void)
 
 static void test_option_resolve(void)
 {
-    static const int64_t vocab[LB_TASK_COUNT] = {1 + 16 + 8 + 1, 1 + 16 + 64 + 64, 8 + 3, 0, 8 + 1};
-    static const int64_t classes[LB_TASK_COUNT] = {8, 64, 8, 0, 8};
+    static const int64_t vocab[LB_TASK_COUNT] = {1 + 16 + 8 + 1, 1 + 16 + 64 + 64, 8 + 3, 0, 8 + 1, 2 + 1};
+    static const int64_t classes[LB_TASK_COUNT] = {8, 64, 8, 0, 8, 2};
     for (int k = 0; k < LB_TASK_COUNT; k++) {
         lb_task_options o;
         lb_task_options_default((lb_task_kind)k, &o);
@@ -388,6 +388,88 @@ static void test_copy_recipe(void)
     }
 }
 
+/* copy with blank targets (Bai et al. 2018): every position before the outputs is
+ * scored as the blank class A, the outputs as the symbols, padding stays ignored. */
+static void test_copy_blank_targets(void)
+{
+    const char *kv[] = {"seq_len", "30", "copy_symbols", "4", "alphabet", "5", "blank_targets", "1",
+                        "variable_length", "1", "n_train", "100", "n_val", "0", "n_test", "0", NULL};
+    lb_task_options o = options_of(LB_TASK_COPY, kv);
+    CU_ASSERT_EQUAL(lb_task_num_classes(&o), 6); /* 5 symbols + blank */
+    CU_ASSERT_EQUAL(lb_task_vocab_size(&o), 8);
+    lb_dataset *ds = generate_open(&o, "copy_blank");
+    CU_ASSERT_EQUAL(lb_dataset_num_classes(ds), 6);
+    lb_batch b = whole(ds, "train");
+    for (int64_t i = 0; i < b.batch_size; i++) {
+        int64_t L = length_of(&b, i);
+        const int32_t *tok = b.tokens + i * 30, *y = b.targets + i * 30;
+        int ok = padding_ok(&b, i);
+        for (int64_t t = 0; t < L - 4; t++)
+            ok &= y[t] == 5;
+        for (int64_t k = 0; k < 4; k++) /* plain copy: symbol k at position k, output at L - 4 + k */
+            ok &= y[L - 4 + k] == tok[k] - 1 && tok[k] >= 1 && tok[k] <= 5;
+        CU_ASSERT_TRUE(ok);
+    }
+    lb_batch_free(&b);
+    lb_dataset_close(ds);
+    /* The flag is copy's only; the same seed without it gives the same tokens. */
+    lb_task_options plain = o;
+    plain.blank_targets = 0;
+    lb_dataset *d2 = generate_open(&plain, "copy_plain");
+    lb_batch a, c;
+    lb_dataset *d1 = generate_open(&o, "copy_blank2");
+    CU_ASSERT_EQUAL(lb_dataset_slice(d1, "train", 0, 100, &a), LB_OK);
+    CU_ASSERT_EQUAL(lb_dataset_slice(d2, "train", 0, 100, &c), LB_OK);
+    CU_ASSERT_EQUAL(memcmp(a.tokens, c.tokens, 100 * 30 * sizeof(int32_t)), 0);
+    lb_batch_free(&a);
+    lb_batch_free(&c);
+    lb_dataset_close(d1);
+    lb_dataset_close(d2);
+    expect_option_error(LB_TASK_LOCAL, "--blank-targets", "1", "only to copy");
+}
+
+/* parity: symbols 1..A, target = (count of symbol 1 within the length) mod 2; no
+ * distance; padding after variable lengths. */
+static void test_parity_recipe(void)
+{
+    for (int alphabet = 2; alphabet <= 3; alphabet++) {
+        char a[8];
+        snprintf(a, sizeof a, "%d", alphabet);
+        const char *kv[] = {"seq_len", "20", "alphabet", a, "variable_length", "1", "min_length", "2",
+                            "n_train", "400", "n_val", "0", "n_test", "0", NULL};
+        lb_task_options o = options_of(LB_TASK_PARITY, kv);
+        lb_dataset *ds = generate_open(&o, "parity");
+        CU_ASSERT_FALSE(lb_dataset_has_distance(ds));
+        CU_ASSERT_EQUAL(lb_dataset_num_classes(ds), 2);
+        CU_ASSERT_EQUAL(lb_dataset_vocab_size(ds), alphabet + 1);
+        lb_batch b = whole(ds, "train");
+        int64_t shortest = 20, odd = 0;
+        for (int64_t i = 0; i < b.batch_size; i++) {
+            int64_t L = length_of(&b, i), ones = 0;
+            const int32_t *tok = b.tokens + i * 20;
+            int ok = padding_ok(&b, i);
+            for (int64_t t = 0; t < L; t++) {
+                ok &= tok[t] >= 1 && tok[t] <= alphabet;
+                ones += tok[t] == 1;
+            }
+            ok &= b.targets[i] == ones % 2;
+            odd += b.targets[i];
+            shortest = L < shortest ? L : shortest;
+            CU_ASSERT_TRUE(ok);
+        }
+        CU_ASSERT_TRUE(shortest <= 4); /* lengths reach down to --min-length 2 */
+        CU_ASSERT_TRUE(odd > 150 && odd < 250);
+        lb_batch_free(&b);
+        lb_dataset_close(ds);
+    }
+    lb_task_options o;
+    lb_task_options_default(LB_TASK_PARITY, &o);
+    CU_ASSERT_EQUAL(o.alphabet, 2);
+    CU_ASSERT_EQUAL(o.seq_len, 64);
+    expect_option_error(LB_TASK_PARITY, "--window", "3", "only to local");
+    expect_option_error(LB_TASK_PARITY, "--alphabet", "1", "outside");
+}
+
 /* adding: values in [0, 1), exactly two markers, target = their sum. */
 static void test_adding_recipe(void)
 {
@@ -489,6 +571,13 @@ static void test_same_seed_same_bytes(void)
     set_threads(2);
     CU_ASSERT_EQUAL(lb_task_generate(&o, b, NULL, NULL), LB_OK);
     CU_ASSERT_TRUE(files_equal(a, b)); /* same options, any thread count: same bytes */
+    const char *pk[] = {"seq_len", "50", "variable_length", "1", "n_train", "300", "n_val", "20", "n_test", "20", NULL};
+    lb_task_options p = options_of(LB_TASK_PARITY, pk);
+    set_threads(1);
+    CU_ASSERT_EQUAL(lb_task_generate(&p, c, NULL, NULL), LB_OK);
+    set_threads(2);
+    CU_ASSERT_EQUAL(lb_task_generate(&p, b, NULL, NULL), LB_OK);
+    CU_ASSERT_TRUE(files_equal(c, b));
     o.seed = 2;
     CU_ASSERT_EQUAL(lb_task_generate(&o, c, NULL, NULL), LB_OK);
     CU_ASSERT_FALSE(files_equal(a, c));
@@ -784,6 +873,8 @@ int main(void)
         {"copy and selective copy emit the symbols in order", test_copy_recipe},
         {"adding: target is the sum of the two marked values", test_adding_recipe},
         {"local: target is the sum of the last window symbols mod K", test_local_recipe},
+        {"copy with blank targets scores every position", test_copy_blank_targets},
+        {"parity: target is the count of symbol 1 mod 2", test_parity_recipe},
         {"same seed gives the same bytes with any thread count", test_same_seed_same_bytes},
         {"splits do not depend on each other's sizes", test_splits_independent},
         {"distances cover their whole range uniformly", test_distance_coverage},

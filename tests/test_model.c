@@ -606,6 +606,112 @@ static void test_model_gradcheck(void)
     lb_tensor_free(f);
 }
 
+/* ---- length-scaled attention logits (log n, scalable softmax) ---- */
+
+static lb_var *param_named(lb_model *m, const char *suffix, int *from)
+{
+    lb_params *ps = lb_model_params(m);
+    for (int i = *from; i < ps->count; i++)
+        if (strstr(ps->items[i]->name, suffix)) {
+            *from = i + 1;
+            return ps->items[i];
+        }
+    return NULL;
+}
+
+static lb_tensor *forward_copy(lb_model *m, const lb_model_input *in)
+{
+    lb_graph *g = lb_graph_new();
+    lb_var *y = lb_model_forward(g, m, in, 0, NULL, NULL);
+    lb_tensor *out = y ? lb_tensor_copy(y->value, LB_FLOAT64) : NULL;
+    lb_graph_free(g);
+    return out;
+}
+
+static void test_length_scale(void)
+{
+    int32_t tokens[16] = {1, 2, 3, 4, 0, 4, 2, 1, 3, 3, 1, 2, 4, 4, 0, 1};
+    int32_t lengths[2] = {8, 5};
+    lb_model_input full = {2, 8, tokens, NULL, NULL}, padded = {2, 8, tokens, NULL, lengths};
+    const double log_n = log(8.0); /* N = max_seq_len = 8 */
+    for (int kind = 0; kind < 2; kind++) {
+        lb_model_config c = tiny((lb_model_kind)kind);
+        c.head = LB_HEAD_EVERY;
+        c.causal = 0;
+        c.window = kind == LB_MODEL_LOCAL ? 3 : 0;
+        lb_model *none = lb_model_new(&c);
+        c.length_scale = LB_LENGTH_SCALE_LOG_N;
+        lb_model *logn = lb_model_new(&c);
+        c.length_scale = LB_LENGTH_SCALE_SCALABLE;
+        lb_model *ssmax = lb_model_new(&c);
+        CU_ASSERT_TRUE_FATAL(none && logn && ssmax);
+        CU_ASSERT_EQUAL(lb_model_params(ssmax)->count, lb_model_params(none)->count + 2); /* one [H] per block */
+        int at = 0;
+        lb_var *s0 = param_named(ssmax, "attn.softmax_scale", &at);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s0);
+        CU_ASSERT_EQUAL(s0->value->shape[0], 2);
+        CU_ASSERT_DOUBLE_EQUAL(lb_tensor_flat(s0->value, 1), 1.0 / log_n, 1e-15);
+        /* At init the learned scale is ln(n) / ln(N), the same as log-n, with padding too. */
+        lb_tensor *a = forward_copy(logn, &padded), *b = forward_copy(ssmax, &padded), *z = forward_copy(none, &full);
+        LB_ASSERT_TENSORS_CLOSE(a, b, 1e-12, 1e-12);
+        lb_tensor_free(a);
+        lb_tensor_free(b);
+        /* Full attention without padding: every query sees n = N keys, so log-n is the
+         * standard softmax; local attention sees min(window, N) keys and is not. */
+        a = forward_copy(logn, &full);
+        if (kind == LB_MODEL_TRANSFORMER) {
+            LB_ASSERT_TENSORS_CLOSE(a, z, 1e-12, 1e-12);
+        } else {
+            CU_ASSERT_TRUE(fabs(lb_tensor_flat(a, 3) - lb_tensor_flat(z, 3)) > 1e-9);
+        }
+        lb_tensor_free(a);
+        /* s = 2 / ln N doubles the logits: the same as doubling W_Q in the standard model. */
+        at = 0;
+        for (lb_var *sc; (sc = param_named(ssmax, "attn.softmax_scale", &at));)
+            lb_tensor_fill(sc->value, 2.0 / log_n);
+        at = 0;
+        for (lb_var *wq; (wq = param_named(none, "attn.w_q", &at));)
+            for (int64_t i = 0; i < lb_tensor_numel(wq->value); i++) {
+                int64_t idx[2] = {i / wq->value->shape[1], i % wq->value->shape[1]};
+                lb_tensor_set(wq->value, idx, 2.0 * lb_tensor_get(wq->value, idx));
+            }
+        a = forward_copy(ssmax, &full);
+        b = forward_copy(none, &full);
+        if (kind == LB_MODEL_TRANSFORMER) {
+            LB_ASSERT_TENSORS_CLOSE(a, b, 1e-12, 1e-12);
+        }
+        lb_tensor_free(a);
+        lb_tensor_free(b);
+        lb_tensor_free(z);
+        lb_model_free(none);
+        lb_model_free(logn);
+        lb_model_free(ssmax);
+        /* Gradients, the learned scale included: causal, padding, both heads. */
+        for (int head = 0; head < 2; head++) {
+            lb_model_config g = tiny((lb_model_kind)kind);
+            g.length_scale = LB_LENGTH_SCALE_SCALABLE;
+            g.head = (lb_head_kind)head;
+            g.pos = LB_POS_ROTARY;
+            char what[64];
+            snprintf(what, sizeof what, "%s scalable softmax head %d", lb_model_kind_name(g.kind), head);
+            gradcheck_model(&g, &padded, what);
+        }
+    }
+    lb_model_config c = tiny(LB_MODEL_TRANSFORMER);
+    c.length_scale = (lb_length_scale)7;
+    CU_ASSERT_PTR_NULL(lb_model_new(&c));
+    CU_ASSERT_TRUE(strstr(lb_last_error(), "length_scale") != NULL);
+    c.length_scale = LB_LENGTH_SCALE_LOG_N;
+    c.max_seq_len = 1;
+    CU_ASSERT_PTR_NULL(lb_model_new(&c));
+    CU_ASSERT_TRUE(strstr(lb_last_error(), "reference length") != NULL);
+    lb_length_scale k;
+    CU_ASSERT_EQUAL(lb_length_scale_parse("scalable", &k), LB_OK);
+    CU_ASSERT_EQUAL(k, LB_LENGTH_SCALE_SCALABLE);
+    CU_ASSERT_EQUAL(lb_length_scale_parse("ssmax", &k), LB_ERR_VALUE);
+    CU_ASSERT_STRING_EQUAL(lb_length_scale_name(LB_LENGTH_SCALE_LOG_N), "log-n");
+}
+
 int main(void)
 {
     const lb_test_case cases[] = {
@@ -619,6 +725,7 @@ int main(void)
         {"padding after the length does not change the output", test_padding_invariance},
         {"float32 matches float64; dropout is reproducible", test_float32_and_dropout},
         {"gradcheck of whole models, every family, tokens and features", test_model_gradcheck},
+        {"length-scaled logits: log-n, scalable softmax, gradients", test_length_scale},
         {NULL, NULL},
     };
     return lb_test_main("model", cases);

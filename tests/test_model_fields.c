@@ -13,7 +13,7 @@ static void test_every_member_has_one_row(void)
 {
     int n;
     const lb_model_field *f = lb_model_fields(&n);
-    CU_ASSERT_EQUAL(n, 19);
+    CU_ASSERT_EQUAL(n, 20);
     CU_ASSERT_EQUAL(f[0].offset, 0);
     CU_ASSERT_STRING_EQUAL(f[0].member, "kind");
     CU_ASSERT_STRING_EQUAL(f[n - 1].member, "seed");
@@ -73,7 +73,8 @@ static void test_set_and_format_round_trip(void)
         {"kind", "lstm"},        {"dtype", "float64"},      {"vocab_size", "17"}, {"input_features", "0"},
         {"num_classes", "5"},    {"head", "every"},         {"max_seq_len", "333"}, {"layers", "3"},
         {"d-model", "24"},       {"heads", "6"},            {"d-ff", "48"},       {"pos", "rotary"},
-        {"window", "9"},         {"causal", "0"},           {"dropout", "0.15"},  {"hidden", "12"},
+        {"window", "9"},         {"causal", "0"},           {"length-scale", "log-n"}, {"dropout", "0.15"},
+        {"hidden", "12"},
         {"forget-bias", "-1.5"}, {"kernel", "5"},           {"model-seed", "18446744073"},
     };
     lb_model_config a;
@@ -92,6 +93,7 @@ static void test_set_and_format_round_trip(void)
     CU_ASSERT_EQUAL(a.dtype, LB_FLOAT64);
     CU_ASSERT_EQUAL(a.head, LB_HEAD_EVERY);
     CU_ASSERT_EQUAL(a.pos, LB_POS_ROTARY);
+    CU_ASSERT_EQUAL(a.length_scale, LB_LENGTH_SCALE_LOG_N);
     CU_ASSERT_EQUAL(a.hidden_size, 12);
     CU_ASSERT_DOUBLE_EQUAL(a.dropout, 0.15, 0);
     CU_ASSERT_DOUBLE_EQUAL(a.forget_bias, -1.5, 0);
@@ -153,6 +155,11 @@ static void test_applies_per_family(void)
     CU_ASSERT_TRUE(lb_model_field_applies(msl, &t));
     CU_ASSERT_FALSE(lb_model_field_applies(msl, &r));
     t.pos = LB_POS_ROTARY;
+    CU_ASSERT_FALSE(lb_model_field_applies(msl, &t));
+    /* log-n length scaling divides by ln(max_seq_len): the field is part of the model. */
+    t.length_scale = LB_LENGTH_SCALE_LOG_N;
+    CU_ASSERT_TRUE(lb_model_field_applies(msl, &t));
+    t.length_scale = LB_LENGTH_SCALE_SCALABLE;
     CU_ASSERT_FALSE(lb_model_field_applies(msl, &t));
 }
 

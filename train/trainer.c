@@ -167,9 +167,10 @@ static lb_var *task_loss(lb_graph *g, lb_var *output, const lb_batch *b)
 }
 
 /* Counts correct predictions: argmax of each scored row of logits [R, C].
- * per_row_correct (may be NULL) receives, per sequence, correct / scored counts. */
+ * seq_correct/seq_scored (may be NULL) receive, per sequence, correct / scored counts;
+ * out (may be NULL) accumulates the per-output-index counts of lb_eval_result. */
 static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *correct, int64_t *scored,
-                          int64_t *seq_correct, int64_t *seq_scored)
+                          int64_t *seq_correct, int64_t *seq_scored, lb_eval_result *out)
 {
     int64_t C = logits->shape[logits->ndim - 1];
     int64_t per_seq = b->per_position ? b->seq_len : 1;
@@ -191,6 +192,11 @@ static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *c
             }
             ok += best == target;
             n++;
+            int64_t from_end = (b->lengths ? b->lengths[i] : b->seq_len) - 1 - p; /* 0 = last position */
+            if (out && from_end < out->n_outputs) {
+                out->output_correct[out->n_outputs - 1 - from_end] += best == target;
+                out->output_total[out->n_outputs - 1 - from_end]++;
+            }
         }
         *correct += ok;
         *scored += n;
@@ -233,6 +239,9 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
             out->bin_hi[k] = dmin + (int64_t)(dmax - dmin + 1) * (k + 1) / out->n_bins - 1;
         }
     }
+    if (!regression && lb_dataset_per_position(data))
+        out->n_outputs = (int)(lb_dataset_seq_len(data) < LB_EVAL_MAX_OUTPUTS ? lb_dataset_seq_len(data)
+                                                                              : LB_EVAL_MAX_OUTPUTS);
     lb_graph *g = lb_graph_new();
     int64_t *seq_correct = malloc((size_t)batch_size * sizeof *seq_correct);
     int64_t *seq_scored = malloc((size_t)batch_size * sizeof *seq_scored);
@@ -273,7 +282,7 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
                         }
                 }
             } else {
-                count_correct(y->value, &b, &correct, &scored, seq_correct, seq_scored);
+                count_correct(y->value, &b, &correct, &scored, seq_correct, seq_scored, out);
                 for (int64_t i = 0; i < count && out->n_bins > 0 && b.distance; i++)
                     for (int k = 0; k < out->n_bins; k++)
                         if (b.distance[i] >= out->bin_lo[k] && b.distance[i] <= out->bin_hi[k]) {
@@ -423,7 +432,7 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
                 lb_var *weighted = w == 1.0 ? loss : lb_scale(t->graph, loss, w);
                 st = scored > 0 ? lb_backward(t->graph, weighted, NULL) : LB_OK;
                 if (part.targets)
-                    count_correct(y->value, &part, &correct, &counted, NULL, NULL);
+                    count_correct(y->value, &part, &correct, &counted, NULL, NULL, NULL);
             }
         }
         lb_tensor_free(converted);

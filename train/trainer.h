@@ -50,7 +50,7 @@ void lb_train_config_default(lb_train_config *cfg);
 lb_status lb_train_config_check(const lb_train_config *cfg);
 
 /* Accuracy and loss of a model on (part of) a split. */
-enum { LB_EVAL_MAX_BINS = 16 };
+enum { LB_EVAL_MAX_BINS = 16, LB_EVAL_MAX_OUTPUTS = 64 };
 typedef struct lb_eval_result {
     int64_t examples;        /* sequences evaluated */
     int64_t scored;          /* targets scored (non-ignored positions, or sequences) */
@@ -61,6 +61,12 @@ typedef struct lb_eval_result {
     int64_t bin_lo[LB_EVAL_MAX_BINS], bin_hi[LB_EVAL_MAX_BINS]; /* inclusive distance range */
     int64_t bin_correct[LB_EVAL_MAX_BINS], bin_total[LB_EVAL_MAX_BINS];
     double bin_sq_error[LB_EVAL_MAX_BINS]; /* regression: summed squared error per bin */
+    /* Per-position targets only: accuracy per output index over the last n_outputs =
+     * min(T, LB_EVAL_MAX_OUTPUTS) positions of each sequence. Output index j is position
+     * L - n_outputs + j (L = the sequence's length), so for copy memory j = n_outputs - C + i
+     * is the i-th copied symbol. Ignored (-100) targets are not counted. */
+    int n_outputs;
+    int64_t output_correct[LB_EVAL_MAX_OUTPUTS], output_total[LB_EVAL_MAX_OUTPUTS];
 } lb_eval_result;
 
 /* Evaluates `model` (no gradients, no dropout) on the first max_examples (0 = all)

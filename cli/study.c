@@ -1,0 +1,1326 @@
+/* lookback study: the source document's table of alternatives, measured (cli/study.h).
+ *
+ * Layout of the study folder DIR:
+ *   study-options.json          the options that decide the results
+ *   data/<task>-train.h5, data/<task>-train-mixed.h5 (spike16), data/<task>-test-<T>.h5
+ *   jobs/<job>.json             one result per finished job (the resumable state)
+ *   runs/<job>/                 each job's run folder (config.json, metrics.csv, checkpoint.h5)
+ *   study.json, study.md, accuracy-<task>.png, cost-<task>.png
+ */
+#include "cli/study.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "cli/plot.h"
+#include "data/tasks.h"
+#include "layers/conv.h"
+
+enum { MAX_TESTS = 4, MAX_LRS = 3, MAX_SEEDS = 16, CONV_KERNEL = 3 };
+
+/* ---- tasks ---- */
+
+typedef enum task_id { T_SPIKE16 = 0, T_RECALL, T_LOCAL, T_PARITY, T_COPY, T_COUNT } task_id;
+
+typedef struct study_task {
+    const char *name;
+    const char *what;      /* one line: what the task tests */
+    const char *text_pick; /* the row of the source's table whose "best fit" names this kind of task */
+    lb_task_options train; /* the training file (n_test 0) */
+    int n_tests;
+    int64_t test_len[MAX_TESTS];
+    int copy;              /* copy memory: scored by the loss against the memoryless baseline */
+} study_task;
+
+/* ---- methods ---- */
+
+typedef enum method_id { M_TRANSFORMER = 0, M_LOCAL, M_LSTM, M_CONV, M_SSMAX, M_MIXED, M_COUNT } method_id;
+
+static const char *const method_names[M_COUNT] = {"transformer", "local", "lstm", "conv", "ssmax", "mixed"};
+static const char *const method_rows[M_COUNT] = {
+    "full self-attention", "local attention", "LSTM", "dilated causal conv (TCN)",
+    "full attention + scalable softmax", "full attention + mixed training lengths"};
+/* The row of the source's table each method belongs to. */
+static const char *const method_text_row[M_COUNT] = {
+    "Full self-attention", "Local or sparse attention", "RNN or LSTM", "1D convolution", "Full self-attention",
+    "Full self-attention"};
+
+/* ssmax and mixed are length-robustness variants of the transformer: only on spike16. */
+static int method_applies(method_id m, task_id t) { return (m != M_SSMAX && m != M_MIXED) || t == T_SPIKE16; }
+
+typedef struct job {
+    lb_study_phase phase;
+    task_id task;
+    method_id method;
+    int lr_index; /* LB_STUDY_LR */
+    int seed;     /* LB_STUDY_CELL */
+    char name[96];
+} job;
+
+struct lb_study {
+    char out[3800];
+    int quick, seeds, zoology, threads;
+    double budget, probe_budget;
+    int64_t eval_examples;
+    int task_on[T_COUNT], method_on[M_COUNT];
+    study_task tasks[T_COUNT];
+    double lrs[MAX_LRS];
+    int n_lrs;
+    job *jobs[LB_STUDY_PHASES];
+    int n_jobs[LB_STUDY_PHASES];
+};
+
+/* ---- small helpers ---- */
+
+static char *study_path(const lb_study *s, char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static char *study_path(const lb_study *s, char *buf, size_t size, const char *fmt, ...)
+{
+    char rel[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof rel, fmt, ap);
+    va_end(ap);
+    return lb_cli_path(buf, size, s->out, rel);
+}
+
+static lb_status write_json(json_object *root, const char *path)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int bad = json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                     JSON_C_TO_STRING_NOSLASHESCAPE) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return lb_error(LB_ERR_IO, "%s: cannot write (%s)", path, strerror(errno));
+    }
+    return LB_OK;
+}
+
+static double json_num(json_object *o, const char *key)
+{
+    json_object *v;
+    return o && json_object_object_get_ex(o, key, &v) && v ? json_object_get_double(v) : NAN;
+}
+
+static json_object *json_real(double v) { return isfinite(v) ? json_object_new_double(v) : NULL; }
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Removes a folder and what it holds (a job's run folder left by a killed job). */
+static void remove_tree(const char *dir)
+{
+    if (lb_cli_exists(dir))
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- the plan ---- */
+
+static void define_tasks(lb_study *s)
+{
+    const int64_t n_train = s->quick ? 8000 : 20000, n_val = s->quick ? 256 : 500;
+    study_task *t = s->tasks;
+    lb_task_options *o;
+
+    t[T_SPIKE16] = (study_task){"spike16", "16 sensors' readings held at once; the alarm asks for one (capacity, "
+                                           "unpredictable long-range lookup), tested at 4x and 16x the training length",
+                                "Full self-attention", {0}, 3, {256, 1024, 4096}, 0};
+    o = &t[T_SPIKE16].train;
+    lb_task_options_default(LB_TASK_SPIKE, o);
+    o->sensors = 16;
+    o->seq_len = 256;
+
+    t[T_RECALL] = (study_task){"recall", "multi-query associative recall (MQAR, Arora et al. 2023): 8 key-value pairs, "
+                                         "every key queried",
+                               "Full self-attention", {0}, 2, {128, 512}, 0};
+    o = &t[T_RECALL].train;
+    lb_task_options_default(LB_TASK_RECALL, o);
+    o->seq_len = 128;
+    if (s->zoology) { /* Zoology's scale: vocabulary ~8,192, T 512, 64 pairs */
+        t[T_RECALL].what = "multi-query associative recall at Zoology's scale (Arora et al. 2023): vocabulary 8,192, "
+                           "T 512, 64 pairs";
+        o->seq_len = 512;
+        o->pairs = 64;
+        o->key_vocab = 4096;
+        o->value_vocab = 4096;
+        t[T_RECALL].n_tests = 1;
+        t[T_RECALL].test_len[0] = 512;
+    }
+
+    t[T_LOCAL] = (study_task){"local", "the answer is the sum of the last 3 symbols mod 8 (a local pattern)",
+                              "1D convolution", {0}, 3, {64, 256, 1024}, 0};
+    lb_task_options_default(LB_TASK_LOCAL, &t[T_LOCAL].train);
+
+    t[T_PARITY] = (study_task){"parity", "is the count of symbol 1 odd? (sequential state, Deletang et al. 2023); "
+                                         "trained on lengths 2..64, tested up to 16x longer",
+                               "RNN or LSTM", {0}, 3, {64, 256, 1024}, 0};
+    o = &t[T_PARITY].train;
+    lb_task_options_default(LB_TASK_PARITY, o);
+    o->variable_length = 1;
+    o->min_length = 2;
+
+    int64_t blank = s->quick ? 200 : 1000;
+    t[T_COPY] = (study_task){"copy", NULL, "Full self-attention", {0}, 1, {blank + 20}, 1};
+    t[T_COPY].what = s->quick ? "copy memory as Bai et al. 2018, T = 200 (every position scored; 10 symbols to copy)"
+                              : "copy memory as Bai et al. 2018, T = 1,000 (every position scored; 10 symbols to copy)";
+    o = &t[T_COPY].train;
+    lb_task_options_default(LB_TASK_COPY, o);
+    o->seq_len = blank + 20;
+    o->blank_targets = 1;
+
+    for (int k = 0; k < T_COUNT; k++) {
+        t[k].train.n_train = n_train;
+        t[k].train.n_val = n_val;
+        t[k].train.n_test = 0;
+        t[k].train.seed = 100 + (uint64_t)k;
+    }
+}
+
+static lb_status parse_list(const char *list, const char *const *names, int count, int *on, const char *what)
+{
+    if (!list) {
+        for (int i = 0; i < count; i++)
+            on[i] = 1;
+        return LB_OK;
+    }
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = buf, *next; tok; tok = next) {
+        next = strchr(tok, ',');
+        if (next)
+            *next++ = '\0';
+        int found = -1;
+        for (int i = 0; i < count; i++)
+            if (strcmp(tok, names[i]) == 0)
+                found = i;
+        if (found < 0) {
+            char known[256] = "";
+            for (int i = 0; i < count; i++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", names[i]);
+            return lb_error(LB_ERR_VALUE, "--%s: unknown %s '%s' (known: %s)", what,
+                            strcmp(what, "tasks") == 0 ? "task" : "method", tok, known);
+        }
+        on[found] = 1;
+    }
+    return LB_OK;
+}
+
+static void lr_text(double lr, char *buf, size_t size) { snprintf(buf, size, "%g", lr); }
+
+static lb_status add_job(lb_study *s, job j)
+{
+    int *n = &s->n_jobs[j.phase];
+    job *grown = realloc(s->jobs[j.phase], (size_t)(*n + 1) * sizeof *grown);
+    if (!grown)
+        return lb_error(LB_ERR_MEMORY, "study: out of memory");
+    s->jobs[j.phase] = grown;
+    char lr[32];
+    if (j.phase == LB_STUDY_DATA)
+        snprintf(j.name, sizeof j.name, "%s.data", s->tasks[j.task].name);
+    else if (j.phase == LB_STUDY_LR) {
+        lr_text(s->lrs[j.lr_index], lr, sizeof lr);
+        snprintf(j.name, sizeof j.name, "%s.%s.lr-%s", s->tasks[j.task].name, method_names[j.method], lr);
+    } else
+        snprintf(j.name, sizeof j.name, "%s.%s.seed-%d", s->tasks[j.task].name, method_names[j.method], j.seed);
+    grown[(*n)++] = j;
+    return LB_OK;
+}
+
+static lb_status plan_jobs(lb_study *s)
+{
+    lb_status st = LB_OK;
+    for (int t = 0; t < T_COUNT && st == LB_OK; t++) {
+        if (!s->task_on[t])
+            continue;
+        st = add_job(s, (job){LB_STUDY_DATA, (task_id)t, 0, 0, 0, ""});
+        for (int m = 0; m < M_COUNT && st == LB_OK; m++) {
+            if (!s->method_on[m] || !method_applies((method_id)m, (task_id)t))
+                continue;
+            for (int i = 0; i < s->n_lrs && st == LB_OK; i++)
+                st = add_job(s, (job){LB_STUDY_LR, (task_id)t, (method_id)m, i, 0, ""});
+            for (int seed = 1; seed <= s->seeds && st == LB_OK; seed++)
+                st = add_job(s, (job){LB_STUDY_CELL, (task_id)t, (method_id)m, 0, seed, ""});
+        }
+    }
+    return st;
+}
+
+/* The options that decide the results; a folder made with others is refused. */
+static lb_status check_options_file(const lb_study *s)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "quick", json_object_new_boolean(s->quick));
+    json_object_object_add(o, "zoology", json_object_new_boolean(s->zoology));
+    json_object_object_add(o, "budget_seconds", json_object_new_double(s->budget));
+    json_object_object_add(o, "eval_examples", json_object_new_int64(s->eval_examples));
+    char path[4200];
+    study_path(s, path, sizeof path, "study-options.json");
+    lb_status st = LB_OK;
+    if (lb_cli_exists(path)) {
+        json_object *old = json_object_from_file(path);
+        if (!old || !json_object_equal(old, o))
+            st = lb_error(LB_ERR_STATE,
+                          "%s holds a study made with other options (%s); use another --out, or the same --quick, "
+                          "--budget, --eval-examples and --recall-scale",
+                          s->out, old ? json_object_to_json_string_ext(old, JSON_C_TO_STRING_PLAIN) : "unreadable");
+        json_object_put(old);
+    } else {
+        st = write_json(o, path);
+    }
+    json_object_put(o);
+    return st;
+}
+
+lb_study *lb_study_new(const lb_study_options *opt)
+{
+    if (!opt || !opt->out || !opt->out[0]) {
+        lb_error(LB_ERR_VALUE, "study: --out DIR is required");
+        return NULL;
+    }
+    lb_study *s = calloc(1, sizeof *s);
+    if (!s) {
+        lb_error(LB_ERR_MEMORY, "study: out of memory");
+        return NULL;
+    }
+    if (strlen(opt->out) >= sizeof s->out - 200) {
+        lb_error(LB_ERR_VALUE, "--out: the path is too long");
+        free(s);
+        return NULL;
+    }
+    snprintf(s->out, sizeof s->out, "%s", opt->out);
+    s->quick = opt->quick;
+    s->zoology = opt->zoology;
+    s->threads = opt->threads;
+    s->seeds = opt->seeds > 0 ? opt->seeds : (opt->quick ? 1 : 3);
+    s->budget = opt->budget > 0 ? opt->budget : (opt->quick ? 15 : 45);
+    s->probe_budget = s->budget / (opt->quick ? 3 : 4);
+    s->eval_examples = opt->eval_examples > 0 ? opt->eval_examples : (opt->quick ? 100 : 200);
+    static const double lrs[MAX_LRS] = {3e-3, 1e-3, 3e-4};
+    s->n_lrs = opt->quick ? 2 : 3;
+    memcpy(s->lrs, lrs, sizeof lrs);
+    define_tasks(s);
+    const char *task_names[T_COUNT];
+    for (int t = 0; t < T_COUNT; t++)
+        task_names[t] = s->tasks[t].name;
+    lb_status st = LB_OK;
+    if (s->seeds > MAX_SEEDS)
+        st = lb_error(LB_ERR_VALUE, "--seeds %d: at most %d", s->seeds, MAX_SEEDS);
+    if (st == LB_OK)
+        st = parse_list(opt->tasks, task_names, T_COUNT, s->task_on, "tasks");
+    if (st == LB_OK)
+        st = parse_list(opt->methods, method_names, M_COUNT, s->method_on, "methods");
+    char path[4200];
+    if (st == LB_OK)
+        st = lb_cli_mkdir(s->out);
+    if (st == LB_OK)
+        st = lb_cli_mkdir(study_path(s, path, sizeof path, "jobs"));
+    if (st == LB_OK)
+        st = lb_cli_mkdir(study_path(s, path, sizeof path, "data"));
+    if (st == LB_OK)
+        st = check_options_file(s);
+    if (st == LB_OK)
+        st = plan_jobs(s);
+    if (st != LB_OK) {
+        lb_study_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void lb_study_free(lb_study *s)
+{
+    if (!s)
+        return;
+    for (int p = 0; p < LB_STUDY_PHASES; p++)
+        free(s->jobs[p]);
+    free(s);
+}
+
+int lb_study_jobs(const lb_study *s, lb_study_phase phase) { return s->n_jobs[phase]; }
+const char *lb_study_job_name(const lb_study *s, lb_study_phase phase, int index) { return s->jobs[phase][index].name; }
+
+static char *job_result_path(const lb_study *s, const job *j, char *buf, size_t size)
+{
+    return study_path(s, buf, size, "jobs/%s.json", j->name);
+}
+
+static char *data_path(const lb_study *s, task_id t, const char *kind, int64_t len, char *buf, size_t size)
+{
+    if (len > 0)
+        return study_path(s, buf, size, "data/%s-%s-%lld.h5", s->tasks[t].name, kind, (long long)len);
+    return study_path(s, buf, size, "data/%s-%s.h5", s->tasks[t].name, kind);
+}
+
+int lb_study_job_done(const lb_study *s, lb_study_phase phase, int index)
+{
+    char path[4200];
+    return lb_cli_exists(job_result_path(s, &s->jobs[phase][index], path, sizeof path));
+}
+
+double lb_study_job_budget(const lb_study *s, lb_study_phase phase, int index)
+{
+    (void)index;
+    return phase == LB_STUDY_DATA ? 0 : phase == LB_STUDY_LR ? s->probe_budget : s->budget;
+}
+
+/* ---- data ---- */
+
+/* Test file i of task t: the training options at another length, test split only. */
+static lb_task_options test_options(const study_task *task, int i)
+{
+    lb_task_options o = task->train;
+    o.seq_len = task->test_len[i];
+    o.variable_length = 0;
+    o.min_length = LB_OPTION_AUTO;
+    if (lb_task_option_applies(o.task, "max_distance")) {
+        o.min_distance = LB_OPTION_AUTO;
+        o.max_distance = LB_OPTION_AUTO;
+    }
+    o.n_train = o.n_val = 0;
+    o.seed = task->train.seed * 100 + 1 + (uint64_t)i;
+    return o;
+}
+
+/* The spike16 training file with lengths drawn from [64, 256] (the clue within the
+ * shortest length), for the "mixed" method. */
+static lb_task_options mixed_options(const study_task *task)
+{
+    lb_task_options o = task->train;
+    o.variable_length = 1;
+    o.min_length = 64;
+    o.max_distance = LB_OPTION_AUTO;
+    o.seed = task->train.seed + 1000;
+    return o;
+}
+
+static lb_status ensure_file(const lb_task_options *o, const char *path)
+{
+    if (lb_cli_exists(path))
+        return LB_OK;
+    return lb_task_generate(o, path, NULL, NULL);
+}
+
+static lb_status run_data_job(lb_study *s, const job *j)
+{
+    const study_task *task = &s->tasks[j->task];
+    char path[4200];
+    lb_status st = ensure_file(&task->train, data_path(s, j->task, "train", 0, path, sizeof path));
+    if (st == LB_OK && j->task == T_SPIKE16) {
+        lb_task_options mixed = mixed_options(task);
+        st = ensure_file(&mixed, data_path(s, j->task, "train-mixed", 0, path, sizeof path));
+    }
+    for (int i = 0; st == LB_OK && i < task->n_tests; i++) {
+        lb_task_options o = test_options(task, i);
+        o.n_test = s->eval_examples;
+        st = ensure_file(&o, data_path(s, j->task, "test", task->test_len[i], path, sizeof path));
+    }
+    if (st != LB_OK)
+        return st;
+    json_object *r = json_object_new_object();
+    json_object_object_add(r, "task", json_object_new_string(task->name));
+    st = write_json(r, job_result_path(s, j, path, sizeof path));
+    json_object_put(r);
+    return st;
+}
+
+/* ---- recipes ---- */
+
+/* The model and training configuration of (task, method), and one line saying what it is. */
+static void recipe(const lb_study *s, task_id t, method_id m, lb_run_config *rc, char *text, size_t size)
+{
+    const study_task *task = &s->tasks[t];
+    lb_model_kind kind = m == M_LSTM ? LB_MODEL_LSTM : m == M_CONV ? LB_MODEL_CONV
+                         : m == M_LOCAL                            ? LB_MODEL_LOCAL
+                                                                   : LB_MODEL_TRANSFORMER;
+    lb_run_config_default(rc, kind);
+    data_path(s, t, m == M_MIXED ? "train-mixed" : "train", 0, rc->data, sizeof rc->data);
+    lb_model_config *mc = &rc->model;
+    mc->d_model = 64;
+    if (kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL) {
+        mc->n_heads = 4;
+        mc->d_ff = 128;
+        /* spike: retrieval by content, no positions (any distance, any length); copy:
+         * learned positions (copy is addressed by position); otherwise rotary. */
+        mc->pos = t == T_SPIKE16 ? LB_POS_NONE : t == T_COPY ? LB_POS_LEARNED : LB_POS_ROTARY;
+        mc->n_layers = t == T_SPIKE16 && kind == LB_MODEL_TRANSFORMER ? 1 : 2;
+        if (kind == LB_MODEL_LOCAL)
+            mc->window = 16;
+        if (m == M_SSMAX)
+            mc->length_scale = LB_LENGTH_SCALE_SCALABLE;
+        snprintf(text, size, "%d block%s, d_model 64, 4 heads, %s positions%s%s%s", mc->n_layers,
+                 mc->n_layers == 1 ? "" : "s", lb_pos_kind_name(mc->pos), kind == LB_MODEL_LOCAL ? ", window 16" : "",
+                 m == M_SSMAX ? ", scalable softmax (s per head)" : "",
+                 m == M_MIXED ? ", trained on lengths 64..256" : "");
+    } else if (kind == LB_MODEL_LSTM) {
+        mc->n_layers = 1;
+        mc->hidden_size = 128;
+        mc->forget_bias = 1.0;
+        snprintf(text, size, "1 layer, hidden_size 128, forget-gate bias 1");
+    } else {
+        int64_t T = task->train.seq_len;
+        mc->kernel_size = CONV_KERNEL;
+        mc->n_layers = lb_conv_layers_for(T, CONV_KERNEL);
+        snprintf(text, size, "%d layers, kernel %d, dilations 1..%lld: receptive field %lld >= T = %lld", mc->n_layers,
+                 CONV_KERNEL, (long long)1 << (mc->n_layers - 1),
+                 (long long)(1 + (CONV_KERNEL - 1) * (((int64_t)1 << mc->n_layers) - 1)), (long long)T);
+    }
+    lb_train_config *tc = &rc->train;
+    tc->steps = 100000000;
+    tc->batch_size = 32;
+    tc->schedule = lb_schedule_constant(tc->optim.lr);
+    tc->schedule.warmup_steps = 50;
+    tc->eval_every = 0; /* validation once, at the end of the budget */
+    tc->eval_examples = 256;
+    tc->threads = s->threads;
+}
+
+/* Floats of decoding state a streaming model keeps per sequence after `len` events,
+ * from the configuration: the key-value cache (attention), (h, c) (LSTM), each conv
+ * layer's past inputs (conv). */
+static double state_floats(const lb_run_config *rc, int64_t len)
+{
+    const lb_model_config *m = &rc->model;
+    switch (m->kind) {
+    case LB_MODEL_TRANSFORMER: return 2.0 * m->n_layers * (double)len * (double)m->d_model;
+    case LB_MODEL_LOCAL: return 2.0 * m->n_layers * (double)(len < m->window ? len : m->window) * (double)m->d_model;
+    case LB_MODEL_LSTM: return 2.0 * m->n_layers * (double)m->hidden_size;
+    case LB_MODEL_CONV:
+        return (double)(m->kernel_size - 1) * (double)(((int64_t)1 << m->n_layers) - 1) * (double)m->d_model;
+    }
+    return NAN;
+}
+
+/* ---- learning-rate probes and cells ---- */
+
+static lb_status train_job(lb_study *s, const job *j, lb_run_config *rc, double budget, lb_cli_run *run,
+                           lb_model **model)
+{
+    char dir[4200];
+    study_path(s, dir, sizeof dir, "runs/%s", j->name);
+    remove_tree(dir); /* what a killed attempt left */
+    char parent[4200];
+    study_path(s, parent, sizeof parent, "runs");
+    lb_status st = lb_cli_mkdir(parent);
+    rc->train.time_budget = budget;
+    if (st == LB_OK)
+        st = lb_cli_run_training(rc, dir, 0, 1, run, model);
+    return st;
+}
+
+static lb_status run_lr_job(lb_study *s, const job *j)
+{
+    lb_run_config rc;
+    char text[256], path[4200];
+    memset(&rc, 0, sizeof rc);
+    recipe(s, j->task, j->method, &rc, text, sizeof text);
+    rc.train.optim.lr = s->lrs[j->lr_index];
+    rc.train.schedule.base_lr = rc.train.optim.lr;
+    lb_cli_run run;
+    lb_status st = train_job(s, j, &rc, s->probe_budget, &run, NULL);
+    if (st != LB_OK)
+        return st;
+    json_object *r = json_object_new_object();
+    json_object_object_add(r, "task", json_object_new_string(s->tasks[j->task].name));
+    json_object_object_add(r, "method", json_object_new_string(method_names[j->method]));
+    json_object_object_add(r, "lr", json_object_new_double(rc.train.optim.lr));
+    json_object_object_add(r, "steps", json_object_new_int64(run.steps));
+    json_object_object_add(r, "val_accuracy", json_real(run.last_val.accuracy));
+    json_object_object_add(r, "val_loss", json_real(run.last_val.loss));
+    st = write_json(r, job_result_path(s, j, path, sizeof path));
+    json_object_put(r);
+    return st;
+}
+
+/* The learning rate the probes of (task, method) chose: the best validation accuracy;
+ * for copy memory (and on ties) the lower validation loss. LB_ERR_STATE when a probe
+ * is missing. */
+static lb_status chosen_lr(const lb_study *s, task_id t, method_id m, double *lr, char *why, size_t size)
+{
+    double best_acc = -1, best_loss = INFINITY;
+    *lr = NAN;
+    char list[128] = "";
+    for (int i = 0; i < s->n_jobs[LB_STUDY_LR]; i++) {
+        const job *p = &s->jobs[LB_STUDY_LR][i];
+        if (p->task != t || p->method != m)
+            continue;
+        char path[4200];
+        json_object *r = json_object_from_file(job_result_path(s, p, path, sizeof path));
+        if (!r)
+            return lb_error(LB_ERR_STATE, "study: the learning-rate probe %s has not run (%s missing)", p->name, path);
+        double acc = json_num(r, "val_accuracy"), loss = json_num(r, "val_loss");
+        json_object_put(r);
+        if (isnan(acc))
+            acc = -1;
+        if (isnan(loss))
+            loss = INFINITY;
+        int better = s->tasks[t].copy ? loss < best_loss
+                                      : (acc > best_acc + 1e-9 || (fabs(acc - best_acc) <= 1e-9 && loss < best_loss));
+        if (better) {
+            best_acc = acc;
+            best_loss = loss;
+            *lr = s->lrs[p->lr_index];
+        }
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%g", list[0] ? ", " : "", s->lrs[p->lr_index]);
+    }
+    if (isnan(*lr))
+        return lb_error(LB_ERR_STATE, "study: no learning-rate probe of %s/%s", s->tasks[t].name, method_names[m]);
+    if (s->tasks[t].copy)
+        snprintf(why, size, "lr %g of {%s}: lowest validation loss (%.4f) after %.0f s", *lr, list, best_loss,
+                 s->probe_budget);
+    else
+        snprintf(why, size, "lr %g of {%s}: best validation accuracy (%.3f) after %.0f s", *lr, list, best_acc,
+                 s->probe_budget);
+    return LB_OK;
+}
+
+/* Accuracy over the copied symbols (the last copy_symbols output indices). */
+static double copied_accuracy(const lb_eval_result *r, int64_t symbols, json_object *per_output)
+{
+    int64_t ok = 0, n = 0;
+    for (int j = r->n_outputs - (int)symbols; j < r->n_outputs; j++) {
+        if (j < 0)
+            continue;
+        ok += r->output_correct[j];
+        n += r->output_total[j];
+        if (per_output)
+            json_object_array_add(per_output, r->output_total[j] ? json_object_new_double((double)r->output_correct[j] /
+                                                                                        (double)r->output_total[j])
+                                                                 : NULL);
+    }
+    return n ? (double)ok / (double)n : NAN;
+}
+
+static lb_status evaluate_tests(lb_study *s, const job *j, lb_model *model, const lb_run_config *rc,
+                                json_object *tests)
+{
+    const study_task *task = &s->tasks[j->task];
+    for (int i = 0; i < task->n_tests; i++) {
+        char path[4200];
+        int64_t len = task->test_len[i];
+        lb_dataset *ds = lb_dataset_open(data_path(s, j->task, "test", len, path, sizeof path));
+        if (!ds)
+            return lb_last_status();
+        json_object *t = json_object_new_object();
+        json_object_object_add(t, "seq_len", json_object_new_int64(len));
+        lb_eval_result r;
+        double t0 = lb_cli_now();
+        lb_status st = lb_evaluate(model, ds, "test", 0, 8, 0, &r, NULL);
+        double seconds = lb_cli_now() - t0;
+        if (st == LB_OK) {
+            json_object *per_output = task->copy ? json_object_new_array() : NULL;
+            double acc = task->copy ? copied_accuracy(&r, task->train.copy_symbols, per_output) : r.accuracy;
+            json_object_object_add(t, "accuracy", json_real(acc));
+            json_object_object_add(t, "loss", json_real(r.loss));
+            if (per_output)
+                json_object_object_add(t, "accuracy_per_output", per_output);
+            json_object_object_add(t, "examples", json_object_new_int64(r.examples));
+            json_object_object_add(t, "eval_seconds", json_object_new_double(seconds));
+            json_object_object_add(t, "us_per_event", json_object_new_double(1e6 * seconds / (double)(r.examples * len)));
+        } else {
+            /* e.g. learned positions cannot read past their table: a measured limit, not a failure */
+            json_object_object_add(t, "error", json_object_new_string(lb_last_error()));
+            lb_clear_error();
+        }
+        json_object_object_add(t, "state_floats", json_real(state_floats(rc, len)));
+        json_object_array_add(tests, t);
+        lb_dataset_close(ds);
+    }
+    return LB_OK;
+}
+
+static lb_status run_cell_job(lb_study *s, const job *j)
+{
+    lb_run_config rc;
+    char text[256], why[256], path[4200];
+    memset(&rc, 0, sizeof rc);
+    recipe(s, j->task, j->method, &rc, text, sizeof text);
+    double lr;
+    lb_status st = chosen_lr(s, j->task, j->method, &lr, why, sizeof why);
+    if (st != LB_OK)
+        return st;
+    rc.train.optim.lr = lr;
+    rc.train.schedule.base_lr = lr;
+    rc.train.seed = (uint64_t)j->seed;
+    rc.model.seed = (uint64_t)j->seed;
+    lb_cli_run run;
+    lb_model *model = NULL;
+    if ((st = train_job(s, j, &rc, s->budget, &run, &model)) != LB_OK)
+        return st;
+    json_object *r = json_object_new_object();
+    json_object_object_add(r, "task", json_object_new_string(s->tasks[j->task].name));
+    json_object_object_add(r, "method", json_object_new_string(method_names[j->method]));
+    json_object_object_add(r, "seed", json_object_new_int(j->seed));
+    json_object_object_add(r, "recipe", json_object_new_string(text));
+    json_object_object_add(r, "lr", json_object_new_double(lr));
+    json_object_object_add(r, "lr_choice", json_object_new_string(why));
+    json_object_object_add(r, "steps", json_object_new_int64(run.steps));
+    json_object_object_add(r, "train_seconds", json_object_new_double(run.seconds));
+    json_object_object_add(r, "seconds_per_step", json_real(run.steps ? run.seconds / (double)run.steps : NAN));
+    json_object_object_add(r, "parameters", json_object_new_int64(run.parameters));
+    json_object_object_add(r, "val_accuracy", json_real(run.last_val.accuracy));
+    json_object *tests = json_object_new_array();
+    json_object_object_add(r, "tests", tests);
+    st = evaluate_tests(s, j, model, &rc, tests);
+    lb_model_free(model);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    json_object_object_add(r, "peak_rss_mb", json_object_new_double((double)ru.ru_maxrss / 1024.0));
+    if (st == LB_OK)
+        st = write_json(r, job_result_path(s, j, path, sizeof path));
+    json_object_put(r);
+    return st;
+}
+
+lb_status lb_study_run_job(lb_study *s, lb_study_phase phase, int index)
+{
+    if (phase < 0 || phase >= LB_STUDY_PHASES || index < 0 || index >= s->n_jobs[phase])
+        return lb_error(LB_ERR_VALUE, "study: no job %d in phase %d", index, (int)phase);
+    if (lb_study_job_done(s, phase, index))
+        return LB_OK;
+    const job *j = &s->jobs[phase][index];
+    lb_status st = phase == LB_STUDY_DATA ? run_data_job(s, j)
+                   : phase == LB_STUDY_LR ? run_lr_job(s, j)
+                                          : run_cell_job(s, j);
+    if (st != LB_OK)
+        lb_error_context("study job %s", j->name);
+    return st;
+}
+
+void lb_study_job_summary(const lb_study *s, lb_study_phase phase, int index, char *buf, size_t size)
+{
+    const job *j = &s->jobs[phase][index];
+    char path[4200];
+    buf[0] = '\0';
+    json_object *r = json_object_from_file(job_result_path(s, j, path, sizeof path));
+    if (!r)
+        return;
+    if (phase == LB_STUDY_LR) {
+        snprintf(buf, size, "val accuracy %.3f, loss %.4f after %lld steps", json_num(r, "val_accuracy"),
+                 json_num(r, "val_loss"), (long long)json_num(r, "steps"));
+    } else if (phase == LB_STUDY_CELL) {
+        json_object *tests;
+        size_t used = 0;
+        used += (size_t)snprintf(buf, size, "%lld steps, lr %g;", (long long)json_num(r, "steps"), json_num(r, "lr"));
+        if (json_object_object_get_ex(r, "tests", &tests))
+            for (size_t i = 0; i < json_object_array_length(tests) && used < size; i++) {
+                json_object *t = json_object_array_get_idx(tests, i);
+                if (s->tasks[j->task].copy)
+                    used += (size_t)snprintf(buf + used, size - used, " loss %.4f, symbols %.3f at %lld",
+                                             json_num(t, "loss"), json_num(t, "accuracy"),
+                                             (long long)json_num(t, "seq_len"));
+                else
+                    used += (size_t)snprintf(buf + used, size - used, " %.3f at %lld", json_num(t, "accuracy"),
+                                             (long long)json_num(t, "seq_len"));
+            }
+    }
+    json_object_put(r);
+}
+
+/* ---- the report ---- */
+
+typedef struct cell_stats {
+    int n;                      /* seeds with a result */
+    double mean[MAX_TESTS], lo[MAX_TESTS], hi[MAX_TESTS]; /* accuracy per test length (copy: symbols) */
+    double loss[MAX_TESTS];     /* mean test loss */
+    double us_per_event[MAX_TESTS];
+    double ms_per_step, peak_mb, params, state[MAX_TESTS], steps;
+    double lr;
+    char recipe[256], lr_choice[256];
+} cell_stats;
+
+static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, json_object *cells)
+{
+    memset(c, 0, sizeof *c);
+    const study_task *task = &s->tasks[t];
+    for (int i = 0; i < MAX_TESTS; i++) {
+        c->lo[i] = INFINITY;
+        c->hi[i] = -INFINITY;
+    }
+    for (int k = 0; k < s->n_jobs[LB_STUDY_CELL]; k++) {
+        const job *j = &s->jobs[LB_STUDY_CELL][k];
+        if (j->task != t || j->method != m)
+            continue;
+        char path[4200];
+        json_object *r = json_object_from_file(job_result_path(s, j, path, sizeof path)), *tests;
+        if (!r)
+            continue;
+        c->n++;
+        c->ms_per_step += 1e3 * json_num(r, "seconds_per_step");
+        c->peak_mb += json_num(r, "peak_rss_mb");
+        c->params = json_num(r, "parameters");
+        c->steps += json_num(r, "steps");
+        c->lr = json_num(r, "lr");
+        json_object *v;
+        if (json_object_object_get_ex(r, "recipe", &v))
+            snprintf(c->recipe, sizeof c->recipe, "%s", json_object_get_string(v));
+        if (json_object_object_get_ex(r, "lr_choice", &v))
+            snprintf(c->lr_choice, sizeof c->lr_choice, "%s", json_object_get_string(v));
+        if (json_object_object_get_ex(r, "tests", &tests))
+            for (int i = 0; i < task->n_tests && i < (int)json_object_array_length(tests); i++) {
+                json_object *x = json_object_array_get_idx(tests, (size_t)i);
+                double acc = json_num(x, "accuracy");
+                c->mean[i] += acc;
+                c->lo[i] = fmin(c->lo[i], acc);
+                c->hi[i] = fmax(c->hi[i], acc);
+                c->loss[i] += json_num(x, "loss");
+                c->us_per_event[i] += json_num(x, "us_per_event");
+                c->state[i] = json_num(x, "state_floats");
+            }
+        if (cells)
+            json_object_array_add(cells, r);
+        else
+            json_object_put(r);
+    }
+    if (c->n == 0)
+        return;
+    c->ms_per_step /= c->n;
+    c->peak_mb /= c->n;
+    c->steps /= c->n;
+    for (int i = 0; i < task->n_tests; i++) {
+        c->mean[i] /= c->n;
+        c->loss[i] /= c->n;
+        c->us_per_event[i] /= c->n;
+    }
+}
+
+static double task_chance(const study_task *t)
+{
+    lb_task_options o = t->train;
+    lb_task_options_resolve(&o);
+    if (t->copy)
+        return 1.0 / (double)o.alphabet; /* per copied symbol */
+    return 1.0 / (double)lb_task_num_classes(&o);
+}
+
+/* Memoryless loss of copy memory: C ln A / T (blanks predicted, outputs guessed). */
+static double copy_baseline(const study_task *t)
+{
+    return (double)t->train.copy_symbols * log((double)t->train.alphabet) / (double)t->train.seq_len;
+}
+
+/* Whether a method's result at the longest test length is clearly better than
+ * guessing: accuracy above chance by two standard errors of a chance-level score on
+ * the test examples (and at least 2 points); copy: loss 2% below the memoryless one. */
+static int above_chance(const lb_study *s, task_id t, const cell_stats *c)
+{
+    const study_task *task = &s->tasks[t];
+    int last = task->n_tests - 1;
+    if (task->copy)
+        return c->loss[last] < 0.98 * copy_baseline(task);
+    double p = task_chance(task), n = (double)s->eval_examples * (c->n > 0 ? c->n : 1);
+    return c->mean[last] > p + fmax(0.02, 2 * sqrt(p * (1 - p) / n));
+}
+
+/* The method the numbers pick for task t: the best mean accuracy at the longest test
+ * length (copy: the lowest loss); methods within 1 point (copy: 2%) of the best count
+ * as tied and the cheapest per training step among them wins. -1 when nothing ran,
+ * -2 when no method is clearly above chance (above_chance). */
+static int best_fit(const lb_study *s, task_id t, const cell_stats *st)
+{
+    const study_task *task = &s->tasks[t];
+    int last = task->n_tests - 1, best = -1;
+    double best_score = -INFINITY;
+    for (int m = 0; m < M_COUNT; m++) {
+        if (!st[m].n)
+            continue;
+        double score = task->copy ? -st[m].loss[last] : st[m].mean[last];
+        if (isfinite(score) && score > best_score) {
+            best_score = score;
+            best = m;
+        }
+    }
+    if (best < 0)
+        return -1;
+    if (!above_chance(s, t, &st[best]))
+        return -2;
+    int pick = best;
+    for (int m = 0; m < M_COUNT; m++) {
+        if (!st[m].n || m == best)
+            continue;
+        double score = task->copy ? -st[m].loss[last] : st[m].mean[last];
+        double tol = task->copy ? 0.02 * fabs(best_score) : 0.01;
+        if (isfinite(score) && score >= best_score - tol && st[m].ms_per_step < st[pick].ms_per_step)
+            pick = m;
+    }
+    return pick;
+}
+
+static void fmt_acc(char *buf, size_t size, const cell_stats *c, int i, int seeds)
+{
+    if (!c->n || !isfinite(c->mean[i]))
+        snprintf(buf, size, "-");
+    else if (seeds > 1 && c->n > 1)
+        snprintf(buf, size, "%.1f%% (%.1f-%.1f)", 100 * c->mean[i], 100 * c->lo[i], 100 * c->hi[i]);
+    else
+        snprintf(buf, size, "%.1f%%", 100 * c->mean[i]);
+}
+
+static void write_task_section(const lb_study *s, task_id t, const cell_stats *st, FILE *f)
+{
+    const study_task *task = &s->tasks[t];
+    int last = task->n_tests - 1;
+    fprintf(f, "\n### %s\n\n%s. ", task->name, task->what);
+    if (task->copy)
+        fprintf(f, "Memoryless baseline loss %.4f (10 ln 8 / %lld); chance per copied symbol %.1f%%.\n\n",
+                copy_baseline(task), (long long)task->train.seq_len, 100 * task_chance(task));
+    else
+        fprintf(f, "Chance %.1f%%.\n\n", 100 * task_chance(task));
+    fprintf(f, "| method | seeds |");
+    for (int i = 0; i < task->n_tests; i++)
+        fprintf(f, " %s @ %lld |", task->copy ? "symbols" : "accuracy", (long long)task->test_len[i]);
+    if (task->copy)
+        fprintf(f, " loss |");
+    fprintf(f, " steps | ms / step | eval us / event @ %lld | peak MB | parameters | state floats @ %lld | lr |\n",
+            (long long)task->test_len[last], (long long)task->test_len[last]);
+    fprintf(f, "|---|---|");
+    for (int i = 0; i < task->n_tests + (task->copy ? 1 : 0); i++)
+        fprintf(f, "---|");
+    fprintf(f, "---|---|---|---|---|---|---|\n");
+    for (int m = 0; m < M_COUNT; m++) {
+        if (!s->method_on[m] || !method_applies((method_id)m, t))
+            continue;
+        const cell_stats *c = &st[m];
+        fprintf(f, "| %s | %d |", method_names[m], c->n);
+        for (int i = 0; i < task->n_tests; i++) {
+            char a[64];
+            fmt_acc(a, sizeof a, c, i, s->seeds);
+            fprintf(f, " %s |", a);
+        }
+        if (!c->n) {
+            fprintf(f, "%s - | - | - | - | - | - | - |\n", task->copy ? " - |" : "");
+            continue;
+        }
+        if (task->copy)
+            fprintf(f, " %.4f |", c->loss[last]);
+        fprintf(f, " %.0f | %.1f | %.2f | %.0f | %.0f | %.0f | %g |\n", c->steps, c->ms_per_step,
+                c->us_per_event[last], c->peak_mb, c->params, c->state[last], c->lr);
+    }
+    int pick = best_fit(s, t, st);
+    fprintf(f, "\n**Best fit, measured:** ");
+    if (pick == -1) {
+        fprintf(f, "no cell has finished.\n");
+        return;
+    }
+    if (pick == -2)
+        fprintf(f, "none: no method is clearly above %s at %lld (the budget is too short for this task, or every "
+                   "method fails it).\n",
+                task->copy ? "the memoryless baseline" : "chance", (long long)task->test_len[last]);
+    else if (task->copy)
+        fprintf(f, "%s (%s), loss %.4f against the memoryless %.4f, %.1f%% of the copied symbols.", method_names[pick],
+                method_rows[pick], st[pick].loss[last], copy_baseline(task), 100 * st[pick].mean[last]);
+    else
+        fprintf(f, "%s (%s), %.1f%% at %lld.", method_names[pick], method_rows[pick], 100 * st[pick].mean[last],
+                (long long)task->test_len[last]);
+    if (pick >= 0 && strcmp(method_text_row[pick], task->text_pick) == 0)
+        fprintf(f, " This agrees with the source's table (\"%s\" for this kind of task).\n", task->text_pick);
+    else if (pick >= 0)
+        fprintf(f, " **This disagrees with the source's table**, which names \"%s\" for this kind of task.\n",
+                task->text_pick);
+    fprintf(f, "\nRecipes:\n\n");
+    for (int m = 0; m < M_COUNT; m++)
+        if (st[m].n)
+            fprintf(f, "- %s: %s; %s.\n", method_names[m], st[m].recipe, st[m].lr_choice);
+}
+
+static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], double seconds, FILE *f)
+{
+    fprintf(f, "# The method study, measured\n\n");
+    fprintf(f, "`lookback study%s --seeds %d` — %s budget of %.0f s of training per cell (the same for every method), "
+               "learning rate per (task, method) chosen on the validation split from short runs of %.0f s; "
+               "accuracy as the mean over seeds (range in brackets when there are several).",
+            s->quick ? " --quick" : "", s->seeds, s->quick ? "quick study:" : "a", s->budget, s->probe_budget);
+    if (seconds >= 0)
+        fprintf(f, " Wall time of this run: %.1f min.", seconds / 60);
+    fprintf(f, "\n\n## The source's table with measured columns\n\n");
+    fprintf(f, "Each method's accuracy at the longest test length of each task (copy: loss, lower is better; "
+               "memoryless %.4f).\n\n| method | the source's best fit |",
+            copy_baseline(&s->tasks[T_COPY]));
+    for (int t = 0; t < T_COUNT; t++)
+        if (s->task_on[t])
+            fprintf(f, " %s @ %lld |", s->tasks[t].name, (long long)s->tasks[t].test_len[s->tasks[t].n_tests - 1]);
+    fprintf(f, " best fit, measured |\n|---|---|");
+    for (int t = 0; t < T_COUNT; t++)
+        if (s->task_on[t])
+            fprintf(f, "---|");
+    fprintf(f, "---|\n");
+    static const char *const text_fit[M_COUNT] = {
+        "short or medium sequences with unpredictable long-range dependencies",
+        "long sequences with structured dependencies", "streaming input or naturally sequential control",
+        "local patterns and high-throughput signals", "(length-robust variant of full attention)",
+        "(length-robust variant of full attention)"};
+    for (int m = 0; m < M_COUNT; m++) {
+        if (!s->method_on[m])
+            continue;
+        fprintf(f, "| %s | %s |", method_rows[m], text_fit[m]);
+        char won[160] = "";
+        for (int t = 0; t < T_COUNT; t++) {
+            if (!s->task_on[t])
+                continue;
+            const cell_stats *c = &st[t][m];
+            int last = s->tasks[t].n_tests - 1;
+            if (!method_applies((method_id)m, (task_id)t) || !c->n)
+                fprintf(f, " - |");
+            else if (s->tasks[t].copy)
+                fprintf(f, " %.4f |", c->loss[last]);
+            else
+                fprintf(f, " %.1f%% |", 100 * c->mean[last]);
+            if (best_fit(s, (task_id)t, st[t]) == m)
+                snprintf(won + strlen(won), sizeof won - strlen(won), "%s%s", won[0] ? ", " : "", s->tasks[t].name);
+        }
+        fprintf(f, " %s |\n", won[0] ? won : "-");
+    }
+    fprintf(f, "\nCosts per cell are in each task's table: training time per step, evaluation time per event "
+               "(a full forward pass over the test sequence, divided by its events), peak resident memory of the "
+               "cell's process (data included), parameters, and the decoding state a streaming model keeps per "
+               "sequence (floats, computed from the configuration: key-value cache, (h, c), or each conv layer's "
+               "past inputs). Inference through the streaming API is not measured here.\n");
+    fprintf(f, "\n## Per task\n");
+    for (int t = 0; t < T_COUNT; t++)
+        if (s->task_on[t])
+            write_task_section(s, (task_id)t, st[t], f);
+}
+
+static void write_plots(const lb_study *s, cell_stats st[T_COUNT][M_COUNT])
+{
+    for (int t = 0; t < T_COUNT; t++) {
+        if (!s->task_on[t])
+            continue;
+        const study_task *task = &s->tasks[t];
+        const char *names[M_COUNT];
+        double acc[M_COUNT][MAX_TESTS], cost[M_COUNT][MAX_TESTS], x[MAX_TESTS];
+        const double *accs[M_COUNT], *costs[M_COUNT];
+        int n = 0;
+        for (int i = 0; i < task->n_tests; i++)
+            x[i] = (double)task->test_len[i];
+        for (int m = 0; m < M_COUNT; m++) {
+            if (!st[t][m].n)
+                continue;
+            names[n] = method_names[m];
+            for (int i = 0; i < task->n_tests; i++) {
+                acc[n][i] = 100 * st[t][m].mean[i];
+                cost[n][i] = st[t][m].us_per_event[i];
+            }
+            accs[n] = acc[n];
+            costs[n] = cost[n];
+            n++;
+        }
+        if (n == 0)
+            continue;
+        char path[4200], title[128], chance[64];
+        snprintf(title, sizeof title, "%s: %s by test length", task->name, task->copy ? "copied symbols" : "accuracy");
+        snprintf(chance, sizeof chance, "chance (%.1f%%)", 100 * task_chance(task));
+        if (lb_plot_log_x(study_path(s, path, sizeof path, "accuracy-%s.png", task->name), title,
+                          "test sequence length (events, log scale)", "accuracy (%)", n, names, task->n_tests, x, accs,
+                          0, 105, 100 * task_chance(task), chance) != LB_OK)
+            fprintf(stderr, "lookback study: plot %s skipped: %s\n", path, lb_last_error());
+        snprintf(title, sizeof title, "%s: evaluation cost by test length", task->name);
+        if (lb_plot_log_x(study_path(s, path, sizeof path, "cost-%s.png", task->name), title,
+                          "test sequence length (events, log scale)", "microseconds per event (full forward)", n, names,
+                          task->n_tests, x, costs, NAN, NAN, NAN, NULL) != LB_OK)
+            fprintf(stderr, "lookback study: plot %s skipped: %s\n", path, lb_last_error());
+    }
+}
+
+lb_status lb_study_report(lb_study *s, double seconds)
+{
+    static cell_stats st[T_COUNT][M_COUNT];
+    json_object *root = json_object_new_object(), *cells = json_object_new_array(), *tasks = json_object_new_array();
+    json_object *lr = json_object_new_array(), *opts = json_object_new_object();
+    json_object_object_add(opts, "quick", json_object_new_boolean(s->quick));
+    json_object_object_add(opts, "seeds", json_object_new_int(s->seeds));
+    json_object_object_add(opts, "budget_seconds", json_object_new_double(s->budget));
+    json_object_object_add(opts, "lr_probe_seconds", json_object_new_double(s->probe_budget));
+    json_object_object_add(opts, "eval_examples", json_object_new_int64(s->eval_examples));
+    json_object_object_add(opts, "recall_scale", json_object_new_string(s->zoology ? "zoology" : "default"));
+    json_object_object_add(opts, "threads", json_object_new_int(s->threads));
+    json_object_object_add(root, "options", opts);
+    json_object_object_add(root, "wall_seconds", seconds >= 0 ? json_object_new_double(seconds) : NULL);
+    for (int t = 0; t < T_COUNT; t++) {
+        if (!s->task_on[t])
+            continue;
+        for (int m = 0; m < M_COUNT; m++)
+            if (s->method_on[m] && method_applies((method_id)m, (task_id)t))
+                stats_of(s, (task_id)t, (method_id)m, &st[t][m], cells);
+            else
+                memset(&st[t][m], 0, sizeof st[t][m]);
+        const study_task *task = &s->tasks[t];
+        json_object *o = json_object_new_object(), *lens = json_object_new_array();
+        json_object_object_add(o, "name", json_object_new_string(task->name));
+        json_object_object_add(o, "what", json_object_new_string(task->what));
+        json_object_object_add(o, "data_task", json_object_new_string(lb_task_name(task->train.task)));
+        json_object_object_add(o, "train_seq_len", json_object_new_int64(task->train.seq_len));
+        for (int i = 0; i < task->n_tests; i++)
+            json_object_array_add(lens, json_object_new_int64(task->test_len[i]));
+        json_object_object_add(o, "test_lengths", lens);
+        json_object_object_add(o, "chance", json_object_new_double(task_chance(task)));
+        if (task->copy)
+            json_object_object_add(o, "memoryless_loss", json_object_new_double(copy_baseline(task)));
+        json_object_object_add(o, "text_pick", json_object_new_string(task->text_pick));
+        int pick = best_fit(s, (task_id)t, st[t]);
+        json_object_object_add(o, "best_fit_measured", pick >= 0    ? json_object_new_string(method_names[pick])
+                                                       : pick == -2 ? json_object_new_string("none above chance")
+                                                                    : NULL);
+        json_object_array_add(tasks, o);
+    }
+    for (int k = 0; k < s->n_jobs[LB_STUDY_LR]; k++) {
+        char path[4200];
+        json_object *r = json_object_from_file(job_result_path(s, &s->jobs[LB_STUDY_LR][k], path, sizeof path));
+        if (r)
+            json_object_array_add(lr, r);
+    }
+    json_object_object_add(root, "tasks", tasks);
+    json_object_object_add(root, "lr_search", lr);
+    json_object_object_add(root, "cells", cells);
+    char path[4200];
+    lb_status st_json = write_json(root, study_path(s, path, sizeof path, "study.json"));
+    json_object_put(root);
+    if (st_json != LB_OK)
+        return st_json;
+    char tmp[4300];
+    study_path(s, path, sizeof path, "study.md");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return lb_error(LB_ERR_IO, "%s: cannot write (%s)", tmp, strerror(errno));
+    write_markdown(s, st, seconds, f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return lb_error(LB_ERR_IO, "%s: cannot write", path);
+    }
+    write_plots(s, st);
+    return LB_OK;
+}
+
+/* ---- the command ---- */
+
+static volatile sig_atomic_t stop_requested;
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* Runs job i of a phase in a child process, so each cell's peak memory is its own
+ * and a crash ends one job only. 0 on success. */
+static int run_in_child(lb_study *s, lb_study_phase phase, int i)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        lb_error(LB_ERR_STATE, "study: fork failed: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        lb_status st = lb_study_run_job(s, phase, i);
+        if (st != LB_OK)
+            fprintf(stderr, "lookback study: %s\n", lb_last_error());
+        fflush(NULL);
+        _exit(st == LB_OK ? 0 : 1);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "lookback study: job %s ended by signal %d\n", lb_study_job_name(s, phase, i), WTERMSIG(status));
+    return -1;
+}
+
+static void format_duration(double seconds, char *buf, size_t size)
+{
+    if (seconds < 90)
+        snprintf(buf, size, "%.0f s", seconds);
+    else
+        snprintf(buf, size, "%.0f min", seconds / 60);
+}
+
+static void study_usage(FILE *out)
+{
+    fputs("usage: lookback study [--quick] [--seeds N] [--tasks LIST] [--methods LIST] [--threads N] --out DIR\n"
+          "\n"
+          "The source's table of alternatives, measured: full attention (transformer), local attention,\n"
+          "the LSTM and a dilated causal convolution (plus two length-robust attention variants on\n"
+          "spike16) are trained on tasks chosen to test each method's best fit, with the same\n"
+          "wall-clock budget per cell and a learning rate chosen per (task, method) on the validation\n"
+          "split, then evaluated at the training length and at longer test lengths. Writes\n"
+          "DIR/study.json, DIR/study.md and PNG plots. Every finished job is stored: the same command\n"
+          "run again continues a killed study.\n"
+          "\n"
+          "  --out DIR           the study folder (required)\n"
+          "  --quick             1 seed, 15 s per cell, copy at T = 200: about 15 minutes on 2 cores\n"
+          "  --seeds N           seeds per (task, method) (default 3; --quick 1)\n"
+          "  --tasks LIST        spike16,recall,local,parity,copy (default all)\n"
+          "  --methods LIST      transformer,local,lstm,conv,ssmax,mixed (default all; ssmax and\n"
+          "                      mixed apply to spike16 only)\n"
+          "  --budget SECONDS    training time per cell (default 45; --quick 15)\n"
+          "  --eval-examples N   test sequences per test length (default 200; --quick 100)\n"
+          "  --recall-scale S    default (T 128, 8 pairs) or zoology (vocabulary 8,192, T 512, 64 pairs)\n"
+          "  --threads N         threads per job (default OMP_NUM_THREADS or all processors)\n"
+          "  --quiet             no progress lines\n",
+          out);
+}
+
+int lb_cli_study(int argc, char **argv)
+{
+    const char *cmd = "study";
+    lb_study_options o;
+    memset(&o, 0, sizeof o);
+    int quiet = 0, c;
+    int64_t iv;
+    static const struct option opts[] = {
+        {"out", required_argument, NULL, 'o'},           {"quick", no_argument, NULL, 'Q'},
+        {"seeds", required_argument, NULL, 's'},         {"tasks", required_argument, NULL, 'T'},
+        {"methods", required_argument, NULL, 'm'},       {"threads", required_argument, NULL, 't'},
+        {"budget", required_argument, NULL, 'b'},        {"eval-examples", required_argument, NULL, 'e'},
+        {"recall-scale", required_argument, NULL, 'r'},  {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},                {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        lb_status st = LB_OK;
+        switch (c) {
+        case 'o': o.out = optarg; break;
+        case 'Q': o.quick = 1; break;
+        case 's':
+            if ((st = lb_cli_int("--seeds", optarg, 1, MAX_SEEDS, &iv)) == LB_OK)
+                o.seeds = (int)iv;
+            break;
+        case 'T': o.tasks = optarg; break;
+        case 'm': o.methods = optarg; break;
+        case 't':
+            if ((st = lb_cli_int("--threads", optarg, 0, 1024, &iv)) == LB_OK)
+                o.threads = (int)iv;
+            break;
+        case 'b': st = lb_cli_real("--budget", optarg, 0.1, 1e6, &o.budget); break;
+        case 'e': st = lb_cli_int("--eval-examples", optarg, 1, 1 << 20, &o.eval_examples); break;
+        case 'r':
+            if (strcmp(optarg, "zoology") == 0)
+                o.zoology = 1;
+            else if (strcmp(optarg, "default") != 0)
+                st = lb_error(LB_ERR_VALUE, "--recall-scale: '%s' is not default or zoology", optarg);
+            break;
+        case 'q': quiet = 1; break;
+        case 'h': study_usage(stdout); return 0;
+        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
+        default: return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback study --help)", argv[optind - 1]);
+        }
+        if (st != LB_OK)
+            return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    }
+    if (optind < argc)
+        return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
+    if (!o.out)
+        return lb_cli_error(cmd, 2, "--out DIR is required (see lookback study --help)");
+    lb_study *s = lb_study_new(&o);
+    if (!s)
+        return lb_cli_error(cmd, lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
+
+    /* Budgeted seconds still to run, for the ETA; the overhead per job (data loading,
+     * evaluation) is learnt as jobs finish. */
+    int total_cells = lb_study_jobs(s, LB_STUDY_CELL), done_cells = 0, failed = 0, ran = 0;
+    double remaining = 0, overhead = 3, overhead_sum = 0;
+    for (int p = 0; p < LB_STUDY_PHASES; p++)
+        for (int i = 0; i < lb_study_jobs(s, p); i++)
+            if (!lb_study_job_done(s, p, i))
+                remaining += lb_study_job_budget(s, p, i);
+            else if (p == LB_STUDY_CELL)
+                done_cells++;
+    int left = 0;
+    for (int p = 0; p < LB_STUDY_PHASES; p++)
+        for (int i = 0; i < lb_study_jobs(s, p); i++)
+            left += !lb_study_job_done(s, p, i);
+    if (!quiet)
+        fprintf(stderr, "study in %s: %d cells (%d already stored), %d jobs to run\n", o.out, total_cells, done_cells,
+                left);
+    stop_requested = 0;
+    void (*old_int)(int) = signal(SIGINT, on_stop);
+    void (*old_term)(int) = signal(SIGTERM, on_stop);
+    double start = lb_cli_now();
+    static const char *const phase_names[] = {"data", "lr probe", "cell"};
+    for (int p = 0; p < LB_STUDY_PHASES && !stop_requested; p++) {
+        int n = lb_study_jobs(s, p);
+        for (int i = 0; i < n && !stop_requested; i++) {
+            if (lb_study_job_done(s, p, i))
+                continue;
+            double budget = lb_study_job_budget(s, p, i);
+            if (!quiet) {
+                char eta[32], elapsed[32];
+                format_duration(remaining + overhead * left, eta, sizeof eta);
+                format_duration(lb_cli_now() - start, elapsed, sizeof elapsed);
+                fprintf(stderr, "[cell %d/%d] %s %s (%s elapsed, ETA %s)\n", done_cells, total_cells, phase_names[p],
+                        lb_study_job_name(s, p, i), elapsed, eta);
+            }
+            double t0 = lb_cli_now();
+            int bad = run_in_child(s, p, i);
+            double took = lb_cli_now() - t0;
+            remaining -= budget;
+            left--;
+            ran++;
+            overhead_sum += took - budget > 0 ? took - budget : 0;
+            overhead = overhead_sum / ran;
+            if (bad) {
+                failed++;
+                if (!stop_requested)
+                    fprintf(stderr, "lookback study: job %s failed; the study goes on (run the same command again to "
+                                    "retry it)\n",
+                            lb_study_job_name(s, p, i));
+                continue;
+            }
+            if (p == LB_STUDY_CELL)
+                done_cells++;
+            if (!quiet) {
+                char line[512];
+                lb_study_job_summary(s, p, i, line, sizeof line);
+                if (line[0])
+                    fprintf(stderr, "    %s: %s (%.1f s)\n", lb_study_job_name(s, p, i), line, took);
+            }
+        }
+    }
+    signal(SIGINT, old_int);
+    signal(SIGTERM, old_term);
+    double seconds = lb_cli_now() - start;
+    if (stop_requested) {
+        fprintf(stderr, "lookback study: interrupted; %d of %d cells are stored in %s: run the same command again to "
+                        "continue\n",
+                done_cells, total_cells, o.out);
+        lb_study_report(s, -1);
+        lb_study_free(s);
+        return 1;
+    }
+    lb_status st = lb_study_report(s, ran ? seconds : -1);
+    if (st != LB_OK) {
+        lb_study_free(s);
+        return lb_cli_fail(cmd);
+    }
+    if (!quiet)
+        fprintf(stderr, "study done in %.1f min: %d of %d cells; %s/study.md, study.json and the plots written\n",
+                seconds / 60, done_cells, total_cells, o.out);
+    lb_study_free(s);
+    if (failed)
+        return lb_cli_error(cmd, 1, "%d job%s failed (see above); run the same command again to retry", failed,
+                            failed == 1 ? "" : "s");
+    return 0;
+}
