@@ -39,25 +39,6 @@ typedef struct model_result {
 
 /* ---- evaluation files ---- */
 
-/* LB_OK when a model trained on `train` can be scored on `eval` (same targets, inputs
- * inside its vocabulary); otherwise an error naming both files. */
-static lb_status check_eval_fits(const lb_dataset *train, const lb_dataset *eval)
-{
-    const char *tp = lb_dataset_path(train), *ep = lb_dataset_path(eval);
-    if (lb_dataset_num_classes(eval) != lb_dataset_num_classes(train) ||
-        lb_dataset_per_position(eval) != lb_dataset_per_position(train))
-        return lb_error(LB_ERR_VALUE, "%s has %lld classes%s but the training file %s has %lld%s", ep,
-                        (long long)lb_dataset_num_classes(eval), lb_dataset_per_position(eval) ? " per position" : "", tp,
-                        (long long)lb_dataset_num_classes(train), lb_dataset_per_position(train) ? " per position" : "");
-    if (lb_dataset_vocab_size(eval) > lb_dataset_vocab_size(train) ||
-        lb_dataset_num_features(eval) != lb_dataset_num_features(train))
-        return lb_error(LB_ERR_VALUE, "%s has inputs (vocabulary %lld, features %lld) that a model of %s (vocabulary "
-                        "%lld, features %lld) cannot read",
-                        ep, (long long)lb_dataset_vocab_size(eval), (long long)lb_dataset_num_features(eval), tp,
-                        (long long)lb_dataset_vocab_size(train), (long long)lb_dataset_num_features(train));
-    return LB_OK;
-}
-
 static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n_models)
 {
     lb_dataset *ds = lb_dataset_open(e->path);
@@ -67,9 +48,16 @@ static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n
     if (lb_dataset_split_size(ds, "test") < 1)
         st = lb_error(LB_ERR_VALUE, "%s: the test split is empty (evaluation files are scored on their test split)",
                       e->path);
+    /* Each model as it will be built from its train file, checked against this file
+     * before anything is trained (the check every command uses). */
     for (int m = 0; m < n_models && st == LB_OK; m++) {
         lb_dataset *train = lb_dataset_open(specs[m].rc.data);
-        st = train ? check_eval_fits(train, ds) : lb_last_status();
+        lb_run_config rc = specs[m].rc;
+        if (train)
+            lb_run_config_fit_data(&rc, train);
+        st = train ? lb_model_data_check(&rc.model, lb_task_name(lb_dataset_task(train)), ds) : lb_last_status();
+        if (st != LB_OK && n_models > 1)
+            lb_error_context("model %s", specs[m].name);
         lb_dataset_close(train);
     }
     e->dmin = e->dmax = 0;

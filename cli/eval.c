@@ -204,9 +204,17 @@ int lb_cli_eval(int argc, char **argv)
     lb_model_config mc;
     if (lb_checkpoint_read_model_config(ck, &mc) != LB_OK)
         return lb_cli_fail(cmd);
+    char task[64];
+    if (lb_checkpoint_read_task(ck, task, sizeof task) != LB_OK)
+        return lb_cli_fail(cmd);
     lb_dataset *data = lb_dataset_open(data_path);
     if (!data)
         return lb_cli_fail(cmd);
+    /* The checkpoint's model and the file must fit: checked before any work. */
+    if (lb_model_data_check(&mc, task, data) != LB_OK) {
+        lb_dataset_close(data);
+        return lb_cli_fail(cmd);
+    }
     lb_model *model = lb_model_new(&mc);
     int code = 0;
     lb_eval_result r;

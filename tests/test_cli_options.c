@@ -403,6 +403,57 @@ static void test_old_run_folder_resumes(void)
     free(metrics);
 }
 
+/* One check decides whether a checkpoint fits a data file, before any work, in eval
+ * and compare alike: the task, inputs, regression vs classification, and the length
+ * only for learned positions. */
+static void test_checkpoint_data_compatibility(void)
+{
+    char dir[512], ck[600];
+    snprintf(dir, sizeof dir, "%s", path_in("compat"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    const char *args[] = {"--model", "transformer", "--heads", "2", "--pos", "learned", "--steps", "1", "--quiet", NULL};
+    run_result r = train_into(dir, args);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    /* Same vocabulary size and classes, another task: refused, naming both. */
+    static const char *const local_opts[] = {"--task", "local", "--seq-len", "64", "--train", "8", "--val", "8",
+                                             "--test", "8", NULL};
+    const char *local = make_data("local64.h5", local_opts);
+    const char *eval_local[] = {"eval", "--checkpoint", ck, "--data", local, NULL};
+    r = run(eval_local);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") &&
+               contains(r.err, "holds the local task but the model was trained on the spike task"),
+           r);
+    run_free(&r);
+    /* Learned positions: a table of max(1024, 64) rows; longer files are refused by name. */
+    static const char *const long_opts[] = {"--task", "spike", "--seq-len", "1500", "--train", "4", "--val", "4",
+                                            "--test", "4", NULL};
+    const char *long_file = make_data("spike1500b.h5", long_opts);
+    const char *eval_long[] = {"eval", "--checkpoint", ck, "--data", long_file, NULL};
+    r = run(eval_long);
+    EXPECT(r.code == 1 && contains(r.err, "sequences of 1500 positions are longer than the model's --pos learned "
+                                          "table of 1024 positions"),
+           r);
+    run_free(&r);
+    /* compare refuses the same before training anything. */
+    char out[512];
+    snprintf(out, sizeof out, "%s", path_in("compat-cmp"));
+    const char *cmp[] = {"compare", "--train", spike64(), "--models", "transformer", "--pos", "learned", "--eval",
+                         long_file, "--out", out, "--budget", "30", NULL};
+    r = run(cmp);
+    EXPECT(r.code == 1 && contains(r.err, "--pos learned table of 1024 positions") && !contains(r.err, "training"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(out));
+    /* Regression vs classification, inputs: a 0.1.0 checkpoint (no task recorded) on the adding task. */
+    static const char *const adding_opts[] = {"--task", "adding", "--seq-len", "32", "--train", "8", "--val", "8",
+                                              "--test", "8", NULL};
+    const char *adding = make_data("adding32.h5", adding_opts);
+    const char *eval_adding[] = {"eval", "--checkpoint", lb_fixture_path("checkpoint_v1_lstm.h5"), "--data", adding, NULL};
+    r = run(eval_adding);
+    EXPECT(r.code == 1 && contains(r.err, "real-valued features but the model reads tokens"), r);
+    run_free(&r);
+}
+
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -429,6 +480,7 @@ int main(void)
         {"run folders a kill left behind: resume from 0, take over, in use", test_folder_left_by_a_kill},
         {"SIGTERM: checkpoint and exit status 143", test_sigterm_exit_status},
         {"a run folder written by 0.1.0 resumes", test_old_run_folder_resumes},
+        {"one check of checkpoint and data file, before any work", test_checkpoint_data_compatibility},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_options", cases);

@@ -1,7 +1,7 @@
 /* Checkpoints in HDF5 (format: docs/training.md).
  *
  *   /                 attributes: format "lookback-checkpoint", format_version, step,
- *                     elapsed_seconds, data_file, best.step / best.metric /
+ *                     elapsed_seconds, data_file, data_task (absent in older checkpoints), best.step / best.metric /
  *                     best.evals_since (the best validation so far; absent in older
  *                     checkpoints), every model config field as
  *                     "model.<field>", the optimizer kind and hyperparameters as "optim.<field>"
@@ -237,6 +237,7 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
         (st = lb_h5_write_attr_int(file, "step", t->step, path)) ||
         (st = lb_h5_write_attr_real(file, "elapsed_seconds", t->elapsed, path)) ||
         (st = lb_h5_write_attr_string(file, "data_file", lb_dataset_path(t->data), path)) ||
+        (st = lb_h5_write_attr_string(file, "data_task", lb_task_name(lb_dataset_task(t->data)), path)) ||
         (st = lb_h5_write_attr_string(file, "optim.kind", lb_optim_kind_name(t->cfg.optim.kind), path)) ||
         (st = lb_h5_write_attr_real(file, "optim.lr", t->cfg.optim.lr, path)) ||
         (st = lb_h5_write_attr_real(file, "optim.weight_decay", t->cfg.optim.weight_decay, path)) ||
@@ -335,6 +336,20 @@ lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg
     lb_h5_quiet_begin(&quiet);
     hid_t file = open_checkpoint(path);
     lb_status st = file < 0 ? lb_last_status() : read_model_config(file, cfg, path);
+    lb_h5_close(file);
+    lb_h5_quiet_end(&quiet);
+    return st;
+}
+
+lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size)
+{
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    hid_t file = open_checkpoint(path);
+    lb_status st = file < 0 ? lb_last_status() : LB_OK;
+    task[0] = '\0';
+    if (st == LB_OK && lb_h5_has_attr(file, "data_task"))
+        st = lb_h5_read_attr_string(file, "data_task", task, size, path);
     lb_h5_close(file);
     lb_h5_quiet_end(&quiet);
     return st;

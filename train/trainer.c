@@ -70,32 +70,43 @@ static double now_seconds(void)
 
 /* ---- the task's loss and accuracy ---- */
 
-/* Does the data fit the model? Names both sides when not. */
-static lb_status check_fit(const lb_model *model, const lb_dataset *data)
+lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_task, const lb_dataset *data)
 {
-    const lb_model_config *mc = lb_model_get_config(model);
-    const char *path = lb_dataset_path(data);
+    const char *path = lb_dataset_path(data), *task = lb_task_name(lb_dataset_task(data));
     int64_t vocab = lb_dataset_vocab_size(data), classes = lb_dataset_num_classes(data);
-    int64_t features = lb_dataset_num_features(data);
+    int64_t features = lb_dataset_num_features(data), seq_len = lb_dataset_seq_len(data);
+    if (trained_task && trained_task[0] && strcmp(trained_task, task) != 0)
+        return lb_error(LB_ERR_VALUE, "%s holds the %s task but the model was trained on the %s task", path, task,
+                        trained_task);
+    if (vocab > 0 && mc->vocab_size == 0)
+        return lb_error(LB_ERR_VALUE, "%s: the data has token inputs but the model reads %lld real-valued features",
+                        path, (long long)mc->input_features);
+    if (vocab == 0 && mc->vocab_size > 0)
+        return lb_error(LB_ERR_VALUE, "%s: the data has %lld real-valued features but the model reads tokens", path,
+                        (long long)features);
     if (vocab > 0 && mc->vocab_size < vocab)
-        return lb_error(LB_ERR_VALUE, "%s: the data has vocab_size %lld but the model's embedding has %lld rows",
+        return lb_error(LB_ERR_VALUE, "%s: the data has a vocabulary of %lld but the model's embedding has %lld rows",
                         path, (long long)vocab, (long long)mc->vocab_size);
     if (vocab == 0 && mc->input_features != features)
         return lb_error(LB_ERR_VALUE, "%s: the data has %lld input features but the model expects %lld", path,
                         (long long)features, (long long)mc->input_features);
-    if (vocab > 0 && mc->vocab_size == 0)
-        return lb_error(LB_ERR_VALUE, "%s: the data has token inputs but the model expects real-valued features", path);
+    if ((classes == 0) != (mc->num_classes == 0))
+        return lb_error(LB_ERR_VALUE, "%s: the data is %s but the model does %s", path,
+                        classes == 0 ? "regression" : "classification",
+                        mc->num_classes == 0 ? "regression" : "classification");
     if (classes != mc->num_classes)
-        return lb_error(LB_ERR_VALUE, "%s: the data has %lld classes but the model's head has %lld%s", path,
-                        (long long)classes, (long long)mc->num_classes, classes == 0 ? " (the task is regression)" : "");
+        return lb_error(LB_ERR_VALUE, "%s: the data has %lld classes but the model's head has %lld", path,
+                        (long long)classes, (long long)mc->num_classes);
     int every = lb_dataset_per_position(data);
     if (every != (mc->head == LB_HEAD_EVERY))
         return lb_error(LB_ERR_VALUE, "%s: the data has %s targets but the model's head reads %s", path,
                         every ? "per-position" : "per-sequence", mc->head == LB_HEAD_EVERY ? "every position" : "the last position");
-    if (mc->pos == LB_POS_LEARNED && mc->kind != LB_MODEL_LSTM && mc->kind != LB_MODEL_CONV &&
-        lb_dataset_seq_len(data) > mc->max_seq_len)
-        return lb_error(LB_ERR_VALUE, "%s: sequences of %lld positions exceed the model's learned positions (max_seq_len %lld)",
-                        path, (long long)lb_dataset_seq_len(data), (long long)mc->max_seq_len);
+    /* Length is a limit only for a table indexed by position. */
+    if (mc->pos == LB_POS_LEARNED && mc->kind != LB_MODEL_LSTM && mc->kind != LB_MODEL_CONV && seq_len > mc->max_seq_len)
+        return lb_error(LB_ERR_VALUE, "%s: sequences of %lld positions are longer than the model's --pos learned table "
+                        "of %lld positions (use files of at most %lld positions, or train with --pos none, sinusoidal "
+                        "or rotary, which read any length)",
+                        path, (long long)seq_len, (long long)mc->max_seq_len, (long long)mc->max_seq_len);
     return LB_OK;
 }
 
@@ -216,7 +227,7 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
     out->accuracy = out->mse = NAN;
     if (attention_out)
         *attention_out = NULL;
-    if (check_fit(model, data) != LB_OK)
+    if (lb_model_data_check(lb_model_get_config(model), NULL, data) != LB_OK)
         return lb_last_status();
     int64_t n = lb_dataset_split_size(data, split);
     if (n < 0)
@@ -316,7 +327,7 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
 
 lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg)
 {
-    if (lb_train_config_check(cfg) != LB_OK || check_fit(model, data) != LB_OK)
+    if (lb_train_config_check(cfg) != LB_OK || lb_model_data_check(lb_model_get_config(model), NULL, data) != LB_OK)
         return NULL;
     int64_t n_train = lb_dataset_split_size(data, "train");
     if (n_train < 1) {

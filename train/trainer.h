@@ -124,6 +124,20 @@ lb_status lb_trainer_save(const lb_trainer *t, const char *path);
  * (names the field or parameter, checkpoint vs model). Nothing is changed on error. */
 lb_status lb_trainer_load(lb_trainer *t, const char *path);
 
+/* The one check of whether a model can train on, or be evaluated on, a data file (every
+ * command uses it, before any work): the task (when trained_task is not NULL or "",
+ * the name of the task it was trained on), token inputs vs real-valued features, the
+ * vocabulary (the file's must fit the embedding), the input features, regression vs
+ * classification, the classes, per-position vs per-sequence targets, and the length:
+ * sequences longer than max_seq_len only for a model with learned positions (a table
+ * indexed by position); models with no, sinusoidal or rotary positions, the LSTM and the
+ * conv stack read any length. Errors: LB_ERR_VALUE naming the file and both sides. */
+lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_task, const lb_dataset *data);
+
+/* The task a checkpoint's model was trained on ("spike", ...) into task (size bytes);
+ * "" for checkpoints written before it was recorded. Errors as reading the config. */
+lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size);
+
 /* Reads the model config stored in a checkpoint (to build the model before loading). */
 lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg);
 /* Loads only the parameters of a checkpoint into a model built from its config. */
