@@ -300,7 +300,7 @@ static void test_warmup_and_spent_budget(void)
 {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", path_in("warm"));
-    const char *args[] = {"--model", "lstm", "--steps", "3", "--warmup", "10", "--time-budget", "1000", "--quiet", NULL};
+    const char *args[] = {"--model", "lstm", "--steps", "3", "--warmup", "10", "--time-budget", "1000", NULL};
     run_result r = train_into(dir, args);
     EXPECT(r.code == 0 && contains(r.err, "--warmup 10 is not shorter than --steps 3"), r);
     run_free(&r);

@@ -1,9 +1,11 @@
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "optim/clip.h"
 #include "tensor/threads.h"
@@ -481,14 +483,39 @@ const char *lb_metrics_header(void)
     return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped";
 }
 
-static void write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr, double norm,
-                          double tps, double wall, int64_t skipped)
+/* One row of metrics.csv, written whole with write(2) or not at all: when the write
+ * fails (a full disk) the file is cut back to its previous end, so the rows before
+ * stay whole, and LB_ERR_IO is returned. */
+static lb_status write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr,
+                               double norm, double tps, double wall, int64_t skipped)
 {
     if (!f)
-        return;
-    fprintf(f, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%lld\n", (long long)step, split, loss, acc, lr, norm, tps, wall,
-            (long long)skipped);
-    fflush(f);
+        return LB_OK;
+    char line[512];
+    int len = snprintf(line, sizeof line, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%lld\n", (long long)step, split, loss,
+                       acc, lr, norm, tps, wall, (long long)skipped);
+    int fd = fileno(f);
+    off_t before = (fflush(f) == 0 && fd >= 0) ? lseek(fd, 0, SEEK_END) : (off_t)-1;
+    int err = before < 0 ? (errno ? errno : EIO) : 0;
+    for (int done = 0; !err && done < len;) {
+        ssize_t n = write(fd, line + done, (size_t)(len - done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            err = n < 0 ? errno : ENOSPC;
+        else
+            done += (int)n;
+    }
+    if (!err)
+        return LB_OK;
+    if (before >= 0 && ftruncate(fd, before) != 0) { /* keep the error of the write */
+    }
+    char link[64], path[1024];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = fd >= 0 ? readlink(link, path, sizeof path - 1) : -1;
+    snprintf(path + (n > 0 ? n : 0), sizeof path - (size_t)(n > 0 ? n : 0), "%s", n > 0 ? "" : "metrics");
+    return lb_error(LB_ERR_IO, "%s: cannot write the %s metrics row of step %lld (%s); the rows before it are kept",
+                    path, split, (long long)step, strerror(err));
 }
 
 int64_t lb_trainer_run_steps(const lb_trainer *t) { return t->run_steps; }
@@ -575,20 +602,26 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
             cb(LB_EVENT_STEP, &s, NULL, user);
         int last = t->step == c->steps || (c->time_budget > 0 && t->elapsed >= c->time_budget);
         int eval_now = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
-        int improved = 0;
+        int ckpt_due = last || (c->checkpoint_every > 0 ? t->step % c->checkpoint_every == 0 : eval_now);
+        int improved = 0, judged = 0;
         if (eval_now) {
             lb_eval_result r;
-            write_metrics(metrics, t->step, "train", loss_sum / (double)interval_steps,
-                          acc_steps > 0 ? acc_sum / (double)acc_steps : NAN, lr, norm,
-                          seconds > 0 ? tokens / seconds : 0, t->elapsed, interval_skipped);
+            st = write_metrics(metrics, t->step, "train", loss_sum / (double)interval_steps,
+                               acc_steps > 0 ? acc_sum / (double)acc_steps : NAN, lr, norm,
+                               seconds > 0 ? tokens / seconds : 0, t->elapsed, interval_skipped);
+            if (st != LB_OK)
+                return st;
             tokens = seconds = loss_sum = acc_sum = 0;
             interval_steps = acc_steps = interval_skipped = 0;
             if (lb_dataset_split_size(t->data, "val") > 0) {
                 st = lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
                 if (st != LB_OK)
                     return st;
-                improved = note_validation(t, &r);
-                write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed, 0);
+                /* The best and --patience are judged where a checkpoint is written. */
+                judged = ckpt_due;
+                improved = judged && note_validation(t, &r);
+                if ((st = write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed, 0)) != LB_OK)
+                    return st;
                 if (cb)
                     cb(LB_EVENT_EVAL, &s, &r, user);
             }
@@ -599,8 +632,8 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
             if ((st = lb_trainer_save(t, best)) != LB_OK)
                 return st;
         }
-        int early = eval_now && c->patience > 0 && t->evals_since_best >= c->patience;
-        int ckpt_now = last || early || (c->checkpoint_every > 0 ? t->step % c->checkpoint_every == 0 : eval_now);
+        int early = judged && c->patience > 0 && t->evals_since_best >= c->patience;
+        int ckpt_now = ckpt_due || early;
         if (ckpt_now && checkpoint_path) {
             if ((st = lb_trainer_save(t, checkpoint_path)) != LB_OK)
                 return st;
