@@ -2,7 +2,6 @@
  * gradcheck and checkpoints agree with it, checkpoints written before still load, and
  * a model without a position table reads sequences of any length. */
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -454,14 +453,6 @@ static void test_checkpoint_data_compatibility(void)
     run_free(&r);
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_options_%d", (int)getpid());
@@ -484,6 +475,6 @@ int main(void)
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_options", cases);
-    nftw(work_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    remove_tree(work_dir);
     return rc;
 }
