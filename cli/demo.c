@@ -29,6 +29,7 @@ typedef struct eval_file {
     double dmean;
     int64_t examples; /* 0 = the whole test split */
     int regression;   /* scored by MSE instead of accuracy */
+    double baseline;  /* regression: the MSE of predicting the mean target (NAN otherwise) */
 } eval_file;
 
 typedef struct model_result {
@@ -63,6 +64,7 @@ static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n
     e->dmin = e->dmax = 0;
     e->dmean = NAN;
     e->regression = lb_dataset_is_regression(ds);
+    e->baseline = NAN;
     if (st == LB_OK && lb_dataset_has_distance(ds)) {
         if (lb_dataset_distance_range(ds, "test", &e->dmin, &e->dmax) == LB_OK)
             e->dmean = 0.5 * (e->dmin + e->dmax);
@@ -104,6 +106,18 @@ static void print_table(const model_spec *specs, const model_result *res, int n_
         else
             printf(" %8s\n", "-");
     }
+    int any_regression = 0;
+    for (int e = 0; e < n_evals; e++)
+        any_regression |= evals[e].regression;
+    if (any_regression) { /* where chance would be: the baseline a regression must beat */
+        printf("%-14s %10s %11s %10s", "predict mean", "-", "-", "-");
+        for (int e = 0; e < n_evals; e++)
+            if (evals[e].regression)
+                printf(" %8.4f mse", evals[e].baseline);
+            else
+                printf(" %12s", "-");
+        printf(" %8s\n", "-");
+    }
     printf("\n");
     for (int e = 0; e < n_evals; e++)
         if (!isnan(evals[e].dmean))
@@ -141,6 +155,8 @@ static lb_status write_summary(const char *path, const model_spec *specs, const 
             json_object_object_add(r, "distance_min", json_object_new_int64(evals[e].dmin));
             json_object_object_add(r, "distance_max", json_object_new_int64(evals[e].dmax));
             json_object_object_add(r, evals[e].regression ? "mse" : "accuracy", json_object_new_double(res[m].accuracy[e]));
+            if (evals[e].regression)
+                json_object_object_add(r, "baseline_mse", json_object_new_double(evals[e].baseline));
             json_object_array_add(list, r);
         }
         json_object_object_add(o, "evaluations", list);
@@ -150,7 +166,7 @@ static lb_status write_summary(const char *path, const model_spec *specs, const 
     return lb_cli_write_json(root, path, "summary");
 }
 
-/* Validation accuracy against training seconds, read back from a run's metrics.csv. */
+/* Validation accuracy (in percent) against training seconds, read back from a run's metrics.csv. */
 static int read_curve(const char *metrics_path, double *x, double *y, int max)
 {
     FILE *f = fopen(metrics_path, "r");
@@ -166,7 +182,7 @@ static int read_curve(const char *metrics_path, double *x, double *y, int max)
                 8 &&
             strcmp(split, "val") == 0) {
             x[n] = wall;
-            y[n] = acc;
+            y[n] = 100 * acc; /* percent */
             n++;
         }
     }
@@ -202,9 +218,9 @@ static void write_plots(const char *out_dir, const model_spec *specs, const mode
     int regression = n_evals > 0 && evals[0].regression;
     if (regression)
         ; /* the curves plot validation accuracy, which regression does not have */
-    else if (lb_plot_curves(lb_cli_path(path, sizeof path, out_dir, "learning_curves.png"),
-                            "Validation accuracy while training", "training time (s)", "accuracy", n_models, names,
-                            counts, xs, ys) != LB_OK)
+    else if (lb_plot_curves_range(lb_cli_path(path, sizeof path, out_dir, "learning_curves.png"),
+                                  "Validation accuracy while training", "training time (s)", "accuracy (%)", n_models,
+                                  names, counts, xs, ys, 0, 105) != LB_OK)
         fprintf(stderr, "lookback: learning-curve plot skipped: %s\n", lb_last_error());
     else
         NOTE_WRITTEN();
@@ -292,6 +308,8 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
             }
             if (chance == 0 && lb_dataset_num_classes(ds) > 0)
                 chance = 1.0 / (double)lb_dataset_num_classes(ds);
+            if (evals[e].regression && m == 0)
+                evals[e].baseline = lb_cli_mean_predictor_mse(ds, "test", r.examples);
             res[m].accuracy[e] = evals[e].regression ? r.mse : r.accuracy;
             if (!quiet)
                 fprintf(stderr, "%s on %s: %s %.4f (%lld examples, %.1f s)\n", specs[m].name, evals[e].label,

@@ -1,7 +1,9 @@
 #include "cli/options.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <json-c/json.h>
+#include <zlib.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,7 +242,29 @@ static int option_is_number(const run_option *o)
     return o->train->type == T_INT64 || o->train->type == T_INT || o->train->type == T_U64 || o->train->type == T_REAL;
 }
 
-lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path)
+lb_status lb_cli_file_crc32(const char *path, uint32_t *crc, int64_t *bytes)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return lb_error(LB_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    unsigned char buf[1 << 16];
+    uLong c = crc32(0L, Z_NULL, 0);
+    int64_t total = 0;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        c = crc32(c, buf, (uInt)n);
+        total += (int64_t)n;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad)
+        return lb_error(LB_ERR_IO, "%s: read error", path);
+    *crc = (uint32_t)c;
+    *bytes = total;
+    return LB_OK;
+}
+
+lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path, const lb_run_record *record)
 {
     int n;
     const run_option *list = all_options(&n);
@@ -248,6 +272,18 @@ lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path)
     for (int i = 0; i < n; i++)
         if (option_applies(&list[i], rc))
             json_object_object_add(root, list[i].name, option_json(rc, &list[i]));
+    if (record) {
+        json_object *r = json_object_new_object();
+        char crc[16];
+        snprintf(crc, sizeof crc, "%08x", (unsigned)record->data_crc32);
+        json_object_object_add(r, "threads", json_object_new_int(record->threads));
+        json_object_object_add(r, "version", json_object_new_string(record->version ? record->version : ""));
+        json_object_object_add(r, "commit", json_object_new_string(record->commit ? record->commit : "unknown"));
+        json_object_object_add(r, "data_task", json_object_new_string(record->data_task ? record->data_task : ""));
+        json_object_object_add(r, "data_crc32", json_object_new_string(crc));
+        json_object_object_add(r, "data_bytes", json_object_new_int64(record->data_bytes));
+        json_object_object_add(root, LB_CONFIG_RECORD_KEY, r);
+    }
     return lb_cli_write_json(root, path, "configuration");
 }
 

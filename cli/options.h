@@ -61,9 +61,23 @@ lb_status lb_run_config_load_json(lb_run_config *rc, const char *path);
 /* The key of config.json that records what a run resolved (threads, version, data
  * checksum, ...): not an option, skipped when the file is read back. */
 #define LB_CONFIG_RECORD_KEY "run"
+/* What a run resolved, recorded in config.json under LB_CONFIG_RECORD_KEY. */
+typedef struct lb_run_record {
+    int threads;           /* the thread count in use (--threads 0 resolved) */
+    const char *version;   /* lookback's version */
+    const char *commit;    /* the git commit it was built from ("unknown" outside git) */
+    const char *data_task; /* the data file's task */
+    uint32_t data_crc32;   /* CRC-32 (zlib) of the data file's bytes */
+    int64_t data_bytes;    /* its size */
+} lb_run_record;
+
+/* The CRC-32 and size of a whole file. Errors: LB_ERR_IO naming it. */
+lb_status lb_cli_file_crc32(const char *path, uint32_t *crc, int64_t *bytes);
+
 /* Writes every option that rc's model and training use, with its value, as a JSON
- * object (written to a temporary file and renamed). */
-lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path);
+ * object, plus the record (may be NULL) under LB_CONFIG_RECORD_KEY; written to a
+ * temporary file and renamed. */
+lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path, const lb_run_record *record);
 
 /* Fills the data-derived model fields (vocabulary, classes, features, head, max
  * length) from an opened data file. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "lookback_commit.h"
 #include "cli/options.h"
 #include "data/output.h"
 
@@ -210,12 +211,16 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
             st = truncate_metrics(metrics_path, lb_trainer_steps_done(trainer));
         }
     }
+    /* What the run resolved, recorded beside the options. */
+    lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_task_name(lb_dataset_task(data)), 0, 0};
+    if (st == LB_OK)
+        st = lb_cli_file_crc32(rc->data, &record.data_crc32, &record.data_bytes);
     if (st == LB_OK && !quiet && rc->train.schedule.warmup_steps >= rc->train.steps)
         fprintf(stderr, "lookback: note: --warmup %lld is not shorter than --steps %lld, so the learning rate never "
                 "reaches --lr %g\n", (long long)rc->train.schedule.warmup_steps, (long long)rc->train.steps,
                 rc->train.optim.lr);
     if (st == LB_OK)
-        st = lb_run_config_save_json(rc, config_path);
+        st = lb_run_config_save_json(rc, config_path, &record);
     if (st == LB_OK && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
         int new_metrics = !lb_cli_exists(metrics_path);
         if (!(metrics = fopen(metrics_path, "a")))
@@ -235,6 +240,8 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         const char *slash = strrchr(dir, '/');
         lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
         ps.bar.budget = rc->train.time_budget;
+        ps.bar.first = lb_trainer_steps_done(trainer);
+        ps.bar.budget_spent = lb_trainer_elapsed(trainer);
         active_trainer = trainer;
         caught_signal = 0;
         void (*old_int)(int) = signal(SIGINT, on_signal);

@@ -2,6 +2,7 @@
  * gradcheck and checkpoints agree with it, checkpoints written before still load, and
  * a model without a position table reads sequences of any length. */
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cli_support.h"
 
@@ -453,6 +455,119 @@ static void test_checkpoint_data_compatibility(void)
     run_free(&r);
 }
 
+/* The rate in the last progress line ("step N (P%, R/s, ...") of stderr, or -1. */
+static double last_rate(const char *err)
+{
+    double rate = -1;
+    for (const char *p = err ? strstr(err, ": step ") : NULL; p; p = strstr(p + 1, ": step ")) {
+        const char *comma = strstr(p, "%, ");
+        if (comma)
+            rate = strtod(comma + 3, NULL);
+    }
+    return rate;
+}
+
+/* After --resume the rate counts only this process's steps: resuming 200 steps for one
+ * more step must not report 201 steps' worth of speed. */
+static void test_rate_after_resume(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("rate"));
+    const char *args[] = {"--model", "lstm", "--hidden", "8", "--steps", "200", "--eval-every", "200", "--threads", "1",
+                          NULL};
+    run_result r = train_into(dir, args);
+    double first = last_rate(r.err);
+    EXPECT(r.code == 0 && first > 0, r);
+    run_free(&r);
+    const char *resume[] = {"train", "--resume", dir, "--steps", "201", NULL};
+    r = run(resume);
+    double again = last_rate(r.err);
+    EXPECT(r.code == 0 && again > 0 && again < 20 * first, r);
+    if (again >= 20 * first)
+        fprintf(stderr, "\n  rate %.1f/s before, %.1f/s after resuming one step\n", first, again);
+    run_free(&r);
+}
+
+/* config.json records what the run resolved: the thread count, version, commit, and the
+ * data file's task and checksum; the run resumes with it. */
+static void test_config_records_resolved_values(void)
+{
+    char dir[512], cfg[600];
+    snprintf(dir, sizeof dir, "%s", path_in("record"));
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    const char *args[] = {"--model", "lstm", "--steps", "1", "--threads", "0", "--quiet", NULL};
+    run_result r = train_into(dir, args);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    size_t size;
+    unsigned char *bytes = (unsigned char *)read_all(spike64(), &size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
+    char crc[64], length[64];
+    snprintf(crc, sizeof crc, "\"data_crc32\": \"%08lx\"", (unsigned long)crc32(crc32(0L, Z_NULL, 0), bytes, (uInt)size));
+    snprintf(length, sizeof length, "\"data_bytes\": %zu", size);
+    free(bytes);
+    char *json = read_all(cfg, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(json);
+    CU_ASSERT_TRUE(contains(json, "\"threads\": 0")); /* the option as given */
+    CU_ASSERT_TRUE(contains(json, "\"run\": {"));
+    CU_ASSERT_TRUE(contains(json, "\"threads\": 2")); /* resolved: OMP_NUM_THREADS of the test */
+    CU_ASSERT_TRUE(contains(json, "\"version\": \"0.1.0\""));
+    CU_ASSERT_TRUE(contains(json, "\"commit\": \""));
+    CU_ASSERT_TRUE(contains(json, "\"data_task\": \"spike\""));
+    CU_ASSERT_TRUE(contains(json, crc));
+    CU_ASSERT_TRUE(contains(json, length));
+    free(json);
+    const char *resume[] = {"train", "--resume", dir, "--steps", "2", "--quiet", NULL};
+    r = run(resume);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+}
+
+/* The number after `key` in text (e.g. "\"baseline_mse\":"), or NAN. */
+static double number_after(const char *text, const char *key)
+{
+    const char *p = text ? strstr(text, key) : NULL;
+    return p ? strtod(p + strlen(key), NULL) : NAN;
+}
+
+/* Regression reports show the mean-predictor baseline where chance would be, and
+ * eval --json carries every figure the text prints (baseline and chance included). */
+static void test_reports_carry_baselines(void)
+{
+    static const char *const adding_opts[] = {"--task", "adding", "--seq-len", "24", "--train", "64", "--val", "16",
+                                              "--test", "64", NULL};
+    const char *adding = make_data("adding24.h5", adding_opts);
+    char out[512], ck[600];
+    snprintf(out, sizeof out, "%s", path_in("cmp-add"));
+    snprintf(ck, sizeof ck, "%s/lstm/checkpoint.h5", out);
+    const char *cmp[] = {"compare", "--train", adding, "--models", "lstm", "--eval", adding, "--out", out, "--budget",
+                         "0", "--steps", "2", "--batch", "4", "--hidden", "8", "--d-model", "8", "--quiet", NULL};
+    run_result r = run(cmp);
+    EXPECT(r.code == 0 && contains(r.out, "predict mean"), r);
+    run_free(&r);
+    const char *text[] = {"eval", "--checkpoint", ck, "--data", adding, NULL};
+    r = run(text);
+    double printed = number_after(r.out, "(predicting the mean of these targets: ");
+    EXPECT(r.code == 0 && printed > 0.1 && printed < 0.25, r); /* about 1/6 */
+    run_free(&r);
+    const char *json[] = {"eval", "--checkpoint", ck, "--data", adding, "--json", NULL};
+    r = run(json);
+    double in_json = number_after(r.out, "\"baseline_mse\":");
+    EXPECT(r.code == 0 && fabs(in_json - printed) < 1e-6, r);
+    run_free(&r);
+    char summary[600];
+    snprintf(summary, sizeof summary, "%s/summary.json", out);
+    char *sum = read_all(summary, NULL);
+    CU_ASSERT_TRUE(fabs(number_after(sum, "\"baseline_mse\": ") - printed) < 1e-4);
+    free(sum);
+    /* Classification: the chance level printed is in the JSON too. */
+    const char *cls[] = {"eval", "--checkpoint", lb_fixture_path("checkpoint_v1_lstm.h5"), "--data", spike64(),
+                         "--json", NULL};
+    r = run(cls);
+    EXPECT(r.code == 0 && contains(r.out, "\"chance\":0.125"), r);
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_options_%d", (int)getpid());
@@ -472,6 +587,9 @@ int main(void)
         {"SIGTERM: checkpoint and exit status 143", test_sigterm_exit_status},
         {"a run folder written by 0.1.0 resumes", test_old_run_folder_resumes},
         {"one check of checkpoint and data file, before any work", test_checkpoint_data_compatibility},
+        {"after --resume the rate counts this process's steps only", test_rate_after_resume},
+        {"config.json records threads, version, commit, data task and checksum", test_config_records_resolved_values},
+        {"regression baselines in tables; eval --json carries every figure", test_reports_carry_baselines},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_options", cases);
