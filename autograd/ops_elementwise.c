@@ -43,10 +43,10 @@ lb_status lb_sub_backward(lb_var *node)
 {
     lb_var *b = node->inputs[1];
     lb_status st = lb_accumulate_grad(node->inputs[0], node->grad);
-    if (st != LB_OK || !b->requires_grad)
+    if (st != LB_OK)
         return st;
-    lb_tensor *gb = lb_grad_buffer(b);
-    return gb ? lb_k_accumulate(gb, node->grad, -1.0) : lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gb, b);
+    return lb_k_accumulate(gb, node->grad, -1.0);
 }
 
 /* Accumulates alpha * (grad (op) other) into target's gradient, reduced to its shape.
@@ -98,10 +98,8 @@ lb_var *lb_scale(lb_graph *g, lb_var *x, double c) { return unary(g, LB_OP_SCALE
 lb_status lb_scale_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    return gx ? lb_k_accumulate(gx, node->grad, node->attr_f[0]) : lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
+    return lb_k_accumulate(gx, node->grad, node->attr_f[0]);
 }
 
 lb_status lb_neg_backward(lb_var *node) { return lb_scale_backward(node); }
@@ -114,6 +112,18 @@ static double gelu(double x) { return 0.5 * x * (1.0 + erf(x * M_SQRT1_2)); }
 static double gelu_grad(double x)
 {
     return 0.5 * (1.0 + erf(x * M_SQRT1_2)) + x * exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+}
+
+/* GELU's tanh approximation (torch's approximate="tanh"; Hendrycks and Gimpel 2016):
+ * 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
+#define GELU_TANH_K 0.7978845608028654 /* sqrt(2 / pi) */
+static double gelu_tanh(double x) { return 0.5 * x * (1.0 + tanh(GELU_TANH_K * (x + 0.044715 * x * x * x))); }
+
+/* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u). */
+static double gelu_tanh_grad(double x)
+{
+    double t = tanh(GELU_TANH_K * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_TANH_K * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
 static double sigmoid(double x)
@@ -146,6 +156,7 @@ static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x, double c)
         case LB_OP_SIGMOID: for (int64_t i = 0; i < n; i++) py[i] = (T)sigmoid((double)px[i]); break;
         case LB_OP_RELU: for (int64_t i = 0; i < n; i++) py[i] = px[i] > 0 ? px[i] : (T)0; break;
         case LB_OP_GELU: for (int64_t i = 0; i < n; i++) py[i] = (T)gelu((double)px[i]); break;
+        case LB_OP_GELU_TANH: for (int64_t i = 0; i < n; i++) py[i] = (T)gelu_tanh((double)px[i]); break;
         default: break;
         }
     });
@@ -161,16 +172,13 @@ lb_var *lb_tanh(lb_graph *g, lb_var *x) { return unary(g, LB_OP_TANH, x, 1.0); }
 lb_var *lb_sigmoid(lb_graph *g, lb_var *x) { return unary(g, LB_OP_SIGMOID, x, 1.0); }
 lb_var *lb_relu(lb_graph *g, lb_var *x) { return unary(g, LB_OP_RELU, x, 1.0); }
 lb_var *lb_gelu(lb_graph *g, lb_var *x) { return unary(g, LB_OP_GELU, x, 1.0); }
+lb_var *lb_gelu_tanh(lb_graph *g, lb_var *x) { return unary(g, LB_OP_GELU_TANH, x, 1.0); }
 
 /* dx += dy * f'(x), with f' written from x or from y = f(x). */
 lb_status lb_unary_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t n = lb_tensor_numel(gx);
     int op = node->op;
     LB_DISPATCH(gx->dtype, T, {
@@ -183,6 +191,10 @@ lb_status lb_unary_backward(lb_var *node)
         case LB_OP_SIGMOID: for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * py[i] * (1 - py[i]); break;
         case LB_OP_RELU: for (int64_t i = 0; i < n; i++) dx[i] += px[i] > 0 ? dy[i] : (T)0; break;
         case LB_OP_GELU: for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (T)gelu_grad((double)px[i]); break;
+        case LB_OP_GELU_TANH:
+            for (int64_t i = 0; i < n; i++)
+                dx[i] += dy[i] * (T)gelu_tanh_grad((double)px[i]);
+            break;
         default: break;
         }
     });

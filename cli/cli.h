@@ -44,7 +44,8 @@ struct json_object;
 lb_status lb_cli_write_json(struct json_object *root, const char *path, const char *what);
 
 /* Sets the thread count for BLAS and OpenMP: n > 0, or OMP_NUM_THREADS when n == 0
- * and it is set, else the number of processors. Returns the count in use. */
+ * and it is set, else the number of processors (shared by the MPI ranks on this host).
+ * Returns the count in use. */
 int lb_cli_set_threads(int n);
 
 /* Progress display on stderr: a live bar (step rate, ETA, loss, accuracy) when
@@ -68,6 +69,13 @@ void lb_progress_end(lb_progress *p);
  * adding task, the variance of the sum of two U(0, 1)). NAN when the split has no
  * regression targets or n < 1. */
 double lb_cli_mean_predictor_mse(const lb_dataset *data, const char *split, int64_t n);
+/* Under mpirun (train, compare): joins the MPI job before `run` and leaves it after.
+ * Returns run's exit code. A rank that fails ends every rank (MPI_Abort) with that code;
+ * started by mpirun in a build without MPI, it says so and returns 1. */
+int lb_cli_distributed(const char *command, int (*run)(int, char **), int argc, char **argv);
+/* Makes lb_cli_run_training train one model on all ranks (train) rather than whole
+ * runs per rank (compare). */
+void lb_cli_run_set_data_parallel(int on);
 
 /* Monotonic seconds. */
 double lb_cli_now(void);

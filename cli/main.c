@@ -54,10 +54,11 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*run)(int, char **);
+        int mpi; /* runs under mpirun: one model on every rank, or whole runs per rank */
     } commands[] = {
-        {"demo", lb_cli_demo},   {"compare", lb_cli_compare}, {"data", lb_cli_data},
-        {"train", lb_cli_train}, {"eval", lb_cli_eval},       {"gradcheck", lb_cli_gradcheck},
-        {"study", lb_cli_study},
+        {"demo", lb_cli_demo, 0},   {"compare", lb_cli_compare, 1}, {"data", lb_cli_data, 0},
+        {"train", lb_cli_train, 1}, {"eval", lb_cli_eval, 0},       {"gradcheck", lb_cli_gradcheck, 0},
+        {"study", lb_cli_study, 1},
     };
     if (argc < 2) {
         usage(stderr);
@@ -72,8 +73,12 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return empty_argument(argc, argv) ? 2 : commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            if (empty_argument(argc, argv))
+                return 2;
+            return commands[i].mpi ? lb_cli_distributed(commands[i].name, commands[i].run, argc - 1, argv + 1)
+                                   : commands[i].run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "lookback: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
@@ -83,5 +88,6 @@ int main(int argc, char **argv)
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {
-    return "leak:libhdf5\nleak:libfontconfig\nleak:libcairo\nleak:libltdl\nleak:libplplot\nleak:libQt5\n";
+    return "leak:libhdf5\nleak:libfontconfig\nleak:libcairo\nleak:libltdl\nleak:libplplot\nleak:libQt5\n"
+           "leak:libmpi\nleak:libopen-pal\nleak:libopen-rte\nleak:libpmix\nleak:libhwloc\nleak:libevent\n";
 }

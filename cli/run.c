@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "train/distributed.h"
 #include "cli/cli.h"
 #include "lookback_commit.h"
 #include "cli/options.h"
@@ -136,6 +137,10 @@ static int lock_run(const char *dir)
     return fd;
 }
 
+/* Under mpirun: one model trained by every rank (train), or whole runs per rank (compare). */
+static int data_parallel;
+void lb_cli_run_set_data_parallel(int on) { data_parallel = on; }
+
 /* Removes what a new run wrote before failing, so the same --out can be used again. */
 static void clean_failed_run(const char *dir, int created_dir)
 {
@@ -169,6 +174,10 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         return lb_last_status();
     lb_run_config_fit_data(rc, data);
     int threads = lb_cli_set_threads(rc->train.threads);
+    /* With data parallelism, rank 0 alone writes the run folder; every rank reads a resumed checkpoint. */
+    int ranks = data_parallel ? lb_dist_size() : 1, writer = ranks == 1 || lb_dist_rank() == 0;
+    if (!writer)
+        quiet = 1;
     /* Options that contradict each other are usage errors (exit 2). */
     lb_status st = lb_train_config_check(&rc->train);
     lb_model *model = st == LB_OK ? lb_model_new(&rc->model) : NULL;
@@ -177,20 +186,22 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     FILE *metrics = NULL;
     int lock = -1, created_dir = !lb_cli_exists(dir);
     st = trainer ? LB_OK : lb_last_status();
-    if (st == LB_OK && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lock_run(dir)) < 0)
+    if (st == LB_OK && writer && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lock_run(dir)) < 0)
         st = lb_last_status();
     /* The folder is ours now; what is in it? A run killed before its first checkpoint
      * leaves config.json (and a header-only metrics.csv) without checkpoint.h5. */
     int has_ckpt = st == LB_OK && lb_cli_exists(ckpt_path), has_config = st == LB_OK && lb_cli_exists(config_path);
-    if (st == LB_OK && !resume && has_ckpt) {
+    if (st == LB_OK && writer && !resume && has_ckpt) {
         close(lock); /* another run got here first: leave its files alone */
         lock = -1;
         st = lb_error(LB_ERR_STATE, "%s already holds a run; continue it with --resume %s or choose another --out",
                       dir, dir);
     } else if (st == LB_OK && !has_ckpt && has_config) {
-        fprintf(stderr, "%s holds a run stopped before its first checkpoint (config.json only): %s\n", dir,
+        if (writer) {
+            fprintf(stderr, "%s holds a run stopped before its first checkpoint (config.json only): %s\n", dir,
                     resume ? "starting it from step 0" : "a new run takes the folder over");
-        st = truncate_metrics(metrics_path, 0);
+            st = truncate_metrics(metrics_path, 0);
+        }
         resume = 0;
     } else if (st == LB_OK && resume && !has_ckpt) {
         st = lb_error(LB_ERR_STATE, "%s holds no run to resume (no checkpoint.h5)", dir);
@@ -207,21 +218,23 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
             st = lb_error(LB_ERR_VALUE, "the run has already trained %.1f s, its whole --time-budget of %g s; give a "
                           "larger --time-budget to continue", spent, rc->train.time_budget);
             out->usage = 1;
-        } else {
+        } else if (writer) {
             st = truncate_metrics(metrics_path, lb_trainer_steps_done(trainer));
         }
     }
     /* What the run resolved, recorded beside the options. */
     lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_task_name(lb_dataset_task(data)), 0, 0};
-    if (st == LB_OK)
+    if (st == LB_OK && writer)
         st = lb_cli_file_crc32(rc->data, &record.data_crc32, &record.data_bytes);
     if (st == LB_OK && !quiet && rc->train.schedule.warmup_steps >= rc->train.steps)
         fprintf(stderr, "lookback: note: --warmup %lld is not shorter than --steps %lld, so the learning rate never "
                 "reaches --lr %g\n", (long long)rc->train.schedule.warmup_steps, (long long)rc->train.steps,
                 rc->train.optim.lr);
-    if (st == LB_OK)
+    if (st == LB_OK && ranks > 1)
+        st = lb_trainer_distribute(trainer, NULL);
+    if (st == LB_OK && writer)
         st = lb_run_config_save_json(rc, config_path, &record);
-    if (st == LB_OK && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
+    if (st == LB_OK && writer && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
         int new_metrics = !lb_cli_exists(metrics_path);
         if (!(metrics = fopen(metrics_path, "a")))
             st = lb_error(LB_ERR_IO, "%s: cannot open for writing: %s", metrics_path, strerror(errno));
@@ -231,11 +244,15 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     if (st == LB_OK) {
         out->parameters = lb_params_numel(lb_model_params(model));
         if (!quiet)
-            fprintf(stderr, "training %s (%lld parameters%s%s) on %s: steps %lld..%lld%s, %d thread%s\n",
+            fprintf(stderr, "training %s (%lld parameters%s%s) on %s: steps %lld..%lld%s, %d thread%s%s\n",
                     lb_model_kind_name(rc->model.kind), (long long)out->parameters,
                     !resume && rc->init_from[0] ? " from " : "", !resume ? rc->init_from : "", rc->data,
                     (long long)lb_trainer_steps_done(trainer), (long long)rc->train.steps,
-                    rc->train.time_budget > 0 ? " or the time budget" : "", threads, threads == 1 ? "" : "s");
+                    rc->train.time_budget > 0 ? " or the time budget" : "", threads, threads == 1 ? "" : "s",
+                    ranks > 1 ? " per process" : "");
+        if (!quiet && ranks > 1)
+            fprintf(stderr, "data parallel over %d processes: %lld examples of each batch of %lld per process\n",
+                    ranks, (long long)(rc->train.batch_size / ranks), (long long)rc->train.batch_size);
         progress_state ps = {.quiet = quiet};
         const char *slash = strrchr(dir, '/');
         lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
@@ -246,7 +263,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         caught_signal = 0;
         void (*old_int)(int) = signal(SIGINT, on_signal);
         void (*old_term)(int) = signal(SIGTERM, on_signal);
-        st = lb_trainer_run(trainer, ckpt_path, metrics, on_event, &ps);
+        st = lb_trainer_run(trainer, writer ? ckpt_path : NULL, metrics, on_event, &ps);
         signal(SIGINT, old_int);
         signal(SIGTERM, old_term);
         active_trainer = NULL;
@@ -260,8 +277,9 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         if ((st == LB_ERR_NUMERIC || st == LB_ERR_IO) && lb_cli_exists(ckpt_path))
             lb_error_context("the last good checkpoint is kept in %s", ckpt_path);
         else if (st == LB_OK && out->interrupted)
-            st = lb_error(LB_ERR_STATE, "interrupted at step %lld; the checkpoint is saved; continue with "
-                          "lookback train --resume %s", (long long)out->steps, dir);
+            st = lb_error(LB_ERR_STATE, "interrupted at step %lld; %s; continue with "
+                          "lookback train --resume %s", (long long)out->steps,
+                          writer ? "the checkpoint is saved" : "rank 0 saved the checkpoint", dir);
         out->skipped = lb_trainer_run_skipped(trainer);
         out->best_step = lb_trainer_best(trainer, &out->best_metric);
         if (st == LB_OK && !quiet) {

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/distributed.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -17,6 +18,8 @@ static void train_usage(FILE *out)
           "validation so far). --steps is the total, also after --resume. A run stops with exit 1\n"
           "when --max-skipped steps in a row (default 10) or all its steps were skipped for a\n"
           "non-finite gradient.\n"
+          "Under mpirun -np N, N processes train one model on parts of each batch (data\n"
+          "parallel; --batch divisible by N x --micro-batches; --threads per process).\n"
           "\n"
           "  --out DIR            run folder (created; must not already hold a run)\n"
           "  --resume DIR         continue the run in DIR from its checkpoint; only --steps, --threads,\n"
@@ -180,8 +183,11 @@ int lb_cli_train(int argc, char **argv)
         code = resolve_options(cmd, a, dir, &rc);
     if (code < 0) {
         lb_cli_run run;
+        lb_cli_run_set_data_parallel(1);
         if (lb_cli_run_training(&rc, dir, a->resume != NULL, a->quiet, &run, NULL) == LB_OK)
             code = 0;
+        else if (run.interrupted && lb_dist_rank() != 0)
+            code = 128 + (run.signal > 0 ? run.signal : 2); /* rank 0 reports it */
         else
             code = lb_cli_run_failed(cmd, &run);
     }

@@ -1,4 +1,5 @@
-/* Positional information for attention models, selectable (lb_pos_kind, layers/model.h):
+/* Positional information for attention models, selectable (lb_pos_kind; the model
+ * configuration's `pos`, layers/model.h):
  *
  *  LB_POS_NONE        nothing is added. Attention is then permutation-equivariant
  *                     apart from the causal mask, and content-based retrieval ("find
@@ -19,9 +20,19 @@
 #ifndef LB_LAYERS_POSITIONAL_H
 #define LB_LAYERS_POSITIONAL_H
 
+#include "tensor/api.h"
+
 #include "autograd/ops.h"
-#include "layers/model.h"
 #include "layers/params.h"
+
+LB_API_BEGIN
+
+typedef enum lb_pos_kind { LB_POS_NONE = 0, LB_POS_SINUSOIDAL, LB_POS_LEARNED, LB_POS_ROTARY } lb_pos_kind;
+
+/* "none", "sinusoidal", "learned", "rotary" <-> kind. Parse errors (LB_ERR_VALUE) name
+ * the word; an unknown kind's name is "unknown". */
+lb_status lb_pos_kind_parse(const char *name, lb_pos_kind *pos);
+const char *lb_pos_kind_name(lb_pos_kind pos);
 
 typedef struct lb_positional {
     lb_pos_kind kind;
@@ -56,5 +67,22 @@ lb_tensor *lb_sinusoidal_table(lb_dtype dtype, int64_t seq_len, int64_t d_model)
  * q_m · k_n depend on m - n only. Errors (NULL): odd d, fewer than 2 dims,
  * positions without a batch dim. */
 lb_var *lb_rotary(lb_graph *g, lb_var *x, const int32_t *positions, double base);
+
+/* lb_rotary with the choices other models make: only the first rotary_dim features
+ * rotated (partial rotary; rotary_dim even, 2 <= rotary_dim <= d; the angles use
+ * theta_i = base^(-2i/rotary_dim), as GPT-NeoX), pairs in either layout
+ * (autograd/ops.h, lb_rotary_embed). lb_rotary(g, x, p, b) is
+ * lb_rotary_ex(g, x, p, b, d, LB_ROTARY_HALVES). Errors as lb_rotary, and a
+ * rotary_dim that is odd or outside [2, d]. */
+lb_var *lb_rotary_ex(lb_graph *g, lb_var *x, const int32_t *positions, double base, int64_t rotary_dim,
+                     lb_rotary_layout layout);
+
+/* The cos and sin tables of lb_rotary_ex for x [B, ..., P, d]: two new tensors of
+ * x's rank, [1, ..., 1, P, rotary_dim/2] without positions and [B, 1, ..., P,
+ * rotary_dim/2] with them, in `dtype` (the caller frees both). For lb_rotary_embed. */
+lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, const int32_t *positions, double base,
+                           int64_t rotary_dim, lb_tensor **cos_out, lb_tensor **sin_out);
+
+LB_API_END
 
 #endif

@@ -51,7 +51,11 @@
 #ifndef LB_KERNELS_ATTENTION_H
 #define LB_KERNELS_ATTENTION_H
 
+#include "tensor/api.h"
+
 #include "tensor/tensor.h"
+
+LB_API_BEGIN
 
 /* Which keys a query may attend to, in the form the tile kernels read it. Query i of
  * batch item b sits at key position pos(i) = query_positions[b * Tq + i] when given,
@@ -72,6 +76,8 @@ typedef struct lb_attn_kmask {
     int64_t allowed_strides[LB_MAX_DIMS];
     const void *additive;                  /* the operands' dtype; NULL = none */
     int64_t additive_strides[LB_MAX_DIMS];
+    double softcap;                        /* > 0: S = softcap tanh(S / softcap) before the
+                                              mask (Gemma 2); 0 = off */
 } lb_attn_kmask;
 
 /* Forward (every operand contiguous, one dtype; mask may be NULL):
@@ -99,5 +105,7 @@ const char *lb_k_attention_isa(void);
 /* Forces the baseline build of those loops (on != 0) or returns to the automatic
  * choice (on == 0); for tests and benchmarks. Not thread-safe against running kernels. */
 void lb_k_attention_force_generic(int on);
+
+LB_API_END
 
 #endif

@@ -13,12 +13,18 @@
 #ifndef LB_TENSOR_H
 #define LB_TENSOR_H
 
+#include "tensor/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #include "tensor/error.h"
 
-enum { LB_MAX_DIMS = 6 };
+LB_API_BEGIN
+
+/* The most dims a tensor may have (PyTorch allows more; every op names this limit when a
+ * shape exceeds it). */
+enum { LB_MAX_DIMS = 8 };
 
 typedef enum lb_dtype { LB_FLOAT32 = 0, LB_FLOAT64 = 1 } lb_dtype;
 
@@ -123,5 +129,7 @@ int lb_keep_freed_memory(void);
 
 /* Normalises a possibly negative dimension index; -1 on out of range (no message). */
 int lb_normalize_dim(int dim, int ndim);
+
+LB_API_END
 
 #endif

@@ -1,6 +1,7 @@
 #include "support.h"
 
 #include <CUnit/Basic.h>
+#include <ctype.h>
 #include <hdf5.h>
 #include <stdlib.h>
 #include <math.h>
@@ -72,18 +73,38 @@ lb_tensor *lb_test_iota(lb_dtype dtype, int ndim, const int64_t *shape)
     return t;
 }
 
-lb_tensor *lb_test_random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed)
+lb_tensor *lb_test_uniform(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double low, double high)
 {
     lb_rng rng;
     lb_rng_seed(&rng, seed);
     lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, -1, 1);
+    if (t)
+        lb_rng_fill_uniform(&rng, t, low, high);
     return t;
+}
+
+lb_var *lb_test_uniform_param(int ndim, const int64_t *shape, uint64_t seed, double low, double high,
+                              const char *name)
+{
+    return lb_param_new(lb_test_uniform(LB_FLOAT64, ndim, shape, seed, low, high), name);
+}
+
+lb_tensor *lb_test_random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed)
+{
+    return lb_test_uniform(dtype, ndim, shape, seed, -1, 1);
 }
 
 lb_var *lb_test_random_param(int ndim, const int64_t *shape, uint64_t seed, const char *name)
 {
-    return lb_param_new(lb_test_random_tensor(LB_FLOAT64, ndim, shape, seed), name);
+    return lb_test_uniform_param(ndim, shape, seed, -1, 1, name);
+}
+
+void lb_test_randomize_params(lb_params *ps, uint64_t seed, double low, double high)
+{
+    lb_rng rng;
+    lb_rng_seed(&rng, seed);
+    for (int i = 0; i < ps->count; i++)
+        lb_rng_fill_uniform(&rng, ps->items[i]->value, low, high);
 }
 
 int lb_test_error_has(const char *text) { return strstr(lb_last_error(), text) != NULL; }
@@ -144,4 +165,43 @@ lb_tensor *lb_test_h5_read_path(const char *path, const char *name, lb_dtype dty
     lb_tensor *t = lb_test_h5_read((long long)f, name, dtype);
     H5Fclose(f);
     return t;
+}
+
+int lb_test_metrics_match(const char *path_a, const char *path_b, int expect_rows, double rtol)
+{
+    FILE *fa = fopen(path_a, "r"), *fb = fopen(path_b, "r");
+    int rows = 0, ok = fa && fb;
+    char la[512], lb[512];
+    while (ok && fgets(la, sizeof la, fa)) {
+        if (!fgets(lb, sizeof lb, fb)) {
+            ok = 0;
+            break;
+        }
+        if (!isdigit((unsigned char)la[0])) { /* the header */
+            ok = strcmp(la, lb) == 0;
+            continue;
+        }
+        long long sa, sb;
+        char xa[16], xb[16];
+        double va[4], vb[4];
+        ok = sscanf(la, "%lld,%15[a-z],%lf,%lf,%lf,%lf", &sa, xa, &va[0], &va[1], &va[2], &va[3]) == 6 &&
+             sscanf(lb, "%lld,%15[a-z],%lf,%lf,%lf,%lf", &sb, xb, &vb[0], &vb[1], &vb[2], &vb[3]) == 6 && sa == sb &&
+             strcmp(xa, xb) == 0;
+        for (int k = 0; ok && k < 4; k++)
+            ok = fabs(va[k] - vb[k]) <= rtol * fmax(1.0, fabs(va[k]));
+        if (!ok)
+            fprintf(stderr, "\n  metrics differ:\n  %s  %s", la, lb);
+        rows++;
+    }
+    if (ok && fb && fgets(lb, sizeof lb, fb)) {
+        fprintf(stderr, "\n  %s has more rows than %s\n", path_b, path_a);
+        ok = 0;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    if (ok && rows != expect_rows)
+        fprintf(stderr, "\n  %d metrics rows, expected %d\n", rows, expect_rows);
+    return ok && rows == expect_rows;
 }

@@ -5,6 +5,7 @@
 #include <CUnit/CUnit.h>
 
 #include "autograd/autograd.h"
+#include "layers/params.h"
 #include "tensor/tensor.h"
 
 typedef struct lb_test_case {
@@ -30,9 +31,16 @@ int lb_check_tensors_close(const lb_tensor *a, const lb_tensor *b, double atol, 
 /* Helpers shared by the op tests. */
 /* Values 0, 1, 2, ... in row-major order. */
 lb_tensor *lb_test_iota(lb_dtype dtype, int ndim, const int64_t *shape);
-/* Uniform U(-1, 1) values from a seeded generator; as a float64 parameter named `name`. */
+/* Uniform U(low, high) values from a generator seeded with `seed` (one draw per element,
+ * row-major, rounded to dtype); as a float64 parameter named `name`. */
+lb_tensor *lb_test_uniform(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double low, double high);
+lb_var *lb_test_uniform_param(int ndim, const int64_t *shape, uint64_t seed, double low, double high,
+                              const char *name);
+/* The same with U(-1, 1). */
 lb_tensor *lb_test_random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed);
 lb_var *lb_test_random_param(int ndim, const int64_t *shape, uint64_t seed, const char *name);
+/* Refills every parameter of ps, in order, from one generator seeded with `seed`. */
+void lb_test_randomize_params(lb_params *ps, uint64_t seed, double low, double high);
 /* 1 when the last error message contains `text`. */
 int lb_test_error_has(const char *text);
 /* Asserts v is a contiguous variable of the given rank and shape. */
@@ -48,6 +56,12 @@ void lb_test_assert_shape(const lb_var *v, int ndim, const int64_t *shape);
             fprintf(stderr, "\n  line %d: got status %d, message \"%s\"\n", __LINE__, (int)lb_last_status(), \
                     lb_last_error());                                                                    \
     } while (0)
+
+/* Two metrics.csv files (lb_metrics_header's columns; a header line, if any, must be the
+ * same) hold the same rows: same step and split, loss, accuracy, lr and grad_norm within
+ * rtol (relative, at least absolute for values below 1), timing columns aside, and
+ * expect_rows rows. Prints the first difference. */
+int lb_test_metrics_match(const char *path_a, const char *path_b, int expect_rows, double rtol);
 
 /* Path of a fixture file under tests/fixtures (static buffer). */
 const char *lb_fixture_path(const char *name);

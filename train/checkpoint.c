@@ -1,7 +1,8 @@
 /* Checkpoints in HDF5 (format: docs/training.md).
  *
  *   /                 attributes: format "lookback-checkpoint", format_version, step,
- *                     elapsed_seconds, data_file, data_task (absent in older checkpoints), best.step / best.metric /
+ *                     elapsed_seconds, data_file, data_task (absent in older checkpoints),
+ *                     interval.* (the metrics' train row so far), best.step / best.metric /
  *                     best.evals_since (the best validation so far; absent in older
  *                     checkpoints), every model config field as
  *                     "model.<field>", the optimizer kind and hyperparameters as "optim.<field>"
@@ -299,6 +300,11 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
         (st = lb_h5_write_attr_int(file, "best.step", t->best_step, path)) ||
         (st = lb_h5_write_attr_real(file, "best.metric", t->best_metric, path)) ||
         (st = lb_h5_write_attr_int(file, "best.evals_since", t->evals_since_best, path)) ||
+        (st = lb_h5_write_attr_real(file, "interval.loss_sum", t->interval_loss, path)) ||
+        (st = lb_h5_write_attr_real(file, "interval.accuracy_sum", t->interval_acc, path)) ||
+        (st = lb_h5_write_attr_int(file, "interval.steps", t->interval_steps, path)) ||
+        (st = lb_h5_write_attr_int(file, "interval.accuracy_steps", t->interval_acc_steps, path)) ||
+        (st = lb_h5_write_attr_int(file, "interval.skipped", t->interval_skipped, path)) ||
         (st = write_model_config(file, lb_model_get_config(t->model), path)))
         return st;
     hid_t params = lb_h5_create_group(file, "params"), optim = lb_h5_create_group(file, "optim");
@@ -503,6 +509,8 @@ typedef struct load_job {
     lb_rng dropout, loader_rng;
     int64_t best_step, evals_since; /* the best validation so far (0: none, or an older checkpoint) */
     double best_metric;
+    double interval_loss, interval_acc; /* the metrics' train row so far (0: an older checkpoint) */
+    int64_t interval_steps, interval_acc_steps, interval_skipped;
 } load_job;
 
 static lb_status read_training_state(hid_t file, load_job *job)
@@ -543,6 +551,14 @@ static lb_status read_training_state(hid_t file, load_job *job)
          (st = lb_h5_read_attr_real(file, "best.metric", LB_H5_F64, &job->best_metric, path)) != LB_OK ||
          (st = lb_h5_read_attr_int(file, "best.evals_since", LB_H5_I64, &job->evals_since, path)) != LB_OK))
         lb_error_context("%s: the best-validation attributes", path);
+    if (st == LB_OK && lb_h5_has_attr(file, "interval.steps") &&
+        ((st = lb_h5_read_attr_real(file, "interval.loss_sum", LB_H5_F64, &job->interval_loss, path)) != LB_OK ||
+         (st = lb_h5_read_attr_real(file, "interval.accuracy_sum", LB_H5_F64, &job->interval_acc, path)) != LB_OK ||
+         (st = lb_h5_read_attr_int(file, "interval.steps", LB_H5_I64, &job->interval_steps, path)) != LB_OK ||
+         (st = lb_h5_read_attr_int(file, "interval.accuracy_steps", LB_H5_I64, &job->interval_acc_steps, path)) !=
+             LB_OK ||
+         (st = lb_h5_read_attr_int(file, "interval.skipped", LB_H5_I64, &job->interval_skipped, path)) != LB_OK))
+        lb_error_context("%s: the metrics-interval attributes", path);
     lb_h5_close(og);
     lb_h5_close(rg);
     lb_h5_close(lg);
@@ -598,6 +614,11 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path)
         t->best_step = job.best_step;
         t->best_metric = job.best_metric;
         t->evals_since_best = job.evals_since;
+        t->interval_loss = job.interval_loss;
+        t->interval_acc = job.interval_acc;
+        t->interval_steps = job.interval_steps;
+        t->interval_acc_steps = job.interval_acc_steps;
+        t->interval_skipped = job.interval_skipped;
     }
     free_tensors(job.vals, ps->count + n_state);
     return st;

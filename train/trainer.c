@@ -225,6 +225,28 @@ static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *c
 lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
                       int64_t batch_size, int n_bins, lb_eval_result *out, lb_tensor **attention_out)
 {
+    double loss_sum = 0;
+    int64_t correct = 0;
+    lb_status st = lb_evaluate_part(model, data, split, max_examples, batch_size, n_bins, 0, 1, out, &loss_sum,
+                                    &correct, attention_out);
+    if (st == LB_OK)
+        lb_eval_finish(out, loss_sum, correct, lb_dataset_is_regression(data));
+    return st;
+}
+
+void lb_eval_finish(lb_eval_result *out, double loss_sum, int64_t correct, int regression)
+{
+    out->loss = out->scored > 0 ? loss_sum / (double)out->scored : 0.0;
+    if (regression)
+        out->mse = out->loss;
+    else
+        out->accuracy = out->scored > 0 ? (double)correct / (double)out->scored : 0.0;
+}
+
+lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
+                           int64_t batch_size, int n_bins, int part, int parts, lb_eval_result *out,
+                           double *loss_sum_out, int64_t *correct_out, lb_tensor **attention_out)
+{
     memset(out, 0, sizeof *out);
     out->accuracy = out->mse = NAN;
     if (attention_out)
@@ -266,10 +288,14 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
     }
     lb_graph_set_grad_enabled(g, 0);
     lb_status st = LB_OK;
-    double loss_sum = 0, weight_sum = 0;
+    double loss_sum = 0;
     int64_t correct = 0;
-    for (int64_t start = 0; start < n && st == LB_OK; start += batch_size) {
-        int64_t count = n - start < batch_size ? n - start : batch_size;
+    int64_t n_batches = (n + batch_size - 1) / batch_size;
+    int64_t first = n_batches * part / parts * batch_size, end = n_batches * (part + 1) / parts * batch_size;
+    if (end > n)
+        end = n;
+    for (int64_t start = first; start < end && st == LB_OK; start += batch_size) {
+        int64_t count = end - start < batch_size ? end - start : batch_size;
         lb_batch b;
         lb_model_input in;
         lb_tensor *converted = NULL;
@@ -277,7 +303,7 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
             break;
         st = batch_input(model, &b, &in, &converted);
         lb_var *y = st == LB_OK ? lb_model_forward(g, model, &in, 0, NULL,
-                                                   (attention_out && start == 0) ? attention_out : NULL)
+                                                   (attention_out && start == first) ? attention_out : NULL)
                                 : NULL;
         lb_var *loss = task_loss(g, y, &b);
         if (!loss) {
@@ -304,7 +330,6 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
                         }
             }
             loss_sum += lb_tensor_flat(loss->value, 0) * (double)scored;
-            weight_sum += (double)scored;
             out->scored += scored;
         }
         out->examples += count;
@@ -315,14 +340,9 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
     lb_graph_free(g);
     free(seq_correct);
     free(seq_scored);
-    if (st != LB_OK)
-        return st;
-    out->loss = weight_sum > 0 ? loss_sum / weight_sum : 0.0;
-    if (regression)
-        out->mse = out->loss;
-    else
-        out->accuracy = out->scored > 0 ? (double)correct / (double)out->scored : 0.0;
-    return LB_OK;
+    *loss_sum_out = loss_sum;
+    *correct_out = correct;
+    return st;
 }
 
 /* ---- the trainer ---- */
@@ -373,6 +393,7 @@ void lb_trainer_free(lb_trainer *t)
     lb_optim_free(t->optim);
     lb_loader_free(t->loader);
     lb_graph_free(t->graph);
+    lb_dist_state_free(t->dist);
     free(t);
 }
 
@@ -420,6 +441,8 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
     lb_optim_set_lr(t->optim, lr);
     lb_optim_zero_grad(t->optim);
     int64_t total_scored = scored_targets(&b), correct = 0, counted = 0;
+    if (t->dist && (st = lb_dist_total_scored(t, &total_scored)) != LB_OK)
+        return st;
     double loss_sum = 0;
     int64_t micro = t->cfg.micro_batches;
     for (int64_t m = 0; m < micro && st == LB_OK; m++) {
@@ -452,6 +475,8 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
         lb_tensor_free(fview);
         lb_graph_reset(t->graph);
     }
+    if (t->dist)
+        st = lb_dist_reduce_step(t, st, &loss_sum, &correct, &counted);
     if (st != LB_OK) {
         lb_optim_zero_grad(t->optim);
         return st;
@@ -472,8 +497,10 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
     stats->accuracy = counted > 0 ? (double)correct / (double)counted : NAN;
     stats->grad_norm = norm;
     stats->lr = lr;
-    stats->tokens = b.batch_size * b.seq_len;
+    stats->tokens = t->cfg.batch_size * b.seq_len; /* the global batch, also when each rank holds a part */
     stats->seconds = now_seconds() - t0;
+    if (t->dist && (st = lb_dist_end_step(t, &stats->seconds)) != LB_OK)
+        return st;
     t->elapsed += stats->seconds;
     return LB_OK;
 }
@@ -559,16 +586,13 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
 {
     const lb_train_config *c = &t->cfg;
     double lr = 0, norm = 0, tokens = 0, seconds = 0;
-    /* The train row of the metrics: means over the steps since the last row. */
-    double loss_sum = 0, acc_sum = 0;
-    int64_t interval_steps = 0, acc_steps = 0, interval_skipped = 0;
     t->stopped = t->stopped_early = 0;
     t->stop_requested = 0;
     t->run_steps = t->run_skipped = t->skipped_in_row = 0;
     while (t->step < c->steps) {
         if (c->time_budget > 0 && t->elapsed >= c->time_budget)
             break;
-        if (t->stop_requested) {
+        if (t->dist ? lb_dist_stop_agreed(t) : t->stop_requested) {
             t->stopped = 1;
             return checkpoint_path ? lb_trainer_save(t, checkpoint_path) : LB_OK;
         }
@@ -579,7 +603,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         t->run_steps++;
         if (s.skipped) {
             t->run_skipped++;
-            interval_skipped++;
+            t->interval_skipped++;
             if (c->max_skipped > 0 && ++t->skipped_in_row >= c->max_skipped)
                 return lb_error(LB_ERR_NUMERIC, "%lld steps in a row (steps %lld..%lld) were skipped because the "
                                 "gradient was not finite, so the run stops (try a lower --lr, or --clip 1)",
@@ -592,11 +616,12 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         norm = s.grad_norm;
         tokens += (double)s.tokens;
         seconds += s.seconds;
-        loss_sum += s.loss;
-        interval_steps++;
+        /* The train row of the metrics: means over the steps since the last row. */
+        t->interval_loss += s.loss;
+        t->interval_steps++;
         if (!isnan(s.accuracy)) {
-            acc_sum += s.accuracy;
-            acc_steps++;
+            t->interval_acc += s.accuracy;
+            t->interval_acc_steps++;
         }
         if (cb)
             cb(LB_EVENT_STEP, &s, NULL, user);
@@ -606,15 +631,16 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         int improved = 0, judged = 0;
         if (eval_now) {
             lb_eval_result r;
-            st = write_metrics(metrics, t->step, "train", loss_sum / (double)interval_steps,
-                               acc_steps > 0 ? acc_sum / (double)acc_steps : NAN, lr, norm,
-                               seconds > 0 ? tokens / seconds : 0, t->elapsed, interval_skipped);
+            st = write_metrics(metrics, t->step, "train", t->interval_loss / (double)t->interval_steps,
+                               t->interval_acc_steps > 0 ? t->interval_acc / (double)t->interval_acc_steps : NAN, lr,
+                               norm, seconds > 0 ? tokens / seconds : 0, t->elapsed, t->interval_skipped);
             if (st != LB_OK)
                 return st;
-            tokens = seconds = loss_sum = acc_sum = 0;
-            interval_steps = acc_steps = interval_skipped = 0;
+            tokens = seconds = t->interval_loss = t->interval_acc = 0;
+            t->interval_steps = t->interval_acc_steps = t->interval_skipped = 0;
             if (lb_dataset_split_size(t->data, "val") > 0) {
-                st = lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
+                st = t->dist ? lb_dist_evaluate(t, "val", c->eval_examples, c->batch_size, &r)
+                             : lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
                 if (st != LB_OK)
                     return st;
                 /* The best and --patience are judged where a checkpoint is written. */
