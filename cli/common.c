@@ -14,6 +14,7 @@
 #include "train/distributed.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "train/trainer.h"
 
 /* Library messages may start with the C function that raised them ("lb_dataset_open: ");
  * the command line shows users the rest. */
@@ -233,4 +234,17 @@ double lb_cli_mean_predictor_mse(const lb_dataset *data, const char *split, int6
         sq += (b.target_values[i] - mean) * (b.target_values[i] - mean);
     lb_batch_free(&b);
     return sq / (double)n;
+}
+
+lb_model *lb_cli_load_model(const char *checkpoint)
+{
+    lb_model_config mc;
+    if (lb_checkpoint_read_model_config(checkpoint, &mc) != LB_OK)
+        return NULL;
+    lb_model *model = lb_model_new(&mc);
+    if (model && lb_checkpoint_load_params(checkpoint, model) != LB_OK) {
+        lb_model_free(model);
+        return NULL;
+    }
+    return model;
 }
