@@ -14,6 +14,8 @@
 #ifndef LB_TRAINER_H
 #define LB_TRAINER_H
 
+#include "tensor/api.h"
+
 #include <stdio.h>
 
 #include "data/dataset.h"
@@ -21,6 +23,8 @@
 #include "layers/model.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
+
+LB_API_BEGIN
 
 typedef struct lb_train_config {
     int64_t steps;           /* total optimizer steps (a resumed run continues to this total) */
@@ -74,6 +78,11 @@ typedef struct lb_eval_result {
  * Errors: data that does not fit the model (names both), an unknown or empty split. */
 lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
                       int64_t batch_size, int n_bins, lb_eval_result *out, lb_tensor **attention_out);
+
+/* Whether `data` fits `model`: vocabulary, input features, classes, per-position vs
+ * per-sequence targets, learned positions long enough. Errors (LB_ERR_VALUE) name the
+ * file and both sides. */
+lb_status lb_check_data_fits(const lb_model *model, const lb_dataset *data);
 
 /* Statistics of one optimizer step. */
 typedef struct lb_step_stats {
@@ -150,5 +159,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
 
 /* The CSV header line written before the first metrics row. */
 const char *lb_metrics_header(void);
+
+LB_API_END
 
 #endif
