@@ -384,6 +384,12 @@ static void test_checkpoint_length_only_for_learned_positions(void)
     lb_trainer *t = lb_trainer_new(learned, ds, &tc);
     snprintf(ck, sizeof ck, "%s/learned.h5", dir);
     CU_ASSERT_EQUAL(lb_trainer_save(t, ck), LB_OK);
+    /* A failed save says whether an earlier checkpoint is still there. */
+    char nowhere[600];
+    snprintf(nowhere, sizeof nowhere, "%s/no-such-folder/checkpoint.h5", dir);
+    CU_ASSERT_NOT_EQUAL(lb_trainer_save(t, nowhere), LB_OK);
+    CU_ASSERT_TRUE(lb_test_error_has("no checkpoint was written to"));
+    CU_ASSERT_FALSE(lb_test_error_has("previous checkpoint"));
     lb_trainer_free(t);
     mc.max_seq_len = 8192;
     m = lb_model_new(&mc);

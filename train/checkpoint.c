@@ -375,7 +375,10 @@ lb_status lb_trainer_save(const lb_trainer *t, const char *path)
     lb_h5_quiet_end(&quiet);
     if (st != LB_OK) {
         unlink(tmp);
-        return lb_error_context("the previous checkpoint %s is kept", path);
+        /* Tell the truth about what is on disk: an earlier checkpoint, or none. */
+        if (access(path, F_OK) == 0)
+            return lb_error_context("the previous checkpoint %s is kept", path);
+        return lb_error_context("no checkpoint was written to %s", path);
     }
     st = lb_output_commit(tmp, path, "checkpoint");
     if (st == LB_OK)
