@@ -1240,18 +1240,20 @@ int lb_cli_study(int argc, char **argv)
 
     /* Budgeted seconds still to run, for the ETA; the overhead per job (data loading,
      * evaluation) is learnt as jobs finish. */
-    int total_cells = lb_study_jobs(s, LB_STUDY_CELL), done_cells = 0, failed = 0, ran = 0;
-    double remaining = 0, overhead = 3, overhead_sum = 0;
+    /* Per phase: jobs left, their budgets, and the overhead per job measured so far
+     * (data loading, evaluation, start-up; 3 s until a job of the phase has run). */
+    int total_cells = lb_study_jobs(s, LB_STUDY_CELL), done_cells = 0, failed = 0, ran = 0, left = 0;
+    int left_in[LB_STUDY_PHASES] = {0}, ran_in[LB_STUDY_PHASES] = {0};
+    double budget_left[LB_STUDY_PHASES] = {0}, overhead_sum[LB_STUDY_PHASES] = {0};
     for (int p = 0; p < LB_STUDY_PHASES; p++)
         for (int i = 0; i < lb_study_jobs(s, p); i++)
-            if (!lb_study_job_done(s, p, i))
-                remaining += lb_study_job_budget(s, p, i);
-            else if (p == LB_STUDY_CELL)
+            if (!lb_study_job_done(s, p, i)) {
+                budget_left[p] += lb_study_job_budget(s, p, i);
+                left_in[p]++;
+                left++;
+            } else if (p == LB_STUDY_CELL) {
                 done_cells++;
-    int left = 0;
-    for (int p = 0; p < LB_STUDY_PHASES; p++)
-        for (int i = 0; i < lb_study_jobs(s, p); i++)
-            left += !lb_study_job_done(s, p, i);
+            }
     if (!quiet)
         fprintf(stderr, "study in %s: %d cells (%d already stored), %d jobs to run\n", o.out, total_cells, done_cells,
                 left);
@@ -1268,7 +1270,10 @@ int lb_cli_study(int argc, char **argv)
             double budget = lb_study_job_budget(s, p, i);
             if (!quiet) {
                 char eta[32], elapsed[32];
-                format_duration(remaining + overhead * left, eta, sizeof eta);
+                double rest = 0;
+                for (int q = 0; q < LB_STUDY_PHASES; q++)
+                    rest += budget_left[q] + left_in[q] * (ran_in[q] ? overhead_sum[q] / ran_in[q] : 3.0);
+                format_duration(rest, eta, sizeof eta);
                 format_duration(lb_cli_now() - start, elapsed, sizeof elapsed);
                 fprintf(stderr, "[cell %d/%d] %s %s (%s elapsed, ETA %s)\n", done_cells, total_cells, phase_names[p],
                         lb_study_job_name(s, p, i), elapsed, eta);
@@ -1276,11 +1281,11 @@ int lb_cli_study(int argc, char **argv)
             double t0 = lb_cli_now();
             int bad = run_in_child(s, p, i);
             double took = lb_cli_now() - t0;
-            remaining -= budget;
-            left--;
+            budget_left[p] -= budget;
+            left_in[p]--;
+            ran_in[p]++;
             ran++;
-            overhead_sum += took - budget > 0 ? took - budget : 0;
-            overhead = overhead_sum / ran;
+            overhead_sum[p] += took - budget > 0 ? took - budget : 0;
             if (bad) {
                 failed++;
                 if (!stop_requested)
