@@ -207,9 +207,9 @@ int lb_cli_eval(int argc, char **argv)
     lb_dataset *data = lb_dataset_open(data_path);
     if (!data)
         return lb_cli_fail(cmd);
-    /* A model trained without learned positions reads sequences of any length. */
-    if (mc.max_seq_len < lb_dataset_seq_len(data) && mc.pos != LB_POS_LEARNED)
-        mc.max_seq_len = lb_dataset_seq_len(data);
+    /* The model as trained: without learned positions it reads sequences of any length
+     * (max_seq_len bounds only the learned table, and is the reference length of a length
+     * scale, so it stays the checkpoint's). */
     lb_model *model = lb_model_new(&mc);
     int code = 0;
     lb_eval_result r;
