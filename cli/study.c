@@ -97,6 +97,9 @@ static char *study_path(const lb_study *s, char *buf, size_t size, const char *f
     return lb_cli_path(buf, size, s->out, rel);
 }
 
+/* When the running job started (lb_study_run_job), for its "job_seconds". */
+static double job_start;
+
 static lb_status write_json(json_object *root, const char *path)
 {
     char tmp[4300];
@@ -437,6 +440,7 @@ static lb_status run_data_job(lb_study *s, const job *j)
         return st;
     json_object *r = json_object_new_object();
     json_object_object_add(r, "task", json_object_new_string(task->name));
+    json_object_object_add(r, "job_seconds", json_object_new_double(lb_cli_now() - job_start));
     st = write_json(r, job_result_path(s, j, path, sizeof path));
     json_object_put(r);
     return st;
@@ -545,6 +549,7 @@ static lb_status run_lr_job(lb_study *s, const job *j)
     json_object_object_add(r, "steps", json_object_new_int64(run.steps));
     json_object_object_add(r, "val_accuracy", json_real(run.last_val.accuracy));
     json_object_object_add(r, "val_loss", json_real(run.last_val.loss));
+    json_object_object_add(r, "job_seconds", json_object_new_double(lb_cli_now() - job_start));
     st = write_json(r, job_result_path(s, j, path, sizeof path));
     json_object_put(r);
     return st;
@@ -684,6 +689,7 @@ static lb_status run_cell_job(lb_study *s, const job *j)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     json_object_object_add(r, "peak_rss_mb", json_object_new_double((double)ru.ru_maxrss / 1024.0));
+    json_object_object_add(r, "job_seconds", json_object_new_double(lb_cli_now() - job_start));
     if (st == LB_OK)
         st = write_json(r, job_result_path(s, j, path, sizeof path));
     json_object_put(r);
@@ -697,6 +703,7 @@ lb_status lb_study_run_job(lb_study *s, lb_study_phase phase, int index)
     if (lb_study_job_done(s, phase, index))
         return LB_OK;
     const job *j = &s->jobs[phase][index];
+    job_start = lb_cli_now();
     lb_status st = phase == LB_STUDY_DATA ? run_data_job(s, j)
                    : phase == LB_STUDY_LR ? run_lr_job(s, j)
                                           : run_cell_job(s, j);
@@ -817,9 +824,10 @@ static double copy_baseline(const study_task *t)
     return (double)t->train.copy_symbols * log((double)t->train.alphabet) / (double)t->train.seq_len;
 }
 
-/* Whether a method's result at the longest test length is clearly better than
- * guessing: accuracy above chance by two standard errors of a chance-level score on
- * the test examples (and at least 2 points); copy: loss 2% below the memoryless one. */
+/* Whether a method clearly learnt the task: at the training length (the first test
+ * length) and at the longest, accuracy above chance by two standard errors of a
+ * chance-level score on the test examples (and at least 2 points); copy: loss 2% below
+ * the memoryless one. */
 static int above_chance(const lb_study *s, task_id t, const cell_stats *c)
 {
     const study_task *task = &s->tasks[t];
@@ -827,7 +835,8 @@ static int above_chance(const lb_study *s, task_id t, const cell_stats *c)
     if (task->copy)
         return c->loss[last] < 0.98 * copy_baseline(task);
     double p = task_chance(task), n = (double)s->eval_examples * (c->n > 0 ? c->n : 1);
-    return c->mean[last] > p + fmax(0.02, 2 * sqrt(p * (1 - p) / n));
+    double bar = p + fmax(0.02, 2 * sqrt(p * (1 - p) / n));
+    return c->mean[0] > bar && c->mean[last] > bar;
 }
 
 /* The method the numbers pick for task t: the best mean accuracy at the longest test
@@ -921,9 +930,10 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
         return;
     }
     if (pick == -2)
-        fprintf(f, "none: no method is clearly above %s at %lld (the budget is too short for this task, or every "
+        fprintf(f, "none: no method is clearly above %s at %s%lld (the budget is too short for this task, or every "
                    "method fails it).\n",
-                task->copy ? "the memoryless baseline" : "chance", (long long)task->test_len[last]);
+                task->copy ? "the memoryless baseline" : "chance", task->copy || last == 0 ? "" : "the training length and at ",
+                (long long)task->test_len[last]);
     else if (task->copy)
         fprintf(f, "%s (%s), loss %.4f against the memoryless %.4f, %.1f%% of the copied symbols.", method_names[pick],
                 method_rows[pick], st[pick].loss[last], copy_baseline(task), 100 * st[pick].mean[last]);
@@ -941,6 +951,21 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
             fprintf(f, "- %s: %s; %s.\n", method_names[m], st[m].recipe, st[m].lr_choice);
 }
 
+/* Seconds the stored jobs took, summed (across the runs that made them). */
+static double stored_job_seconds(const lb_study *s)
+{
+    double total = 0;
+    for (int p = 0; p < LB_STUDY_PHASES; p++)
+        for (int i = 0; i < s->n_jobs[p]; i++) {
+            char path[4200];
+            json_object *r = json_object_from_file(job_result_path(s, &s->jobs[p][i], path, sizeof path));
+            double v = json_num(r, "job_seconds");
+            total += isfinite(v) ? v : 0;
+            json_object_put(r);
+        }
+    return total;
+}
+
 static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], double seconds, FILE *f)
 {
     fprintf(f, "# The method study, measured\n\n");
@@ -950,6 +975,7 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
             s->quick ? " --quick" : "", s->seeds, s->quick ? "quick study:" : "a", s->budget, s->probe_budget);
     if (seconds >= 0)
         fprintf(f, " Wall time of this run: %.1f min.", seconds / 60);
+    fprintf(f, " The stored jobs took %.1f min in all.", stored_job_seconds(s) / 60);
     fprintf(f, "\n\n## The source's table with measured columns\n\n");
     fprintf(f, "Each method's accuracy at the longest test length of each task (copy: loss, lower is better; "
                "memoryless %.4f).\n\n| method | the source's best fit |",
@@ -1054,6 +1080,7 @@ lb_status lb_study_report(lb_study *s, double seconds)
     json_object_object_add(opts, "threads", json_object_new_int(s->threads));
     json_object_object_add(root, "options", opts);
     json_object_object_add(root, "wall_seconds", seconds >= 0 ? json_object_new_double(seconds) : NULL);
+    json_object_object_add(root, "job_seconds", json_object_new_double(stored_job_seconds(s)));
     for (int t = 0; t < T_COUNT; t++) {
         if (!s->task_on[t])
             continue;
@@ -1313,7 +1340,7 @@ int lb_cli_study(int argc, char **argv)
                 done_cells, total_cells, o.out);
         lb_study_report(s, -1);
         lb_study_free(s);
-        return 1;
+        return 130; /* as a shell reports Ctrl-C */
     }
     lb_status st = lb_study_report(s, ran ? seconds : -1);
     if (st != LB_OK) {
