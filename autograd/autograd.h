@@ -34,6 +34,8 @@ struct lb_var {
     int n_inputs;
     lb_var *inputs[LB_MAX_OP_INPUTS];
     lb_tensor *saved[LB_MAX_SAVED]; /* tensors an op keeps for its backward */
+    uint64_t input_versions[LB_MAX_OP_INPUTS]; /* lb_tensor_version of each input's value when recorded */
+    uint64_t value_version;         /* and of this variable's own value */
     double attr_f[4];               /* op attributes (scales, eps, ...) */
     int64_t attr_i[8];              /* op attributes (dims, flags, sizes, ...) */
     void *ctx;                      /* op-owned extra state, freed with ctx_free */
@@ -74,7 +76,11 @@ void lb_param_zero_grad(lb_var *param);
  * and its gradient is 1; otherwise grad_output has output's shape and dtype.
  * Accumulates into the grad of every variable that requires it.
  * Errors: LB_ERR_STATE if the graph's backward already ran since the last reset
- * (run the forward pass again), or if output does not require gradients;
+ * (run the forward pass again), or if output does not require gradients, or if an
+ * op's input or output was modified in place after the op recorded it (its
+ * lb_tensor_version changed; the message names the op, like PyTorch's "one of the
+ * variables needed for gradient computation has been modified by an inplace
+ * operation");
  * LB_ERR_SHAPE for a wrong grad_output or a non-scalar output without one. */
 lb_status lb_backward(lb_graph *g, lb_var *output, const lb_tensor *grad_output);
 

@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@ lb_status lb_custom_backward(lb_var *node) { return node->custom_backward(node);
 /* Indexed by lb_op_kind; one row per line of the op list. */
 static const lb_op_info op_table[] = {
     [LB_OP_LEAF] = {"leaf", NULL},
-#define LB_OP(kind, name, backward) [LB_OP_##kind] = {name, backward},
+#define LB_OP(kind, name, backward, ...) [LB_OP_##kind] = {name, backward, __VA_ARGS__},
 #include "autograd/ops.def"
 #undef LB_OP
 };
@@ -99,6 +100,35 @@ static lb_status graph_push(lb_graph *g, lb_var *v)
     return LB_OK;
 }
 
+/* LB_ERR_STATE naming the op when a tensor its backward reads was written in place
+ * after the op recorded it. */
+static lb_status check_versions(const lb_var *v)
+{
+    char a[128];
+    unsigned unread = op_table[v->op].unread;
+    for (int i = -1; i < v->n_inputs; i++) {
+        /* LB_READS_OUTPUT (bit 1) leaves the inputs unread, LB_READS_INPUTS (bit 2) the output. */
+        if ((i >= 0 && (unread & LB_READS_OUTPUT)) || (i < 0 && (unread & LB_READS_INPUTS)))
+            continue;
+        const lb_tensor *t = i < 0 ? v->value : v->inputs[i]->value;
+        uint64_t then = i < 0 ? v->value_version : v->input_versions[i];
+        if (lb_tensor_version(t) == then)
+            continue;
+        char which[32];
+        if (i < 0)
+            snprintf(which, sizeof which, "its output");
+        else
+            snprintf(which, sizeof which, "its input %d", i);
+        return lb_error(LB_ERR_STATE,
+                        "backward of %s: %s (%s) was modified in place after the forward pass used it (version %llu "
+                        "then, %llu now), so its gradient would be wrong; copy the tensor before changing it, or run "
+                        "the forward pass again",
+                        lb_op_name(v->op), which, lb_tensor_describe(t, a, sizeof a), (unsigned long long)then,
+                        (unsigned long long)lb_tensor_version(t));
+    }
+    return LB_OK;
+}
+
 static lb_var *var_new(lb_tensor *value)
 {
     lb_var *v = calloc(1, sizeof *v);
@@ -127,6 +157,9 @@ lb_var *lb_graph_record(lb_graph *g, lb_op_kind op, lb_tensor *value, int n_inpu
         v->requires_grad = 1;
         v->n_inputs = n_inputs;
         memcpy(v->inputs, inputs, (size_t)n_inputs * sizeof *inputs);
+        for (int i = 0; i < n_inputs; i++)
+            v->input_versions[i] = lb_tensor_version(inputs[i]->value);
+        v->value_version = lb_tensor_version(value);
     }
     if (graph_push(g, v) != LB_OK) {
         var_free(v);
@@ -296,6 +329,9 @@ lb_status lb_backward(lb_graph *g, lb_var *output, const lb_tensor *grad_output)
         lb_var *v = g->nodes[i];
         if (!v->grad || v->op == LB_OP_LEAF || !v->requires_grad)
             continue;
+        st = check_versions(v);
+        if (st != LB_OK)
+            return st;
         st = op_table[v->op].backward(v);
         if (st != LB_OK)
             return lb_error_context("backward of %s", lb_op_name(v->op));

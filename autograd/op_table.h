@@ -11,7 +11,7 @@ struct lb_attn_mask; /* autograd/ops.h */
 /* The op kinds, from the op list (autograd/ops.def); 0 is a graph leaf (no op). */
 typedef enum lb_op_kind {
     LB_OP_LEAF = 0,
-#define LB_OP(kind, name, backward) LB_OP_##kind,
+#define LB_OP(kind, name, backward, ...) LB_OP_##kind,
 #include "autograd/ops.def"
 #undef LB_OP
     LB_OP_COUNT
@@ -20,16 +20,27 @@ typedef enum lb_op_kind {
 /* Accumulates the gradients of node->inputs from node->grad. */
 typedef lb_status (*lb_backward_fn)(lb_var *node);
 
+/* What an op's backward does not read of the values it was recorded with: the
+ * optional fourth column of the op list. Absent (0): it reads its inputs' values and
+ * its own, and lb_backward refuses to run it when any of them was modified in place
+ * since (lb_tensor_version). */
+enum {
+    LB_READS_OUTPUT = 1,  /* only its output's value (its inputs' are not read) */
+    LB_READS_INPUTS = 2,  /* only its inputs' values */
+    LB_READS_NOTHING = 3  /* no values at all (sums, shapes, scalings) */
+};
+
 typedef struct lb_op_info {
     const char *name;
     lb_backward_fn backward; /* NULL only for LB_OP_LEAF */
+    unsigned unread;         /* LB_READS_*: values its backward does not read */
 } lb_op_info;
 
 const lb_op_info *lb_op_info_of(int op);
 
 /* Backward functions named by the op list, defined in the ops_*.c files (and
  * graph.c for lb_custom). Each accumulates the gradients of node->inputs. */
-#define LB_OP(kind, name, backward) lb_status backward(lb_var *node);
+#define LB_OP(kind, name, backward, ...) lb_status backward(lb_var *node);
 #include "autograd/ops.def"
 #undef LB_OP
 

@@ -35,6 +35,13 @@ int lb_cli_exists(const char *path);
 /* Joins dir and name into buf; returns buf. */
 char *lb_cli_path(char *buf, size_t size, const char *dir, const char *name);
 
+/* Writes JSON object `root` (its reference is dropped) to `path` through PATH.tmp:
+ * the path is checked first (lb_output_check: never a device, FIFO or folder), every
+ * write is checked, and the finished file is renamed into place. LB_ERR_IO naming
+ * the file (`what` says what it is) on failure; a previous file stays untouched. */
+struct json_object;
+lb_status lb_cli_write_json(struct json_object *root, const char *path, const char *what);
+
 /* Sets the thread count for BLAS and OpenMP: n > 0, or OMP_NUM_THREADS when n == 0
  * and it is set, else the number of processors. Returns the count in use. */
 int lb_cli_set_threads(int n);

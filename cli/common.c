@@ -1,4 +1,5 @@
 #include <ctype.h>
+#include <json-c/json.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -8,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data/output.h"
 #include "tensor/threads.h"
 #include "cli/cli.h"
 
@@ -172,4 +174,19 @@ void lb_progress_end(lb_progress *p)
 {
     if (p->tty)
         fputc('\n', stderr);
+}
+
+lb_status lb_cli_write_json(struct json_object *root, const char *path, const char *what)
+{
+    char tmp[4200];
+    lb_status st = lb_output_check(path, what);
+    if (st == LB_OK && snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        st = lb_error(LB_ERR_VALUE, "%s: path too long", path);
+    if (st == LB_OK && json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE) != 0) {
+        st = lb_error(LB_ERR_IO, "%s: cannot write the %s: %s", path, what, strerror(errno));
+        remove(tmp);
+    }
+    json_object_put(root);
+    return st == LB_OK ? lb_output_commit(tmp, path, what) : st;
 }

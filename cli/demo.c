@@ -159,15 +159,7 @@ static lb_status write_summary(const char *path, const model_spec *specs, const 
         json_object_array_add(models, o);
     }
     json_object_object_add(root, "models", models);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int bad = json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE) != 0;
-    json_object_put(root);
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return lb_error(LB_ERR_IO, "%s: cannot write the summary", path);
-    }
-    return LB_OK;
+    return lb_cli_write_json(root, path, "summary");
 }
 
 /* Validation accuracy against training seconds, read back from a run's metrics.csv. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "data/h5io.h"
+#include "data/output.h"
 #include "cli/cli.h"
 #include "train/trainer.h"
 
@@ -28,24 +29,18 @@ static void eval_usage(FILE *out)
           out);
 }
 
-/* Writes weights [E, H, Tq, Tk] with the examples' tokens and distances. */
-static lb_status write_attention(const char *path, const lb_tensor *weights, const lb_dataset *data, const char *split)
+/* What the child process of write_attention writes. */
+typedef struct attention_job {
+    const char *tmp;
+    const lb_tensor *weights; /* float32 [E, H, Tq, Tk] */
+    const lb_batch *batch;    /* the E examples */
+} attention_job;
+
+static lb_status write_attention_file(void *ctx)
 {
-    lb_batch b;
-    int64_t e = weights->shape[0];
-    lb_status st = lb_dataset_slice(data, split, 0, e, &b);
-    if (st != LB_OK)
-        return st;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (file < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot create", tmp);
-    lb_tensor *w32 = st == LB_OK ? lb_tensor_copy(weights, LB_FLOAT32) : NULL;
-    if (st == LB_OK && !w32)
-        st = lb_last_status();
+    const attention_job *job = ctx;
+    const lb_batch *b = job->batch;
+    hsize_t e = (hsize_t)job->weights->shape[0];
     struct {
         const char *name;
         hid_t type;
@@ -53,31 +48,57 @@ static lb_status write_attention(const char *path, const lb_tensor *weights, con
         hsize_t dims[4];
         const void *data;
     } sets[3] = {
-        {"weights", H5T_NATIVE_FLOAT, 4, {0}, w32 ? lb_tensor_data(w32) : NULL},
-        {"tokens", H5T_NATIVE_INT32, 2, {(hsize_t)e, (hsize_t)b.seq_len}, b.tokens},
-        {"distance", H5T_NATIVE_INT32, 1, {(hsize_t)e}, b.distance},
+        {"weights", H5T_NATIVE_FLOAT, 4, {0}, lb_tensor_data(job->weights)},
+        {"tokens", H5T_NATIVE_INT32, 2, {e, (hsize_t)b->seq_len}, b->tokens},
+        {"distance", H5T_NATIVE_INT32, 1, {e}, b->distance},
     };
     for (int i = 0; i < 4; i++)
-        sets[0].dims[i] = (hsize_t)weights->shape[i];
+        sets[0].dims[i] = (hsize_t)job->weights->shape[i];
+    hid_t file = H5Fcreate(job->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create", job->tmp) : LB_OK;
     for (int i = 0; i < 3 && st == LB_OK; i++) {
         if (!sets[i].data)
             continue;
         hid_t space = H5Screate_simple(sets[i].rank, sets[i].dims, NULL);
-        hid_t dset = H5Dcreate2(file, sets[i].name, sets[i].type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t dset = space < 0 ? -1
+                               : H5Dcreate2(file, sets[i].name, sets[i].type, space, H5P_DEFAULT, H5P_DEFAULT,
+                                            H5P_DEFAULT);
         if (dset < 0 || H5Dwrite(dset, sets[i].type, H5S_ALL, H5S_ALL, H5P_DEFAULT, sets[i].data) < 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot write dataset %s", tmp, sets[i].name);
+            st = lb_error(LB_ERR_IO, "%s: cannot write dataset %s (disk full?)", job->tmp, sets[i].name);
         lb_h5_close(dset);
         lb_h5_close(space);
     }
     if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing", tmp);
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing (disk full?)", job->tmp);
+    return st;
+}
+
+/* Writes weights [E, H, Tq, Tk] with the examples' tokens and distances: HDF5 runs
+ * in a child process (lb_h5_isolated), the finished file is renamed into place. */
+static lb_status write_attention(const char *path, const lb_tensor *weights, const lb_dataset *data, const char *split)
+{
+    lb_status st = lb_output_check(path, "attention output");
+    if (st != LB_OK)
+        return st;
+    lb_batch b;
+    if ((st = lb_dataset_slice(data, split, 0, weights->shape[0], &b)) != LB_OK)
+        return st;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    lb_tensor *w32 = lb_tensor_copy(weights, LB_FLOAT32);
+    if (!w32)
+        st = lb_last_status();
+    attention_job job = {tmp, w32, &b};
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    if (st == LB_OK)
+        st = lb_h5_isolated(write_attention_file, NULL, &job, 0, 1, tmp);
     lb_h5_quiet_end(&quiet);
     lb_tensor_free(w32);
     lb_batch_free(&b);
-    if (st == LB_OK && rename(tmp, path) != 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot rename into place", path);
-    if (st != LB_OK)
-        remove(tmp);
+    if (st == LB_OK)
+        return lb_output_commit(tmp, path, "attention output");
+    remove(tmp);
     return st;
 }
 

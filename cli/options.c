@@ -178,15 +178,7 @@ lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path)
     json_object *root = json_object_new_object();
     for (int i = 0; i < N_OPTIONS; i++)
         json_object_object_add(root, options[i].name, option_json(rc, &options[i]));
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int bad = json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE) != 0;
-    json_object_put(root);
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return lb_error(LB_ERR_IO, "%s: cannot write the configuration", path);
-    }
-    return LB_OK;
+    return lb_cli_write_json(root, path, "configuration");
 }
 
 /* Reads a whole JSON document strictly: no trailing text, no comments. */

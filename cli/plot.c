@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/output.h"
+
 enum { PAGE_WIDTH = 1000, PAGE_HEIGHT = 600, MAX_IMAGE_SIDE = 1000, N_SERIES_COLOURS = 10 };
 
 /* cmap0 entries: background, foreground, grid, annotation, then the series colours. */
@@ -161,6 +163,8 @@ static lb_status run_plot(const char *what, const char *requested, draw_fn draw,
     static char target[4096], temp[4200];
     if (target_path(requested, device, target, sizeof target) != LB_OK)
         return lb_error_context("%s", what);
+    if (lb_output_check(target, what) != LB_OK)
+        return lb_last_status();
     snprintf(temp, sizeof temp, "%s.XXXXXX", target);
     int fd = mkstemp(temp);
     if (fd < 0)
@@ -207,8 +211,8 @@ static lb_status run_plot(const char *what, const char *requested, draw_fn draw,
         st = lb_error(LB_ERR_IO, "%s: PLplot reported an error writing %s: %s", what, target, pl_message);
     else if (check_output(temp, device) != LB_OK)
         st = lb_error_context("%s: %s", what, target);
-    else if (rename(temp, target) != 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot rename the finished plot to %s: %s", what, target, strerror(errno));
+    else
+        st = lb_output_commit(temp, target, what);
     if (st != LB_OK) {
         unlink(temp);
         return st;

@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "data/output.h"
 
 typedef struct progress_state {
     lb_progress bar;
@@ -53,9 +55,13 @@ static void on_signal(int sig)
         lb_trainer_request_stop(active_trainer);
 }
 
-/* Keeps the header and the rows of steps <= step (drops what a resumed run repeats). */
+/* Keeps the header and the rows of steps <= step (drops what a resumed run repeats).
+ * Written to PATH.tmp and renamed: when a write fails, the old file stays whole. */
 static lb_status truncate_metrics(const char *path, int64_t step)
 {
+    lb_status st = lb_output_check(path, "metrics");
+    if (st != LB_OK)
+        return st;
     FILE *in = fopen(path, "r");
     if (!in)
         return LB_OK;
@@ -63,26 +69,31 @@ static lb_status truncate_metrics(const char *path, int64_t step)
     FILE *out = snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp ? fopen(tmp, "w") : NULL;
     if (!out) {
         fclose(in);
-        return lb_error(LB_ERR_IO, "%s: cannot write", tmp);
+        return lb_error(LB_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
     }
-    int first = 1;
+    int first = 1, bad = 0;
     while (fgets(line, sizeof line, in)) {
         char *end;
         long long row_step = strtoll(line, &end, 10);
         if (first && end == line) /* the header */
-            fputs(line, out);
+            bad |= fputs(line, out) < 0;
         else if (end != line && *end == ',' && row_step <= step)
-            fputs(line, out);
+            bad |= fputs(line, out) < 0;
         first = 0;
     }
     if (first) /* empty file: a run killed before writing anything */
-        fprintf(out, "%s\n", lb_metrics_header());
+        bad |= fprintf(out, "%s\n", lb_metrics_header()) < 0;
+    bad |= ferror(in) != 0;
     fclose(in);
-    if (fclose(out) != 0 || rename(tmp, path) != 0) {
+    bad |= fflush(out) != 0 || fsync(fileno(out)) != 0;
+    int saved = errno;
+    bad |= fclose(out) != 0;
+    if (bad) {
         unlink(tmp);
-        return lb_error(LB_ERR_IO, "%s: cannot rewrite", path);
+        return lb_error(LB_ERR_IO, "%s: cannot rewrite the metrics (%s); the file is unchanged", path,
+                        strerror(saved ? saved : errno));
     }
-    return LB_OK;
+    return lb_output_commit(tmp, path, "metrics");
 }
 
 /* An exclusive lock on DIR/.lock for the life of the run (released when the process ends). */
@@ -108,8 +119,11 @@ static void clean_failed_run(const char *dir, int created_dir)
 {
     const char *names[] = {"config.json", "config.json.tmp", "metrics.csv", "metrics.csv.tmp", ".lock"};
     char path[4200];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        unlink(lb_cli_path(path, sizeof path, dir, names[i]));
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        struct stat sb; /* only regular files: a FIFO or device someone put there stays */
+        if (lstat(lb_cli_path(path, sizeof path, dir, names[i]), &sb) == 0 && S_ISREG(sb.st_mode))
+            unlink(path);
+    }
     if (created_dir)
         rmdir(dir);
 }
@@ -157,12 +171,12 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     }
     if (st == LB_OK)
         st = lb_run_config_save_json(rc, config_path);
-    if (st == LB_OK) {
+    if (st == LB_OK && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
         int new_metrics = !lb_cli_exists(metrics_path);
         if (!(metrics = fopen(metrics_path, "a")))
-            st = lb_error(LB_ERR_IO, "%s: cannot open for writing", metrics_path);
+            st = lb_error(LB_ERR_IO, "%s: cannot open for writing: %s", metrics_path, strerror(errno));
         else if (new_metrics && (fprintf(metrics, "%s\n", lb_metrics_header()) < 0 || fflush(metrics) != 0))
-            st = lb_error(LB_ERR_IO, "%s: cannot write", metrics_path);
+            st = lb_error(LB_ERR_IO, "%s: cannot write: %s", metrics_path, strerror(errno));
     }
     if (st == LB_OK) {
         out->parameters = lb_params_numel(lb_model_params(model));
@@ -189,7 +203,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         out->seconds = lb_trainer_elapsed(trainer);
         out->last_val = ps.last_val;
         out->interrupted = lb_trainer_stopped(trainer);
-        if (st == LB_ERR_NUMERIC && lb_cli_exists(ckpt_path))
+        if ((st == LB_ERR_NUMERIC || st == LB_ERR_IO) && lb_cli_exists(ckpt_path))
             lb_error_context("the last good checkpoint is kept in %s", ckpt_path);
         else if (st == LB_OK && out->interrupted)
             st = lb_error(LB_ERR_STATE, "interrupted at step %lld; the checkpoint is saved; continue with "
@@ -198,9 +212,10 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
             fprintf(stderr, "done: %lld steps in %.1f s; checkpoint %s\n", (long long)out->steps, out->seconds,
                     ckpt_path);
     }
-    if (metrics)
-        fclose(metrics);
-    if (st != LB_OK && !resume && lock >= 0 && !lb_cli_exists(ckpt_path))
+    if (metrics && fclose(metrics) != 0 && st == LB_OK)
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing: %s", metrics_path, strerror(errno));
+    /* A start that failed leaves nothing; a run that took steps keeps its metrics rows. */
+    if (st != LB_OK && !resume && lock >= 0 && !lb_cli_exists(ckpt_path) && (!trainer || lb_trainer_steps_done(trainer) == 0))
         clean_failed_run(dir, created_dir);
     if (lock >= 0)
         close(lock);

@@ -26,6 +26,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/plot.h"
+#include "data/output.h"
 #include "data/tasks.h"
 #include "layers/conv.h"
 
@@ -100,17 +101,10 @@ static char *study_path(const lb_study *s, char *buf, size_t size, const char *f
 /* When the running job started (lb_study_run_job), for its "job_seconds". */
 static double job_start;
 
+/* Writes root (the caller keeps its reference) through lb_cli_write_json. */
 static lb_status write_json(json_object *root, const char *path)
 {
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int bad = json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                     JSON_C_TO_STRING_NOSLASHESCAPE) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return lb_error(LB_ERR_IO, "%s: cannot write (%s)", path, strerror(errno));
-    }
-    return LB_OK;
+    return lb_cli_write_json(json_object_get(root), path, "study file");
 }
 
 static double json_num(json_object *o, const char *key)
@@ -1125,14 +1119,22 @@ lb_status lb_study_report(lb_study *s, double seconds)
     char tmp[4300];
     study_path(s, path, sizeof path, "study.md");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    lb_status checked = lb_output_check(path, "study report");
+    if (checked != LB_OK)
+        return checked;
     FILE *f = fopen(tmp, "w");
     if (!f)
         return lb_error(LB_ERR_IO, "%s: cannot write (%s)", tmp, strerror(errno));
     write_markdown(s, st, seconds, f);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    int bad = ferror(f) != 0 || fflush(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        lb_error(LB_ERR_IO, "%s: cannot write (%s)", path, strerror(errno));
         unlink(tmp);
-        return lb_error(LB_ERR_IO, "%s: cannot write", path);
+        return LB_ERR_IO;
     }
+    if ((checked = lb_output_commit(tmp, path, "study report")) != LB_OK)
+        return checked;
     write_plots(s, st);
     return LB_OK;
 }

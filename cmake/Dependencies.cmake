@@ -18,12 +18,16 @@ lb_require(OPENBLAS_FOUND "OpenBLAS (cblas)" "libopenblas-dev")
 pkg_check_modules(HDF5 IMPORTED_TARGET hdf5)
 lb_require(HDF5_FOUND "HDF5 (C library)" "libhdf5-dev")
 
+# zlib's crc32: the checksums of checkpoint tensors.
+pkg_check_modules(ZLIB IMPORTED_TARGET zlib)
+lb_require(ZLIB_FOUND "zlib" "zlib1g-dev")
+
 # OpenMP for threads over batch, heads and tiles.
 find_package(OpenMP COMPONENTS C)
 lb_require(OpenMP_C_FOUND "OpenMP" "libgomp1 (part of gcc)")
 
 find_library(MATH_LIBRARY m)
-set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 OpenMP::OpenMP_C ${MATH_LIBRARY})
+set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB OpenMP::OpenMP_C ${MATH_LIBRARY})
 
 # The command line: JSON output through json-c, plots through PLplot.
 pkg_check_modules(JSONC IMPORTED_TARGET json-c)

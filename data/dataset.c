@@ -6,7 +6,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "data/dataset_internal.h"
 #include "data/h5io.h"
@@ -73,7 +76,7 @@ static lb_status read_task_and_version(reader *r)
         st = lb_error(LB_ERR_FORMAT, "%s: attribute 'task' = '%s' is not a known task (spike, recall, copy, adding, local, parity)",
                       r->file, task);
     if (st == LB_OK)
-        st = lb_h5_read_attr_int(r->fid, "format_version", &ds->format_version, r->file);
+        st = lb_h5_read_attr_int(r->fid, "format_version", LB_H5_INT, &ds->format_version, r->file);
     if (st == LB_OK && ds->format_version != LB_DATA_FORMAT_VERSION)
         st = lb_error(LB_ERR_FORMAT,
                       "%s: format_version %lld is not supported (this lookback reads version %d): regenerate the "
@@ -94,20 +97,20 @@ static lb_status read_option(reader *r, const lb_option_spec *spec, int *present
     lb_status st;
     if (spec->type == LB_OPT_SEED) {
         uint64_t u = 0;
-        if ((st = lb_h5_read_attr_uint(r->fid, spec->name, &u, r->file)) == LB_OK)
+        if ((st = lb_h5_read_attr_uint(r->fid, spec->name, LB_H5_NONNEG, &u, r->file)) == LB_OK)
             lb_option_set_seed(o, spec, u);
         return st;
     }
     if (spec->type == LB_OPT_REAL) {
         double v = 0;
-        st = lb_h5_read_attr_real(r->fid, spec->name, &v, r->file);
+        st = lb_h5_read_attr_real(r->fid, spec->name, LB_H5_REAL, &v, r->file);
         if (st == LB_OK)
             st = lb_option_check_real(spec, v, r->file);
         if (st == LB_OK)
             lb_option_set_real(o, spec, v);
     } else {
         int64_t i = 0;
-        st = lb_h5_read_attr_int(r->fid, spec->name, &i, r->file);
+        st = lb_h5_read_attr_int(r->fid, spec->name, LB_H5_INT, &i, r->file);
         if (st == LB_OK)
             st = lb_option_check_int(spec, i, r->file);
         if (st == LB_OK)
@@ -139,17 +142,17 @@ static lb_status read_root_attrs(reader *r)
     uint64_t seed = 0;
     lb_status st = read_task_and_version(r);
     if (st == LB_OK)
-        st = lb_h5_read_attr_uint(r->fid, "seed", &seed, r->file);
+        st = lb_h5_read_attr_uint(r->fid, "seed", LB_H5_NONNEG, &seed, r->file);
     if (st == LB_OK)
-        st = lb_h5_read_attr_int(r->fid, "seq_len", &seq_len, r->file);
+        st = lb_h5_read_attr_int(r->fid, "seq_len", LB_H5_INT, &seq_len, r->file);
     if (st == LB_OK)
         st = check_attr_range(r->file, "seq_len", seq_len, 1, MAX_SEQ_LEN);
     if (st == LB_OK)
-        st = lb_h5_read_attr_int(r->fid, "vocab_size", &ds->vocab_size, r->file);
+        st = lb_h5_read_attr_int(r->fid, "vocab_size", LB_H5_INT, &ds->vocab_size, r->file);
     if (st == LB_OK)
         st = check_attr_range(r->file, "vocab_size", ds->vocab_size, 0, INT32_MAX);
     if (st == LB_OK)
-        st = lb_h5_read_attr_int(r->fid, "num_classes", &ds->num_classes, r->file);
+        st = lb_h5_read_attr_int(r->fid, "num_classes", LB_H5_INT, &ds->num_classes, r->file);
     if (st == LB_OK)
         st = check_attr_range(r->file, "num_classes", ds->num_classes, 0, INT32_MAX);
     int count = 0, present = 0, missing = 0;
@@ -330,7 +333,7 @@ static lb_status bad_float(const reader *r, const char *where, lb_field f, int64
  * straight into buf [count] and checks it. */
 static lb_status read_narrow_int(reader *r, hid_t dset, const char *where, lb_field f, int32_t *buf, int64_t count)
 {
-    lb_status st = lb_h5_read_all(dset, 0, buf, where, r->file);
+    lb_status st = lb_h5_read(dset, LB_H5_ANY_INT, H5T_NATIVE_INT32, 0, -1, buf, where, r->file);
     int_rule rule = int_rule_of(r, f);
     for (int64_t i = 0; st == LB_OK && i < count; i++) {
         if (!int_ok(&rule, buf[i])) {
@@ -358,8 +361,8 @@ static lb_status read_wide_int(reader *r, hid_t dset, const char *where, lb_fiel
     lb_status st = LB_OK;
     for (int64_t start = 0; st == LB_OK && start < n; start += rows) {
         int64_t count = n - start < rows ? n - start : rows;
-        st = lb_h5_read_rows(dset, is_unsigned ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, start, count, block, where,
-                             r->file);
+        st = lb_h5_read(dset, LB_H5_ANY_INT, is_unsigned ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, start, count, block,
+                        where, r->file);
         for (int64_t i = 0; st == LB_OK && i < count * per_row; i++) {
             int64_t flat = start * per_row + i;
             uint64_t u = (uint64_t)block[i];
@@ -384,7 +387,7 @@ static lb_status read_wide_int(reader *r, hid_t dset, const char *where, lb_fiel
  * that every value is finite. */
 static lb_status read_narrow_float(reader *r, hid_t dset, const char *where, lb_field f, float *buf, int64_t count)
 {
-    lb_status st = lb_h5_read_all(dset, 1, buf, where, r->file);
+    lb_status st = lb_h5_read(dset, LB_H5_FLOAT, H5T_NATIVE_FLOAT, 0, -1, buf, where, r->file);
     for (int64_t i = 0; st == LB_OK && i < count; i++)
         if (!isfinite(buf[i]))
             return bad_float(r, where, f, i, buf[i]);
@@ -404,7 +407,7 @@ static lb_status read_wide_float(reader *r, hid_t dset, const char *where, lb_fi
     lb_status st = LB_OK;
     for (int64_t start = 0; st == LB_OK && start < n; start += rows) {
         int64_t count = n - start < rows ? n - start : rows;
-        st = lb_h5_read_rows(dset, H5T_NATIVE_DOUBLE, start, count, block, where, r->file);
+        st = lb_h5_read(dset, LB_H5_FLOAT, H5T_NATIVE_DOUBLE, start, count, block, where, r->file);
         for (int64_t i = 0; st == LB_OK && i < count * per_row; i++) {
             int64_t flat = start * per_row + i;
             if (!isfinite(block[i]) || fabs(block[i]) > FLT_MAX) {
@@ -482,28 +485,11 @@ static lb_status read_split(reader *r, int split)
 
 /* ---- open / close ---- */
 
-static lb_status check_file(const char *path, int64_t *bytes)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
-    *bytes = (int64_t)sb.st_size;
-    if (H5Fis_hdf5(path) <= 0)
-        return lb_error(LB_ERR_FORMAT, "%s: not an HDF5 file (no HDF5 signature; %lld bytes)", path,
-                        (long long)sb.st_size);
-    return LB_OK;
-}
-
 static lb_status read_file(reader *r)
 {
-    lb_status st = check_file(r->file, &r->file_bytes);
+    lb_status st = lb_h5_open_read(r->file, "data file", &r->fid);
     if (st != LB_OK)
         return st;
-    r->fid = H5Fopen(r->file, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (r->fid < 0)
-        return lb_error(LB_ERR_FORMAT, "%s: HDF5 cannot open it (truncated or corrupted file?)", r->file);
     st = read_root_attrs(r);
     if (st == LB_OK)
         st = infer_layout(r);
@@ -514,10 +500,82 @@ static lb_status read_file(reader *r)
     return st;
 }
 
+/* Opening runs in two processes: a child reads and validates the file with HDF5
+ * (lb_h5_isolated, with a time limit) and sends the checked dataset over a socket;
+ * this process never calls HDF5 on the file, so a file that makes libhdf5 crash or
+ * hang costs only the child. */
+typedef struct open_job {
+    reader r;
+    int sock[2]; /* [0] this process, [1] the child */
+} open_job;
+
+/* What the child sends before the rows: every field of lb_dataset but the pointers. */
+typedef struct dataset_header {
+    lb_task_options options;
+    int all_options_present;
+    int64_t format_version, vocab_size, num_classes;
+    lb_layout layout;
+    int64_t n[LB_SPLIT_COUNT];
+} dataset_header;
+
+static lb_status open_child(void *ctx)
+{
+    open_job *job = ctx;
+    close(job->sock[0]);
+    lb_status st = read_file(&job->r);
+    if (st != LB_OK)
+        return st;
+    const lb_dataset *ds = job->r.ds;
+    dataset_header h;
+    memset(&h, 0, sizeof h);
+    h.options = ds->options;
+    h.all_options_present = ds->all_options_present;
+    h.format_version = ds->format_version;
+    h.vocab_size = ds->vocab_size;
+    h.num_classes = ds->num_classes;
+    h.layout = ds->layout;
+    for (int s = 0; s < LB_SPLIT_COUNT; s++)
+        h.n[s] = ds->split[s].n;
+    int bad = lb_transfer_bytes(job->sock[1], &h, sizeof h, 1) != 0;
+    for (int s = 0; !bad && s < LB_SPLIT_COUNT; s++)
+        bad = lb_rows_transfer(job->sock[1], &ds->layout, &job->r.ds->split[s], 1) != 0;
+    return bad ? lb_error(LB_ERR_IO, "%s: the reading process could not send the data", job->r.file) : LB_OK;
+}
+
+/* This process: receives what the child read. LB_ERR_STATE when the child stopped
+ * (its own message says why). */
+static lb_status open_receive(void *ctx)
+{
+    open_job *job = ctx;
+    close(job->sock[1]);
+    lb_dataset *ds = job->r.ds;
+    dataset_header h;
+    lb_status st = lb_transfer_bytes(job->sock[0], &h, sizeof h, 0) == 0 ? LB_OK : LB_ERR_STATE;
+    if (st == LB_OK) {
+        ds->options = h.options;
+        ds->all_options_present = h.all_options_present;
+        ds->format_version = h.format_version;
+        ds->vocab_size = h.vocab_size;
+        ds->num_classes = h.num_classes;
+        ds->layout = h.layout;
+    }
+    for (int s = 0; st == LB_OK && s < LB_SPLIT_COUNT; s++) {
+        st = lb_rows_alloc(&ds->layout, h.n[s], NULL, job->r.file, &ds->split[s]);
+        if (st == LB_OK && lb_rows_transfer(job->sock[0], &ds->layout, &ds->split[s], 0) != 0)
+            st = LB_ERR_STATE;
+    }
+    close(job->sock[0]);
+    return st == LB_ERR_STATE ? lb_error(LB_ERR_STATE, "%s: the reading process stopped", job->r.file) : st;
+}
+
 lb_dataset *lb_dataset_open(const char *path)
 {
     if (!path) {
         lb_error(LB_ERR_VALUE, "lb_dataset_open: path is NULL");
+        return NULL;
+    }
+    if (!*path) {
+        lb_error(LB_ERR_VALUE, "lb_dataset_open: the data file path is empty");
         return NULL;
     }
     lb_dataset *ds = calloc(1, sizeof *ds);
@@ -528,11 +586,23 @@ lb_dataset *lb_dataset_open(const char *path)
         return NULL;
     }
     ds->path = copy;
-    reader r = {.ds = ds, .file = path, .fid = -1};
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    lb_status st = read_file(&r);
-    lb_h5_quiet_end(&quiet);
+    open_job job = {.r = {.ds = ds, .file = path, .fid = -1}, .sock = {-1, -1}};
+    struct stat sb;
+    lb_status st = stat(path, &sb) == 0 ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (st == LB_OK && !S_ISREG(sb.st_mode))
+        st = lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
+    job.r.file_bytes = st == LB_OK ? (int64_t)sb.st_size : 0;
+    double timeout = lb_h5_read_timeout(job.r.file_bytes);
+    if (st == LB_OK && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, job.sock) != 0)
+        st = lb_error(LB_ERR_IO, "%s: cannot create a socket pair for reading: %s", path, strerror(errno));
+    if (st == LB_OK) {
+        struct timeval tv = {(time_t)timeout, (suseconds_t)((timeout - (double)(time_t)timeout) * 1e6)};
+        setsockopt(job.sock[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); /* a hanging child */
+        lb_h5_quiet quiet;
+        lb_h5_quiet_begin(&quiet);
+        st = lb_h5_isolated(open_child, open_receive, &job, timeout, 0, path);
+        lb_h5_quiet_end(&quiet);
+    }
     if (st != LB_OK) {
         lb_dataset_close(ds);
         return NULL;

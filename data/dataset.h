@@ -42,10 +42,13 @@ typedef struct lb_batch {
     void *owner;                /* internal: storage released by lb_batch_free */
 } lb_batch;
 
-/* Opens and validates the file at `path` (see the top of this header). NULL on error
- * with LB_ERR_IO (missing or unreadable file), LB_ERR_FORMAT (not HDF5, truncated,
- * corrupted, wrong attribute, dtype, shape or value, unknown format_version) or
- * LB_ERR_MEMORY. */
+/* Opens and validates the file at `path` (see the top of this header). HDF5 runs in a
+ * child process with a time limit (lb_h5_read_timeout; LOOKBACK_HDF5_TIMEOUT), which
+ * sends the checked arrays back: a file that crashes or hangs libhdf5 gives
+ * LB_ERR_FORMAT "damaged or hostile HDF5 file". NULL on error with LB_ERR_IO (missing
+ * or unreadable file, not a regular file, locked by a process writing it),
+ * LB_ERR_FORMAT (not HDF5, truncated, corrupted, wrong attribute, dtype, shape or
+ * value, unknown format_version), LB_ERR_VALUE (empty path) or LB_ERR_MEMORY. */
 lb_dataset *lb_dataset_open(const char *path);
 /* Frees everything; NULL is allowed. Batches from lb_dataset_slice stay valid. */
 void lb_dataset_close(lb_dataset *ds);

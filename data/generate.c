@@ -12,12 +12,16 @@
 #include "data/tasks.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "data/h5io.h"
+#include "data/output.h"
 #include "data/options.h"
 #include "data/rows.h"
 #include "tensor/rng.h"
@@ -276,15 +280,23 @@ static lb_status generate_block(const lb_task_options *o, const lb_layout *l, ui
                   : LB_OK;
 }
 
-/* ---- the file ---- */
+/* ---- the file ----
+ *
+ * Two processes: this one generates the blocks of sequences (OpenMP threads) and
+ * sends them over a socket to a child process, which alone calls HDF5 to write them
+ * (lb_h5_isolated). When the disk fills, HDF5's cleanup after the failed write can
+ * crash; then only the child goes, and this process reports the error. */
 
 typedef struct writer {
     const lb_task_options *opt;
     lb_layout layout;
     const char *file; /* the final path, for messages */
+    const char *tmp;  /* the temporary file written */
     lb_progress_fn progress;
     void *user;
     int64_t done, total;
+    uint64_t base[SPLIT_COUNT];
+    int sock[2]; /* [0] the generating process's end, [1] the writing child's */
 } writer;
 
 static lb_status write_root_attrs(hid_t fid, const lb_task_options *o, const char *file)
@@ -320,25 +332,8 @@ static int64_t block_rows(const lb_layout *l, int64_t n)
     return rows < n ? rows : (n > 0 ? n : 1);
 }
 
-static lb_status write_split_rows(writer *w, const hid_t *dsets, int64_t n, uint64_t base)
-{
-    int64_t block = block_rows(&w->layout, n);
-    lb_rows rows;
-    lb_status st = lb_rows_alloc(&w->layout, block, NULL, w->file, &rows);
-    for (int64_t start = 0; st == LB_OK && start < n; start += block) {
-        rows.n = n - start < block ? n - start : block;
-        st = generate_block(w->opt, &w->layout, base, start, &rows, w->file);
-        if (st == LB_OK)
-            st = lb_h5_write_rows(dsets, &w->layout, &rows, start, w->file);
-        w->done += rows.n;
-        if (st == LB_OK && w->progress)
-            w->progress(w->done, w->total, w->user);
-    }
-    lb_rows_free(&rows);
-    return st;
-}
-
-static lb_status write_split(writer *w, hid_t fid, int split, int64_t n, uint64_t base)
+/* The child: receives the blocks of one split and writes them into its datasets. */
+static lb_status write_split(writer *w, hid_t fid, int split, int64_t n)
 {
     hid_t dsets[LB_FIELD_COUNT] = {-1, -1, -1, -1};
     hid_t group = lb_h5_create_group(fid, split_names[split]);
@@ -346,32 +341,75 @@ static lb_status write_split(writer *w, hid_t fid, int split, int64_t n, uint64_
     for (int f = 0; st == LB_OK && f < LB_FIELD_COUNT; f++)
         if (lb_layout_has(&w->layout, (lb_field)f))
             st = lb_h5_create_field(group, split_names[split], &w->layout, (lb_field)f, n, &dsets[f], w->file);
+    int64_t block = block_rows(&w->layout, n);
+    lb_rows rows = {0};
     if (st == LB_OK)
-        st = write_split_rows(w, dsets, n, base);
+        st = lb_rows_alloc(&w->layout, block, NULL, w->file, &rows);
+    for (int64_t start = 0; st == LB_OK && start < n; start += block) {
+        rows.n = n - start < block ? n - start : block;
+        if (lb_rows_transfer(w->sock[1], &w->layout, &rows, 0) != 0)
+            st = lb_error(LB_ERR_IO, "%s: the generated sequences stopped arriving", w->file);
+        if (st == LB_OK)
+            st = lb_h5_write_rows(dsets, &w->layout, &rows, start, w->file);
+    }
+    lb_rows_free(&rows);
     for (int f = 0; f < LB_FIELD_COUNT; f++)
         lb_h5_close(dsets[f]);
     lb_h5_close(group);
     return st;
 }
 
-static lb_status write_file(writer *w, const char *tmp_path)
+/* The child process's job: the whole HDF5 file, each handle closed exactly once. */
+static lb_status write_file(void *ctx)
 {
+    writer *w = ctx;
     const lb_task_options *o = w->opt;
     const int64_t sizes[SPLIT_COUNT] = {o->n_train, o->n_val, o->n_test};
-    lb_rng root;
-    uint64_t base[SPLIT_COUNT];
-    lb_rng_seed(&root, o->seed);
-    for (int s = 0; s < SPLIT_COUNT; s++)
-        base[s] = lb_rng_next(&root);
-    hid_t fid = H5Fcreate(tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    close(w->sock[0]);
+    hid_t fid = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (fid < 0)
         return lb_error(LB_ERR_IO, "%s: cannot create the temporary file %s (does the folder exist and is it writable?)",
-                        w->file, tmp_path);
+                        w->file, w->tmp);
     lb_status st = write_root_attrs(fid, o, w->file);
     for (int s = 0; st == LB_OK && s < SPLIT_COUNT; s++)
-        st = write_split(w, fid, s, sizes[s], base[s]);
+        st = write_split(w, fid, s, sizes[s]);
     if (H5Fclose(fid) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: closing the temporary file %s failed (disk full?)", w->file, tmp_path);
+        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end (disk full?)", w->file, w->tmp);
+    if (st == LB_OK) {
+        int fd = open(w->tmp, O_RDONLY);
+        if (fd < 0 || fsync(fd) != 0)
+            st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", w->file, w->tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    return st;
+}
+
+/* This process: generates every block in order and sends it to the child.
+ * LB_ERR_STATE when the child stopped reading (its own message tells why). */
+static lb_status generate_all(void *ctx)
+{
+    writer *w = ctx;
+    const lb_task_options *o = w->opt;
+    const int64_t sizes[SPLIT_COUNT] = {o->n_train, o->n_val, o->n_test};
+    close(w->sock[1]);
+    lb_status st = LB_OK;
+    for (int s = 0; st == LB_OK && s < SPLIT_COUNT; s++) {
+        int64_t n = sizes[s], block = block_rows(&w->layout, n);
+        lb_rows rows;
+        st = lb_rows_alloc(&w->layout, block, NULL, w->file, &rows);
+        for (int64_t start = 0; st == LB_OK && start < n; start += block) {
+            rows.n = n - start < block ? n - start : block;
+            st = generate_block(w->opt, &w->layout, w->base[s], start, &rows, w->file);
+            if (st == LB_OK && lb_rows_transfer(w->sock[0], &w->layout, &rows, 1) != 0)
+                st = lb_error(LB_ERR_STATE, "%s: the HDF5 writer stopped", w->file);
+            w->done += rows.n;
+            if (st == LB_OK && w->progress)
+                w->progress(w->done, w->total, w->user);
+        }
+        lb_rows_free(&rows);
+    }
+    close(w->sock[0]);
     return st;
 }
 
@@ -409,17 +447,28 @@ lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_prog
         return st;
     writer w = {.opt = &o, .layout = task_layout(&o), .file = path, .progress = progress, .user = user};
     w.total = o.n_train + o.n_val + o.n_test;
+    lb_rng root;
+    lb_rng_seed(&root, o.seed);
+    for (int s = 0; s < SPLIT_COUNT; s++)
+        w.base[s] = lb_rng_next(&root);
+    if ((st = lb_output_check(path, "data file")) != LB_OK)
+        return st;
     size_t size = strlen(path) + 5;
     char *tmp = malloc(size);
     if (!tmp)
         return lb_error(LB_ERR_MEMORY, "%s: out of memory", path);
     lb_task_temp_path(path, tmp, size);
+    w.tmp = tmp;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w.sock) != 0) {
+        free(tmp);
+        return lb_error(LB_ERR_IO, "%s: cannot create a socket pair for the writer: %s", path, strerror(errno));
+    }
     lb_h5_quiet quiet;
     lb_h5_quiet_begin(&quiet);
-    st = write_file(&w, tmp);
+    st = lb_h5_isolated(write_file, generate_all, &w, 0, 1, tmp);
     lb_h5_quiet_end(&quiet);
-    if (st == LB_OK && rename(tmp, path) != 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot rename the temporary file %s over it: %s", path, tmp, strerror(errno));
+    if (st == LB_OK)
+        st = lb_output_commit(tmp, path, "data file");
     if (st != LB_OK)
         remove(tmp);
     free(tmp);

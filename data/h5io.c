@@ -1,7 +1,17 @@
 #include "data/h5io.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 enum {
     CHUNK_BYTES = 1 << 20,      /* target size of one chunk */
@@ -36,6 +46,187 @@ void lb_h5_close(hid_t id)
     }
 }
 
+/* ---- containment ---- */
+
+enum { MESSAGE_BYTES = 1024 };
+
+/* What the child sends back: its status and message. */
+typedef struct child_report {
+    int status;
+    char message[MESSAGE_BYTES];
+} child_report;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads the report; 1 when complete, 0 when the child ended without one, -1 on timeout. */
+static int read_report(int fd, child_report *r, double deadline)
+{
+    size_t got = 0;
+    while (got < sizeof *r) {
+        int wait_ms = -1;
+        if (deadline > 0) {
+            double left = deadline - now_seconds();
+            if (left <= 0)
+                return -1;
+            wait_ms = (int)(left * 1000) + 1;
+        }
+        struct pollfd pfd = {fd, POLLIN, 0};
+        int rc = poll(&pfd, 1, wait_ms);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc == 0)
+            return -1;
+        ssize_t n = read(fd, (char *)r + got, sizeof *r - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return 0;
+        got += (size_t)n;
+    }
+    return 1;
+}
+
+lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeout_seconds, int writing,
+                         const char *file)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return lb_error(LB_ERR_IO, "%s: cannot create a pipe for the HDF5 child process: %s", file, strerror(errno));
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return lb_error(LB_ERR_IO, "%s: cannot start the HDF5 child process: %s", file, strerror(errno));
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        /* The child says nothing itself: what libhdf5 (or a sanitizer) would print about
+         * a hostile file is dropped, unless LOOKBACK_HDF5_DEBUG is set. */
+        int null_fd = getenv("LOOKBACK_HDF5_DEBUG") ? -1 : open("/dev/null", O_WRONLY);
+        if (null_fd >= 0) {
+            dup2(null_fd, STDERR_FILENO);
+            close(null_fd);
+        }
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        child_report r;
+        memset(&r, 0, sizeof r);
+        lb_clear_error();
+        r.status = (int)job(ctx);
+        snprintf(r.message, sizeof r.message, "%s", lb_last_error());
+        write_all(fds[1], &r, sizeof r);
+        _exit(0); /* no exit handlers: HDF5's own cleanup may be what crashes */
+    }
+    close(fds[1]);
+    double start = now_seconds();
+    lb_status fed = feed ? feed(ctx) : LB_OK;
+    char fed_message[MESSAGE_BYTES];
+    snprintf(fed_message, sizeof fed_message, "%s", lb_last_error());
+    child_report r;
+    int got = read_report(fds[0], &r, timeout_seconds > 0 ? start + timeout_seconds : 0);
+    close(fds[0]);
+    if (got < 0)
+        kill(pid, SIGKILL);
+    int wstatus = 0;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
+        ;
+    if (got < 0)
+        return writing ? lb_error(LB_ERR_IO, "%s: writing did not finish within %.0f s; stopped", file, timeout_seconds)
+                       : lb_error(LB_ERR_FORMAT,
+                                  "%s: damaged or hostile HDF5 file: reading it did not finish within %.0f s (the "
+                                  "HDF5 library hangs on it); nothing was read",
+                                  file, timeout_seconds);
+    if (got == 0) {
+        char how[64];
+        if (WIFSIGNALED(wstatus))
+            snprintf(how, sizeof how, "crashed (signal %d, %s)", WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)));
+        else
+            snprintf(how, sizeof how, "ended without an answer (exit status %d)", WEXITSTATUS(wstatus));
+        return writing ? lb_error(LB_ERR_IO, "%s: the HDF5 library %s while writing it; the file is not kept", file, how)
+                       : lb_error(LB_ERR_FORMAT,
+                                  "%s: damaged or hostile HDF5 file: the HDF5 library %s reading it; nothing was read",
+                                  file, how);
+    }
+    r.message[MESSAGE_BYTES - 1] = '\0';
+    if (fed != LB_OK && fed != LB_ERR_STATE) /* this side failed first (the child then lacked input) */
+        return lb_error(fed, "%s", fed_message);
+    if (r.status != LB_OK)
+        return lb_error((lb_status)r.status, "%s", r.message);
+    if (fed != LB_OK)
+        return lb_error(fed, "%s", fed_message);
+    return LB_OK;
+}
+
+double lb_h5_read_timeout(int64_t bytes)
+{
+    const char *env = getenv("LOOKBACK_HDF5_TIMEOUT");
+    char *end = NULL;
+    double v = env ? strtod(env, &end) : 0;
+    if (env && end != env && *end == '\0' && v > 0)
+        return v;
+    return 20.0 + (double)bytes / 20e6;
+}
+
+/* 1 when another process holds an exclusive lock on the file (a writer, with HDF5's
+ * file locking), 0 otherwise. */
+static int locked_by_writer(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int locked = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    if (!locked)
+        flock(fd, LOCK_UN);
+    close(fd);
+    return locked;
+}
+
+lb_status lb_h5_open_read(const char *path, const char *what, hid_t *out)
+{
+    *out = -1;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return lb_error(LB_ERR_IO, "%s: cannot open the %s: %s", path, what, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
+    if (locked_by_writer(path))
+        return lb_error(LB_ERR_IO,
+                        "%s: the %s is locked by another process that has it open for writing (HDF5 file "
+                        "locking); wait until it finishes, or close it there",
+                        path, what);
+    htri_t is_hdf5 = H5Fis_hdf5(path);
+    if (is_hdf5 <= 0)
+        return lb_error(LB_ERR_FORMAT, "%s: not an HDF5 file (no HDF5 signature; %lld bytes)", path,
+                        (long long)sb.st_size);
+    *out = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (*out < 0) {
+        if (locked_by_writer(path))
+            return lb_error(LB_ERR_IO, "%s: the %s is locked by another process that has it open for writing", path,
+                            what);
+        return lb_error(LB_ERR_FORMAT, "%s: the %s is damaged or truncated (HDF5 cannot open it)", path, what);
+    }
+    return LB_OK;
+}
+
 /* ---- writing ---- */
 
 /* One scalar attribute of file type `ftype` written from memory type `mtype`. */
@@ -66,15 +257,17 @@ lb_status lb_h5_write_attr_real(hid_t loc, const char *name, double value, const
     return write_attr(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, file);
 }
 
-/* Variable-length UTF-8, so h5py reads a str (not bytes). */
 lb_status lb_h5_write_attr_string(hid_t loc, const char *name, const char *value, const char *file)
 {
+    size_t len = strlen(value);
     hid_t type = H5Tcopy(H5T_C_S1);
-    if (type < 0 || H5Tset_size(type, H5T_VARIABLE) < 0 || H5Tset_cset(type, H5T_CSET_UTF8) < 0) {
+    if (type < 0 || H5Tset_size(type, len > 0 ? len : 1) < 0 || H5Tset_strpad(type, H5T_STR_NULLPAD) < 0 ||
+        H5Tset_cset(type, H5T_CSET_UTF8) < 0) {
         lb_h5_close(type);
         return lb_error(LB_ERR_IO, "%s: cannot make the string type of attribute '%s'", file, name);
     }
-    lb_status st = write_attr(loc, name, type, type, &value, file);
+    char one[1] = {0};
+    lb_status st = write_attr(loc, name, type, type, len > 0 ? value : one, file);
     lb_h5_close(type);
     return st;
 }
@@ -199,18 +392,107 @@ static void type_name(H5T_class_t cls, size_t size, int is_signed, char *buf, si
     }
 }
 
-/* Opens attribute `name` and checks it holds one element; *cls receives its class. */
-static lb_status open_scalar_attr(hid_t loc, const char *name, hid_t *attr, hid_t *type, const char *file)
+/* "uint64", "float32", "string" ...: what `want` accepts. */
+static const char *want_name(lb_h5_want want)
 {
-    *attr = *type = -1;
+    switch (want) {
+    case LB_H5_I64: return "int64";
+    case LB_H5_U64: return "uint64";
+    case LB_H5_F32: return "float32";
+    case LB_H5_F64: return "float64";
+    case LB_H5_STRING: return "a string";
+    case LB_H5_INT: return "an integer (int8..int64 or uint8..uint32)";
+    case LB_H5_ANY_INT: return "an integer";
+    case LB_H5_NONNEG: return "a non-negative integer";
+    case LB_H5_REAL: return "a number (float32, float64 or an integer)";
+    case LB_H5_FLOAT: return "float32 or float64";
+    }
+    return "?";
+}
+
+lb_status lb_h5_check_type(hid_t type, lb_h5_want want, const char *where, const char *file)
+{
+    H5T_class_t cls = type < 0 ? H5T_NO_CLASS : H5Tget_class(type);
+    size_t size = type < 0 ? 0 : H5Tget_size(type);
+    int is_int = cls == H5T_INTEGER && size >= 1 && size <= 8;
+    int is_signed = is_int && H5Tget_sign(type) == H5T_SGN_2;
+    int is_float = cls == H5T_FLOAT && (size == 4 || size == 8);
+    int lossless_int = is_int && (is_signed || size < 8);
+    int ok = 0;
+    switch (want) {
+    case LB_H5_I64: ok = is_int && is_signed && size == 8; break;
+    case LB_H5_U64: ok = is_int && !is_signed && size == 8; break;
+    case LB_H5_F32: ok = is_float && size == 4; break;
+    case LB_H5_F64: ok = is_float && size == 8; break;
+    case LB_H5_STRING: ok = cls == H5T_STRING; break;
+    case LB_H5_INT: ok = lossless_int; break;
+    case LB_H5_ANY_INT: ok = is_int; break;
+    case LB_H5_NONNEG: ok = is_int; break;
+    case LB_H5_REAL: ok = is_float || lossless_int; break;
+    case LB_H5_FLOAT: ok = is_float; break;
+    }
+    if (ok)
+        return LB_OK;
+    char found[32];
+    if (type < 0)
+        snprintf(found, sizeof found, "an unreadable type");
+    else
+        type_name(cls, size, is_signed, found, sizeof found);
+    return lb_error(LB_ERR_FORMAT, "%s: %s: expected %s, found %s", file, where, want_name(want), found);
+}
+
+lb_status lb_h5_read(hid_t obj, lb_h5_want want, hid_t mtype, int64_t start, int64_t count, void *buf,
+                     const char *where, const char *file)
+{
+    int is_attr = H5Iget_type(obj) == H5I_ATTR;
+    hid_t type = is_attr ? H5Aget_type(obj) : H5Dget_type(obj);
+    lb_status st = lb_h5_check_type(type, want, where, file);
+    lb_h5_close(type);
+    if (st != LB_OK)
+        return st;
+    herr_t rc;
+    if (is_attr) {
+        rc = H5Aread(obj, mtype, buf);
+    } else if (count < 0) {
+        rc = H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+    } else {
+        hsize_t dims[H5S_MAX_RANK], off[H5S_MAX_RANK] = {0};
+        hid_t fspace = H5Dget_space(obj), mspace = -1;
+        int rank = fspace < 0 ? -1 : H5Sget_simple_extent_dims(fspace, dims, NULL);
+        rc = rank < 1 ? -1 : 0;
+        if (rc >= 0) {
+            off[0] = (hsize_t)start;
+            dims[0] = (hsize_t)count;
+            mspace = H5Screate_simple(rank, dims, NULL);
+            rc = mspace < 0 ? -1 : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, dims, NULL);
+        }
+        if (rc >= 0)
+            rc = H5Dread(obj, mtype, mspace, fspace, H5P_DEFAULT, buf);
+        lb_h5_close(mspace);
+        lb_h5_close(fspace);
+    }
+    if (rc >= 0)
+        return LB_OK;
+    if (count >= 0)
+        return lb_error(LB_ERR_FORMAT,
+                        "%s: %s: reading examples [%lld, %lld) failed (truncated or corrupted file, or a checksum "
+                        "mismatch?)",
+                        file, where, (long long)start, (long long)(start + count));
+    return lb_error(LB_ERR_FORMAT, "%s: %s: read failed (truncated or corrupted file, or a checksum mismatch?)", file,
+                    where);
+}
+
+/* Opens attribute `name` and checks it holds one element. */
+static lb_status open_scalar_attr(hid_t loc, const char *name, hid_t *attr, const char *file)
+{
+    *attr = -1;
     if (!lb_h5_has_attr(loc, name))
-        return lb_error(LB_ERR_FORMAT, "%s: missing root attribute '%s' (is it a lookback data file?)", file, name);
+        return lb_error(LB_ERR_FORMAT, "%s: missing root attribute '%s' (is it a lookback file?)", file, name);
     *attr = H5Aopen(loc, name, H5P_DEFAULT);
     hid_t space = *attr < 0 ? -1 : H5Aget_space(*attr);
     hssize_t npoints = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
     lb_h5_close(space);
-    *type = npoints == 1 ? H5Aget_type(*attr) : -1;
-    if (*type < 0) {
+    if (npoints != 1) {
         lb_h5_close(*attr);
         *attr = -1;
         return lb_error(LB_ERR_FORMAT, "%s: attribute '%s' is unreadable or not a single value (found %lld values)",
@@ -219,40 +501,53 @@ static lb_status open_scalar_attr(hid_t loc, const char *name, hid_t *attr, hid_
     return LB_OK;
 }
 
-/* Reads attribute `name`, whose class must be one of `ok_classes` (bit per class),
- * converted to memory type `mtype`. */
-static lb_status read_attr(hid_t loc, const char *name, unsigned ok_classes, const char *expected, hid_t mtype,
-                           void *out, const char *file)
+/* Reads scalar attribute `name` checked against `want`, converted to `mtype`. */
+static lb_status read_attr(hid_t loc, const char *name, lb_h5_want want, hid_t mtype, void *out, const char *file)
 {
-    hid_t attr, type;
-    lb_status st = open_scalar_attr(loc, name, &attr, &type, file);
+    hid_t attr;
+    lb_status st = open_scalar_attr(loc, name, &attr, file);
     if (st != LB_OK)
         return st;
-    H5T_class_t cls = H5Tget_class(type);
-    char found[32];
-    type_name(cls, H5Tget_size(type), H5Tget_sign(type) == H5T_SGN_2, found, sizeof found);
-    if (cls < 0 || !(ok_classes & (1u << cls)))
-        st = lb_error(LB_ERR_FORMAT, "%s: attribute '%s': expected %s, found %s", file, name, expected, found);
-    else if (H5Aread(attr, mtype, out) < 0)
-        st = lb_error(LB_ERR_FORMAT, "%s: attribute '%s' (%s) cannot be read as %s", file, name, found, expected);
-    lb_h5_close(type);
+    char where[96];
+    snprintf(where, sizeof where, "attribute '%s'", name);
+    st = lb_h5_read(attr, want, mtype, 0, -1, out, where, file);
     lb_h5_close(attr);
     return st;
 }
 
-lb_status lb_h5_read_attr_int(hid_t loc, const char *name, int64_t *out, const char *file)
+lb_status lb_h5_read_attr_int(hid_t loc, const char *name, lb_h5_want want, int64_t *out, const char *file)
 {
-    return read_attr(loc, name, 1u << H5T_INTEGER, "an integer", H5T_NATIVE_INT64, out, file);
+    return read_attr(loc, name, want, H5T_NATIVE_INT64, out, file);
 }
 
-lb_status lb_h5_read_attr_uint(hid_t loc, const char *name, uint64_t *out, const char *file)
+lb_status lb_h5_read_attr_uint(hid_t loc, const char *name, lb_h5_want want, uint64_t *out, const char *file)
 {
-    return read_attr(loc, name, 1u << H5T_INTEGER, "an integer", H5T_NATIVE_UINT64, out, file);
+    if (want != LB_H5_NONNEG)
+        return read_attr(loc, name, want, H5T_NATIVE_UINT64, out, file);
+    /* A signed integer (as h5py writes a Python int) is read as such and must be >= 0. */
+    hid_t attr;
+    lb_status st = open_scalar_attr(loc, name, &attr, file);
+    if (st != LB_OK)
+        return st;
+    hid_t type = H5Aget_type(attr);
+    int is_signed = type >= 0 && H5Tget_sign(type) == H5T_SGN_2;
+    lb_h5_close(type);
+    char where[96];
+    snprintf(where, sizeof where, "attribute '%s'", name);
+    int64_t v = 0;
+    if (!is_signed)
+        st = lb_h5_read(attr, want, H5T_NATIVE_UINT64, 0, -1, out, where, file);
+    else if ((st = lb_h5_read(attr, want, H5T_NATIVE_INT64, 0, -1, &v, where, file)) == LB_OK && v < 0)
+        st = lb_error(LB_ERR_FORMAT, "%s: %s = %lld: expected a non-negative integer", file, where, (long long)v);
+    else
+        *out = (uint64_t)v;
+    lb_h5_close(attr);
+    return st;
 }
 
-lb_status lb_h5_read_attr_real(hid_t loc, const char *name, double *out, const char *file)
+lb_status lb_h5_read_attr_real(hid_t loc, const char *name, lb_h5_want want, double *out, const char *file)
 {
-    return read_attr(loc, name, (1u << H5T_INTEGER) | (1u << H5T_FLOAT), "a number", H5T_NATIVE_DOUBLE, out, file);
+    return read_attr(loc, name, want, H5T_NATIVE_DOUBLE, out, file);
 }
 
 static lb_status read_string(hid_t attr, hid_t type, char *buf, size_t size)
@@ -292,17 +587,17 @@ static lb_status read_string(hid_t attr, hid_t type, char *buf, size_t size)
 
 lb_status lb_h5_read_attr_string(hid_t loc, const char *name, char *buf, size_t size, const char *file)
 {
-    hid_t attr, type;
-    lb_status st = open_scalar_attr(loc, name, &attr, &type, file);
+    hid_t attr;
+    lb_status st = open_scalar_attr(loc, name, &attr, file);
     if (st != LB_OK)
         return st;
-    char found[32];
-    type_name(H5Tget_class(type), H5Tget_size(type), H5Tget_sign(type) == H5T_SGN_2, found, sizeof found);
-    if (H5Tget_class(type) != H5T_STRING)
-        st = lb_error(LB_ERR_FORMAT, "%s: attribute '%s': expected a string, found %s", file, name, found);
-    else if (read_string(attr, type, buf, size) != LB_OK)
-        st = lb_error(LB_ERR_FORMAT, "%s: attribute '%s': unreadable string (longer than %d bytes or corrupted)",
-                      file, name, MAX_STRING_ATTR);
+    char where[96];
+    snprintf(where, sizeof where, "attribute '%s'", name);
+    hid_t type = H5Aget_type(attr);
+    st = lb_h5_check_type(type, LB_H5_STRING, where, file);
+    if (st == LB_OK && read_string(attr, type, buf, size) != LB_OK)
+        st = lb_error(LB_ERR_FORMAT, "%s: %s: unreadable string (longer than %d bytes or corrupted)", file, where,
+                      MAX_STRING_ATTR);
     lb_h5_close(type);
     lb_h5_close(attr);
     return st;
@@ -337,35 +632,4 @@ char *lb_h5_info_str(const lb_h5_info *info, char *buf, size_t size)
     char shape[128];
     snprintf(buf, size, "%s %s", info->type_name, lb_shape_str(info->rank, info->dims, shape, sizeof shape));
     return buf;
-}
-
-lb_status lb_h5_read_all(hid_t dset, int is_float, void *buf, const char *where, const char *file)
-{
-    if (H5Dread(dset, is_float ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
-        return lb_error(LB_ERR_FORMAT, "%s: dataset %s: read failed (truncated or corrupted file?)", file, where);
-    return LB_OK;
-}
-
-lb_status lb_h5_read_rows(hid_t dset, hid_t mtype, int64_t start, int64_t count, void *buf, const char *where,
-                          const char *file)
-{
-    hsize_t dims[H5S_MAX_RANK], off[H5S_MAX_RANK] = {0};
-    hid_t fspace = H5Dget_space(dset);
-    int rank = fspace < 0 ? -1 : H5Sget_simple_extent_dims(fspace, dims, NULL);
-    hid_t mspace = -1;
-    herr_t rc = rank < 1 ? -1 : 0;
-    if (rc >= 0) {
-        off[0] = (hsize_t)start;
-        dims[0] = (hsize_t)count;
-        mspace = H5Screate_simple(rank, dims, NULL);
-        rc = mspace < 0 ? -1 : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, dims, NULL);
-    }
-    if (rc >= 0)
-        rc = H5Dread(dset, mtype, mspace, fspace, H5P_DEFAULT, buf);
-    lb_h5_close(mspace);
-    lb_h5_close(fspace);
-    if (rc < 0)
-        return lb_error(LB_ERR_FORMAT, "%s: dataset %s: reading examples [%lld, %lld) failed (truncated or corrupted file?)",
-                        file, where, (long long)start, (long long)(start + count));
-    return LB_OK;
 }

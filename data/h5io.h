@@ -24,10 +24,43 @@ void lb_h5_quiet_end(const lb_h5_quiet *saved);
 /* Closes any HDF5 identifier if valid (>= 0). */
 void lb_h5_close(hid_t id);
 
+/* ---- containment ----
+ * libhdf5 is not memory-safe on hostile input, and after a failed write (a full disk)
+ * its close-time cleanup can crash the process. Every open of a file a user names,
+ * and every write, therefore runs first (reads) or only (writes) in a child process. */
+
+typedef lb_status (*lb_h5_job)(void *ctx);
+
+/* Runs job(ctx) in a forked child with HDF5's error printing off and returns its
+ * status and message (lb_last_error) here. While the child runs, feed(ctx) (may be
+ * NULL) runs in this process, e.g. to send it data; it returns LB_ERR_STATE when
+ * the child stopped taking the data (then the child's message is returned), any
+ * other error when it failed by itself (then its own message is returned). A child killed by a signal, or
+ * still running after timeout_seconds (> 0; 0 = no limit, then it is killed), gives
+ * LB_ERR_FORMAT "FILE: damaged or hostile HDF5 file ..." when `writing` is 0, and
+ * LB_ERR_IO naming FILE when writing. The child never returns: it ends with _exit,
+ * so this process's buffers and exit handlers run once. Nothing the job changes in
+ * memory reaches this process. The child's standard error goes to /dev/null (set
+ * LOOKBACK_HDF5_DEBUG to see what libhdf5 or a sanitizer prints there). */
+lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeout_seconds, int writing,
+                         const char *file);
+
+/* Time limit for validating a file of `bytes` bytes in a child: 20 s plus 1 s per
+ * 20 MB, or the environment variable LOOKBACK_HDF5_TIMEOUT (seconds) when set. */
+double lb_h5_read_timeout(int64_t bytes);
+
+/* Opens an existing file read-only. LB_ERR_IO "is locked by another process" when
+ * another process holds it open for writing (HDF5 file locking, flock), LB_ERR_FORMAT
+ * "not an HDF5 file" / "damaged or truncated" otherwise. `what` names the kind of
+ * file in messages ("data file", "checkpoint"). */
+lb_status lb_h5_open_read(const char *path, const char *what, hid_t *out);
+
 /* ---- writing ---- */
 lb_status lb_h5_write_attr_int(hid_t loc, const char *name, int64_t value, const char *file);
 lb_status lb_h5_write_attr_uint(hid_t loc, const char *name, uint64_t value, const char *file);
 lb_status lb_h5_write_attr_real(hid_t loc, const char *name, double value, const char *file);
+/* A fixed-length UTF-8 string (its length, at least 1 byte, NUL-padded): reading it
+ * back never needs HDF5's global heap. */
 lb_status lb_h5_write_attr_string(hid_t loc, const char *name, const char *value, const char *file);
 
 /* Creates group `name` without timestamps; < 0 on failure. */
@@ -42,11 +75,41 @@ lb_status lb_h5_write_rows(const hid_t *dsets, const lb_layout *layout, const lb
                            const char *file);
 
 /* ---- reading ---- */
-/* Reads a scalar integer attribute; LB_ERR_FORMAT when missing or not an integer. */
-lb_status lb_h5_read_attr_int(hid_t loc, const char *name, int64_t *out, const char *file);
-lb_status lb_h5_read_attr_uint(hid_t loc, const char *name, uint64_t *out, const char *file);
-/* Reads a scalar integer or float attribute as double. */
-lb_status lb_h5_read_attr_real(hid_t loc, const char *name, double *out, const char *file);
+
+/* What a reader expects of a dataset's or attribute's file type: exact types for
+ * what lookback writes (checkpoints), lossless families for data files that other
+ * programs (h5py) may write. */
+typedef enum lb_h5_want {
+    LB_H5_I64,      /* signed 64-bit integer */
+    LB_H5_U64,      /* unsigned 64-bit integer (generator states and seeds) */
+    LB_H5_F32,      /* IEEE float, 4 bytes */
+    LB_H5_F64,      /* IEEE float, 8 bytes */
+    LB_H5_STRING,   /* a string, fixed or variable length */
+    LB_H5_INT,      /* an integer that converts to int64 without loss: int8..int64, uint8..uint32 */
+    LB_H5_ANY_INT,  /* any integer of at most 8 bytes (values are range-checked by the caller) */
+    LB_H5_NONNEG,   /* an unsigned integer, or a signed one whose value is >= 0 (checked) */
+    LB_H5_REAL,     /* float32 or float64, or an integer of LB_H5_INT */
+    LB_H5_FLOAT     /* float32 or float64 (values range-checked by the caller) */
+} lb_h5_want;
+
+/* Checks file type `type` (its class, size and sign) against `want`. LB_ERR_FORMAT
+ * "FILE: WHERE: expected E, found F" otherwise. */
+lb_status lb_h5_check_type(hid_t type, lb_h5_want want, const char *where, const char *file);
+
+/* The one checked read: checks the file type of dataset or attribute `obj` against
+ * `want`, then reads it converted to memory type `mtype` into buf: everything, or for
+ * a dataset with count >= 0, rows [start, start + count) along its first dimension.
+ * LB_ERR_FORMAT naming `where` on a type mismatch or a failed read (a checksum
+ * mismatch of a Fletcher-32 dataset included). */
+lb_status lb_h5_read(hid_t obj, lb_h5_want want, hid_t mtype, int64_t start, int64_t count, void *buf,
+                     const char *where, const char *file);
+
+/* Reads a scalar attribute through lb_h5_read; LB_ERR_FORMAT when missing, not one
+ * value, or of a type `want` does not allow. int: LB_H5_I64 / LB_H5_INT;
+ * uint: LB_H5_U64 / LB_H5_NONNEG; real: LB_H5_F64 / LB_H5_REAL. */
+lb_status lb_h5_read_attr_int(hid_t loc, const char *name, lb_h5_want want, int64_t *out, const char *file);
+lb_status lb_h5_read_attr_uint(hid_t loc, const char *name, lb_h5_want want, uint64_t *out, const char *file);
+lb_status lb_h5_read_attr_real(hid_t loc, const char *name, lb_h5_want want, double *out, const char *file);
 /* Reads a scalar string attribute (fixed or variable length) into buf. */
 lb_status lb_h5_read_attr_string(hid_t loc, const char *name, char *buf, size_t size, const char *file);
 /* 1 if attribute / link `name` exists under loc, 0 if not. */
@@ -66,11 +129,5 @@ typedef struct lb_h5_info {
 lb_status lb_h5_dataset_info(hid_t dset, const char *where, lb_h5_info *out, const char *file);
 /* Formats "float32 [4, 16]" from an info into buf; returns buf. */
 char *lb_h5_info_str(const lb_h5_info *info, char *buf, size_t size);
-/* Reads the whole dataset converted to int32 (is_float 0) or float32 (1). */
-lb_status lb_h5_read_all(hid_t dset, int is_float, void *buf, const char *where, const char *file);
-/* Reads rows [start, start + count) along the first dimension (all of the others)
- * converted to memory type `mtype` (e.g. H5T_NATIVE_INT64, H5T_NATIVE_DOUBLE). */
-lb_status lb_h5_read_rows(hid_t dset, hid_t mtype, int64_t start, int64_t count, void *buf, const char *where,
-                          const char *file);
 
 #endif

@@ -1,7 +1,9 @@
 #include "data/rows.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 enum { ELEM_BYTES = 4 }; /* int32 and float32 alike */
 
@@ -108,4 +110,31 @@ void lb_rows_copy(const lb_layout *layout, lb_rows *dst, int64_t dst_row, const 
         size_t bytes = (size_t)count * (size_t)lb_layout_row_elems(layout, (lb_field)f) * ELEM_BYTES;
         memcpy(lb_rows_at(layout, dst, (lb_field)f, dst_row), lb_rows_at(layout, src, (lb_field)f, src_row), bytes);
     }
+}
+
+int lb_transfer_bytes(int fd, void *buf, size_t size, int send_side)
+{
+    char *p = buf;
+    while (size > 0) {
+        ssize_t n = send_side ? send(fd, p, size, MSG_NOSIGNAL) : recv(fd, p, size, MSG_WAITALL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+int lb_rows_transfer(int fd, const lb_layout *layout, lb_rows *rows, int send_side)
+{
+    for (int f = 0; f < LB_FIELD_COUNT; f++) {
+        if (!lb_layout_has(layout, (lb_field)f))
+            continue;
+        size_t bytes = (size_t)(rows->n * lb_layout_row_elems(layout, (lb_field)f)) * 4;
+        if (lb_transfer_bytes(fd, rows->data[f], bytes, send_side) != 0)
+            return -1;
+    }
+    return 0;
 }

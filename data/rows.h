@@ -68,4 +68,11 @@ void lb_rows_copy(const lb_layout *layout, lb_rows *dst, int64_t dst_row, const 
 /* Pointer to example `row` of `field` (as int32/float, 4-byte elements). */
 void *lb_rows_at(const lb_layout *layout, const lb_rows *rows, lb_field field, int64_t row);
 
+/* Sends (send 1) or receives (0) all `size` bytes at buf over stream socket fd
+ * (MSG_NOSIGNAL: a closed peer gives an error, not SIGPIPE). 0 on success, -1 when
+ * the peer went away or on a timeout (SO_RCVTIMEO). */
+int lb_transfer_bytes(int fd, void *buf, size_t size, int send_side);
+/* lb_transfer_bytes of every present field of rows->n examples. */
+int lb_rows_transfer(int fd, const lb_layout *layout, lb_rows *rows, int send_side);
+
 #endif

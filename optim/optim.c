@@ -323,6 +323,7 @@ lb_status lb_optim_step(lb_optim *opt)
             sgd_update(&opt->cfg, s, t == 1.0);
         else
             adam_update(&opt->cfg, s, t);
+        lb_tensor_bump_version(s->param->value); /* an in-place update, as torch.optim's */
     }
     return LB_OK;
 }

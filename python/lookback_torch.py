@@ -318,7 +318,9 @@ def _read_config(f, path):
     config = {}
     for key, value in f.attrs.items():
         if key.startswith("model."):
-            config[key[len("model."):]] = value.item() if isinstance(value, np.generic) else value
+            value = value.item() if isinstance(value, np.generic) else value
+            # lookback writes fixed-length strings, which h5py reads as bytes
+            config[key[len("model."):]] = value.decode() if isinstance(value, bytes) else value
     missing = sorted(set(CONFIG_DEFAULTS) - set(config) - {"length_scale"})  # absent before it existed: none
     if missing:
         raise ValueError(f"{path}: model config attribute(s) {missing} are missing")

@@ -9,6 +9,7 @@ struct lb_storage {
     void *data;
     size_t nbytes;
     int refcount;
+    uint64_t version; /* in-place writes so far (lb_tensor_version) */
 };
 
 size_t lb_dtype_size(lb_dtype dtype) { return dtype == LB_FLOAT32 ? sizeof(float) : sizeof(double); }
@@ -168,6 +169,10 @@ void *lb_tensor_data(const lb_tensor *t)
     return (char *)t->storage->data + (size_t)t->offset * lb_dtype_size(t->dtype);
 }
 
+uint64_t lb_tensor_version(const lb_tensor *t) { return t->storage->version; }
+
+void lb_tensor_bump_version(lb_tensor *t) { t->storage->version++; }
+
 static int64_t index_offset(const lb_tensor *t, const int64_t *index)
 {
     int64_t off = t->offset;
@@ -201,7 +206,11 @@ static void store(lb_tensor *t, int64_t off, double v)
 }
 
 double lb_tensor_get(const lb_tensor *t, const int64_t *index) { return load(t, index_offset(t, index)); }
-void lb_tensor_set(lb_tensor *t, const int64_t *index, double v) { store(t, index_offset(t, index), v); }
+void lb_tensor_set(lb_tensor *t, const int64_t *index, double v)
+{
+    store(t, index_offset(t, index), v);
+    t->storage->version++;
+}
 double lb_tensor_flat(const lb_tensor *t, int64_t i) { return load(t, flat_offset(t, i)); }
 
 char *lb_tensor_describe(const lb_tensor *t, char *buf, size_t size)
@@ -222,6 +231,7 @@ lb_status lb_tensor_copy_into(lb_tensor *dst, const lb_tensor *src)
     int64_t n = lb_tensor_numel(dst);
     if (n == 0)
         return LB_OK;
+    dst->storage->version++;
     if (dst->dtype == src->dtype && lb_tensor_is_contiguous(dst) && lb_tensor_is_contiguous(src)) {
         memmove(lb_tensor_data(dst), lb_tensor_data(src), (size_t)n * lb_dtype_size(dst->dtype));
         return LB_OK;
@@ -257,6 +267,7 @@ lb_tensor *lb_tensor_copy(const lb_tensor *t, lb_dtype dtype)
 void lb_tensor_fill(lb_tensor *t, double value)
 {
     int64_t n = lb_tensor_numel(t);
+    t->storage->version++;
     if (lb_tensor_is_contiguous(t)) {
         LB_DISPATCH(t->dtype, T, {
             T *p = lb_tensor_data(t);

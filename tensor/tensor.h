@@ -70,6 +70,13 @@ int lb_tensor_is_contiguous(const lb_tensor *t);
 int lb_tensor_same_shape(const lb_tensor *a, const lb_tensor *b);
 /* Pointer to the first element of the view (storage base + offset). */
 void *lb_tensor_data(const lb_tensor *t);
+/* Version counter of the storage (shared by every view of it), as PyTorch's
+ * tensor._version: lb_tensor_set, lb_tensor_fill, lb_tensor_copy_into and optimizer
+ * steps add one. Autograd records it when an op uses a tensor and lb_backward
+ * refuses to run that op's backward once it has changed. Code that writes through
+ * lb_tensor_data into a tensor an op has already used calls lb_tensor_bump_version. */
+uint64_t lb_tensor_version(const lb_tensor *t);
+void lb_tensor_bump_version(lb_tensor *t);
 /* Value at a multi-index of ndim entries, converted to double. */
 double lb_tensor_get(const lb_tensor *t, const int64_t *index);
 void lb_tensor_set(lb_tensor *t, const int64_t *index, double value);

@@ -33,6 +33,10 @@ run_result run(const char *const *args);
 run_result run_program(const char *program, const char *const *args);
 void run_free(run_result *r);
 
+/* Removes a folder and everything under it, not crossing into other file systems
+ * (a tmpfs mounted inside stays mounted, its mount point stays). */
+void remove_tree(const char *dir);
+
 int count_lines(const char *text);
 int contains(const char *text, const char *what);
 /* One error line on stderr, starting "lookback <command>:". */

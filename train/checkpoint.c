@@ -8,7 +8,12 @@
  *   /rng/dropout      uint64 [4]  dropout generator state
  *   /rng/loader       uint64 [4]  data-order generator state at the start of the epoch
  *   /loader           attributes epoch, position
+ *
+ * Every dataset carries an attribute crc32 (uint64): the CRC-32 of its values as
+ * stored (little-endian), checked on loading so that a flipped bit is reported.
+ * Checkpoints written before it existed load without the check.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
 #include <libgen.h>
@@ -16,9 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "data/h5io.h"
+#include "data/output.h"
 #include "tensor/kernels.h"
 #include "train/trainer_internal.h"
 
@@ -101,13 +109,13 @@ static lb_status read_model_config(hid_t file, lb_model_config *cfg, const char 
         if (f->type == F_SCALE && !lb_h5_has_attr(file, name))
             continue; /* written before the option existed: 0 = none */
         switch (f->type) {
-        case F_INT64: st = lb_h5_read_attr_int(file, name, (int64_t *)p, path); break;
+        case F_INT64: st = lb_h5_read_attr_int(file, name, LB_H5_I64, (int64_t *)p, path); break;
         case F_INT:
-            st = lb_h5_read_attr_int(file, name, &iv, path);
+            st = lb_h5_read_attr_int(file, name, LB_H5_I64, &iv, path);
             *(int *)p = (int)iv;
             break;
-        case F_DOUBLE: st = lb_h5_read_attr_real(file, name, (double *)p, path); break;
-        case F_U64: st = lb_h5_read_attr_uint(file, name, (uint64_t *)p, path); break;
+        case F_DOUBLE: st = lb_h5_read_attr_real(file, name, LB_H5_F64, (double *)p, path); break;
+        case F_U64: st = lb_h5_read_attr_uint(file, name, LB_H5_U64, (uint64_t *)p, path); break;
         default:
             st = lb_h5_read_attr_string(file, name, text, sizeof text, path);
             if (st != LB_OK)
@@ -148,28 +156,74 @@ static lb_status compare_model_config(const lb_model_config *a, const lb_model_c
 
 static hid_t native_type(lb_dtype dtype) { return dtype == LB_FLOAT32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE; }
 
-static lb_status write_tensor(hid_t group, const char *name, const lb_tensor *t, const char *path)
+/* CRC-32 of n bytes (zlib's crc32, fed in pieces that fit its uInt length). */
+static uint64_t checksum(const void *data, size_t n)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const Bytef *p = data;
+    while (n > 0) {
+        uInt part = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        crc = crc32(crc, p, part);
+        p += part;
+        n -= part;
+    }
+    return (uint64_t)crc;
+}
+
+/* One dataset of `type` holding `data` (rank 0 = scalar), with its crc32 attribute. */
+static lb_status write_dataset(hid_t group, const char *group_name, const char *name, hid_t type, int rank,
+                               const hsize_t *dims, const void *data, size_t bytes, const char *path)
+{
+    hid_t space = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t dset = space >= 0 ? H5Dcreate2(group, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    herr_t err = dset >= 0 ? H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : -1;
+    lb_status st = err < 0 ? lb_error(LB_ERR_IO, "%s: cannot write dataset /%s/%s (disk full or not writable?)", path,
+                                      group_name, name)
+                           : lb_h5_write_attr_uint(dset, "crc32", checksum(data, bytes), path);
+    lb_h5_close(dset);
+    lb_h5_close(space);
+    return st;
+}
+
+static lb_status write_tensor(hid_t group, const char *group_name, const char *name, const lb_tensor *t,
+                              const char *path)
 {
     hsize_t dims[LB_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++)
         dims[i] = (hsize_t)t->shape[i];
-    hid_t space = t->ndim ? H5Screate_simple(t->ndim, dims, NULL) : H5Screate(H5S_SCALAR);
-    hid_t dset = space >= 0 ? H5Dcreate2(group, name, native_type(t->dtype), space, H5P_DEFAULT, H5P_DEFAULT,
-                                         H5P_DEFAULT)
-                            : -1;
-    herr_t err = dset >= 0 ? H5Dwrite(dset, native_type(t->dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, lb_tensor_data(t)) : -1;
-    lb_h5_close(dset);
-    lb_h5_close(space);
-    if (err < 0)
-        return lb_error(LB_ERR_IO, "%s: cannot write dataset '%s' (disk full or not writable?)", path, name);
+    return write_dataset(group, group_name, name, native_type(t->dtype), t->ndim, dims, lb_tensor_data(t),
+                         (size_t)lb_tensor_numel(t) * lb_dtype_size(t->dtype), path);
+}
+
+/* Compares the values read from /group/name (bytes at data) with its crc32
+ * attribute, when it has one. */
+static lb_status verify_checksum(hid_t dset, const char *group_name, const char *name, const void *data,
+                                 size_t bytes, const char *path)
+{
+    if (!lb_h5_has_attr(dset, "crc32"))
+        return LB_OK; /* written before checksums existed */
+    uint64_t stored = 0;
+    char where[256];
+    snprintf(where, sizeof where, "/%s/%s", group_name, name);
+    lb_status st = lb_h5_read_attr_uint(dset, "crc32", LB_H5_U64, &stored, path);
+    if (st != LB_OK)
+        return lb_error_context("dataset %s", where);
+    uint64_t actual = checksum(data, bytes);
+    if (stored != actual)
+        return lb_error(LB_ERR_FORMAT,
+                        "%s: dataset %s does not match its checksum (crc32 stored %08llx, computed %08llx): the "
+                        "checkpoint is damaged",
+                        path, where, (unsigned long long)stored, (unsigned long long)actual);
     return LB_OK;
 }
 
-/* Reads dataset `name` into a new tensor of `like`'s dtype, checking its shape. */
+/* Reads dataset `name` into a new tensor of `like`'s dtype, checking its type,
+ * shape and checksum. */
 static lb_status read_tensor_like(hid_t group, const char *group_name, const char *name, const lb_tensor *like,
                                   lb_tensor **out, const char *path)
 {
-    char want[128], got[128];
+    char want[128], got[128], where[256];
+    snprintf(where, sizeof where, "dataset /%s/%s", group_name, name);
     *out = NULL;
     if (!lb_h5_has_link(group, name))
         return lb_error(LB_ERR_FORMAT, "%s: dataset /%s/%s is missing (a checkpoint of a different model?)", path,
@@ -187,28 +241,20 @@ static lb_status read_tensor_like(hid_t group, const char *group_name, const cha
         same &= i < like->ndim && shape[i] == like->shape[i];
     }
     lb_status st = LB_OK;
-    hid_t type = dset >= 0 ? H5Dget_type(dset) : -1;
-    int is_float = type >= 0 && H5Tget_class(type) == H5T_FLOAT;
-    size_t size = type >= 0 ? H5Tget_size(type) : 0;
-    lb_h5_close(type);
     if (rank < 0) {
         st = lb_error(LB_ERR_FORMAT, "%s: dataset /%s/%s cannot be read", path, group_name, name);
-    } else if (!is_float || size != lb_dtype_size(like->dtype)) {
-        st = lb_error(LB_ERR_FORMAT, "%s: /%s/%s is not %s (%s of %zu bytes)", path, group_name, name,
-                      lb_dtype_name(like->dtype), is_float ? "float" : "not a float", size);
     } else if (!same) {
         st = lb_error(LB_ERR_VALUE, "%s: /%s/%s has shape %s in the checkpoint but %s in the model", path, group_name,
                       name, lb_shape_str(rank > LB_MAX_DIMS ? LB_MAX_DIMS : rank, shape, got, sizeof got),
                       lb_shape_str(like->ndim, like->shape, want, sizeof want));
-    } else {
-        *out = lb_tensor_zeros_like(like);
-        if (!*out)
-            st = lb_last_status();
-        else if (H5Dread(dset, native_type(like->dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, lb_tensor_data(*out)) < 0)
-            st = lb_error(LB_ERR_FORMAT, "%s: dataset /%s/%s cannot be read as %s", path, group_name, name,
-                          lb_dtype_name(like->dtype));
-        else if (!lb_k_all_finite(*out))
-            st = lb_error(LB_ERR_FORMAT, "%s: /%s/%s holds NaN or infinite values", path, group_name, name);
+    } else if (!(*out = lb_tensor_zeros_like(like))) {
+        st = lb_last_status();
+    } else if ((st = lb_h5_read(dset, like->dtype == LB_FLOAT32 ? LB_H5_F32 : LB_H5_F64, native_type(like->dtype), 0,
+                                -1, lb_tensor_data(*out), where, path)) == LB_OK &&
+               (st = verify_checksum(dset, group_name, name, lb_tensor_data(*out),
+                                     (size_t)lb_tensor_numel(*out) * lb_dtype_size(like->dtype), path)) == LB_OK &&
+               !lb_k_all_finite(*out)) {
+        st = lb_error(LB_ERR_FORMAT, "%s: /%s/%s holds NaN or infinite values", path, group_name, name);
     }
     lb_h5_close(space);
     lb_h5_close(dset);
@@ -222,23 +268,29 @@ static lb_status read_tensor_like(hid_t group, const char *group_name, const cha
 static lb_status write_u64s(hid_t group, const char *name, const uint64_t *v, int n, const char *path)
 {
     hsize_t dims[1] = {(hsize_t)n};
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t dset = H5Dcreate2(group, name, H5T_NATIVE_UINT64, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t err = dset >= 0 ? H5Dwrite(dset, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) : -1;
-    lb_h5_close(dset);
-    lb_h5_close(space);
-    return err < 0 ? lb_error(LB_ERR_IO, "%s: cannot write dataset '%s'", path, name) : LB_OK;
+    return write_dataset(group, "rng", name, H5T_NATIVE_UINT64, 1, dims, v, (size_t)n * sizeof *v, path);
 }
 
+/* A generator state: exactly n uint64 values (a float or signed copy is refused,
+ * not converted). */
 static lb_status read_u64s(hid_t group, const char *name, uint64_t *v, int n, const char *path)
 {
+    char where[96];
+    snprintf(where, sizeof where, "dataset /rng/%s", name);
     hid_t dset = lb_h5_has_link(group, name) ? H5Dopen2(group, name, H5P_DEFAULT) : -1;
     hid_t space = dset >= 0 ? H5Dget_space(dset) : -1;
-    int ok = space >= 0 && H5Sget_simple_extent_npoints(space) == n &&
-             H5Dread(dset, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0;
+    hssize_t count = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
     lb_h5_close(space);
+    lb_status st = LB_OK;
+    if (dset < 0)
+        st = lb_error(LB_ERR_FORMAT, "%s: %s is missing", path, where);
+    else if (count != n)
+        st = lb_error(LB_ERR_FORMAT, "%s: %s holds %lld values; expected %d uint64 values", path, where,
+                      (long long)count, n);
+    else if ((st = lb_h5_read(dset, LB_H5_U64, H5T_NATIVE_UINT64, 0, -1, v, where, path)) == LB_OK)
+        st = verify_checksum(dset, "rng", name, v, (size_t)n * sizeof *v, path);
     lb_h5_close(dset);
-    return ok ? LB_OK : lb_error(LB_ERR_FORMAT, "%s: /rng/%s is missing or is not %d uint64 values", path, name, n);
+    return st;
 }
 
 /* fsync a file, and its directory so the rename itself is durable. */
@@ -276,9 +328,9 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
     hid_t rng = lb_h5_create_group(file, "rng"), loader = lb_h5_create_group(file, "loader");
     st = (params < 0 || optim < 0 || rng < 0 || loader < 0) ? lb_error(LB_ERR_IO, "%s: cannot create groups", path) : LB_OK;
     for (int i = 0; i < ps->count && st == LB_OK; i++)
-        st = write_tensor(params, ps->items[i]->name, ps->items[i]->value, path);
+        st = write_tensor(params, "params", ps->items[i]->name, ps->items[i]->value, path);
     for (int i = 0; i < lb_optim_state_count(t->optim) && st == LB_OK; i++)
-        st = write_tensor(optim, lb_optim_state_name(t->optim, i), lb_optim_state_tensor(t->optim, i), path);
+        st = write_tensor(optim, "optim", lb_optim_state_name(t->optim, i), lb_optim_state_tensor(t->optim, i), path);
     lb_loader_state ls;
     if (st == LB_OK)
         st = lb_loader_get_state(t->loader, &ls);
@@ -297,45 +349,64 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
     return st;
 }
 
+/* What the child process of lb_trainer_save writes. */
+typedef struct save_job {
+    const lb_trainer *t;
+    const char *tmp;
+} save_job;
+
+/* Writes the whole checkpoint into job->tmp; every HDF5 handle is closed once. */
+static lb_status save_file(void *ctx)
+{
+    save_job *job = ctx;
+    hid_t file = H5Fcreate(job->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create the checkpoint (folder missing or not writable?)",
+                                       job->tmp)
+                            : save_contents(job->t, file, job->tmp);
+    if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing the checkpoint (disk full?)", job->tmp);
+    if (st == LB_OK) {
+        int fd = open(job->tmp, O_RDONLY);
+        if (fd < 0 || fsync(fd) != 0)
+            st = lb_error(LB_ERR_IO, "%s: cannot flush the checkpoint to disk: %s", job->tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    return st;
+}
+
 lb_status lb_trainer_save(const lb_trainer *t, const char *path)
 {
     char tmp[4096];
+    lb_status st = lb_output_check(path, "checkpoint");
+    if (st != LB_OK)
+        return st;
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return lb_error(LB_ERR_VALUE, "checkpoint: path too long: %s", path);
+    /* HDF5 writes in a child process: after a failed write (a full disk) libhdf5's
+     * cleanup can crash, and then only the child goes. */
+    save_job job = {t, tmp};
     lb_h5_quiet quiet;
     lb_h5_quiet_begin(&quiet);
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create the checkpoint (folder missing or not writable?)", tmp)
-                            : save_contents(t, file, tmp);
-    if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing the checkpoint", tmp);
+    st = lb_h5_isolated(save_file, NULL, &job, 0, 1, tmp);
     lb_h5_quiet_end(&quiet);
     if (st != LB_OK) {
         unlink(tmp);
-        return st;
+        return lb_error_context("the previous checkpoint %s is kept", path);
     }
-    sync_path(tmp, 0);
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return lb_error(LB_ERR_IO, "%s: cannot rename the new checkpoint into place", path);
-    }
-    sync_path(path, 1);
-    return LB_OK;
+    st = lb_output_commit(tmp, path, "checkpoint");
+    if (st == LB_OK)
+        sync_path(path, 1);
+    return st;
 }
 
 /* ---- load ---- */
 
 static hid_t open_checkpoint(const char *path)
 {
-    if (access(path, R_OK) != 0) {
-        lb_error(LB_ERR_IO, "%s: no such checkpoint (or not readable)", path);
+    hid_t file = -1;
+    if (lb_h5_open_read(path, "checkpoint", &file) != LB_OK)
         return -1;
-    }
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0) {
-        lb_error(LB_ERR_FORMAT, "%s: not an HDF5 file, or truncated", path);
-        return -1;
-    }
     char fmt[64] = "";
     int64_t version = 0;
     if (lb_h5_read_attr_string(file, "format", fmt, sizeof fmt, path) != LB_OK || strcmp(fmt, CHECKPOINT_FORMAT) != 0) {
@@ -344,24 +415,53 @@ static hid_t open_checkpoint(const char *path)
         H5Fclose(file);
         return -1;
     }
-    if (lb_h5_read_attr_int(file, "format_version", &version, path) != LB_OK || version != CHECKPOINT_FORMAT_VERSION) {
-        lb_error(LB_ERR_FORMAT, "%s: checkpoint format_version %lld is not supported (expected %d)", path,
-                 (long long)version, CHECKPOINT_FORMAT_VERSION);
+    lb_status st = lb_h5_read_attr_int(file, "format_version", LB_H5_I64, &version, path);
+    if (st != LB_OK || version != CHECKPOINT_FORMAT_VERSION) {
+        if (st == LB_OK)
+            lb_error(LB_ERR_FORMAT, "%s: checkpoint format_version %lld is not supported (expected %d)", path,
+                     (long long)version, CHECKPOINT_FORMAT_VERSION);
         H5Fclose(file);
         return -1;
     }
     return file;
 }
 
-lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg)
+/* Runs a whole checkpoint read in a child process first (lb_h5_isolated), then here:
+ * a file that crashes or hangs libhdf5 is reported before this process opens it. */
+static lb_status read_isolated(const char *path, lb_h5_job job, void *ctx)
 {
+    struct stat sb;
+    if (!path || !*path)
+        return lb_error(LB_ERR_VALUE, "the checkpoint path is empty");
+    if (stat(path, &sb) != 0)
+        return lb_error(LB_ERR_IO, "%s: no such checkpoint (or not readable): %s", path, strerror(errno));
     lb_h5_quiet quiet;
     lb_h5_quiet_begin(&quiet);
-    hid_t file = open_checkpoint(path);
-    lb_status st = file < 0 ? lb_last_status() : read_model_config(file, cfg, path);
-    lb_h5_close(file);
+    lb_status st = lb_h5_isolated(job, NULL, ctx, lb_h5_read_timeout((int64_t)sb.st_size), 0, path);
+    if (st == LB_OK)
+        st = job(ctx);
     lb_h5_quiet_end(&quiet);
     return st;
+}
+
+typedef struct config_job {
+    const char *path;
+    lb_model_config *cfg;
+} config_job;
+
+static lb_status read_config_job(void *ctx)
+{
+    config_job *job = ctx;
+    hid_t file = open_checkpoint(job->path);
+    lb_status st = file < 0 ? lb_last_status() : read_model_config(file, job->cfg, job->path);
+    lb_h5_close(file);
+    return st;
+}
+
+lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg)
+{
+    config_job job = {path, cfg};
+    return read_isolated(path, read_config_job, &job);
 }
 
 /* Reads every parameter into new tensors (vals[i]) without touching the model. */
@@ -390,21 +490,77 @@ static void free_tensors(lb_tensor **v, int n)
     free(v);
 }
 
+/* A checkpoint read into new tensors and values, nothing of the model changed. */
+typedef struct load_job {
+    const char *path;
+    lb_model *model;
+    const lb_trainer *t; /* NULL: parameters only */
+    lb_tensor **vals;    /* [params + optimizer states] */
+    int64_t step, epoch, position;
+    double elapsed;
+    lb_rng dropout, loader_rng;
+} load_job;
+
+static lb_status read_training_state(hid_t file, load_job *job)
+{
+    const lb_trainer *t = job->t;
+    const char *path = job->path;
+    int n_params = lb_model_params(t->model)->count, n_state = lb_optim_state_count(t->optim);
+    char kind[32] = "";
+    lb_status st = lb_h5_read_attr_string(file, "optim.kind", kind, sizeof kind, path);
+    if (st == LB_OK && strcmp(kind, lb_optim_kind_name(t->cfg.optim.kind)) != 0)
+        st = lb_error(LB_ERR_VALUE, "%s: the checkpoint was trained with --optim %s but this run uses %s", path, kind,
+                      lb_optim_kind_name(t->cfg.optim.kind));
+    if (st != LB_OK)
+        return st;
+    hid_t og = lb_h5_has_link(file, "optim") ? H5Gopen2(file, "optim", H5P_DEFAULT) : -1;
+    hid_t rg = lb_h5_has_link(file, "rng") ? H5Gopen2(file, "rng", H5P_DEFAULT) : -1;
+    hid_t lg = lb_h5_has_link(file, "loader") ? H5Gopen2(file, "loader", H5P_DEFAULT) : -1;
+    if (og < 0 || rg < 0 || lg < 0)
+        st = lb_error(LB_ERR_FORMAT, "%s: group /optim, /rng or /loader is missing", path);
+    for (int i = 0; i < n_state && st == LB_OK; i++)
+        st = read_tensor_like(og, "optim", lb_optim_state_name(t->optim, i), lb_optim_state_tensor(t->optim, i),
+                              &job->vals[n_params + i], path);
+    if (st == LB_OK)
+        st = read_u64s(rg, "dropout", job->dropout.s, 4, path);
+    if (st == LB_OK)
+        st = read_u64s(rg, "loader", job->loader_rng.s, 4, path);
+    if (st == LB_OK)
+        st = lb_h5_read_attr_int(lg, "epoch", LB_H5_I64, &job->epoch, path);
+    if (st == LB_OK)
+        st = lb_h5_read_attr_int(lg, "position", LB_H5_I64, &job->position, path);
+    if (st == LB_OK)
+        st = lb_h5_read_attr_int(file, "step", LB_H5_I64, &job->step, path);
+    if (st == LB_OK)
+        st = lb_h5_read_attr_real(file, "elapsed_seconds", LB_H5_F64, &job->elapsed, path);
+    lb_h5_close(og);
+    lb_h5_close(rg);
+    lb_h5_close(lg);
+    return st;
+}
+
+static lb_status load_job_run(void *ctx)
+{
+    load_job *job = ctx;
+    hid_t file = open_checkpoint(job->path);
+    lb_status st = file < 0 ? lb_last_status() : read_params(file, job->model, job->vals, job->path);
+    if (st == LB_OK && job->t)
+        st = read_training_state(file, job);
+    lb_h5_close(file);
+    return st;
+}
+
 lb_status lb_checkpoint_load_params(const char *path, lb_model *model)
 {
     lb_params *ps = lb_model_params(model);
-    lb_tensor **vals = calloc((size_t)ps->count + 1, sizeof *vals);
-    if (!vals)
+    load_job job = {.path = path, .model = model};
+    job.vals = calloc((size_t)ps->count + 1, sizeof *job.vals);
+    if (!job.vals)
         return lb_error(LB_ERR_MEMORY, "checkpoint: out of memory");
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    hid_t file = open_checkpoint(path);
-    lb_status st = file < 0 ? lb_last_status() : read_params(file, model, vals, path);
-    lb_h5_close(file);
-    lb_h5_quiet_end(&quiet);
+    lb_status st = read_isolated(path, load_job_run, &job);
     for (int i = 0; i < ps->count && st == LB_OK; i++)
-        lb_tensor_copy_into(ps->items[i]->value, vals[i]);
-    free_tensors(vals, ps->count);
+        lb_tensor_copy_into(ps->items[i]->value, job.vals[i]);
+    free_tensors(job.vals, ps->count);
     return st;
 }
 
@@ -412,61 +568,24 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path)
 {
     lb_params *ps = lb_model_params(t->model);
     int n_state = lb_optim_state_count(t->optim);
-    lb_tensor **vals = calloc((size_t)(ps->count + n_state) + 1, sizeof *vals);
-    if (!vals)
+    load_job job = {.path = path, .model = t->model, .t = t};
+    job.vals = calloc((size_t)(ps->count + n_state) + 1, sizeof *job.vals);
+    if (!job.vals)
         return lb_error(LB_ERR_MEMORY, "checkpoint: out of memory");
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    hid_t file = open_checkpoint(path);
-    lb_status st = file < 0 ? lb_last_status() : read_params(file, t->model, vals, path);
-    int64_t step = 0, epoch = 0, position = 0;
-    double elapsed = 0;
-    lb_rng dropout, loader_rng;
-    char kind[32] = "";
-    if (st == LB_OK && (st = lb_h5_read_attr_string(file, "optim.kind", kind, sizeof kind, path)) == LB_OK &&
-        strcmp(kind, lb_optim_kind_name(t->cfg.optim.kind)) != 0)
-        st = lb_error(LB_ERR_VALUE, "%s: the checkpoint was trained with --optim %s but this run uses %s", path, kind,
-                      lb_optim_kind_name(t->cfg.optim.kind));
-    if (st == LB_OK) {
-        hid_t og = lb_h5_has_link(file, "optim") ? H5Gopen2(file, "optim", H5P_DEFAULT) : -1;
-        hid_t rg = lb_h5_has_link(file, "rng") ? H5Gopen2(file, "rng", H5P_DEFAULT) : -1;
-        hid_t lg = lb_h5_has_link(file, "loader") ? H5Gopen2(file, "loader", H5P_DEFAULT) : -1;
-        if (og < 0 || rg < 0 || lg < 0)
-            st = lb_error(LB_ERR_FORMAT, "%s: group /optim, /rng or /loader is missing", path);
-        for (int i = 0; i < n_state && st == LB_OK; i++)
-            st = read_tensor_like(og, "optim", lb_optim_state_name(t->optim, i), lb_optim_state_tensor(t->optim, i),
-                                  &vals[ps->count + i], path);
-        if (st == LB_OK)
-            st = read_u64s(rg, "dropout", dropout.s, 4, path);
-        if (st == LB_OK)
-            st = read_u64s(rg, "loader", loader_rng.s, 4, path);
-        if (st == LB_OK)
-            st = lb_h5_read_attr_int(lg, "epoch", &epoch, path);
-        if (st == LB_OK)
-            st = lb_h5_read_attr_int(lg, "position", &position, path);
-        if (st == LB_OK)
-            st = lb_h5_read_attr_int(file, "step", &step, path);
-        if (st == LB_OK)
-            st = lb_h5_read_attr_real(file, "elapsed_seconds", &elapsed, path);
-        lb_h5_close(og);
-        lb_h5_close(rg);
-        lb_h5_close(lg);
-    }
-    lb_h5_close(file);
-    lb_h5_quiet_end(&quiet);
-    lb_loader_state ls = {epoch, position, loader_rng};
+    lb_status st = read_isolated(path, load_job_run, &job);
+    lb_loader_state ls = {job.epoch, job.position, job.loader_rng};
     /* Everything read and checked: now change the trainer. */
     if (st == LB_OK)
         st = lb_loader_set_state(t->loader, &ls);
     if (st == LB_OK) {
         for (int i = 0; i < ps->count; i++)
-            lb_tensor_copy_into(ps->items[i]->value, vals[i]);
+            lb_tensor_copy_into(ps->items[i]->value, job.vals[i]);
         for (int i = 0; i < n_state; i++)
-            lb_tensor_copy_into(lb_optim_state_tensor(t->optim, i), vals[ps->count + i]);
-        t->dropout_rng = dropout;
-        t->step = step;
-        t->elapsed = elapsed;
+            lb_tensor_copy_into(lb_optim_state_tensor(t->optim, i), job.vals[ps->count + i]);
+        t->dropout_rng = job.dropout;
+        t->step = job.step;
+        t->elapsed = job.elapsed;
     }
-    free_tensors(vals, ps->count + n_state);
+    free_tensors(job.vals, ps->count + n_state);
     return st;
 }

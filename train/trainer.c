@@ -1,9 +1,11 @@
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "optim/clip.h"
 #include "tensor/threads.h"
@@ -467,13 +469,39 @@ const char *lb_metrics_header(void)
     return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds";
 }
 
-static void write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr, double norm,
-                          double tps, double wall)
+/* One row of metrics.csv, written whole with write(2) or not at all: when the write
+ * fails (a full disk) the file is cut back to its previous end, so the rows before
+ * stay whole, and LB_ERR_IO is returned. */
+static lb_status write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr,
+                               double norm, double tps, double wall)
 {
     if (!f)
-        return;
-    fprintf(f, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", (long long)step, split, loss, acc, lr, norm, tps, wall);
-    fflush(f);
+        return LB_OK;
+    char line[512];
+    int len = snprintf(line, sizeof line, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", (long long)step, split, loss,
+                       acc, lr, norm, tps, wall);
+    int fd = fileno(f);
+    off_t before = (fflush(f) == 0 && fd >= 0) ? lseek(fd, 0, SEEK_END) : (off_t)-1;
+    int err = before < 0 ? (errno ? errno : EIO) : 0;
+    for (int done = 0; !err && done < len;) {
+        ssize_t n = write(fd, line + done, (size_t)(len - done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            err = n < 0 ? errno : ENOSPC;
+        else
+            done += (int)n;
+    }
+    if (!err)
+        return LB_OK;
+    if (before >= 0 && ftruncate(fd, before) != 0) { /* keep the error of the write */
+    }
+    char link[64], path[1024];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = fd >= 0 ? readlink(link, path, sizeof path - 1) : -1;
+    snprintf(path + (n > 0 ? n : 0), sizeof path - (size_t)(n > 0 ? n : 0), "%s", n > 0 ? "" : "metrics");
+    return lb_error(LB_ERR_IO, "%s: cannot write the %s metrics row of step %lld (%s); the rows before it are kept",
+                    path, split, (long long)step, strerror(err));
 }
 
 lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user)
@@ -503,14 +531,17 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         int eval_now = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
         if (eval_now) {
             lb_eval_result r;
-            write_metrics(metrics, t->step, "train", s.loss, s.accuracy, lr, norm, seconds > 0 ? tokens / seconds : 0,
-                          t->elapsed);
+            st = write_metrics(metrics, t->step, "train", s.loss, s.accuracy, lr, norm,
+                               seconds > 0 ? tokens / seconds : 0, t->elapsed);
+            if (st != LB_OK)
+                return st;
             tokens = seconds = 0;
             if (lb_dataset_split_size(t->data, "val") > 0) {
                 st = lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
                 if (st != LB_OK)
                     return st;
-                write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed);
+                if ((st = write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed)) != LB_OK)
+                    return st;
                 if (cb)
                     cb(LB_EVENT_EVAL, &s, &r, user);
             }

@@ -111,11 +111,21 @@ lb_optim *lb_trainer_optim(lb_trainer *t);
 const lb_train_config *lb_trainer_config(const lb_trainer *t);
 
 /* Saves everything the next step depends on to an HDF5 checkpoint (format in
- * docs/training.md). Written to "<path>.tmp", flushed, then renamed over `path`,
- * so a process killed mid-write leaves the previous checkpoint intact. */
+ * docs/training.md), every dataset with its CRC-32. Written to "<path>.tmp" by a
+ * child process (libhdf5 may crash after a failed write; then only the child goes),
+ * flushed, then renamed over `path`, so a process killed mid-write or a full disk
+ * leaves the previous checkpoint intact. Errors: LB_ERR_VALUE for an empty path,
+ * LB_ERR_IO naming the file when `path` is not a regular file (a device, FIFO,
+ * socket or folder is never replaced) or a write fails. */
 lb_status lb_trainer_save(const lb_trainer *t, const char *path);
 /* Restores a checkpoint written by lb_trainer_save for the same model config and
- * optimizer. Errors: LB_ERR_IO / LB_ERR_FORMAT for a missing or bad file,
+ * optimizer. The file is read first in a child process with a time limit (a file
+ * that crashes or hangs libhdf5 gives LB_ERR_FORMAT "damaged or hostile HDF5 file"),
+ * then here. Every dataset and attribute must have the type lookback writes (a
+ * generator state stored as float64 or int64 instead of uint64 is refused, naming
+ * the dataset) and match its CRC-32 when it has one.
+ * Errors: LB_ERR_IO for a missing file or one locked by a writing process,
+ * LB_ERR_FORMAT for a bad or damaged file,
  * LB_ERR_VALUE when the checkpoint's model config or a parameter's shape differs
  * (names the field or parameter, checkpoint vs model). Nothing is changed on error. */
 lb_status lb_trainer_load(lb_trainer *t, const char *path);
@@ -133,7 +143,9 @@ typedef void (*lb_loop_callback)(lb_loop_event event, const lb_step_stats *step,
 /* Trains until cfg->steps or the time budget, evaluating every eval_every steps,
  * appending a row per evaluation to `metrics` (CSV, may be NULL) and saving
  * `checkpoint_path` (may be NULL) at checkpoints. A non-finite loss stops the loop
- * with LB_ERR_NUMERIC after keeping the last good checkpoint untouched. */
+ * with LB_ERR_NUMERIC after keeping the last good checkpoint untouched. A metrics row
+ * or a checkpoint that cannot be written (a full disk) stops it with LB_ERR_IO; the
+ * rows written before and the last good checkpoint stay as they were. */
 lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user);
 
 /* The CSV header line written before the first metrics row. */
