@@ -949,15 +949,19 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
 static double stored_job_seconds(const lb_study *s)
 {
     double total = 0;
+    int timed = 0;
     for (int p = 0; p < LB_STUDY_PHASES; p++)
         for (int i = 0; i < s->n_jobs[p]; i++) {
             char path[4200];
             json_object *r = json_object_from_file(job_result_path(s, &s->jobs[p][i], path, sizeof path));
             double v = json_num(r, "job_seconds");
-            total += isfinite(v) ? v : 0;
+            if (isfinite(v)) {
+                total += v;
+                timed++;
+            }
             json_object_put(r);
         }
-    return total;
+    return timed ? total : NAN; /* NAN: no stored job has its time */
 }
 
 static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], double seconds, FILE *f)
@@ -969,7 +973,9 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
             s->quick ? " --quick" : "", s->seeds, s->quick ? "quick study:" : "a", s->budget, s->probe_budget);
     if (seconds >= 0)
         fprintf(f, " Wall time of this run: %.1f min.", seconds / 60);
-    fprintf(f, " The stored jobs took %.1f min in all.", stored_job_seconds(s) / 60);
+    double job_seconds = stored_job_seconds(s);
+    if (isfinite(job_seconds))
+        fprintf(f, " The stored jobs took %.1f min in all.", job_seconds / 60);
     fprintf(f, "\n\n## The source's table with measured columns\n\n");
     fprintf(f, "Each method's accuracy at the longest test length of each task (copy: loss, lower is better; "
                "memoryless %.4f).\n\n| method | the source's best fit |",
@@ -1074,7 +1080,7 @@ lb_status lb_study_report(lb_study *s, double seconds)
     json_object_object_add(opts, "threads", json_object_new_int(s->threads));
     json_object_object_add(root, "options", opts);
     json_object_object_add(root, "wall_seconds", seconds >= 0 ? json_object_new_double(seconds) : NULL);
-    json_object_object_add(root, "job_seconds", json_object_new_double(stored_job_seconds(s)));
+    json_object_object_add(root, "job_seconds", json_real(stored_job_seconds(s)));
     for (int t = 0; t < T_COUNT; t++) {
         if (!s->task_on[t])
             continue;
