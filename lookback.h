@@ -28,5 +28,6 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "train/trainer.h"
+#include "train/distributed.h"
 
 #endif

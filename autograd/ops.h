@@ -31,13 +31,15 @@ lb_var *lb_scale(lb_graph *g, lb_var *x, double c);
  * exp; log (natural; log of x <= 0 gives -inf/NaN as in torch.log); tanh;
  * sigmoid 1/(1+e^-x); relu max(x, 0) (gradient 0 at 0, as PyTorch);
  * gelu exact x * Phi(x) with the Gaussian CDF via erf (torch.nn.functional.gelu,
- * approximate='none'; Hendrycks and Gimpel 2016). */
+ * approximate='none'; Hendrycks and Gimpel 2016); gelu_tanh its tanh approximation
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (approximate='tanh', GPT-2's GELU). */
 lb_var *lb_exp(lb_graph *g, lb_var *x);
 lb_var *lb_log(lb_graph *g, lb_var *x);
 lb_var *lb_tanh(lb_graph *g, lb_var *x);
 lb_var *lb_sigmoid(lb_graph *g, lb_var *x);
 lb_var *lb_relu(lb_graph *g, lb_var *x);
 lb_var *lb_gelu(lb_graph *g, lb_var *x);
+lb_var *lb_gelu_tanh(lb_graph *g, lb_var *x);
 
 /* ---- matrix products (torch.matmul), through cblas gemm ----
  * a: [*Ba, M, K], b: [*Bb, K, N] -> [*broadcast(Ba, Bb), M, N]. Both operands need
@@ -69,6 +71,34 @@ lb_var *lb_mean(lb_graph *g, lb_var *x);
 lb_var *lb_sum_axes(lb_graph *g, lb_var *x, int n_axes, const int *axes, int keepdim);
 lb_var *lb_mean_axes(lb_graph *g, lb_var *x, int n_axes, const int *axes, int keepdim);
 
+/* ---- selecting reductions over one axis, and where ----
+ * x: [*S]; dim may be negative; the result is S without dim (or with dim kept as 1
+ * when keepdim). All are exact (no accumulation error beyond logsumexp's).
+ *
+ * lb_logsumexp (torch.logsumexp): log(sum_j exp(x_j)), computed as
+ *   m + log(sum_j exp(x_j - m)), m = max_j x_j, so logits of +-1000 are exact. A row
+ *   of -inf gives -inf with a zero gradient (never NaN; torch 1.13 gives NaN there); a
+ *   row holding +inf gives +inf, its gradient shared by the +inf elements.
+ *   Gradient: softmax(x) along dim.
+ * lb_amax / lb_amin (torch.amax / torch.amin): the max / min; NaN if the row holds
+ *   one. Gradient: split evenly between the elements equal to the result (two tied
+ *   maxima get dy / 2 each), as torch.amax.
+ * lb_max (torch.max(x, dim)): the max with its index: indices (may be NULL) receives
+ *   numel(result) int64 positions along dim, the first maximum (or the first NaN).
+ *   Gradient: all of dy to that index, as torch.max.
+ * Errors: dim out of range (names x and the valid range); an empty dim for amax,
+ * amin and max (the max of nothing). */
+lb_var *lb_logsumexp(lb_graph *g, lb_var *x, int dim, int keepdim);
+lb_var *lb_amax(lb_graph *g, lb_var *x, int dim, int keepdim);
+lb_var *lb_amin(lb_graph *g, lb_var *x, int dim, int keepdim);
+lb_var *lb_max(lb_graph *g, lb_var *x, int dim, int keepdim, int64_t *indices);
+/* torch.where(cond, a, b): cond [*C] (any dtype; nonzero, NaN included, = take a),
+ * a [*A], b [*B] -> [*broadcast(C, A, B)]. The branch not taken never reaches the
+ * result or the gradient (inf or NaN there is harmless). Gradients: dy where cond
+ * to a, where not to b, each summed back to its shape.
+ * Errors: cond NULL; shapes that do not broadcast (names all three). */
+lb_var *lb_where(lb_graph *g, const lb_tensor *cond, lb_var *a, lb_var *b);
+
 /* ---- softmax family, over the last axis ----
  * x: [..., N] -> [..., N]; the row max is subtracted before exp, so logits of
  * +-1000 are exact (torch.softmax / torch.log_softmax with dim=-1). */
@@ -99,10 +129,17 @@ typedef struct lb_attn_mask {
     /* [B, Tq] or NULL: the key index each query aligns with (causal: j <= pos,
      * window: pos - window < j <= pos); NULL = i + (Tk - Tq). Read as
      * query_positions[b * Tq + i] with b the index in the scores' first dim (b = 0 for
-     * 2-dim scores [Tq, Tk]); each in [0, Tk). Only causal and window use it. This is
+     * 2-dim scores [Tq, Tk]); each >= 0. A position may lie past the last key (>= Tk:
+     * cached decoding whose cache keeps only a window of keys): causal then allows
+     * every key, and a window may leave a query none (zeros). Only causal and window
+     * use it. This is
      * how a subset of queries (the readout of lb_attn_queries, layers/attention.h)
      * keeps the limits it has in the full computation. */
     const int32_t *query_positions;
+    /* Logit soft-capping (Gemma 2; 0 = off): each scaled score s becomes
+     * softcap * tanh(s / softcap) before the additive mask, bounding it to
+     * (-softcap, softcap). Not a mask, but read by every path that takes one. */
+    double softcap;
 } lb_attn_mask;
 
 /* Scaled masked softmax over the key axis:
@@ -151,12 +188,64 @@ lb_var *lb_embedding(lb_graph *g, lb_var *weight, const int32_t *ids, int ndim, 
  * 1/(1-p) (one uniform draw per element, row-major); otherwise the identity, and
  * rng may then be NULL. Errors: p outside [0, 1), training with p > 0 and no rng. */
 lb_var *lb_dropout(lb_graph *g, lb_var *x, double p, int training, lb_rng *rng);
+/* Dropout with the caller's mask, to reproduce another framework's draw exactly:
+ *   x: [*], keep: [*] (x's shape, any dtype, nonzero = keep) -> keep * x / (1 - p),
+ * the value torch.nn.functional.dropout gives when its Bernoulli draw is `keep`.
+ * Errors: p outside [0, 1), a mask that is NULL or not x's shape. */
+lb_var *lb_dropout_mask(lb_graph *g, lb_var *x, const lb_tensor *keep, double p);
+/* Rotary position embedding from caller-given tables (RoFormer, Su et al. 2021):
+ *   x: [..., P, d]; cos, sin: the same shape [..., P, h], broadcastable to x's
+ *   [..., P, h] (e.g. [P, h] for every batch and head, or [B, 1, P, h] per item);
+ *   the first r = 2h <= d features are rotated in pairs (a, b):
+ *     y_a = x_a cos - x_b sin,  y_b = x_b cos + x_a sin,
+ *   and features r .. d-1 pass unchanged (partial rotary, GPT-NeoX's rotary_pct).
+ *   layout HALVES pairs (k, k + h) (GPT-NeoX, Hugging Face rotate_half);
+ *   INTERLEAVED pairs (2k, 2k + 1) (the original RoFormer, GPT-J, Meta's LLaMA code).
+ * With angles pos * base^(-2k/r), cos = cos(angle), sin = sin(angle) this is
+ * layers/positional.h's lb_rotary. Gradient: the transposed rotation.
+ * Errors: x with fewer than 2 dims, tables of different shapes, 2h > d, tables that
+ * do not broadcast, an unknown layout. */
+typedef enum lb_rotary_layout { LB_ROTARY_HALVES = 0, LB_ROTARY_INTERLEAVED } lb_rotary_layout;
+lb_var *lb_rotary_embed(lb_graph *g, lb_var *x, const lb_tensor *cos, const lb_tensor *sin, lb_rotary_layout layout);
 /* Cross-entropy from logits (torch.nn.functional.cross_entropy, reduction='mean'):
  *   logits: [..., C], targets: int32 [...] (numel(logits) / C entries)
  *   -> [] mean over targets != ignore_index of logsumexp(row) - row[target].
  * All targets ignored gives 0 with zero gradients. Errors: a target outside [0, C)
  * that is not ignore_index (names its position). PyTorch's default ignore_index is -100. */
 lb_var *lb_cross_entropy(lb_graph *g, lb_var *logits, const int32_t *targets, int64_t ignore_index);
+/* Options of the class losses, as torch.nn.functional.cross_entropy / nll_loss.
+ * Start from lb_loss_options_default (ignore_index -100, reduction mean, no weight,
+ * no smoothing); a NULL options pointer means those defaults. */
+typedef enum lb_reduction { LB_REDUCTION_MEAN = 0, LB_REDUCTION_SUM, LB_REDUCTION_NONE } lb_reduction;
+typedef struct lb_loss_options {
+    int64_t ignore_index;     /* targets equal to it are skipped (loss 0, gradient 0) */
+    const lb_tensor *weight;  /* [C] class weights (any dtype; read as double), or NULL = all 1 */
+    lb_reduction reduction;   /* mean (weighted: / sum of the counted targets' weights), sum, none */
+    double label_smoothing;   /* eps in [0, 1]: the target is (1 - eps) one-hot + eps / C uniform */
+} lb_loss_options;
+void lb_loss_options_default(lb_loss_options *opt);
+/* Cross-entropy from logits with every option of torch.nn.functional.cross_entropy
+ * (class-index targets):
+ *   logits: [..., C], targets: int32 [...] (numel(logits) / C entries)
+ *   a row with target t != ignore_index: loss = (1 - eps) w_t (lse - x_t)
+ *                                              + (eps / C) sum_j w_j (lse - x_j),
+ *   lse = logsumexp of the row, w the class weights, eps the label smoothing;
+ *   an ignored row: 0.
+ *   reduction none -> [...] (one loss per target: what per-position evaluation
+ *   needs); sum -> []; mean -> [] sum / (sum of w_t over the counted targets),
+ *   PyTorch's weighted mean. With nothing counted the mean is 0 with zero gradients
+ *   (PyTorch gives NaN there).
+ * The classes are the LAST dim (PyTorch puts them at dim 1 for inputs of more than 2
+ * dims: move them last with lb_permute). Errors: a target outside [0, C) that is not
+ * ignore_index (names its position), a weight that is not [C], label_smoothing
+ * outside [0, 1], an unknown reduction. */
+lb_var *lb_cross_entropy_ex(lb_graph *g, lb_var *logits, const int32_t *targets, const lb_loss_options *options);
+/* Negative log-likelihood (torch.nn.functional.nll_loss) on log-probabilities
+ * [..., C] (e.g. from lb_log_softmax), with the same options and shapes:
+ *   loss = -(1 - eps) w_t x_t - (eps / C) sum_j w_j x_j for a counted row, so that
+ *   lb_nll_loss(lb_log_softmax(x)) equals lb_cross_entropy_ex(x) for every option.
+ * (torch's nll_loss has no label_smoothing; with eps = 0 it is exactly torch's.) */
+lb_var *lb_nll_loss(lb_graph *g, lb_var *log_probs, const int32_t *targets, const lb_loss_options *options);
 /* Mean squared error (torch.nn.functional.mse_loss, reduction='mean'):
  *   pred: [*], target: [*] (same shape, non-empty) -> [] mean of (pred - target)^2. */
 lb_var *lb_mse(lb_graph *g, lb_var *pred, lb_var *target);

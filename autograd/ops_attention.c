@@ -59,6 +59,7 @@ static attn_ctx *make_ctx(const lb_attn_mask *mask, lb_dtype dtype, int ndim, co
     lb_attn_kmask *km = &c->kmask;
     km->causal = mask->causal;
     km->window = mask->window;
+    km->softcap = mask->softcap;
     if (mask->key_lengths && !(km->key_lengths = c->key_lengths = copy_ints(mask->key_lengths, nb)))
         goto oom;
     if (mask->query_positions &&

@@ -116,6 +116,18 @@ static double gelu_grad(double x)
     return 0.5 * (1.0 + erf(x * M_SQRT1_2)) + x * exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
 }
 
+/* GELU's tanh approximation (torch's approximate="tanh"; Hendrycks and Gimpel 2016):
+ * 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
+#define GELU_TANH_K 0.7978845608028654 /* sqrt(2 / pi) */
+static double gelu_tanh(double x) { return 0.5 * x * (1.0 + tanh(GELU_TANH_K * (x + 0.044715 * x * x * x))); }
+
+/* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u). */
+static double gelu_tanh_grad(double x)
+{
+    double t = tanh(GELU_TANH_K * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_TANH_K * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
 static double sigmoid(double x)
 {
     if (x >= 0)
@@ -146,6 +158,7 @@ static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x, double c)
         case LB_OP_SIGMOID: for (int64_t i = 0; i < n; i++) py[i] = (T)sigmoid((double)px[i]); break;
         case LB_OP_RELU: for (int64_t i = 0; i < n; i++) py[i] = px[i] > 0 ? px[i] : (T)0; break;
         case LB_OP_GELU: for (int64_t i = 0; i < n; i++) py[i] = (T)gelu((double)px[i]); break;
+        case LB_OP_GELU_TANH: for (int64_t i = 0; i < n; i++) py[i] = (T)gelu_tanh((double)px[i]); break;
         default: break;
         }
     });
@@ -161,6 +174,7 @@ lb_var *lb_tanh(lb_graph *g, lb_var *x) { return unary(g, LB_OP_TANH, x, 1.0); }
 lb_var *lb_sigmoid(lb_graph *g, lb_var *x) { return unary(g, LB_OP_SIGMOID, x, 1.0); }
 lb_var *lb_relu(lb_graph *g, lb_var *x) { return unary(g, LB_OP_RELU, x, 1.0); }
 lb_var *lb_gelu(lb_graph *g, lb_var *x) { return unary(g, LB_OP_GELU, x, 1.0); }
+lb_var *lb_gelu_tanh(lb_graph *g, lb_var *x) { return unary(g, LB_OP_GELU_TANH, x, 1.0); }
 
 /* dx += dy * f'(x), with f' written from x or from y = f(x). */
 lb_status lb_unary_backward(lb_var *node)
@@ -183,6 +197,10 @@ lb_status lb_unary_backward(lb_var *node)
         case LB_OP_SIGMOID: for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * py[i] * (1 - py[i]); break;
         case LB_OP_RELU: for (int64_t i = 0; i < n; i++) dx[i] += px[i] > 0 ? dy[i] : (T)0; break;
         case LB_OP_GELU: for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (T)gelu_grad((double)px[i]); break;
+        case LB_OP_GELU_TANH:
+            for (int64_t i = 0; i < n; i++)
+                dx[i] += dy[i] * (T)gelu_tanh_grad((double)px[i]);
+            break;
         default: break;
         }
     });

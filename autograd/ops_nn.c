@@ -340,6 +340,53 @@ lb_var *lb_dropout(lb_graph *g, lb_var *x, double p, int training, lb_rng *rng)
     return v;
 }
 
+/* The same with the caller's keep mask (nonzero = keep), e.g. another framework's
+ * draw: y = keep * x / (1 - p). keep: [*], x's shape. */
+lb_var *lb_dropout_mask(lb_graph *g, lb_var *x, const lb_tensor *keep, double p)
+{
+    char sx[128], sk[128];
+    if (lb_check_inputs("dropout_mask", g, 1, &x) != LB_OK)
+        return NULL;
+    if (!(p >= 0 && p < 1)) {
+        lb_error(LB_ERR_VALUE, "dropout_mask: p = %g for x %s must be in [0, 1) (the probability of zeroing an element)",
+                 p, lb_tensor_describe(x->value, sx, sizeof sx));
+        return NULL;
+    }
+    if (!keep || !lb_tensor_same_shape(keep, x->value)) {
+        lb_error(LB_ERR_SHAPE, "dropout_mask: the keep mask %s must have x's shape %s (nonzero = keep)",
+                 keep ? lb_tensor_describe(keep, sk, sizeof sk) : "NULL", lb_tensor_describe(x->value, sx, sizeof sx));
+        return NULL;
+    }
+    int64_t n = lb_tensor_numel(x->value);
+    lb_tensor *out = lb_tensor_zeros_like(x->value);
+    unsigned char *k = malloc((size_t)n + 1);
+    if (!out || !k) {
+        lb_tensor_free(out);
+        free(k);
+        lb_error(LB_ERR_MEMORY, "dropout_mask: out of memory for a mask of %lld elements", (long long)n);
+        return NULL;
+    }
+    double scale = 1.0 / (1.0 - p);
+    for (int64_t i = 0; i < n; i++)
+        k[i] = lb_tensor_flat(keep, i) != 0;
+    LB_DISPATCH(out->dtype, T, {
+        const T *px = lb_tensor_data(x->value);
+        T *py = lb_tensor_data(out);
+        for (int64_t i = 0; i < n; i++)
+            py[i] = k[i] ? (T)((double)px[i] * scale) : (T)0;
+    });
+    lb_var *v = lb_graph_record(g, LB_OP_DROPOUT_MASK, out, 1, &x);
+    if (v && v->requires_grad) {
+        v->ctx = k;
+        v->ctx_free = free;
+    } else {
+        free(k);
+    }
+    if (v)
+        v->attr_f[0] = scale;
+    return v;
+}
+
 /* dx += dy * keep / (1 - p), or dx += dy for the identity.  dy, dx: [*] */
 lb_status lb_dropout_backward(lb_var *node)
 {
@@ -364,115 +411,201 @@ lb_status lb_dropout_backward(lb_var *node)
     return LB_OK;
 }
 
-/* ---- cross-entropy from logits ----
- * logits: [R, C] (any leading dims), targets: int32 [R] -> loss: []
- * loss = (1 / M) sum over the M rows with targets[r] != ignore_index of
- *        logsumexp(logits[r]) - logits[r, targets[r]],  0 when M == 0.
- * saved: lse [R] (float64; 0 on ignored rows); ctx: a copy of the targets;
- * attr_f[0] = M, attr_i[0] = ignore_index. */
+/* ---- cross-entropy from logits, and the negative log-likelihood ----
+ * input: [R, C] (any leading dims; logits for cross_entropy, log-probabilities for
+ * nll_loss), targets: int32 [R]. With w the class weights (1 without), eps the label
+ * smoothing and a_j = lse - input_j (cross_entropy; lse = logsumexp of the row) or
+ * a_j = -input_j (nll_loss), a row with target t != ignore_index has
+ *   loss_r = (1 - eps) w_t a_t + (eps / C) sum_j w_j a_j,
+ * an ignored row 0. reduction none: [R] (the leading dims); sum: sum_r loss_r; mean:
+ * sum_r loss_r / sum_{counted r} w_{t_r} (0 when nothing is counted).
+ * saved: [0] lse [R] (float64; cross_entropy), [1] the weights [C] (float64) or NULL;
+ * ctx: a copy of the targets; attr_f: 0 denominator of the mean (1 otherwise),
+ * 1 eps; attr_i: 0 ignore_index, 1 reduction. */
 
-lb_var *lb_cross_entropy(lb_graph *g, lb_var *logits, const int32_t *targets, int64_t ignore_index)
+void lb_loss_options_default(lb_loss_options *opt)
 {
-    char sl[128];
-    if (lb_check_inputs("cross_entropy", g, 1, &logits) != LB_OK)
+    memset(opt, 0, sizeof *opt);
+    opt->ignore_index = -100; /* PyTorch's default */
+    opt->reduction = LB_REDUCTION_MEAN;
+}
+
+static lb_var *class_loss(lb_graph *g, lb_op_kind op, lb_var *input, const int32_t *targets,
+                          const lb_loss_options *options)
+{
+    const char *name = lb_op_name(op);
+    char sl[128], sw[128];
+    lb_loss_options o;
+    if (options)
+        o = *options;
+    else
+        lb_loss_options_default(&o);
+    if (lb_check_inputs(name, g, 1, &input) != LB_OK)
         return NULL;
-    const lb_tensor *tl = logits->value;
+    const lb_tensor *tl = input->value;
     if (tl->ndim < 1 || tl->shape[tl->ndim - 1] == 0) {
-        lb_error(LB_ERR_SHAPE, "cross_entropy: logits %s need a non-empty last (class) dim [..., C]",
+        lb_error(LB_ERR_SHAPE, "%s: input %s needs a non-empty last (class) dim [..., C]", name,
                  lb_tensor_describe(tl, sl, sizeof sl));
         return NULL;
     }
     int64_t c = tl->shape[tl->ndim - 1], rows = lb_tensor_numel(tl) / c;
+    if (o.reduction != LB_REDUCTION_MEAN && o.reduction != LB_REDUCTION_SUM && o.reduction != LB_REDUCTION_NONE) {
+        lb_error(LB_ERR_VALUE, "%s: reduction = %d is not LB_REDUCTION_MEAN, _SUM or _NONE", name, (int)o.reduction);
+        return NULL;
+    }
+    if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1)) {
+        lb_error(LB_ERR_VALUE, "%s: label_smoothing = %g must be in [0, 1]", name, o.label_smoothing);
+        return NULL;
+    }
+    if (o.weight && (o.weight->ndim != 1 || o.weight->shape[0] != c)) {
+        lb_error(LB_ERR_SHAPE, "%s: weight %s must be [C] = [%lld] for input %s (one weight per class)", name,
+                 lb_tensor_describe(o.weight, sw, sizeof sw), (long long)c, lb_tensor_describe(tl, sl, sizeof sl));
+        return NULL;
+    }
     if (rows > 0 && !targets) {
-        lb_error(LB_ERR_VALUE, "cross_entropy: targets is NULL but logits %s need %lld of them",
+        lb_error(LB_ERR_VALUE, "%s: targets is NULL but input %s needs %lld of them", name,
                  lb_tensor_describe(tl, sl, sizeof sl), (long long)rows);
         return NULL;
     }
-    int64_t counted = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        if ((int64_t)targets[r] == ignore_index)
-            continue;
-        if (targets[r] < 0 || targets[r] >= c) {
+    for (int64_t r = 0; r < rows; r++)
+        if ((int64_t)targets[r] != o.ignore_index && (targets[r] < 0 || targets[r] >= c)) {
             lb_error(LB_ERR_VALUE,
-                     "cross_entropy: targets[%lld] = %d is outside [0, C = %lld) for logits %s and is not the "
+                     "%s: targets[%lld] = %d is outside [0, C = %lld) for input %s and is not the "
                      "ignore_index %lld (a target is a class index; mark padding with ignore_index)",
-                     (long long)r, (int)targets[r], (long long)c, lb_tensor_describe(tl, sl, sizeof sl),
-                     (long long)ignore_index);
+                     name, (long long)r, (int)targets[r], (long long)c, lb_tensor_describe(tl, sl, sizeof sl),
+                     (long long)o.ignore_index);
             return NULL;
         }
-        counted++;
-    }
-    int64_t lse_shape[1] = {rows};
-    lb_tensor *lse = lb_tensor_zeros(LB_FLOAT64, 1, lse_shape);
-    if (!lse)
+    int64_t cshape[1] = {c}, rshape[1] = {rows};
+    lb_tensor *w = lb_tensor_zeros(LB_FLOAT64, 1, cshape), *lse = lb_tensor_zeros(LB_FLOAT64, 1, rshape);
+    lb_tensor *per_row = lb_tensor_zeros(LB_FLOAT64, 1, rshape);
+    lb_tensor *out = NULL;
+    if (w && o.weight)
+        lb_tensor_copy_into(w, o.weight);
+    else if (w)
+        lb_tensor_fill(w, 1.0);
+    if (!w || !lse || !per_row) {
+        lb_tensor_free(w);
+        lb_tensor_free(lse);
+        lb_tensor_free(per_row);
         return NULL;
-    double *pl = lb_tensor_data(lse), total = 0;
+    }
+    const double *pw = lb_tensor_data(w), eps = o.label_smoothing;
+    double *pl = lb_tensor_data(lse), *pr = lb_tensor_data(per_row), total = 0, denom = 0;
     LB_DISPATCH(tl->dtype, T, {
         const T *px = lb_tensor_data(tl);
         for (int64_t r = 0; r < rows; r++) {
-            if ((int64_t)targets[r] == ignore_index)
+            int32_t t = targets[r];
+            if ((int64_t)t == o.ignore_index)
                 continue;
             const T *xr = px + r * c;
-            double mx = (double)xr[0], sum = 0;
-            for (int64_t j = 1; j < c; j++)
-                mx = (double)xr[j] > mx ? (double)xr[j] : mx;
-            for (int64_t j = 0; j < c; j++)
-                sum += exp((double)xr[j] - mx);
-            pl[r] = mx + log(sum);
-            total += pl[r] - (double)xr[targets[r]];
+            double m = (double)xr[0], sum = 0, smooth = 0;
+            if (op == LB_OP_CROSS_ENTROPY) {
+                for (int64_t j = 1; j < c; j++)
+                    m = (double)xr[j] > m ? (double)xr[j] : m;
+                for (int64_t j = 0; j < c; j++)
+                    sum += exp((double)xr[j] - m);
+                pl[r] = m + log(sum);
+            }
+            if (eps > 0)
+                for (int64_t j = 0; j < c; j++)
+                    smooth += pw[j] * (pl[r] - (double)xr[j]);
+            pr[r] = (1 - eps) * pw[t] * (pl[r] - (double)xr[t]) + eps / (double)c * smooth;
+            total += pr[r];
+            denom += pw[t];
         }
     });
-    lb_var *v = lb_graph_record(g, LB_OP_CROSS_ENTROPY, scalar_of(tl->dtype, counted ? total / (double)counted : 0.0),
-                                1, &logits);
-    if (v && v->requires_grad && counted > 0) {
-        int32_t *copy = malloc((size_t)rows * sizeof *copy);
-        if (!copy) {
-            lb_tensor_free(lse);
-            lb_error(LB_ERR_MEMORY, "cross_entropy: out of memory saving %lld targets", (long long)rows);
-            return NULL;
-        }
+    if (o.reduction == LB_REDUCTION_NONE) {
+        out = lb_tensor_copy(per_row, tl->dtype);
+        lb_tensor *shaped = out ? lb_tensor_reshape(out, tl->ndim - 1, tl->shape) : NULL;
+        lb_tensor_free(out);
+        out = shaped ? lb_tensor_copy(shaped, tl->dtype) : NULL;
+        lb_tensor_free(shaped);
+    } else {
+        double value = o.reduction == LB_REDUCTION_SUM ? total : denom != 0 ? total / denom : 0.0;
+        out = lb_tensor_scalar(tl->dtype, value);
+    }
+    lb_tensor_free(per_row);
+    lb_var *v = out ? lb_graph_record(g, op, out, 1, &input) : NULL;
+    int32_t *copy = v && v->requires_grad && rows > 0 ? malloc((size_t)rows * sizeof *copy) : NULL;
+    if (copy) {
         memcpy(copy, targets, (size_t)rows * sizeof *copy);
         v->ctx = copy;
         v->ctx_free = free;
         v->saved[0] = lse;
-    } else {
-        lb_tensor_free(lse);
+        v->saved[1] = w;
+        lse = w = NULL;
+    } else if (v && v->requires_grad && rows > 0) {
+        lb_error(LB_ERR_MEMORY, "%s: out of memory saving %lld targets", name, (long long)rows);
+        v = NULL;
     }
+    lb_tensor_free(lse);
+    lb_tensor_free(w);
     if (v) {
-        v->attr_f[0] = (double)counted;
-        v->attr_i[0] = ignore_index;
+        v->attr_f[0] = o.reduction == LB_REDUCTION_MEAN ? denom : 1.0;
+        v->attr_f[1] = eps;
+        v->attr_i[0] = o.ignore_index;
+        v->attr_i[1] = o.reduction;
     }
     return v;
 }
 
-/* On each counted row: dlogits_j += dloss / M * (softmax(logits)_j - [j == target]),
- * softmax_j = exp(logits_j - lse); ignored rows (and M == 0) get 0.  logits: [R, C] */
-lb_status lb_cross_entropy_backward(lb_var *node)
+lb_var *lb_cross_entropy(lb_graph *g, lb_var *logits, const int32_t *targets, int64_t ignore_index)
 {
-    lb_var *logits = node->inputs[0];
-    if (!logits->requires_grad)
+    lb_loss_options o;
+    lb_loss_options_default(&o);
+    o.ignore_index = ignore_index;
+    return class_loss(g, LB_OP_CROSS_ENTROPY, logits, targets, &o);
+}
+
+lb_var *lb_cross_entropy_ex(lb_graph *g, lb_var *logits, const int32_t *targets, const lb_loss_options *options)
+{
+    return class_loss(g, LB_OP_CROSS_ENTROPY, logits, targets, options);
+}
+
+lb_var *lb_nll_loss(lb_graph *g, lb_var *log_probs, const int32_t *targets, const lb_loss_options *options)
+{
+    return class_loss(g, LB_OP_NLL_LOSS, log_probs, targets, options);
+}
+
+/* On each counted row r with coefficient k_r (dy_r, or dy / denominator):
+ *   d input_j += k_r [ (1 - eps) w_t (p_j - [j == t]) + (eps / C) (W p_j - w_j) ]
+ * with p = softmax(input) and W = sum_j w_j for cross_entropy, and p = 0 for
+ * nll_loss (input_j enters a_j with slope -1 there). Ignored rows get 0. */
+lb_status lb_class_loss_backward(lb_var *node)
+{
+    lb_var *input = node->inputs[0];
+    if (!input->requires_grad)
         return LB_OK;
-    lb_tensor *gl = lb_grad_buffer(logits);
+    lb_tensor *gl = lb_grad_buffer(input);
     if (!gl)
         return lb_last_status();
-    double counted = node->attr_f[0];
-    if (counted == 0)
-        return LB_OK; /* every target ignored: the loss is the constant 0 */
-    const lb_tensor *tl = logits->value;
-    const int32_t *targets = node->ctx;
-    const double *pl = lb_tensor_data(node->saved[0]);
+    const lb_tensor *tl = input->value;
     int64_t c = tl->shape[tl->ndim - 1], rows = lb_tensor_numel(tl) / c, ignore_index = node->attr_i[0];
-    double coef = lb_tensor_flat(node->grad, 0) / counted;
+    double denom = node->attr_f[0], eps = node->attr_f[1];
+    if (rows == 0 || denom == 0)
+        return LB_OK; /* nothing counted: the loss is the constant 0 */
+    const int32_t *targets = node->ctx;
+    const double *pl = lb_tensor_data(node->saved[0]), *pw = lb_tensor_data(node->saved[1]);
+    int softmax = node->op == LB_OP_CROSS_ENTROPY, per_row = node->attr_i[1] == LB_REDUCTION_NONE;
+    double w_all = 0;
+    for (int64_t j = 0; j < c; j++)
+        w_all += pw[j];
     LB_DISPATCH(tl->dtype, T, {
-        const T *px = lb_tensor_data(tl);
+        const T *px = lb_tensor_data(tl), *dy = lb_tensor_data(node->grad);
         T *pdx = lb_tensor_data(gl);
         for (int64_t r = 0; r < rows; r++) {
-            if ((int64_t)targets[r] == ignore_index)
+            int32_t t = targets[r];
+            if ((int64_t)t == ignore_index)
                 continue;
+            double k = (per_row ? (double)dy[r] : (double)dy[0]) / denom;
+            double on_p = softmax ? (1 - eps) * pw[t] + eps / (double)c * w_all : 0;
             const T *xr = px + r * c;
             T *gr = pdx + r * c;
-            for (int64_t j = 0; j < c; j++)
-                gr[j] += (T)(coef * (exp((double)xr[j] - pl[r]) - (j == targets[r] ? 1.0 : 0.0)));
+            for (int64_t j = 0; j < c; j++) {
+                double p = softmax ? exp((double)xr[j] - pl[r]) : 0;
+                gr[j] += (T)(k * (on_p * p - (j == t ? (1 - eps) * pw[t] : 0) - eps / (double)c * pw[j]));
+            }
         }
     });
     return LB_OK;
@@ -531,5 +664,117 @@ lb_status lb_mse_backward(lb_var *node)
                 pg[i] += (T)(sign[k] * coef * ((double)pp[i] - (double)pt[i]));
         });
     }
+    return LB_OK;
+}
+
+/* ---- rotary position embedding ----
+ * x: [..., P, d], cos and sin: broadcastable to [..., P, h] (h = r / 2, r <= d the
+ * rotated width). Pair k of a row is (a, b) = (k, k + h) (halves) or (2k, 2k + 1)
+ * (interleaved); y_a = x_a cos_k - x_b sin_k, y_b = x_b cos_k + x_a sin_k; features
+ * r .. d-1 pass unchanged. saved: [0] cos, [1] sin expanded to [..., P, h];
+ * attr_i[0] h, attr_i[1] layout. */
+
+static void rotary_pair(int64_t k, int64_t h, int layout, int64_t *a, int64_t *b)
+{
+    *a = layout == LB_ROTARY_INTERLEAVED ? 2 * k : k;
+    *b = layout == LB_ROTARY_INTERLEAVED ? 2 * k + 1 : k + h;
+}
+
+lb_var *lb_rotary_embed(lb_graph *g, lb_var *x, const lb_tensor *cos, const lb_tensor *sin, lb_rotary_layout layout)
+{
+    char sx[128], sc[128], ss[128];
+    if (lb_check_inputs("rotary", g, 1, &x) != LB_OK)
+        return NULL;
+    const lb_tensor *tx = x->value;
+    int nd = tx->ndim;
+    if (layout != LB_ROTARY_HALVES && layout != LB_ROTARY_INTERLEAVED) {
+        lb_error(LB_ERR_VALUE, "rotary: layout %d is neither LB_ROTARY_HALVES nor LB_ROTARY_INTERLEAVED", (int)layout);
+        return NULL;
+    }
+    if (nd < 2 || !cos || !sin || cos->ndim < 1 || !lb_tensor_same_shape(cos, sin) ||
+        2 * cos->shape[cos->ndim - 1] > tx->shape[nd - 1] || cos->shape[cos->ndim - 1] < 1) {
+        lb_error(LB_ERR_SHAPE, "rotary: x %s must be [..., P, d] and cos %s, sin %s the same [..., P, h] with "
+                               "1 <= h and 2h <= d (2h features are rotated)",
+                 lb_tensor_describe(tx, sx, sizeof sx), cos ? lb_tensor_describe(cos, sc, sizeof sc) : "NULL",
+                 sin ? lb_tensor_describe(sin, ss, sizeof ss) : "NULL");
+        return NULL;
+    }
+    int64_t d = tx->shape[nd - 1], h = cos->shape[cos->ndim - 1], shape[LB_MAX_DIMS];
+    memcpy(shape, tx->shape, (size_t)nd * sizeof *shape);
+    shape[nd - 1] = h;
+    lb_tensor *vc = lb_tensor_expand(cos, nd, shape), *vs = vc ? lb_tensor_expand(sin, nd, shape) : NULL;
+    if (!vc || !vs) {
+        lb_tensor_free(vc);
+        lb_error(LB_ERR_SHAPE, "rotary: cos and sin %s do not broadcast to [..., P, h] = %s of x %s",
+                 lb_tensor_describe(cos, sc, sizeof sc), lb_shape_str(nd, shape, ss, sizeof ss),
+                 lb_tensor_describe(tx, sx, sizeof sx));
+        return NULL;
+    }
+    lb_tensor *ec = lb_tensor_copy(vc, tx->dtype), *es = lb_tensor_copy(vs, tx->dtype);
+    lb_tensor *out = lb_tensor_copy(tx, tx->dtype);
+    lb_tensor_free(vc);
+    lb_tensor_free(vs);
+    if (!ec || !es || !out) {
+        lb_tensor_free(ec);
+        lb_tensor_free(es);
+        lb_tensor_free(out);
+        return NULL;
+    }
+    int64_t rows = lb_tensor_numel(tx) / d;
+    LB_DISPATCH(tx->dtype, T, {
+        const T *px = lb_tensor_data(tx), *pc = lb_tensor_data(ec), *ps = lb_tensor_data(es);
+        T *py = lb_tensor_data(out);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t k = 0; k < h; k++) {
+                int64_t a, b;
+                rotary_pair(k, h, layout, &a, &b);
+                T xa = px[r * d + a], xb = px[r * d + b], c = pc[r * h + k], s = ps[r * h + k];
+                py[r * d + a] = xa * c - xb * s;
+                py[r * d + b] = xb * c + xa * s;
+            }
+    });
+    lb_var *v = lb_graph_record(g, LB_OP_ROTARY, out, 1, &x);
+    if (v && v->requires_grad) {
+        v->saved[0] = ec;
+        v->saved[1] = es;
+        ec = es = NULL;
+    }
+    lb_tensor_free(ec);
+    lb_tensor_free(es);
+    if (v) {
+        v->attr_i[0] = h;
+        v->attr_i[1] = layout;
+    }
+    return v;
+}
+
+/* The transposed rotation: dx_a += dy_a cos + dy_b sin, dx_b += dy_b cos - dy_a sin;
+ * unrotated features: dx += dy. */
+lb_status lb_rotary_backward(lb_var *node)
+{
+    lb_var *x = node->inputs[0];
+    if (!x->requires_grad)
+        return LB_OK;
+    lb_tensor *gx = lb_grad_buffer(x);
+    if (!gx)
+        return lb_last_status();
+    int64_t d = gx->shape[gx->ndim - 1], h = node->attr_i[0], rows = lb_tensor_numel(gx) / d;
+    int layout = (int)node->attr_i[1];
+    LB_DISPATCH(gx->dtype, T, {
+        const T *dy = lb_tensor_data(node->grad), *pc = lb_tensor_data(node->saved[0]);
+        const T *ps = lb_tensor_data(node->saved[1]);
+        T *dx = lb_tensor_data(gx);
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t j = 2 * h; j < d; j++)
+                dx[r * d + j] += dy[r * d + j];
+            for (int64_t k = 0; k < h; k++) {
+                int64_t a, b;
+                rotary_pair(k, h, layout, &a, &b);
+                T ga = dy[r * d + a], gb = dy[r * d + b], c = pc[r * h + k], s = ps[r * h + k];
+                dx[r * d + a] += ga * c + gb * s;
+                dx[r * d + b] += gb * c - ga * s;
+            }
+        }
+    });
     return LB_OK;
 }

@@ -115,6 +115,7 @@ typedef struct mask_plan {
     int64_t window;
     const int32_t *key_lengths;
     const int32_t *query_positions; /* [B, Tq]: query i of item b lines up with key [b * Tq + i] */
+    double softcap;                 /* 0 = off */
     const lb_tensor *allowed, *additive;
     int64_t allowed_strides[LB_MAX_DIMS];  /* in the scores' dims; 0 where broadcast */
     int64_t additive_strides[LB_MAX_DIMS];
@@ -176,16 +177,18 @@ lb_status lb_attn_mask_check(const char *op, int ndim, const int64_t *shape, con
                                 op, (long long)b, (int)mask->key_lengths[b], (long long)tk,
                                 lb_shape_str(ndim, shape, ss, sizeof ss), (long long)b);
     }
+    if (!(mask->softcap >= 0) || !isfinite(mask->softcap))
+        return lb_error(LB_ERR_VALUE, "%s: softcap %g must be a finite value >= 0 for scores %s (0 turns it off)", op,
+                        mask->softcap, lb_shape_str(ndim, shape, ss, sizeof ss));
     if (mask->query_positions)
         for (int64_t b = 0; b < nb; b++)
             for (int64_t i = 0; i < tq; i++) {
                 int32_t pos = mask->query_positions[b * tq + i];
-                if (pos < 0 || pos >= tk)
+                if (pos < 0)
                     return lb_error(LB_ERR_VALUE,
-                                    "%s: query_positions[%lld, %lld] = %d is outside [0, Tk = %lld) for scores %s "
+                                    "%s: query_positions[%lld, %lld] = %d is negative for scores %s "
                                     "(a position is the key index the query aligns with, [B, Tq] row-major)",
-                                    op, (long long)b, (long long)i, (int)pos, (long long)tk,
-                                    lb_shape_str(ndim, shape, ss, sizeof ss));
+                                    op, (long long)b, (long long)i, (int)pos, lb_shape_str(ndim, shape, ss, sizeof ss));
             }
     return LB_OK;
 }
@@ -252,13 +255,15 @@ static lb_status make_plan(const lb_tensor *scores, const lb_attn_mask *mask, ma
     p->window = mask->window;
     p->key_lengths = mask->key_lengths;
     p->query_positions = mask->query_positions;
+    p->softcap = mask->softcap;
     p->allowed = mask->allowed;
     p->additive = mask->additive;
     return LB_OK;
 }
 
 /* weights[r, j] = exp(z_j - max z) / sum exp(z - max z) over kept keys j, 0 elsewhere,
- * with z_j = scale * scores[r, j] + add_j; a row with no kept key stays all zeros.
+ * with z_j = scale * scores[r, j] + add_j (softcap: c tanh(scale * scores[r, j] / c)
+ * + add_j); a row with no kept key stays all zeros.
  *   scores, weights: [R, Tk] contiguous; weights arrives zeroed */
 static lb_status masked_softmax_rows(const lb_tensor *scores, lb_tensor *weights, const mask_plan *p, double scale)
 {
@@ -283,7 +288,10 @@ static lb_status masked_softmax_rows(const lb_tensor *scores, lb_tensor *weights
             for (int64_t j = 0; j < tk; j++) {
                 if (!keep[j])
                     continue; /* a masked score is never read: it may be anything, even inf */
-                z[j] = scale * (double)sr[j] + add[j];
+                z[j] = scale * (double)sr[j];
+                if (p->softcap > 0)
+                    z[j] = p->softcap * tanh(z[j] / p->softcap);
+                z[j] += add[j];
                 if (z[j] == -INFINITY) { /* exp gives 0 anyway; dropping it keeps all -inf rows at 0 */
                     keep[j] = 0;
                     continue;
@@ -336,13 +344,16 @@ lb_var *lb_masked_softmax(lb_graph *g, lb_var *scores, const lb_attn_mask *mask,
         return NULL;
     }
     lb_var *v = lb_graph_record(g, LB_OP_MASKED_SOFTMAX, out, 1, &scores);
-    if (v)
+    if (v) {
         v->attr_f[0] = scale;
+        v->attr_f[1] = plan.softcap;
+    }
     return v;
 }
 
 /* dscores = scale * w * (dw - sum(dw * w)) with w the node's value; masked and
- * fully-masked entries have w = 0 and so receive 0. */
+ * fully-masked entries have w = 0 and so receive 0. With a softcap c the chain rule
+ * adds the factor 1 - tanh(scale * scores / c)^2. */
 lb_status lb_masked_softmax_backward(lb_var *node)
 {
     lb_var *scores = node->inputs[0];
@@ -351,6 +362,25 @@ lb_status lb_masked_softmax_backward(lb_var *node)
     lb_tensor *gs = lb_grad_buffer(scores);
     if (!gs)
         return lb_last_status();
-    softmax_backward_rows(node->value, node->grad, gs, node->attr_f[0]);
+    double scale = node->attr_f[0], cap = node->attr_f[1];
+    if (cap == 0) {
+        softmax_backward_rows(node->value, node->grad, gs, scale);
+        return LB_OK;
+    }
+    lb_tensor *dz = lb_tensor_zeros_like(gs);
+    if (!dz)
+        return lb_last_status();
+    softmax_backward_rows(node->value, node->grad, dz, 1.0);
+    int64_t n = lb_tensor_numel(dz);
+    LB_DISPATCH(dz->dtype, T, {
+        const T *ps = lb_tensor_data(scores->value), *pz = lb_tensor_data(dz);
+        T *pg = lb_tensor_data(gs);
+        for (int64_t i = 0; i < n; i++) {
+            double t = tanh(scale * (double)ps[i] / cap);
+            if (pz[i] != 0)
+                pg[i] += (T)((double)pz[i] * scale * (1.0 - t * t));
+        }
+    });
+    lb_tensor_free(dz);
     return LB_OK;
 }

@@ -43,7 +43,8 @@ struct json_object;
 lb_status lb_cli_write_json(struct json_object *root, const char *path, const char *what);
 
 /* Sets the thread count for BLAS and OpenMP: n > 0, or OMP_NUM_THREADS when n == 0
- * and it is set, else the number of processors. Returns the count in use. */
+ * and it is set, else the number of processors (shared by the MPI ranks on this host).
+ * Returns the count in use. */
 int lb_cli_set_threads(int n);
 
 /* Progress display on stderr: a live bar (step rate, ETA, loss, accuracy) when
@@ -58,6 +59,14 @@ typedef struct lb_progress {
 void lb_progress_begin(lb_progress *p, const char *label, int64_t total);
 void lb_progress_update(lb_progress *p, int64_t done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lb_progress_end(lb_progress *p);
+
+/* Under mpirun (train, compare): joins the MPI job before `run` and leaves it after.
+ * Returns run's exit code. A rank that fails ends every rank (MPI_Abort) with that code;
+ * started by mpirun in a build without MPI, it says so and returns 1. */
+int lb_cli_distributed(const char *command, int (*run)(int, char **), int argc, char **argv);
+/* Makes lb_cli_run_training train one model on all ranks (train) rather than whole
+ * runs per rank (compare). */
+void lb_cli_run_set_data_parallel(int on);
 
 /* Monotonic seconds. */
 double lb_cli_now(void);

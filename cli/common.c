@@ -11,6 +11,7 @@
 
 #include "data/output.h"
 #include "tensor/threads.h"
+#include "train/distributed.h"
 #include "cli/cli.h"
 
 /* Library messages may start with the C function that raised them ("lb_dataset_open: ");
@@ -28,9 +29,21 @@ static const char *user_message(const char *m)
     return m;
 }
 
+/* One error line; under mpirun it names the rank, and usage errors (the same on every
+ * rank) are printed by rank 0 only. */
+static void print_error(const char *command, int code, const char *message)
+{
+    if (lb_dist_size() > 1 && code == 2 && lb_dist_rank() != 0)
+        return;
+    if (lb_dist_size() > 1 && code != 2)
+        fprintf(stderr, "lookback %s: rank %d: %s\n", command, lb_dist_rank(), message);
+    else
+        fprintf(stderr, "lookback %s: %s\n", command, message);
+}
+
 int lb_cli_fail(const char *command)
 {
-    fprintf(stderr, "lookback %s: %s\n", command, lb_last_error()[0] ? user_message(lb_last_error()) : "failed");
+    print_error(command, 1, lb_last_error()[0] ? user_message(lb_last_error()) : "failed");
     return 1;
 }
 
@@ -41,7 +54,7 @@ int lb_cli_error(const char *command, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "lookback %s: %s\n", command, user_message(message));
+    print_error(command, code, user_message(message));
     return code;
 }
 
@@ -108,7 +121,8 @@ int lb_cli_set_threads(int n)
 {
     if (n <= 0) {
         const char *env = getenv("OMP_NUM_THREADS");
-        n = env && atoi(env) > 0 ? atoi(env) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        /* under mpirun the processors are shared by the ranks on this host */
+        n = env && atoi(env) > 0 ? atoi(env) : (int)sysconf(_SC_NPROCESSORS_ONLN) / lb_dist_local_size();
         if (n < 1)
             n = 1;
     }

@@ -12,6 +12,7 @@
 #include "data/tasks.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "train/distributed.h"
 #include "cli/plot.h"
 
 enum { MAX_MODELS = 8, MAX_EVALS = 8 };
@@ -275,14 +276,22 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
         if (lb_cli_exists(lb_cli_path(dir, sizeof dir, out_dir, specs[m].name)))
             return lb_cli_error(cmd, 1, "%s already exists; choose another --out (nothing was changed)", dir);
     }
-    if (lb_cli_mkdir(out_dir) != LB_OK)
+    /* Under mpirun each rank trains whole models (model m on rank m mod N) once every
+     * rank has checked; rank 0 gathers the results and writes the report. */
+    if (lb_dist_barrier() != LB_OK || lb_cli_mkdir(out_dir) != LB_OK)
         return lb_cli_fail(cmd);
     lb_tensor *attention = NULL;
     int64_t spike_position = -1;
     char attention_label[160] = "";
+    int attention_model = -1; /* the first attention model's weights are plotted */
+    for (int m = 0; m < n_models && attention_model < 0; m++)
+        if (specs[m].rc.model.kind == LB_MODEL_TRANSFORMER || specs[m].rc.model.kind == LB_MODEL_LOCAL)
+            attention_model = m;
     for (int m = 0; m < n_models; m++) {
         char dir[4200];
         lb_model *model = NULL;
+        if (!lb_dist_owns(m))
+            continue;
         lb_cli_path(dir, sizeof dir, out_dir, specs[m].name);
         if (lb_cli_run_training(&specs[m].rc, dir, 0, quiet, &res[m].run, &model) != LB_OK)
             return lb_cli_fail(cmd);
@@ -290,8 +299,7 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
         for (int e = 0; e < n_evals; e++) {
             lb_dataset *ds = lb_dataset_open(evals[e].path);
             lb_eval_result r;
-            int want_attention = !attention && e == n_evals - 1 && (specs[m].rc.model.kind == LB_MODEL_TRANSFORMER ||
-                                                                     specs[m].rc.model.kind == LB_MODEL_LOCAL);
+            int want_attention = m == attention_model && e == n_evals - 1;
             lb_tensor *w = NULL;
             double t0 = lb_cli_now();
             if (!ds || lb_evaluate(model, ds, "test", evals[e].examples, 8, 0, &r, want_attention ? &w : NULL) != LB_OK) {
@@ -320,6 +328,33 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
             lb_dataset_close(ds);
         }
         lb_model_free(model);
+    }
+    if (lb_dist_size() > 1) {
+        struct {
+            double chance;
+            int64_t spike_position;
+            char label[160];
+        } plot = {chance, spike_position, ""};
+        snprintf(plot.label, sizeof plot.label, "%s", attention_label);
+        /* results, and the specs as trained (data paths made absolute, sizes from the data) */
+        lb_status st = lb_dist_gather(res, sizeof res[0], n_models);
+        if (st == LB_OK)
+            st = lb_dist_gather(specs, sizeof specs[0], n_models);
+        if (st == LB_OK && attention_model >= 0 && (st = lb_dist_share(&plot, sizeof plot, attention_model)) == LB_OK)
+            st = lb_dist_share_tensor(&attention, attention_model);
+        if (st == LB_OK && lb_dist_share(&plot.chance, sizeof plot.chance, 0) != LB_OK)
+            st = lb_last_status();
+        if (st != LB_OK) {
+            lb_tensor_free(attention);
+            return lb_cli_fail(cmd);
+        }
+        chance = plot.chance;
+        spike_position = plot.spike_position;
+        snprintf(attention_label, sizeof attention_label, "%s", plot.label);
+        if (lb_dist_rank() != 0) {
+            lb_tensor_free(attention);
+            return 0;
+        }
     }
     print_table(specs, res, n_models, evals, n_evals, chance);
     char path[4200];

@@ -18,8 +18,34 @@ static void usage(FILE *out)
           "  eval        evaluate a checkpoint on a data file\n"
           "  gradcheck   check a model's gradients numerically (float64, central differences)\n"
           "\n"
-          "'lookback <command> --help' lists a command's options; 'lookback --version' prints the version.\n",
+          "'lookback <command> --help' lists a command's options; 'lookback --version' prints the version.\n"
+          "\n"
+          "Every HDF5 file named is read first in a child process: one that crashes or hangs the HDF5\n"
+          "library is reported as damaged. LOOKBACK_HDF5_TIMEOUT=S sets that time limit (default 20 s\n"
+          "plus 1 s per 20 MB). Outputs are only ever regular files; a full disk stops with one line.\n",
           out);
+}
+
+/* No option takes an empty value and no argument is empty (`--out ""` would name the
+ * current folder's parent, `-o ""` no file): one usage error for every command. */
+static int empty_argument(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *eq = argv[i][0] == '-' ? strchr(argv[i], '=') : NULL;
+        if (eq && eq[1] == '\0') {
+            lb_cli_error(argv[1], 2, "%.*s needs a value, got an empty string", (int)(eq - argv[i]), argv[i]);
+            return 1;
+        }
+        if (argv[i][0] != '\0')
+            continue;
+        if (argv[i - 1][0] == '-' && i > 2)
+            lb_cli_error(argv[1], 2, "%s needs a value, got an empty string (an empty path names no file)",
+                         argv[i - 1]);
+        else
+            lb_cli_error(argv[1], 2, "argument %d is an empty string (an empty path names no file)", i - 1);
+        return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -28,10 +54,11 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*run)(int, char **);
+        int mpi; /* runs under mpirun: one model on every rank, or whole runs per rank */
     } commands[] = {
-        {"demo", lb_cli_demo},   {"compare", lb_cli_compare}, {"data", lb_cli_data},
-        {"train", lb_cli_train}, {"eval", lb_cli_eval},       {"gradcheck", lb_cli_gradcheck},
-        {"study", lb_cli_study},
+        {"demo", lb_cli_demo, 0},   {"compare", lb_cli_compare, 1}, {"data", lb_cli_data, 0},
+        {"train", lb_cli_train, 1}, {"eval", lb_cli_eval, 0},       {"gradcheck", lb_cli_gradcheck, 0},
+        {"study", lb_cli_study, 1},
     };
     if (argc < 2) {
         usage(stderr);
@@ -46,8 +73,12 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            if (empty_argument(argc, argv))
+                return 2;
+            return commands[i].mpi ? lb_cli_distributed(commands[i].name, commands[i].run, argc - 1, argv + 1)
+                                   : commands[i].run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "lookback: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
@@ -57,5 +88,6 @@ int main(int argc, char **argv)
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {
-    return "leak:libhdf5\nleak:libfontconfig\nleak:libcairo\nleak:libltdl\nleak:libplplot\nleak:libQt5\n";
+    return "leak:libhdf5\nleak:libfontconfig\nleak:libcairo\nleak:libltdl\nleak:libplplot\nleak:libQt5\n"
+           "leak:libmpi\nleak:libopen-pal\nleak:libopen-rte\nleak:libpmix\nleak:libhwloc\nleak:libevent\n";
 }

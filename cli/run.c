@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "train/distributed.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "data/output.h"
@@ -114,6 +115,10 @@ static int lock_run(const char *dir)
     return fd;
 }
 
+/* Under mpirun: one model trained by every rank (train), or whole runs per rank (compare). */
+static int data_parallel;
+void lb_cli_run_set_data_parallel(int on) { data_parallel = on; }
+
 /* Removes what a new run wrote before failing, so the same --out can be used again. */
 static void clean_failed_run(const char *dir, int created_dir)
 {
@@ -147,14 +152,18 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         return lb_last_status();
     lb_run_config_fit_data(rc, data);
     int threads = lb_cli_set_threads(rc->train.threads);
+    /* With data parallelism, rank 0 alone writes the run folder; every rank reads a resumed checkpoint. */
+    int ranks = data_parallel ? lb_dist_size() : 1, writer = ranks == 1 || lb_dist_rank() == 0;
+    if (!writer)
+        quiet = 1;
     lb_model *model = lb_model_new(&rc->model);
     lb_trainer *trainer = model ? lb_trainer_new(model, data, &rc->train) : NULL;
     FILE *metrics = NULL;
     int lock = -1, created_dir = !lb_cli_exists(dir);
     lb_status st = trainer ? LB_OK : lb_last_status();
-    if (st == LB_OK && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lock_run(dir)) < 0)
+    if (st == LB_OK && writer && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lock_run(dir)) < 0)
         st = lb_last_status();
-    if (st == LB_OK && !resume && (lb_cli_exists(config_path) || lb_cli_exists(ckpt_path))) {
+    if (st == LB_OK && writer && !resume && (lb_cli_exists(config_path) || lb_cli_exists(ckpt_path))) {
         close(lock); /* another run got here first: leave its files alone */
         lock = -1;
         st = lb_error(LB_ERR_STATE, "%s already holds a run; continue it with --resume %s or choose another --out",
@@ -166,12 +175,14 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         if (lb_trainer_steps_done(trainer) > rc->train.steps)
             st = lb_error(LB_ERR_VALUE, "--steps %lld is below the checkpoint's step %lld (--steps is the total)",
                           (long long)rc->train.steps, (long long)lb_trainer_steps_done(trainer));
-        else
+        else if (writer)
             st = truncate_metrics(metrics_path, lb_trainer_steps_done(trainer));
     }
-    if (st == LB_OK)
+    if (st == LB_OK && ranks > 1)
+        st = lb_trainer_distribute(trainer, NULL);
+    if (st == LB_OK && writer)
         st = lb_run_config_save_json(rc, config_path);
-    if (st == LB_OK && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
+    if (st == LB_OK && writer && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
         int new_metrics = !lb_cli_exists(metrics_path);
         if (!(metrics = fopen(metrics_path, "a")))
             st = lb_error(LB_ERR_IO, "%s: cannot open for writing: %s", metrics_path, strerror(errno));
@@ -181,11 +192,15 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     if (st == LB_OK) {
         out->parameters = lb_params_numel(lb_model_params(model));
         if (!quiet)
-            fprintf(stderr, "training %s (%lld parameters%s%s) on %s: steps %lld..%lld%s, %d thread%s\n",
+            fprintf(stderr, "training %s (%lld parameters%s%s) on %s: steps %lld..%lld%s, %d thread%s%s\n",
                     lb_model_kind_name(rc->model.kind), (long long)out->parameters,
                     !resume && rc->init_from[0] ? " from " : "", !resume ? rc->init_from : "", rc->data,
                     (long long)lb_trainer_steps_done(trainer), (long long)rc->train.steps,
-                    rc->train.time_budget > 0 ? " or the time budget" : "", threads, threads == 1 ? "" : "s");
+                    rc->train.time_budget > 0 ? " or the time budget" : "", threads, threads == 1 ? "" : "s",
+                    ranks > 1 ? " per process" : "");
+        if (!quiet && ranks > 1)
+            fprintf(stderr, "data parallel over %d processes: %lld examples of each batch of %lld per process\n",
+                    ranks, (long long)(rc->train.batch_size / ranks), (long long)rc->train.batch_size);
         progress_state ps = {.quiet = quiet};
         const char *slash = strrchr(dir, '/');
         lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
@@ -193,7 +208,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         active_trainer = trainer;
         void (*old_int)(int) = signal(SIGINT, on_signal);
         void (*old_term)(int) = signal(SIGTERM, on_signal);
-        st = lb_trainer_run(trainer, ckpt_path, metrics, on_event, &ps);
+        st = lb_trainer_run(trainer, writer ? ckpt_path : NULL, metrics, on_event, &ps);
         signal(SIGINT, old_int);
         signal(SIGTERM, old_term);
         active_trainer = NULL;
@@ -206,8 +221,9 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         if ((st == LB_ERR_NUMERIC || st == LB_ERR_IO) && lb_cli_exists(ckpt_path))
             lb_error_context("the last good checkpoint is kept in %s", ckpt_path);
         else if (st == LB_OK && out->interrupted)
-            st = lb_error(LB_ERR_STATE, "interrupted at step %lld; the checkpoint is saved; continue with "
-                          "lookback train --resume %s", (long long)out->steps, dir);
+            st = lb_error(LB_ERR_STATE, "interrupted at step %lld; %s; continue with "
+                          "lookback train --resume %s", (long long)out->steps,
+                          writer ? "the checkpoint is saved" : "rank 0 saved the checkpoint", dir);
         else if (st == LB_OK && !quiet)
             fprintf(stderr, "done: %lld steps in %.1f s; checkpoint %s\n", (long long)out->steps, out->seconds,
                     ckpt_path);

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "train/distributed.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/plot.h"
@@ -1213,7 +1214,9 @@ static void study_usage(FILE *out)
           "  --eval-examples N   test sequences per test length (default 200; --quick 100)\n"
           "  --recall-scale S    default (T 128, 8 pairs) or zoology (vocabulary 8,192, T 512, 64 pairs)\n"
           "  --threads N         threads per job (default OMP_NUM_THREADS or all processors)\n"
-          "  --quiet             no progress lines\n",
+          "  --quiet             no progress lines\n"
+          "Under mpirun -np N the jobs of each phase are spread over the N processes (job i on\n"
+          "process i mod N; the study folder must be shared by the hosts); process 0 writes the report.\n",
           out);
 }
 
@@ -1269,9 +1272,15 @@ int lb_cli_study(int argc, char **argv)
         return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
     if (!o.out)
         return lb_cli_error(cmd, 2, "--out DIR is required (see lookback study --help)");
-    lb_study *s = lb_study_new(&o);
-    if (!s)
+    /* Under mpirun rank 0 makes the folder and its options file before the others read them. */
+    lb_study *s = lb_dist_rank() == 0 ? lb_study_new(&o) : NULL;
+    int64_t made = s != NULL;
+    if (lb_dist_rank() == 0 && !s)
         return lb_cli_error(cmd, lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
+    if (lb_dist_sum(&made, 1) != LB_OK)
+        return lb_cli_fail(cmd);
+    if (lb_dist_rank() != 0 && !(s = lb_study_new(&o)))
+        return lb_cli_error(cmd, 1, "%s", lb_last_error());
 
     /* Budgeted seconds still to run, for the ETA; the overhead per job (data loading,
      * evaluation) is learnt as jobs finish. */
@@ -1302,6 +1311,11 @@ int lb_cli_study(int argc, char **argv)
         for (int i = 0; i < n && !stop_requested; i++) {
             if (lb_study_job_done(s, p, i))
                 continue;
+            if (!lb_dist_owns(i)) { /* under mpirun: job i of each phase runs on rank i mod N */
+                remaining -= lb_study_job_budget(s, p, i);
+                left--;
+                continue;
+            }
             double budget = lb_study_job_budget(s, p, i);
             if (!quiet) {
                 char eta[32], elapsed[32];
@@ -1338,10 +1352,31 @@ int lb_cli_study(int argc, char **argv)
                     fprintf(stderr, "    %s: %s (%.1f s)\n", lb_study_job_name(s, p, i), line, took);
             }
         }
+        /* The next phase reads this one's results (from the shared study folder): every
+         * rank finishes the phase first, and a stop on any rank stops them all. */
+        int64_t stop = stop_requested;
+        if (lb_dist_sum(&stop, 1) != LB_OK)
+            return lb_cli_fail(cmd);
+        if (stop)
+            stop_requested = 1;
     }
     signal(SIGINT, old_int);
     signal(SIGTERM, old_term);
     double seconds = lb_cli_now() - start;
+    if (lb_dist_size() > 1) { /* rank 0 reports for all */
+        int64_t counts[2] = {failed, ran};
+        if (lb_dist_sum(counts, 2) != LB_OK)
+            return lb_cli_fail(cmd);
+        failed = (int)counts[0];
+        ran = (int)counts[1];
+        done_cells = 0;
+        for (int i = 0; i < total_cells; i++)
+            done_cells += lb_study_job_done(s, LB_STUDY_CELL, i);
+        if (lb_dist_rank() != 0) {
+            lb_study_free(s);
+            return stop_requested ? 130 : failed ? 1 : 0;
+        }
+    }
     if (stop_requested) {
         fprintf(stderr, "lookback study: interrupted; %d of %d cells are stored in %s: run the same command again to "
                         "continue\n",

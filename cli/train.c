@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/distributed.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -14,6 +15,8 @@ static void train_usage(FILE *out)
           "Trains on the file's train split, validates on its val split, and writes into RUN_DIR:\n"
           "config.json (the resolved options), metrics.csv (one row per evaluation) and\n"
           "checkpoint.h5. --steps is the total, also after --resume.\n"
+          "Under mpirun -np N, N processes train one model on parts of each batch (data\n"
+          "parallel; --batch divisible by N x --micro-batches; --threads per process).\n"
           "\n"
           "  --out DIR            run folder (created; must not already hold a run)\n"
           "  --resume DIR         continue the run in DIR from its checkpoint\n"
@@ -149,8 +152,11 @@ int lb_cli_train(int argc, char **argv)
         return lb_cli_error(cmd, 2, "--data FILE.h5 is required");
 
     lb_cli_run run;
+    lb_cli_run_set_data_parallel(1);
     if (lb_cli_run_training(&rc, dir, a.resume != NULL, a.quiet, &run, NULL) == LB_OK)
         return 0;
+    if (run.interrupted && lb_dist_rank() != 0)
+        return 130; /* rank 0 reports it */
     lb_cli_fail(cmd);
     return run.interrupted ? 130 : 1;
 }

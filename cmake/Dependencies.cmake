@@ -29,6 +29,23 @@ lb_require(OpenMP_C_FOUND "OpenMP" "libgomp1 (part of gcc)")
 find_library(MATH_LIBRARY m)
 set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB OpenMP::OpenMP_C ${MATH_LIBRARY})
 
+# MPI (Open MPI) for data-parallel training over processes and hosts. Optional: without
+# it the library trains in one process and says so when started by mpirun.
+option(LOOKBACK_MPI "Data-parallel training over MPI when an MPI library is found" ON)
+set(LB_HAVE_MPI OFF)
+set(LB_PC_REQUIRES "openblas hdf5 zlib")
+if(LOOKBACK_MPI)
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(LB_HAVE_MPI ON)
+    list(APPEND LB_DEP_TARGETS MPI::MPI_C)
+    set(LB_PC_REQUIRES "${LB_PC_REQUIRES} ompi-c")
+  else()
+    message(STATUS "MPI not found: building without data-parallel training "
+                   "(sudo apt-get install libopenmpi-dev openmpi-bin to add it)")
+  endif()
+endif()
+
 # The command line: JSON output through json-c, plots through PLplot.
 pkg_check_modules(JSONC IMPORTED_TARGET json-c)
 lb_require(JSONC_FOUND "json-c" "libjson-c-dev")

@@ -11,6 +11,7 @@ struct lb_loader {
     const lb_rows *src; /* the split, N examples */
     int64_t batch_size; /* B */
     int shuffle, drop_last;
+    int64_t shard, shards; /* part `shard` of `shards` of every batch (0 of 1: all of it) */
     int64_t epoch, position;
     lb_rng epoch_rng;   /* generator state before this epoch's permutation */
     lb_rng rng;         /* after it: the next epoch starts here */
@@ -55,6 +56,7 @@ lb_loader *lb_loader_new(const lb_dataset *ds, const char *split, int64_t batch_
     ld->batch_size = batch_size;
     ld->shuffle = shuffle != 0;
     ld->drop_last = drop_last != 0;
+    ld->shards = 1;
     lb_rng_seed(&ld->epoch_rng, seed);
     ld->order = malloc((size_t)(ld->src->n > 0 ? ld->src->n : 1) * sizeof *ld->order);
     int64_t capacity = batch_size < ld->src->n ? batch_size : (ld->src->n > 0 ? ld->src->n : 1);
@@ -94,10 +96,23 @@ int lb_loader_next(lb_loader *ld, lb_batch *out)
         return 0;
     }
     int64_t n = left < ld->batch_size ? left : ld->batch_size;
-    if (lb_batch_store_fill(&ld->store, ld->src, ld->order + ld->position, 0, n, out) != LB_OK)
+    int64_t first = n * ld->shard / ld->shards, last = n * (ld->shard + 1) / ld->shards;
+    if (lb_batch_store_fill(&ld->store, ld->src, ld->order + ld->position + first, 0, last - first, out) != LB_OK)
         return -1;
     ld->position += n;
     return 1;
+}
+
+lb_status lb_loader_set_shard(lb_loader *ld, int64_t index, int64_t count)
+{
+    if (!ld)
+        return lb_error(LB_ERR_VALUE, "lb_loader_set_shard: loader is NULL");
+    if (count < 1 || count > ld->batch_size || index < 0 || index >= count)
+        return lb_error(LB_ERR_VALUE, "%s: shard %lld of %lld does not fit batches of %lld examples", ld->file,
+                        (long long)index, (long long)count, (long long)ld->batch_size);
+    ld->shard = index;
+    ld->shards = count;
+    return LB_OK;
 }
 
 int64_t lb_loader_batches_per_epoch(const lb_loader *ld)

@@ -39,6 +39,15 @@ void lb_loader_free(lb_loader *loader);
  * lengths [B], indices [B] (see lb_batch). */
 int lb_loader_next(lb_loader *loader, lb_batch *out);
 
+/* Makes every later batch part `index` of `count` (DistributedSampler's rule for one
+ * global batch): of each batch of n examples the loader would return, only examples
+ * [n*index/count, n*(index+1)/count) are read and returned, while the position still
+ * advances by n. Loaders with the same seed and batch_size and shards 0..count-1
+ * together return exactly the batches of one unsharded loader. The saved state is
+ * that of the whole batch, so it does not depend on the shard.
+ * Errors: LB_ERR_VALUE unless 0 <= index < count <= batch_size. */
+lb_status lb_loader_set_shard(lb_loader *loader, int64_t index, int64_t count);
+
 /* Batches one epoch yields: ceil(N / B), or floor(N / B) with drop_last. */
 int64_t lb_loader_batches_per_epoch(const lb_loader *loader);
 /* N of the loader's split. */

@@ -73,30 +73,39 @@ lb_var *lb_positional_add(lb_graph *g, const lb_positional *p, lb_var *x)
     }
 }
 
-/* cos and sin of the rotary angles for x [B, ..., P, d]: two tensors of x's rank,
- * [1, ..., P, h] without positions, [B, 1, ..., P, h] with them. */
-static lb_status rotary_tables(const lb_tensor *x, const int32_t *positions, double base, lb_tensor **cos_t,
-                               lb_tensor **sin_t)
+lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, const int32_t *positions, double base,
+                           int64_t rotary_dim, lb_tensor **cos_out, lb_tensor **sin_out)
 {
-    int nd = x->ndim;
-    int64_t p = x->shape[nd - 2], d = x->shape[nd - 1], h = d / 2, b = positions ? x->shape[0] : 1;
+    *cos_out = *sin_out = NULL;
+    int nd = ndim;
+    if (nd < 2 || nd > LB_MAX_DIMS || (positions && nd < 3))
+        return lb_error(LB_ERR_SHAPE, "rotary tables: x needs [B, ..., P, d] (%d dims given)%s", nd,
+                        positions ? " with a batch dim (positions are [B, P])" : "");
+    if (rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > x_shape[nd - 1])
+        return lb_error(LB_ERR_VALUE, "rotary: rotary_dim = %lld must be even and in [2, d = %lld]",
+                        (long long)rotary_dim, (long long)x_shape[nd - 1]);
+    int64_t p = x_shape[nd - 2], h = rotary_dim / 2, b = positions ? x_shape[0] : 1;
     int64_t shape[LB_MAX_DIMS];
     for (int i = 0; i < nd; i++)
         shape[i] = 1;
     shape[0] = b;
     shape[nd - 2] = p;
     shape[nd - 1] = h;
-    *cos_t = lb_tensor_zeros(x->dtype, nd, shape);
-    *sin_t = lb_tensor_zeros(x->dtype, nd, shape);
-    if (!*cos_t || !*sin_t)
+    *cos_out = lb_tensor_zeros(dtype, nd, shape);
+    *sin_out = lb_tensor_zeros(dtype, nd, shape);
+    if (!*cos_out || !*sin_out) {
+        lb_tensor_free(*cos_out);
+        lb_tensor_free(*sin_out);
+        *cos_out = *sin_out = NULL;
         return lb_last_status();
-    LB_DISPATCH(x->dtype, T, {
-        T *pc = lb_tensor_data(*cos_t), *ps = lb_tensor_data(*sin_t);
+    }
+    LB_DISPATCH(dtype, T, {
+        T *pc = lb_tensor_data(*cos_out), *ps = lb_tensor_data(*sin_out);
         for (int64_t bi = 0; bi < b; bi++)
             for (int64_t r = 0; r < p; r++) {
                 double pos = positions ? (double)positions[bi * p + r] : (double)r;
                 for (int64_t i = 0; i < h; i++) {
-                    double angle = pos * pow(base, -2.0 * (double)i / (double)d);
+                    double angle = pos * pow(base, -2.0 * (double)i / (double)rotary_dim);
                     pc[(bi * p + r) * h + i] = (T)cos(angle);
                     ps[(bi * p + r) * h + i] = (T)sin(angle);
                 }
@@ -105,29 +114,34 @@ static lb_status rotary_tables(const lb_tensor *x, const int32_t *positions, dou
     return LB_OK;
 }
 
+lb_var *lb_rotary_ex(lb_graph *g, lb_var *x, const int32_t *positions, double base, int64_t rotary_dim,
+                     lb_rotary_layout layout)
+{
+    if (!x)
+        return NULL;
+    const lb_tensor *tx = x->value;
+    char sx[128];
+    lb_tensor *ct = NULL, *st = NULL;
+    if (lb_rotary_tables(tx->dtype, tx->ndim, tx->shape, positions, base, rotary_dim, &ct, &st) != LB_OK) {
+        lb_error_context("rotary: x %s", lb_tensor_describe(tx, sx, sizeof sx));
+        return NULL;
+    }
+    lb_var *y = lb_rotary_embed(g, x, ct, st, layout);
+    lb_tensor_free(ct);
+    lb_tensor_free(st);
+    return y;
+}
+
 lb_var *lb_rotary(lb_graph *g, lb_var *x, const int32_t *positions, double base)
 {
     if (!x)
         return NULL;
     const lb_tensor *tx = x->value;
     char sx[128];
-    int nd = tx->ndim;
-    if (nd < 2 || tx->shape[nd - 1] % 2 != 0 || (positions && nd < 3)) {
+    if (tx->ndim < 2 || tx->shape[tx->ndim - 1] % 2 != 0 || (positions && tx->ndim < 3)) {
         lb_error(LB_ERR_SHAPE, "rotary: x %s must be [B, ..., P, d] with d even%s", lb_tensor_describe(tx, sx, sizeof sx),
                  positions ? " and a batch dim (positions are [B, P])" : "");
         return NULL;
     }
-    lb_tensor *ct = NULL, *st = NULL;
-    if (rotary_tables(tx, positions, base, &ct, &st) != LB_OK) {
-        lb_tensor_free(ct);
-        lb_tensor_free(st);
-        return NULL;
-    }
-    lb_var *c = lb_input(g, ct, 0), *s = lb_input(g, st, 0);
-    int64_t h = tx->shape[nd - 1] / 2;
-    lb_var *x1 = lb_slice(g, x, nd - 1, 0, h, 1), *x2 = lb_slice(g, x, nd - 1, h, 2 * h, 1);
-    lb_var *parts[2] = {lb_sub(g, lb_mul(g, x1, c), lb_mul(g, x2, s)), lb_add(g, lb_mul(g, x2, c), lb_mul(g, x1, s))};
-    if (!parts[0] || !parts[1])
-        return NULL;
-    return lb_concat(g, 2, parts, nd - 1);
+    return lb_rotary_ex(g, x, positions, base, tx->shape[tx->ndim - 1], LB_ROTARY_HALVES);
 }

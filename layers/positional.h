@@ -57,4 +57,19 @@ lb_tensor *lb_sinusoidal_table(lb_dtype dtype, int64_t seq_len, int64_t d_model)
  * positions without a batch dim. */
 lb_var *lb_rotary(lb_graph *g, lb_var *x, const int32_t *positions, double base);
 
+/* lb_rotary with the choices other models make: only the first rotary_dim features
+ * rotated (partial rotary; rotary_dim even, 2 <= rotary_dim <= d; the angles use
+ * theta_i = base^(-2i/rotary_dim), as GPT-NeoX), pairs in either layout
+ * (autograd/ops.h, lb_rotary_embed). lb_rotary(g, x, p, b) is
+ * lb_rotary_ex(g, x, p, b, d, LB_ROTARY_HALVES). Errors as lb_rotary, and a
+ * rotary_dim that is odd or outside [2, d]. */
+lb_var *lb_rotary_ex(lb_graph *g, lb_var *x, const int32_t *positions, double base, int64_t rotary_dim,
+                     lb_rotary_layout layout);
+
+/* The cos and sin tables of lb_rotary_ex for x [B, ..., P, d]: two new tensors of
+ * x's rank, [1, ..., 1, P, rotary_dim/2] without positions and [B, 1, ..., P,
+ * rotary_dim/2] with them, in `dtype` (the caller frees both). For lb_rotary_embed. */
+lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, const int32_t *positions, double base,
+                           int64_t rotary_dim, lb_tensor **cos_out, lb_tensor **sin_out);
+
 #endif

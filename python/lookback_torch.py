@@ -60,6 +60,7 @@ _STRING_FIELDS = ("kind", "dtype", "head", "pos", "length_scale")
 _REAL_FIELDS = ("dropout", "forget_bias")
 KINDS = ("transformer", "local", "lstm", "conv")
 POSITIONS = ("none", "sinusoidal", "learned", "rotary")
+LENGTH_SCALES = ("none", "log-n", "scalable")
 LAYER_NORM_EPS = 1e-5  # LB_NORM_EPS
 ROTARY_BASE = 10000.0
 
@@ -87,9 +88,8 @@ def check_config(config):
         raise ValueError(f"lookback_torch: pos = {c['pos']!r} is not one of {POSITIONS}")
     if c["dtype"] not in ("float32", "float64"):
         raise ValueError(f"lookback_torch: dtype = {c['dtype']!r} is neither float32 nor float64")
-    if c["length_scale"] != "none":
-        raise ValueError(f"lookback_torch: length_scale = {c['length_scale']!r} (attention logits scaled by the "
-                         f"number of keys) is not implemented here; only 'none' is")
+    if c["length_scale"] not in LENGTH_SCALES:
+        raise ValueError(f"lookback_torch: length_scale = {c['length_scale']!r} is not one of {LENGTH_SCALES}")
     if c["head"] not in ("last", "every"):
         raise ValueError(f"lookback_torch: head = {c['head']!r} is neither last nor every")
     if (c["vocab_size"] > 0) == (c["input_features"] > 0):
@@ -136,18 +136,36 @@ def attention_allowed(t, lengths, causal, window, device=None):
     return allowed
 
 
-class Attention(nn.Module):
-    """lb_mha without biases: per head softmax(q kᵀ / sqrt(d_head) + mask) v, then w_o."""
+def log_key_counts(t, lengths, causal, window):
+    """ln(n) [B or 1, 1, T, 1]: n the keys query i may see by the causal, window and
+    padding limits (lookback's length scaling, layers/attention.h); 0 where n <= 1."""
+    i = torch.arange(t, dtype=torch.float64)
+    n = i + 1 if (causal or window > 0) else torch.full((t,), float(t), dtype=torch.float64)
+    if window > 0:
+        n = torch.clamp(n, max=window)
+    n = n[None, :]
+    if lengths is not None:
+        n = torch.minimum(n, lengths.double()[:, None])
+    return torch.where(n > 1, torch.log(n), torch.zeros_like(n))[:, None, :, None]
 
-    def __init__(self, d_model, n_heads, rotary):
+
+class Attention(nn.Module):
+    """lb_mha without biases: per head softmax(f q kᵀ / sqrt(d_head) + mask) v, then w_o,
+    with f = 1, or lookback's length scaling f = ln(n) / ln(N) ("log-n") or
+    f = softmax_scale[h] ln(n) ("scalable", SSMax)."""
+
+    def __init__(self, d_model, n_heads, rotary, length_scale="none", reference_keys=2):
         super().__init__()
-        self.n_heads, self.rotary = n_heads, rotary
+        self.n_heads, self.rotary, self.length_scale = n_heads, rotary, length_scale
+        self.log_reference = math.log(reference_keys)
         self.w_q = nn.Linear(d_model, d_model, bias=False)
         self.w_k = nn.Linear(d_model, d_model, bias=False)
         self.w_v = nn.Linear(d_model, d_model, bias=False)
         self.w_o = nn.Linear(d_model, d_model, bias=False)
+        if length_scale == "scalable":
+            self.softmax_scale = nn.Parameter(torch.full((n_heads,), 1.0 / self.log_reference))
 
-    def forward(self, x, allowed):
+    def forward(self, x, allowed, log_n=None):
         b, t, d = x.shape
         h = self.n_heads
 
@@ -157,6 +175,10 @@ class Attention(nn.Module):
         q, k, v = heads(self.w_q(x)), heads(self.w_k(x)), heads(self.w_v(x))
         if self.rotary:
             q, k = rotary(q), rotary(k)
+        if self.length_scale == "log-n":
+            q = q * (log_n / self.log_reference).to(q.dtype)
+        elif self.length_scale == "scalable":
+            q = q * (log_n.to(q.dtype) * self.softmax_scale.view(1, h, 1, 1))
         scores = q @ k.transpose(-1, -2) / math.sqrt(d // h)
         scores = scores.masked_fill(~allowed, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
@@ -182,13 +204,13 @@ class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.ln1 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
-        self.attn = Attention(c["d_model"], c["n_heads"], c["pos"] == "rotary")
+        self.attn = Attention(c["d_model"], c["n_heads"], c["pos"] == "rotary", c["length_scale"], c["max_seq_len"])
         self.ln2 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
         self.ffn = FeedForward(c["d_model"], c["d_ff"])
         self.dropout = nn.Dropout(c["dropout"])
 
-    def forward(self, x, allowed):
-        x = x + self.dropout(self.attn(self.ln1(x), allowed))
+    def forward(self, x, allowed, log_n=None):
+        x = x + self.dropout(self.attn(self.ln1(x), allowed, log_n))
         return x + self.dropout(self.ffn(self.ln2(x)))
 
 
@@ -253,8 +275,9 @@ class LookbackModel(nn.Module):
             x = self.embed_dropout(x)
             window = c["window"] if c["kind"] == "local" else 0
             allowed = attention_allowed(t, lengths, c["causal"], window, x.device)
+            log_n = log_key_counts(t, lengths, c["causal"], window) if c["length_scale"] != "none" else None
             for block in self.blocks:
-                x = block(x, allowed)
+                x = block(x, allowed, log_n)
             h = self.ln_f(x)
         elif c["kind"] == "lstm":
             h, _ = self.lstm(x)
@@ -286,6 +309,8 @@ def parameter_map(config):
             p = f"blocks.{i}"
             rows += [(f"{p}.ln1.weight", f"{p}.ln1.weight", False), (f"{p}.ln1.bias", f"{p}.ln1.bias", False)]
             rows += [(f"{p}.attn.{w}", f"{p}.attn.{w}.weight", True) for w in ("w_q", "w_k", "w_v", "w_o")]
+            if c["length_scale"] == "scalable":
+                rows.append((f"{p}.attn.softmax_scale", f"{p}.attn.softmax_scale", False))
             rows += [(f"{p}.ln2.weight", f"{p}.ln2.weight", False), (f"{p}.ln2.bias", f"{p}.ln2.bias", False)]
             for fc in ("fc1", "fc2"):
                 rows += [(f"{p}.ffn.{fc}.weight", f"{p}.ffn.{fc}.weight", True),

@@ -368,6 +368,22 @@ LB_INLINE void mask_tile(const attn_problem *p, const attn_head *h, int64_t i0, 
     }
 }
 
+/* Logit soft-capping of a score tile: s [bq, bk] <- c tanh(s / c); dcap (may be NULL)
+ * receives the derivative 1 - tanh(s / c)^2 for the backward. */
+static void cap_tile(const attn_problem *p, int64_t bq, int64_t bk, void *s, void *dcap)
+{
+    double c = p->mask.softcap;
+    LB_DISPATCH(p->dtype, T, {
+        T *ps = s, *pd = dcap;
+        for (int64_t e = 0; e < bq * bk; e++) {
+            double t = tanh((double)ps[e] / c);
+            ps[e] = (T)(c * t);
+            if (pd)
+                pd[e] = (T)(1.0 - t * t);
+        }
+    });
+}
+
 /* ---- forward: one (head, query tile) item ---- */
 
 typedef struct fwd_scratch {
@@ -404,6 +420,8 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
             int64_t bk = p->tk - j0 < LB_ATTN_FWD_BK ? p->tk - j0 : LB_ATTN_FWD_BK;
             /* S [bq, bk] = scale * Q_t K_tᵀ */
             tile_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
+            if (p->mask.softcap > 0)
+                cap_tile(p, bq, bk, w->s, NULL);
             if (tile_needs_mask(&h, &tr, j0, bk))
                 mask_tile(p, &h, i0, bq, j0, bk, w->s);
             /* online softmax, row by row */
@@ -453,6 +471,7 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
 typedef struct bwd_scratch {
     void *p;             /* [BQ, BK] probabilities */
     void *ds;            /* [BQ, BK] dP, then dS */
+    void *dcap;          /* [BQ, BK] derivative of the soft-cap (softcap > 0 only) */
     tile_range *ranges;  /* [number of query tiles] */
 } bwd_scratch;
 
@@ -495,6 +514,8 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
             const char *qtile = p->q + (size_t)(row0 * d) * es, *dot = a->dout + (size_t)(row0 * dv) * es;
             /* P [bq, bk] = exp(scale * Q_t K_tᵀ (masked) - lse) */
             tile_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qtile, d, kt_, d, 0.0, w->p, bk);
+            if (p->mask.softcap > 0)
+                cap_tile(p, bq, bk, w->p, w->dcap);
             if (tile_needs_mask(&h, tr, j0, bk))
                 mask_tile(p, &h, i0, bq, j0, bk, w->p);
             LB_DISPATCH(p->dtype, T, {
@@ -515,6 +536,11 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                 const T *pp = w->p, *dsum = (const T *)a->dsum + row0;
                 for (int64_t r = 0; r < bq; r++)
                     _Generic((T)0, float: row_ds_f, double: row_ds_d)(ds + r * bk, pp + r * bk, bk, dsum[r]);
+                if (p->mask.softcap > 0) { /* dS of the raw scores: times 1 - tanh^2 */
+                    const T *dc = w->dcap;
+                    for (int64_t e = 0; e < bq * bk; e++)
+                        ds[e] *= dc[e];
+                }
             });
             /* dK_t [bk, D] += scale dSᵀ Q_t;  dQ_g [bq, D] += scale dS K_t */
             if (dkt)
@@ -743,7 +769,8 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
         groups = 1;
     int64_t items = p.heads * groups, rows = p.heads * p.tq;
     int nth = threads_for(items);
-    size_t per = (size_t)(2 * LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es + (size_t)n_qt * sizeof(tile_range);
+    size_t tiles = p.mask.softcap > 0 ? 3 : 2; /* P, dS (and the soft-cap's derivative) */
+    size_t per = (size_t)(tiles * LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es + (size_t)n_qt * sizeof(tile_range);
     per = (per + 63) / 64 * 64; /* each thread's buffers on their own cache lines */
     size_t dq_size = grad_q && groups > 1 ? (size_t)(groups * rows * p.d) * p.es : 0;
     char *slab = malloc(per * (size_t)nth);
@@ -785,8 +812,9 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
 #pragma omp parallel num_threads(nth)
     {
         char *mine = slab + per * (size_t)thread_id();
-        bwd_scratch w = {mine, mine + (size_t)(LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es,
-                         (tile_range *)(mine + (size_t)(2 * LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es)};
+        size_t tile = (size_t)(LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es;
+        bwd_scratch w = {mine, mine + tile, tiles > 2 ? mine + 2 * tile : NULL,
+                         (tile_range *)(mine + tiles * tile)};
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++)
             fn(&p, &a, it / groups, it % groups, &w);

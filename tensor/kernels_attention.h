@@ -72,6 +72,8 @@ typedef struct lb_attn_kmask {
     int64_t allowed_strides[LB_MAX_DIMS];
     const void *additive;                  /* the operands' dtype; NULL = none */
     int64_t additive_strides[LB_MAX_DIMS];
+    double softcap;                        /* > 0: S = softcap tanh(S / softcap) before the
+                                              mask (Gemma 2); 0 = off */
 } lb_attn_kmask;
 
 /* Forward (every operand contiguous, one dtype; mask may be NULL):

@@ -44,7 +44,8 @@ static lb_status check_shape(const char *fn, int ndim, const int64_t *shape)
 {
     char buf[128];
     if (ndim < 0 || ndim > LB_MAX_DIMS)
-        return lb_error(LB_ERR_SHAPE, "%s: rank %d is outside 0..%d", fn, ndim, LB_MAX_DIMS);
+        return lb_error(LB_ERR_SHAPE, "%s: rank %d is outside 0..%d (LB_MAX_DIMS, the most dims a lookback tensor has)",
+                        fn, ndim, LB_MAX_DIMS);
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
             return lb_error(LB_ERR_SHAPE, "%s: shape %s has a negative size at dim %d", fn,
@@ -289,7 +290,8 @@ lb_tensor *lb_tensor_reshape(const lb_tensor *t, int ndim, const int64_t *shape)
     int infer = -1;
     int64_t known = 1;
     if (ndim < 0 || ndim > LB_MAX_DIMS) {
-        lb_error(LB_ERR_SHAPE, "reshape: rank %d is outside 0..%d", ndim, LB_MAX_DIMS);
+        lb_error(LB_ERR_SHAPE, "reshape: rank %d is outside 0..%d (LB_MAX_DIMS, the most dims a lookback tensor has)",
+                 ndim, LB_MAX_DIMS);
         return NULL;
     }
     for (int i = 0; i < ndim; i++) {

@@ -18,7 +18,9 @@
 
 #include "tensor/error.h"
 
-enum { LB_MAX_DIMS = 6 };
+/* The most dims a tensor may have (PyTorch allows more; every op names this limit when a
+ * shape exceeds it). */
+enum { LB_MAX_DIMS = 8 };
 
 typedef enum lb_dtype { LB_FLOAT32 = 0, LB_FLOAT64 = 1 } lb_dtype;
 

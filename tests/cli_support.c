@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,41 +72,66 @@ void run_free(run_result *r)
     memset(r, 0, sizeof *r);
 }
 
+pid_t start_program(const char *const *argv)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, path_in("stdout.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, path_in("stderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        fprintf(stderr, "\n  cannot start %s: %s\n", argv[0], strerror(rc));
+        return -1;
+    }
+    return pid;
+}
+
+run_result finish_program(pid_t pid, double timeout)
+{
+    run_result r = {-1, NULL, NULL};
+    if (pid <= 0)
+        return r;
+    int status = 0;
+    pid_t got = 0;
+    for (double waited = 0; got == 0; waited += 0.05) {
+        got = waitpid(pid, &status, timeout > 0 ? WNOHANG : 0);
+        if (got < 0 && errno == EINTR)
+            got = 0;
+        if (got == 0 && timeout > 0 && waited >= timeout) {
+            fprintf(stderr, "\n  still running after %.0f s: killed\n", timeout);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            r.code = -2;
+            break;
+        }
+        if (got == 0 && timeout > 0)
+            usleep(50000);
+    }
+    if (r.code != -2)
+        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    r.out = read_all(path_in("stdout.txt"), NULL);
+    r.err = read_all(path_in("stderr.txt"), NULL);
+    if (!r.out)
+        r.out = calloc(1, 1);
+    if (!r.err)
+        r.err = calloc(1, 1);
+    return r;
+}
+
 run_result run(const char *const *args) { return run_program(LB_LOOKBACK_BIN, args); }
 
 run_result run_program(const char *program, const char *const *args)
 {
-    run_result r = {-1, NULL, NULL};
     const char *argv[256];
     int n = 0;
     argv[n++] = program;
     for (; args[n - 1] && n < 255; n++)
         argv[n] = args[n - 1];
     argv[n] = NULL;
-    const char *out_path = path_in("stdout.txt"), *err_path = path_in("stderr.txt");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, program, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-        fprintf(stderr, "\n  cannot start %s: %s\n", program, strerror(rc));
-        return r;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    r.out = read_all(out_path, NULL);
-    r.err = read_all(err_path, NULL);
-    if (!r.out)
-        r.out = calloc(1, 1);
-    if (!r.err)
-        r.err = calloc(1, 1);
-    return r;
+    return finish_program(start_program(argv), 0);
 }
 
 int count_lines(const char *text)

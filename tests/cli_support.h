@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "support.h"
 
@@ -25,6 +26,12 @@ typedef struct run_result {
     int code; /* exit code, or 128 + signal */
     char *out, *err;
 } run_result;
+
+/* Starts any program (argv[0] looked up in PATH) with standard input from /dev/null
+ * and its outputs captured; -1 when it cannot start. finish_program waits for it (at
+ * most `timeout` seconds when > 0, then kills it: code -2) and collects the outputs. */
+pid_t start_program(const char *const *argv);
+run_result finish_program(pid_t pid, double timeout);
 
 /* Runs `lookback args...` (NULL-terminated) with standard input from /dev/null and
  * its outputs captured. */

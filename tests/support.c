@@ -1,6 +1,7 @@
 #include "support.h"
 
 #include <CUnit/Basic.h>
+#include <ctype.h>
 #include <hdf5.h>
 #include <stdlib.h>
 #include <math.h>
@@ -144,4 +145,43 @@ lb_tensor *lb_test_h5_read_path(const char *path, const char *name, lb_dtype dty
     lb_tensor *t = lb_test_h5_read((long long)f, name, dtype);
     H5Fclose(f);
     return t;
+}
+
+int lb_test_metrics_match(const char *path_a, const char *path_b, int expect_rows, double rtol)
+{
+    FILE *fa = fopen(path_a, "r"), *fb = fopen(path_b, "r");
+    int rows = 0, ok = fa && fb;
+    char la[512], lb[512];
+    while (ok && fgets(la, sizeof la, fa)) {
+        if (!fgets(lb, sizeof lb, fb)) {
+            ok = 0;
+            break;
+        }
+        if (!isdigit((unsigned char)la[0])) { /* the header */
+            ok = strcmp(la, lb) == 0;
+            continue;
+        }
+        long long sa, sb;
+        char xa[16], xb[16];
+        double va[4], vb[4];
+        ok = sscanf(la, "%lld,%15[a-z],%lf,%lf,%lf,%lf", &sa, xa, &va[0], &va[1], &va[2], &va[3]) == 6 &&
+             sscanf(lb, "%lld,%15[a-z],%lf,%lf,%lf,%lf", &sb, xb, &vb[0], &vb[1], &vb[2], &vb[3]) == 6 && sa == sb &&
+             strcmp(xa, xb) == 0;
+        for (int k = 0; ok && k < 4; k++)
+            ok = fabs(va[k] - vb[k]) <= rtol * fmax(1.0, fabs(va[k]));
+        if (!ok)
+            fprintf(stderr, "\n  metrics differ:\n  %s  %s", la, lb);
+        rows++;
+    }
+    if (ok && fb && fgets(lb, sizeof lb, fb)) {
+        fprintf(stderr, "\n  %s has more rows than %s\n", path_b, path_a);
+        ok = 0;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    if (ok && rows != expect_rows)
+        fprintf(stderr, "\n  %d metrics rows, expected %d\n", rows, expect_rows);
+    return ok && rows == expect_rows;
 }

@@ -49,6 +49,12 @@ void lb_test_assert_shape(const lb_var *v, int ndim, const int64_t *shape);
                     lb_last_error());                                                                    \
     } while (0)
 
+/* Two metrics.csv files (lb_metrics_header's columns; a header line, if any, must be the
+ * same) hold the same rows: same step and split, loss, accuracy, lr and grad_norm within
+ * rtol (relative, at least absolute for values below 1), timing columns aside, and
+ * expect_rows rows. Prints the first difference. */
+int lb_test_metrics_match(const char *path_a, const char *path_b, int expect_rows, double rtol);
+
 /* Path of a fixture file under tests/fixtures (static buffer). */
 const char *lb_fixture_path(const char *name);
 

@@ -619,13 +619,18 @@ static void test_masked_softmax_query_positions(void)
         for (int j = 0; j < 6; j++)
             bad += (j > pos[r]) != (lb_tensor_flat(wc->value, r * 6 + j) == 0);
     CU_ASSERT_EQUAL(bad, 0);
-    /* out of range: names the entry */
+    /* past the last key (a cache holding only recent keys): causal allows every key */
     int32_t badpos[6] = {5, 1, 3, 0, 6, 2};
     lb_attn_mask mb = {.causal = 1, .query_positions = badpos};
+    lb_var *wf = lb_masked_softmax(g, x, &mb, 1.0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wf);
+    for (int j = 0; j < 6; j++)
+        CU_ASSERT_EQUAL(lb_tensor_flat(wf->value, 4 * 6 + j), lb_tensor_flat(w1->value, 4 * 6 + j));
+    /* negative: names the entry */
+    badpos[4] = -1;
     CU_ASSERT_PTR_NULL(lb_masked_softmax(g, x, &mb, 1.0));
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_VALUE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "query_positions[1, 1] = 6"));
-    badpos[4] = -1;
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "query_positions[1, 1] = -1"));
     int64_t sq[4] = {2, 1, 3, 4}, sk[4] = {2, 1, 6, 4};
     lb_var *qv = lb_input(g, random_tensor(LB_FLOAT64, 4, sq, 44, -1, 1), 0);
     lb_var *kv = lb_input(g, random_tensor(LB_FLOAT64, 4, sk, 45, -1, 1), 0);
@@ -767,7 +772,7 @@ int main(void)
         {"generic (non-AVX2) loops agree with the automatic choice", test_fused_generic_isa},
         {"the mask is copied: the caller may free it before backward", test_fused_mask_copied},
         {"q = k = v as one variable", test_fused_same_input_three_times},
-        {"masked_softmax query_positions = explicit mask; range errors", test_masked_softmax_query_positions},
+        {"masked_softmax query_positions = explicit mask; past the last key; range errors", test_masked_softmax_query_positions},
         {"layers default to the fused op; weights use the materialized path; they agree",
          test_layers_default_to_fused},
         {"fused op argument errors", test_fused_errors},

@@ -554,7 +554,7 @@ static void count_outcome(int ok, const char *path, fuzz_counts *c)
 
 static void test_mutation_fuzz(void)
 {
-    enum { MUTANTS = 300 };
+    enum { MUTANTS = 200 };
     setenv("LOOKBACK_HDF5_TIMEOUT", "5", 1);
     lb_rng rng;
     lb_rng_seed(&rng, 20261130);

@@ -69,7 +69,7 @@ static lb_var *b_log_softmax(lb_graph *g, lb_var *const *x) { return lb_log_soft
 
 /* scores [2, 3, 4]: causal (last query aligned with the last key), item 1 padded to
  * 2 keys, and an allowed mask that removes every key of query 0 in item 0 (a fully
- * masked row). */
+ * masked row); scores soft-capped at 0.5. */
 static lb_var *b_masked_softmax(lb_graph *g, lb_var *const *x)
 {
     static const int32_t lengths[2] = {4, 2};
@@ -78,16 +78,17 @@ static lb_var *b_masked_softmax(lb_graph *g, lb_var *const *x)
     for (int i = 0; i < 24; i++)
         allowed[i] = (i < 4) ? 0 : 1;
     lb_tensor *a = lb_tensor_from_doubles(LB_FLOAT32, 3, ms, allowed);
-    lb_attn_mask m = {.allowed = a, .causal = 1, .key_lengths = lengths};
+    lb_attn_mask m = {.allowed = a, .causal = 1, .key_lengths = lengths, .softcap = 0.5}; /* capped hard */
     lb_var *y = lb_masked_softmax(g, x[0], &m, 0.7);
     lb_tensor_free(a);
     return y;
 }
-/* q [2, 3, 4], k [2, 5, 4], v [2, 5, 3], causal, item 0 padded to 4 keys -> [2, 3, 3] */
+/* q [2, 3, 4], k [2, 5, 4], v [2, 5, 3], causal, item 0 padded to 4 keys, scores
+ * soft-capped at 0.6 -> [2, 3, 3] */
 static lb_var *b_attention(lb_graph *g, lb_var *const *x)
 {
     static const int32_t lengths[2] = {4, 5};
-    lb_attn_mask m = {.causal = 1, .key_lengths = lengths};
+    lb_attn_mask m = {.causal = 1, .key_lengths = lengths, .softcap = 0.6};
     return lb_attention_fused(g, x[0], x[1], x[2], &m, 0.5);
 }
 static lb_var *b_layer_norm(lb_graph *g, lb_var *const *x) { return lb_layer_norm(g, x[0], x[1], x[2], 1e-5); }
@@ -109,6 +110,62 @@ static lb_var *b_cross_entropy(lb_graph *g, lb_var *const *x)
     return lb_cross_entropy(g, x[0], targets, -100);
 }
 static lb_var *b_mse(lb_graph *g, lb_var *const *x) { return lb_mse(g, x[0], x[1]); }
+static lb_var *b_gelu_tanh(lb_graph *g, lb_var *const *x) { return lb_gelu_tanh(g, x[0]); }
+static lb_var *b_logsumexp(lb_graph *g, lb_var *const *x) { return lb_logsumexp(g, x[0], 1, 0); }
+static lb_var *b_amax(lb_graph *g, lb_var *const *x) { return lb_amax(g, x[0], -1, 1); }
+static lb_var *b_amin(lb_graph *g, lb_var *const *x) { return lb_amin(g, x[0], 0, 0); }
+static lb_var *b_max(lb_graph *g, lb_var *const *x)
+{
+    int64_t indices[8];
+    return lb_max(g, x[0], 1, 0, indices);
+}
+/* cond [2, 1] broadcast against a [2, 3] and b [3] */
+static lb_var *b_where(lb_graph *g, lb_var *const *x)
+{
+    lb_tensor *c = lb_tensor_from_doubles(LB_FLOAT32, 2, (int64_t[]){2, 1}, (double[]){1, 0});
+    lb_var *y = lb_where(g, c, x[0], x[1]);
+    lb_tensor_free(c);
+    return y;
+}
+/* weights, label smoothing 0.2, one ignored target, summed */
+static lb_var *b_nll_loss(lb_graph *g, lb_var *const *x)
+{
+    static const int32_t targets[4] = {2, -100, 0, 4};
+    lb_tensor *w = lb_tensor_from_doubles(LB_FLOAT64, 1, (int64_t[]){5}, (double[]){0.5, 1, 2, 1.5, 0.25});
+    lb_loss_options o;
+    lb_loss_options_default(&o);
+    o.weight = w;
+    o.label_smoothing = 0.2;
+    o.reduction = LB_REDUCTION_SUM;
+    lb_var *y = lb_nll_loss(g, x[0], targets, &o);
+    lb_tensor_free(w);
+    return y;
+}
+static lb_var *b_dropout_mask(lb_graph *g, lb_var *const *x)
+{
+    double keep[24];
+    for (int i = 0; i < 24; i++)
+        keep[i] = (i * 7) % 3 != 0;
+    lb_tensor *k = lb_tensor_from_doubles(LB_FLOAT32, 2, (int64_t[]){4, 6}, keep);
+    lb_var *y = lb_dropout_mask(g, x[0], k, 0.3);
+    lb_tensor_free(k);
+    return y;
+}
+/* x [2, 3, 6]: the first 4 features rotated in interleaved pairs, tables [3, 2] */
+static lb_var *b_rotary(lb_graph *g, lb_var *const *x)
+{
+    double c[6], sn[6];
+    for (int i = 0; i < 6; i++) {
+        c[i] = cos(0.3 + 0.7 * i);
+        sn[i] = sin(0.3 + 0.7 * i);
+    }
+    lb_tensor *ct = lb_tensor_from_doubles(LB_FLOAT64, 2, (int64_t[]){3, 2}, c);
+    lb_tensor *st = lb_tensor_from_doubles(LB_FLOAT64, 2, (int64_t[]){3, 2}, sn);
+    lb_var *y = lb_rotary_embed(g, x[0], ct, st, LB_ROTARY_INTERLEAVED);
+    lb_tensor_free(ct);
+    lb_tensor_free(st);
+    return y;
+}
 
 /* A user op through lb_custom: y = x^3, dy/dx = 3 x^2. */
 static lb_status cube_backward(lb_var *node)
@@ -204,6 +261,38 @@ static lb_var *m_cross_entropy(lb_graph *g, lb_var *const *x)
 }
 /* pred [2, 3] against a target flattened to [6] */
 static lb_var *m_mse(lb_graph *g, lb_var *const *x) { return lb_mse(g, x[0], lb_reshape(g, x[1], 1, (int64_t[]){-1})); }
+static lb_var *m_gelu_tanh(lb_graph *g, lb_var *const *x) { return lb_gelu_tanh(g, foreign(x[0])); }
+static lb_var *m_logsumexp(lb_graph *g, lb_var *const *x) { return lb_logsumexp(g, x[0], 3, 0); }
+static lb_var *m_amax(lb_graph *g, lb_var *const *x) { return lb_amax(g, x[0], -4, 0); }
+static lb_var *m_amin(lb_graph *g, lb_var *const *x) { return lb_amin(g, x[0], 5, 1); }
+static lb_var *m_max(lb_graph *g, lb_var *const *x) { return lb_max(g, x[0], 3, 0, NULL); }
+static lb_var *m_where(lb_graph *g, lb_var *const *x)
+{
+    lb_tensor *c = lb_tensor_zeros(LB_FLOAT32, 1, (int64_t[]){4});
+    lb_var *y = lb_where(g, c, x[0], x[1]);
+    lb_tensor_free(c);
+    return y;
+}
+static lb_var *m_nll_loss(lb_graph *g, lb_var *const *x)
+{
+    static const int32_t targets[4] = {2, 5, 0, 4}; /* C is 5 */
+    return lb_nll_loss(g, x[0], targets, NULL);
+}
+static lb_var *m_dropout_mask(lb_graph *g, lb_var *const *x)
+{
+    lb_tensor *k = lb_tensor_zeros(LB_FLOAT32, 1, (int64_t[]){4});
+    lb_var *y = lb_dropout_mask(g, x[0], k, 0.3);
+    lb_tensor_free(k);
+    return y;
+}
+/* tables [3, 4]: 8 rotated features, but x has 6 */
+static lb_var *m_rotary(lb_graph *g, lb_var *const *x)
+{
+    lb_tensor *t = lb_tensor_zeros(LB_FLOAT64, 2, (int64_t[]){3, 4});
+    lb_var *y = lb_rotary_embed(g, x[0], t, t, LB_ROTARY_HALVES);
+    lb_tensor_free(t);
+    return y;
+}
 static lb_var *m_custom(lb_graph *g, lb_var *const *x)
 {
     return lb_custom(g, 1, x, lb_tensor_copy(x[0]->value, x[0]->value->dtype), NULL, NULL, NULL);
@@ -248,6 +337,15 @@ static const op_recipe recipes[] = {
     {LB_OP_CROSS_ENTROPY, 1, {{2, {4, 5}, -2, 2}}, b_cross_entropy, m_cross_entropy, LB_ERR_VALUE, "[4, 5]", 0},
     {LB_OP_MSE, 2, {T23, T23}, b_mse, m_mse, LB_ERR_SHAPE, "[6]", 0},
     {LB_OP_CUSTOM, 1, {T23}, b_custom, m_custom, LB_ERR_VALUE, "backward", 0},
+    {LB_OP_GELU_TANH, 1, {T23}, b_gelu_tanh, m_gelu_tanh, LB_ERR_STATE, "another graph", 0},
+    {LB_OP_LOGSUMEXP, 1, {T234}, b_logsumexp, m_logsumexp, LB_ERR_SHAPE, "[2, 3, 4]", 0},
+    {LB_OP_AMAX, 1, {T234}, b_amax, m_amax, LB_ERR_SHAPE, "[2, 3, 4]", 0},
+    {LB_OP_AMIN, 1, {T234}, b_amin, m_amin, LB_ERR_SHAPE, "[2, 3, 4]", 0},
+    {LB_OP_MAX, 1, {T234}, b_max, m_max, LB_ERR_SHAPE, "[2, 3, 4]", 0},
+    {LB_OP_WHERE, 2, {T23, T3}, b_where, m_where, LB_ERR_SHAPE, "[4]", 0},
+    {LB_OP_NLL_LOSS, 1, {{2, {4, 5}, -2, 0}}, b_nll_loss, m_nll_loss, LB_ERR_VALUE, "[4, 5]", 0},
+    {LB_OP_DROPOUT_MASK, 1, {T46}, b_dropout_mask, m_dropout_mask, LB_ERR_SHAPE, "[4]", 0},
+    {LB_OP_ROTARY, 1, {{3, {2, 3, 6}, -1, 1}}, b_rotary, m_rotary, LB_ERR_SHAPE, "[3, 4]", 0},
 };
 enum { N_RECIPES = sizeof recipes / sizeof recipes[0] };
 

@@ -8,7 +8,8 @@
  *
  * The PyTorch side is tests/torch_roundtrip.py. It needs Debian's python3-torch and
  * python3-h5py; without them the test reports that it is skipped and why (exit code
- * 77, which ctest shows as "Skipped"). LOOKBACK_PYTHON names another interpreter. */
+ * 77, which ctest shows as "Skipped"). LOOKBACK_PYTHON names another interpreter;
+ * LB_KEEP=1 keeps the scratch folder (/tmp/lookback_test_torch_roundtrip_<pid>). */
 #include <ftw.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,7 +46,9 @@ static const rt_case cases[] = {
     {"transformer-rotary", "recall", "adamw", {"--model", "transformer", SMALL, "--pos", "rotary"}},
     {"transformer-bidirectional", "spike", "adam", {"--model", "transformer", SMALL, "--pos", "rotary", "--causal", "0"}},
     {"transformer-features", "adding", "adamw", {"--model", "transformer", SMALL, "--pos", "sinusoidal"}},
+    {"transformer-scalable", "recall", "adamw", {"--model", "transformer", SMALL, "--length-scale", "scalable"}},
     {"local-rotary", "recall", "adamw", {"--model", "local", SMALL, "--pos", "rotary", "--window", "4"}},
+    {"local-log-n", "spike", "adam", {"--model", "local", SMALL, "--window", "5", "--length-scale", "log-n"}},
     {"local-learned", "adding", "sgd", {"--model", "local", SMALL, "--pos", "learned", "--window", "3"}},
     {"lstm", "spike", "adamw", {"--model", "lstm", "--layers", "2", "--d-model", "8", "--hidden", "12",
                                 "--forget-bias", "1"}},
@@ -302,6 +305,7 @@ int main(void)
         };
         rc = lb_test_main("torch_roundtrip", tests);
     }
-    if (!getenv("LB_KEEP")) nftw(work_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (!getenv("LB_KEEP"))
+        nftw(work_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
 }

@@ -211,6 +211,28 @@ static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *c
 lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
                       int64_t batch_size, int n_bins, lb_eval_result *out, lb_tensor **attention_out)
 {
+    double loss_sum = 0;
+    int64_t correct = 0;
+    lb_status st = lb_evaluate_part(model, data, split, max_examples, batch_size, n_bins, 0, 1, out, &loss_sum,
+                                    &correct, attention_out);
+    if (st == LB_OK)
+        lb_eval_finish(out, loss_sum, correct, lb_dataset_is_regression(data));
+    return st;
+}
+
+void lb_eval_finish(lb_eval_result *out, double loss_sum, int64_t correct, int regression)
+{
+    out->loss = out->scored > 0 ? loss_sum / (double)out->scored : 0.0;
+    if (regression)
+        out->mse = out->loss;
+    else
+        out->accuracy = out->scored > 0 ? (double)correct / (double)out->scored : 0.0;
+}
+
+lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
+                           int64_t batch_size, int n_bins, int part, int parts, lb_eval_result *out,
+                           double *loss_sum_out, int64_t *correct_out, lb_tensor **attention_out)
+{
     memset(out, 0, sizeof *out);
     out->accuracy = out->mse = NAN;
     if (attention_out)
@@ -252,10 +274,14 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
     }
     lb_graph_set_grad_enabled(g, 0);
     lb_status st = LB_OK;
-    double loss_sum = 0, weight_sum = 0;
+    double loss_sum = 0;
     int64_t correct = 0;
-    for (int64_t start = 0; start < n && st == LB_OK; start += batch_size) {
-        int64_t count = n - start < batch_size ? n - start : batch_size;
+    int64_t n_batches = (n + batch_size - 1) / batch_size;
+    int64_t first = n_batches * part / parts * batch_size, end = n_batches * (part + 1) / parts * batch_size;
+    if (end > n)
+        end = n;
+    for (int64_t start = first; start < end && st == LB_OK; start += batch_size) {
+        int64_t count = end - start < batch_size ? end - start : batch_size;
         lb_batch b;
         lb_model_input in;
         lb_tensor *converted = NULL;
@@ -263,7 +289,7 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
             break;
         st = batch_input(model, &b, &in, &converted);
         lb_var *y = st == LB_OK ? lb_model_forward(g, model, &in, 0, NULL,
-                                                   (attention_out && start == 0) ? attention_out : NULL)
+                                                   (attention_out && start == first) ? attention_out : NULL)
                                 : NULL;
         lb_var *loss = task_loss(g, y, &b);
         if (!loss) {
@@ -290,7 +316,6 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
                         }
             }
             loss_sum += lb_tensor_flat(loss->value, 0) * (double)scored;
-            weight_sum += (double)scored;
             out->scored += scored;
         }
         out->examples += count;
@@ -301,14 +326,9 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
     lb_graph_free(g);
     free(seq_correct);
     free(seq_scored);
-    if (st != LB_OK)
-        return st;
-    out->loss = weight_sum > 0 ? loss_sum / weight_sum : 0.0;
-    if (regression)
-        out->mse = out->loss;
-    else
-        out->accuracy = out->scored > 0 ? (double)correct / (double)out->scored : 0.0;
-    return LB_OK;
+    *loss_sum_out = loss_sum;
+    *correct_out = correct;
+    return st;
 }
 
 /* ---- the trainer ---- */
@@ -359,6 +379,7 @@ void lb_trainer_free(lb_trainer *t)
     lb_optim_free(t->optim);
     lb_loader_free(t->loader);
     lb_graph_free(t->graph);
+    lb_dist_state_free(t->dist);
     free(t);
 }
 
@@ -406,6 +427,8 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
     lb_optim_set_lr(t->optim, lr);
     lb_optim_zero_grad(t->optim);
     int64_t total_scored = scored_targets(&b), correct = 0, counted = 0;
+    if (t->dist && (st = lb_dist_total_scored(t, &total_scored)) != LB_OK)
+        return st;
     double loss_sum = 0;
     int64_t micro = t->cfg.micro_batches;
     for (int64_t m = 0; m < micro && st == LB_OK; m++) {
@@ -438,6 +461,8 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
         lb_tensor_free(fview);
         lb_graph_reset(t->graph);
     }
+    if (t->dist)
+        st = lb_dist_reduce_step(t, st, &loss_sum, &correct, &counted);
     if (st != LB_OK) {
         lb_optim_zero_grad(t->optim);
         return st;
@@ -458,8 +483,10 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
     stats->accuracy = counted > 0 ? (double)correct / (double)counted : NAN;
     stats->grad_norm = norm;
     stats->lr = lr;
-    stats->tokens = b.batch_size * b.seq_len;
+    stats->tokens = t->cfg.batch_size * b.seq_len; /* the global batch, also when each rank holds a part */
     stats->seconds = now_seconds() - t0;
+    if (t->dist && (st = lb_dist_end_step(t, &stats->seconds)) != LB_OK)
+        return st;
     t->elapsed += stats->seconds;
     return LB_OK;
 }
@@ -513,7 +540,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
     while (t->step < c->steps) {
         if (c->time_budget > 0 && t->elapsed >= c->time_budget)
             break;
-        if (t->stop_requested) {
+        if (t->dist ? lb_dist_stop_agreed(t) : t->stop_requested) {
             t->stopped = 1;
             return checkpoint_path ? lb_trainer_save(t, checkpoint_path) : LB_OK;
         }
@@ -537,7 +564,8 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
                 return st;
             tokens = seconds = 0;
             if (lb_dataset_split_size(t->data, "val") > 0) {
-                st = lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
+                st = t->dist ? lb_dist_evaluate(t, "val", c->eval_examples, c->batch_size, &r)
+                             : lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
                 if (st != LB_OK)
                     return st;
                 if ((st = write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed)) != LB_OK)

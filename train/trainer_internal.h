@@ -6,6 +6,8 @@
 
 #include "train/trainer.h"
 
+typedef struct lb_dist_state lb_dist_state; /* train/distributed.c */
+
 struct lb_trainer {
     lb_model *model;
     const lb_dataset *data;
@@ -18,6 +20,35 @@ struct lb_trainer {
     double elapsed;     /* training seconds, across resumes */
     volatile sig_atomic_t stop_requested; /* set by lb_trainer_request_stop */
     int stopped;        /* the last run ended on request */
+    lb_dist_state *dist; /* data-parallel replicas (NULL: one process) */
 };
+
+/* lb_evaluate over part `part` of `parts` of the evaluation batches (contiguous blocks
+ * of whole batches, so every batch is the one a single process evaluates). Leaves
+ * out->loss and out->accuracy to lb_eval_finish; their sums go to *loss_sum (loss
+ * times scored targets) and *correct. */
+lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
+                           int64_t batch_size, int n_bins, int part, int parts, lb_eval_result *out,
+                           double *loss_sum, int64_t *correct, lb_tensor **attention_out);
+/* Sets out->loss, accuracy and mse from the sums of lb_evaluate_part. */
+void lb_eval_finish(lb_eval_result *out, double loss_sum, int64_t correct, int regression);
+
+/* The loop's hooks for data-parallel replicas (train/distributed.c), called only when
+ * t->dist is set. Each returns the same status on every rank. */
+/* Sums the global batch's scored targets over ranks. */
+lb_status lb_dist_total_scored(lb_trainer *t, int64_t *scored);
+/* After the local backward passes: agrees on failure (`local` is this rank's status)
+ * and on a stop request, sums the step's statistics and the gradients over ranks. */
+lb_status lb_dist_reduce_step(lb_trainer *t, lb_status local, double *loss_sum, int64_t *correct,
+                              int64_t *counted);
+/* After the optimizer step: the step's time is the slowest rank's; every check_every
+ * steps the parameters' checksums are compared. */
+lb_status lb_dist_end_step(lb_trainer *t, double *seconds);
+/* A stop request seen by the ranks together at the last step. */
+int lb_dist_stop_agreed(const lb_trainer *t);
+/* lb_evaluate with the batches split over the ranks and the sums reduced. */
+lb_status lb_dist_evaluate(lb_trainer *t, const char *split, int64_t max_examples, int64_t batch_size,
+                           lb_eval_result *out);
+void lb_dist_state_free(lb_dist_state *d);
 
 #endif
