@@ -1282,8 +1282,6 @@ int lb_cli_study(int argc, char **argv)
     if (lb_dist_rank() != 0 && !(s = lb_study_new(&o)))
         return lb_cli_error(cmd, 1, "%s", lb_last_error());
 
-    /* Budgeted seconds still to run, for the ETA; the overhead per job (data loading,
-     * evaluation) is learnt as jobs finish. */
     /* Per phase: jobs left, their budgets, and the overhead per job measured so far
      * (data loading, evaluation, start-up; 3 s until a job of the phase has run). */
     int total_cells = lb_study_jobs(s, LB_STUDY_CELL), done_cells = 0, failed = 0, ran = 0, left = 0;
@@ -1312,8 +1310,8 @@ int lb_cli_study(int argc, char **argv)
             if (lb_study_job_done(s, p, i))
                 continue;
             if (!lb_dist_owns(i)) { /* under mpirun: job i of each phase runs on rank i mod N */
-                remaining -= lb_study_job_budget(s, p, i);
-                left--;
+                budget_left[p] -= lb_study_job_budget(s, p, i);
+                left_in[p]--;
                 continue;
             }
             double budget = lb_study_job_budget(s, p, i);
