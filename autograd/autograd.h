@@ -18,7 +18,11 @@
 #ifndef LB_AUTOGRAD_H
 #define LB_AUTOGRAD_H
 
+#include "tensor/api.h"
+
 #include "tensor/tensor.h"
+
+LB_API_BEGIN
 
 enum { LB_MAX_OP_INPUTS = 4, LB_MAX_SAVED = 4 };
 
@@ -95,6 +99,14 @@ lb_status lb_accumulate_grad(lb_var *v, const lb_tensor *grad);
  * not read it). NULL when out of memory (lb_last_error() says so). */
 lb_tensor *lb_grad_buffer(lb_var *v);
 
+/* For backward functions: declares `buf` as v's gradient buffer (lb_grad_buffer) and
+ * returns from the calling function, with LB_OK when v needs no gradient or with the
+ * error when the buffer cannot be allocated. */
+#define LB_GRAD_BUFFER_OR_RETURN(buf, v)                            \
+    lb_tensor *buf = (v)->requires_grad ? lb_grad_buffer(v) : NULL; \
+    if (!buf)                                                       \
+        return (v)->requires_grad ? lb_last_status() : LB_OK
+
 /* A user-defined differentiable op (like torch.autograd.Function): records `value`
  * (ownership passes) as computed from the n_inputs (<= LB_MAX_OP_INPUTS) inputs;
  * during lb_backward, `backward(node)` reads node->grad and adds each input's
@@ -106,5 +118,7 @@ lb_var *lb_custom(lb_graph *g, int n_inputs, lb_var *const *inputs, lb_tensor *v
 
 /* Name of an op kind ("matmul", "masked_softmax", ...). */
 const char *lb_op_name(int op);
+
+LB_API_END
 
 #endif

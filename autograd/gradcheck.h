@@ -11,9 +11,13 @@
 #ifndef LB_GRADCHECK_H
 #define LB_GRADCHECK_H
 
+#include "tensor/api.h"
+
 #include <stdio.h>
 
 #include "autograd/autograd.h"
+
+LB_API_BEGIN
 
 /* The function under test: builds its graph on `g` from the persistent `leaves`
  * (made with lb_param_new, float64) and returns its output variable (any shape).
@@ -49,5 +53,7 @@ lb_status lb_gradcheck(lb_gradcheck_fn fn, void *user, int n_leaves, lb_var *con
 
 /* Prints one line per leaf: name, shape, worst error and PASS/FAIL. */
 void lb_gradcheck_print(FILE *out, int n_leaves, lb_var *const *leaves, const lb_gradcheck_leaf *report);
+
+LB_API_END
 
 #endif

@@ -284,11 +284,7 @@ lb_tensor *lb_grad_buffer(lb_var *v)
 
 lb_status lb_accumulate_grad(lb_var *v, const lb_tensor *grad)
 {
-    if (!v->requires_grad)
-        return LB_OK;
-    lb_tensor *buf = lb_grad_buffer(v);
-    if (!buf)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(buf, v);
     return lb_k_accumulate(buf, grad, 1.0);
 }
 

@@ -13,8 +13,12 @@
 #ifndef LB_OPS_H
 #define LB_OPS_H
 
+#include "tensor/api.h"
+
 #include "autograd/autograd.h"
 #include "tensor/rng.h"
+
+LB_API_BEGIN
 
 /* ---- elementwise arithmetic with numpy broadcasting (torch.add/sub/mul/div) ----
  * a: [*A], b: [*B] -> [*broadcast(A, B)]. Gradients are summed back to each
@@ -249,5 +253,36 @@ lb_var *lb_nll_loss(lb_graph *g, lb_var *log_probs, const int32_t *targets, cons
 /* Mean squared error (torch.nn.functional.mse_loss, reduction='mean'):
  *   pred: [*], target: [*] (same shape, non-empty) -> [] mean of (pred - target)^2. */
 lb_var *lb_mse(lb_graph *g, lb_var *pred, lb_var *target);
+
+/* ---- recurrent and convolutional ops (used by layers/lstm.h and layers/conv.h) ---- */
+/* One LSTM layer over a whole sequence, torch.nn.LSTM's equations with gate order
+ * i, f, g, o (tensor/kernels_lstm.h; Hochreiter and Schmidhuber 1997, forget gate of
+ * Gers et al. 2000):
+ *   x [B, T, n_in], w_ih [4H, n_in], w_hh [4H, H], b_ih [4H], b_hh [4H],
+ *   h0, c0 [L, B, H] or NULL (zeros), of which the layer reads entry `layer`
+ *   -> y [B, T, H], the hidden state h_t of every step.
+ * Recorded as two nodes: the input projection of every step (one gemm over B*T rows),
+ * then the recurrence (one gemm per step, the gate nonlinearities fused). The
+ * activations kept for backward are one [B, T, 4H] gate buffer and the cell states
+ * [B, T, H]. Gradients flow to every input. Errors: shapes that do not fit (the
+ * message lists them all), B or T < 1, layer outside [0, L) when h0 or c0 is given. */
+lb_var *lb_lstm_layer(lb_graph *g, lb_var *x, lb_var *w_ih, lb_var *w_hh, lb_var *b_ih, lb_var *b_hh, lb_var *h0,
+                      lb_var *c0, int layer);
+/* The final hidden state h_T (cell = 0) or cell state c_T (cell = 1) of an LSTM
+ * layer, stacked under prev:
+ *   y [B, T, H] from lb_lstm_layer, prev [k, B, H] or NULL -> [k+1, B, H]
+ * (the last entry is y[:, T-1] for h, the layer's last cell state for c). Gradients
+ * flow to prev and, through y, into the layer. Errors: y not made by lb_lstm_layer
+ * (LB_ERR_VALUE), prev not [k, B, H]. */
+lb_var *lb_lstm_final_state(lb_graph *g, lb_var *y, lb_var *prev, int cell);
+/* Causal dilated 1-D convolution, time before channels (tensor/kernels_conv.h):
+ *   x [B, T, C_in], weight [C_out, C_in, K], bias [C_out] -> [B, T, C_out],
+ *   y[b, t, o] = bias[o] + Σ_{j<K} Σ_c weight[o, c, j] x[b, t - d(K-1-j), c],
+ * inputs before t = 0 reading zeros: torch.nn.Conv1d(C_in, C_out, K, dilation=d,
+ * padding=d(K-1)) on x.transpose(1, 2), truncated to its first T outputs. Gradients
+ * flow to all three. Errors: shapes that do not fit, dilation < 1. */
+lb_var *lb_causal_conv1d(lb_graph *g, lb_var *x, lb_var *weight, lb_var *bias, int64_t dilation);
+
+LB_API_END
 
 #endif

@@ -43,10 +43,10 @@ lb_status lb_sub_backward(lb_var *node)
 {
     lb_var *b = node->inputs[1];
     lb_status st = lb_accumulate_grad(node->inputs[0], node->grad);
-    if (st != LB_OK || !b->requires_grad)
+    if (st != LB_OK)
         return st;
-    lb_tensor *gb = lb_grad_buffer(b);
-    return gb ? lb_k_accumulate(gb, node->grad, -1.0) : lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gb, b);
+    return lb_k_accumulate(gb, node->grad, -1.0);
 }
 
 /* Accumulates alpha * (grad (op) other) into target's gradient, reduced to its shape.
@@ -98,10 +98,8 @@ lb_var *lb_scale(lb_graph *g, lb_var *x, double c) { return unary(g, LB_OP_SCALE
 lb_status lb_scale_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    return gx ? lb_k_accumulate(gx, node->grad, node->attr_f[0]) : lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
+    return lb_k_accumulate(gx, node->grad, node->attr_f[0]);
 }
 
 lb_status lb_neg_backward(lb_var *node) { return lb_scale_backward(node); }
@@ -180,11 +178,7 @@ lb_var *lb_gelu_tanh(lb_graph *g, lb_var *x) { return unary(g, LB_OP_GELU_TANH, 
 lb_status lb_unary_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t n = lb_tensor_numel(gx);
     int op = node->op;
     LB_DISPATCH(gx->dtype, T, {

@@ -59,18 +59,14 @@ lb_status lb_matmul_backward(lb_var *node)
     int ta = (int)node->attr_i[0], tb = (int)node->attr_i[1];
     const lb_tensor *gc = node->grad;
     if (a->requires_grad) {
-        lb_tensor *ga = lb_grad_buffer(a);
-        if (!ga)
-            return lb_last_status();
+        LB_GRAD_BUFFER_OR_RETURN(ga, a);
         lb_status st = ta ? lb_k_matmul(b->value, tb, gc, 1, ga, 1.0, 1.0)   /* dAᵀ = op(B) Gᵀ */
                           : lb_k_matmul(gc, 0, b->value, !tb, ga, 1.0, 1.0); /* dA = G op(B)ᵀ */
         if (st != LB_OK)
             return st;
     }
     if (b->requires_grad) {
-        lb_tensor *gb = lb_grad_buffer(b);
-        if (!gb)
-            return lb_last_status();
+        LB_GRAD_BUFFER_OR_RETURN(gb, b);
         lb_status st = tb ? lb_k_matmul(gc, 1, a->value, ta, gb, 1.0, 1.0)   /* dBᵀ = Gᵀ op(A) */
                           : lb_k_matmul(a->value, !ta, gc, 0, gb, 1.0, 1.0); /* dB = op(A)ᵀ G */
         if (st != LB_OK)

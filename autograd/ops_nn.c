@@ -262,11 +262,7 @@ lb_var *lb_embedding(lb_graph *g, lb_var *weight, const int32_t *ids, int ndim, 
 lb_status lb_embedding_backward(lb_var *node)
 {
     lb_var *weight = node->inputs[0];
-    if (!weight->requires_grad)
-        return LB_OK;
-    lb_tensor *gw = lb_grad_buffer(weight);
-    if (!gw)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gw, weight);
     const int32_t *ids = node->ctx;
     int64_t n = node->attr_i[0], d = weight->value->shape[1];
     LB_DISPATCH(gw->dtype, T, {
@@ -396,9 +392,7 @@ lb_status lb_dropout_backward(lb_var *node)
     const unsigned char *keep = node->ctx;
     if (!keep)
         return lb_accumulate_grad(x, node->grad);
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t n = lb_tensor_numel(gx);
     double scale = node->attr_f[0];
     LB_DISPATCH(gx->dtype, T, {
@@ -575,11 +569,7 @@ lb_var *lb_nll_loss(lb_graph *g, lb_var *log_probs, const int32_t *targets, cons
 lb_status lb_class_loss_backward(lb_var *node)
 {
     lb_var *input = node->inputs[0];
-    if (!input->requires_grad)
-        return LB_OK;
-    lb_tensor *gl = lb_grad_buffer(input);
-    if (!gl)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gl, input);
     const lb_tensor *tl = input->value;
     int64_t c = tl->shape[tl->ndim - 1], rows = lb_tensor_numel(tl) / c, ignore_index = node->attr_i[0];
     double denom = node->attr_f[0], eps = node->attr_f[1];
@@ -654,9 +644,7 @@ lb_status lb_mse_backward(lb_var *node)
     for (int k = 0; k < 2; k++) {
         if (!vars[k]->requires_grad)
             continue;
-        lb_tensor *gv = lb_grad_buffer(vars[k]);
-        if (!gv)
-            return lb_last_status();
+        LB_GRAD_BUFFER_OR_RETURN(gv, vars[k]);
         LB_DISPATCH(gv->dtype, T, {
             const T *pp = lb_tensor_data(pred->value), *pt = lb_tensor_data(target->value);
             T *pg = lb_tensor_data(gv);
@@ -753,11 +741,7 @@ lb_var *lb_rotary_embed(lb_graph *g, lb_var *x, const lb_tensor *cos, const lb_t
 lb_status lb_rotary_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t d = gx->shape[gx->ndim - 1], h = node->attr_i[0], rows = lb_tensor_numel(gx) / d;
     int layout = (int)node->attr_i[1];
     LB_DISPATCH(gx->dtype, T, {

@@ -12,27 +12,29 @@
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
 
-/* Checks x and dim, fills outer, n, inner and the result shape. */
-static lb_status axis_layout(const char *op, const lb_tensor *x, int dim, int keepdim, int *axis, int64_t *outer,
-                             int64_t *n, int64_t *inner, int *out_ndim, int64_t *out_shape)
+/* Checks x and dim, fills outer, n and inner, and returns the zeroed result (NULL
+ * with an error naming op, x and the valid dims). */
+static lb_tensor *axis_result(const char *op, const lb_tensor *x, int dim, int keepdim, int64_t *outer, int64_t *n,
+                              int64_t *inner)
 {
     char sx[128];
-    int d = lb_normalize_dim(dim, x->ndim);
-    if (x->ndim == 0 || d < 0)
-        return lb_error(LB_ERR_SHAPE, "%s: dim %d is out of range for x %s (valid: -%d..%d)", op, dim,
-                        lb_tensor_describe(x, sx, sizeof sx), x->ndim, x->ndim - 1);
-    *axis = d;
+    int d = lb_normalize_dim(dim, x->ndim), nd = 0;
+    if (x->ndim == 0 || d < 0) {
+        lb_error(LB_ERR_SHAPE, "%s: dim %d is out of range for x %s (valid: -%d..%d)", op, dim,
+                 lb_tensor_describe(x, sx, sizeof sx), x->ndim, x->ndim - 1);
+        return NULL;
+    }
+    int64_t shape[LB_MAX_DIMS];
     *outer = *inner = 1;
     for (int i = 0; i < d; i++)
         *outer *= x->shape[i];
     for (int i = d + 1; i < x->ndim; i++)
         *inner *= x->shape[i];
     *n = x->shape[d];
-    *out_ndim = 0;
     for (int i = 0; i < x->ndim; i++)
         if (i != d || keepdim)
-            out_shape[(*out_ndim)++] = i == d ? 1 : x->shape[i];
-    return LB_OK;
+            shape[nd++] = i == d ? 1 : x->shape[i];
+    return lb_tensor_zeros(x->dtype, nd, shape);
 }
 
 /* ---- logsumexp ----
@@ -48,11 +50,8 @@ lb_var *lb_logsumexp(lb_graph *g, lb_var *x, int dim, int keepdim)
 {
     if (lb_check_inputs("logsumexp", g, 1, &x) != LB_OK)
         return NULL;
-    int axis, nd;
-    int64_t outer, n, inner, shape[LB_MAX_DIMS];
-    if (axis_layout("logsumexp", x->value, dim, keepdim, &axis, &outer, &n, &inner, &nd, shape) != LB_OK)
-        return NULL;
-    lb_tensor *out = lb_tensor_zeros(x->value->dtype, nd, shape);
+    int64_t outer, n, inner;
+    lb_tensor *out = axis_result("logsumexp", x->value, dim, keepdim, &outer, &n, &inner);
     if (!out)
         return NULL;
     LB_DISPATCH(out->dtype, T, {
@@ -85,11 +84,7 @@ lb_var *lb_logsumexp(lb_graph *g, lb_var *x, int dim, int keepdim)
 lb_status lb_logsumexp_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t outer = node->attr_i[0], n = node->attr_i[1], inner = node->attr_i[2];
     LB_DISPATCH(gx->dtype, T, {
         const T *px = lb_tensor_data(x->value), *py = lb_tensor_data(node->value), *dy = lb_tensor_data(node->grad);
@@ -147,18 +142,18 @@ static lb_var *extreme(lb_graph *g, lb_op_kind op, lb_var *x, int dim, int keepd
     char sx[128];
     if (lb_check_inputs(name, g, 1, &x) != LB_OK)
         return NULL;
-    int axis, nd;
-    int64_t outer, n, inner, shape[LB_MAX_DIMS];
-    if (axis_layout(name, x->value, dim, keepdim, &axis, &outer, &n, &inner, &nd, shape) != LB_OK)
+    int64_t outer, n, inner;
+    lb_tensor *out = axis_result(name, x->value, dim, keepdim, &outer, &n, &inner);
+    if (!out)
         return NULL;
     if (n == 0) {
+        lb_tensor_free(out);
         lb_error(LB_ERR_SHAPE, "%s: dim %d of x %s is empty: a maximum of nothing is undefined", name, dim,
                  lb_tensor_describe(x->value, sx, sizeof sx));
         return NULL;
     }
-    lb_tensor *out = lb_tensor_zeros(x->value->dtype, nd, shape);
     int64_t *idx = malloc((size_t)(outer * inner + 1) * sizeof *idx);
-    if (!out || !idx) {
+    if (!idx) {
         lb_tensor_free(out);
         free(idx);
         lb_error(LB_ERR_MEMORY, "%s: out of memory", name);
@@ -210,11 +205,7 @@ lb_var *lb_max(lb_graph *g, lb_var *x, int dim, int keepdim, int64_t *indices)
 lb_status lb_extreme_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t outer = node->attr_i[0], n = node->attr_i[1], inner = node->attr_i[2];
     const int64_t *idx = node->op == LB_OP_MAX ? node->ctx : NULL;
     LB_DISPATCH(gx->dtype, T, {

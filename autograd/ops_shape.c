@@ -160,11 +160,7 @@ lb_var *lb_slice(lb_graph *g, lb_var *x, int dim, int64_t start, int64_t stop, i
 lb_status lb_slice_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     lb_tensor *window = lb_tensor_slice(gx, (int)node->attr_i[0], node->attr_i[1], node->attr_i[2], node->attr_i[3]);
     if (!window)
         return lb_last_status();

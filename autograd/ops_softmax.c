@@ -64,11 +64,7 @@ static void softmax_backward_rows(const lb_tensor *y, const lb_tensor *dy, lb_te
 lb_status lb_softmax_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     softmax_backward_rows(node->value, node->grad, gx, 1.0);
     return LB_OK;
 }
@@ -78,11 +74,7 @@ lb_status lb_softmax_backward(lb_var *node)
 lb_status lb_log_softmax_backward(lb_var *node)
 {
     lb_var *x = node->inputs[0];
-    if (!x->requires_grad)
-        return LB_OK;
-    lb_tensor *gx = lb_grad_buffer(x);
-    if (!gx)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t rows, n;
     rows_of(node->value, &rows, &n);
     LB_DISPATCH(gx->dtype, T, {
@@ -357,11 +349,7 @@ lb_var *lb_masked_softmax(lb_graph *g, lb_var *scores, const lb_attn_mask *mask,
 lb_status lb_masked_softmax_backward(lb_var *node)
 {
     lb_var *scores = node->inputs[0];
-    if (!scores->requires_grad)
-        return LB_OK;
-    lb_tensor *gs = lb_grad_buffer(scores);
-    if (!gs)
-        return lb_last_status();
+    LB_GRAD_BUFFER_OR_RETURN(gs, scores);
     double scale = node->attr_f[0], cap = node->attr_f[1];
     if (cap == 0) {
         softmax_backward_rows(node->value, node->grad, gs, scale);

@@ -16,12 +16,16 @@
 #ifndef LB_DATA_DATASET_H
 #define LB_DATA_DATASET_H
 
+#include "tensor/api.h"
+
 #include <stdint.h>
 #include <stdio.h>
 
 #include "data/tasks.h"
 #include "tensor/error.h"
 #include "tensor/tensor.h"
+
+LB_API_BEGIN
 
 typedef struct lb_dataset lb_dataset;
 
@@ -92,5 +96,7 @@ lb_status lb_dataset_slice(const lb_dataset *ds, const char *split, int64_t star
 /* Releases a batch from lb_dataset_slice and zeroes it. A loader's batch is left
  * untouched (its loader owns it). NULL is allowed. */
 void lb_batch_free(lb_batch *batch);
+
+LB_API_END
 
 #endif

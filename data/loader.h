@@ -12,10 +12,14 @@
 #ifndef LB_DATA_LOADER_H
 #define LB_DATA_LOADER_H
 
+#include "tensor/api.h"
+
 #include <stdint.h>
 
 #include "data/dataset.h"
 #include "tensor/rng.h"
+
+LB_API_BEGIN
 
 typedef struct lb_loader lb_loader;
 
@@ -58,5 +62,7 @@ int64_t lb_loader_size(const lb_loader *loader);
  * set_state: LB_ERR_VALUE when position is outside [0, N] or epoch < 0. */
 lb_status lb_loader_get_state(const lb_loader *loader, lb_loader_state *out);
 lb_status lb_loader_set_state(lb_loader *loader, const lb_loader_state *state);
+
+LB_API_END
 
 #endif

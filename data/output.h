@@ -8,7 +8,11 @@
 #ifndef LB_DATA_OUTPUT_H
 #define LB_DATA_OUTPUT_H
 
+#include "tensor/api.h"
+
 #include "tensor/error.h"
+
+LB_API_BEGIN
 
 /* Checks that `path` may be written: not NULL or empty (LB_ERR_VALUE), and either
  * absent or a regular file (a symbolic link is judged by what it points to);
@@ -22,5 +26,7 @@ lb_status lb_output_check(const char *path, const char *what);
  * (lb_output_check); on any failure removes `tmp` and returns LB_ERR_IO naming both
  * (or the check's error). */
 lb_status lb_output_commit(const char *tmp, const char *path, const char *what);
+
+LB_API_END
 
 #endif

@@ -25,11 +25,15 @@
 #ifndef LB_DATA_TASKS_H
 #define LB_DATA_TASKS_H
 
+#include "tensor/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "tensor/error.h"
+
+LB_API_BEGIN
 
 enum {
     LB_DATA_FORMAT_VERSION = 1, /* root attribute format_version of files written here */
@@ -147,5 +151,7 @@ typedef void (*lb_progress_fn)(int64_t done, int64_t total, void *user);
  * after every block of sequences. Messages start with `path`. Errors: LB_ERR_VALUE
  * (options), LB_ERR_IO (file cannot be created, written or renamed), LB_ERR_MEMORY. */
 lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_progress_fn progress, void *user);
+
+LB_API_END
 
 #endif

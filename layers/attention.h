@@ -25,8 +25,12 @@
 #ifndef LB_LAYERS_ATTENTION_H
 #define LB_LAYERS_ATTENTION_H
 
+#include "tensor/api.h"
+
 #include "autograd/ops.h"
 #include "layers/params.h"
+
+LB_API_BEGIN
 
 /* Selected query positions for the readout path. */
 typedef struct lb_attn_queries {
@@ -166,5 +170,7 @@ lb_status lb_mha_set_length_scale(lb_mha *a, lb_params *ps, const char *prefix, 
  * Errors (NULL): x not [B, T, d_model]; see lb_attention. */
 lb_var *lb_mha_forward(lb_graph *g, const lb_mha *a, lb_var *x, const lb_attn_mask *mask,
                        const lb_attn_queries *queries, lb_var **weights);
+
+LB_API_END
 
 #endif

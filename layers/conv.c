@@ -1,23 +1,8 @@
-/* Causal dilated 1-D convolution as one custom op (see conv.h for the formula).
- *
- * Named dimensions, used in every shape comment below:
- *   B batch, T time steps, Ci input channels, Co output channels, K kernel taps,
- *   d dilation; tap j reads the input shifted by s_j = d*(K-1-j) steps into the past.
- * Every tensor is row-major and contiguous; x[b] is a [T, Ci] matrix and its rows
- * s..T-1 a [T-s, Ci] matrix, so each tap is a plain gemm on shifted row ranges:
- *
- *   forward   y[b, s_j:T]     += x[b, 0:T-s_j] [T-s_j, Ci] @ Wj [Ci, Co]
- *   backward  dx[b, 0:T-s_j]  += dy[b, s_j:T] [T-s_j, Co] @ Wjᵀ [Co, Ci]
- *             dWj             += x[b, 0:T-s_j]ᵀ [Ci, T-s_j] @ dy[b, s_j:T] [T-s_j, Co]
- *             dbias           += Σ_{b,t} dy[b, t]          (summed in double)
- *
- * where Wj[c, o] = weight[o, c, j], repacked once per call into a [K, Ci, Co] buffer
- * (PyTorch's [Co, Ci, K] layout has no unit stride along c for a fixed tap).
- */
+/* Causal dilated 1-D convolution layers (see conv.h for the formula): parameters with
+ * PyTorch's layout and initialisation around the lb_causal_conv1d op (autograd/ops.h; the
+ * kernels are in tensor/kernels_conv.h), and the residual stack. */
 #include "layers/conv.h"
 
-
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,116 +36,6 @@ lb_status lb_conv1d_init(lb_conv1d *c, lb_params *ps, const char *prefix, int64_
     return LB_OK;
 }
 
-/* c = alpha * op(a) @ op(b) + beta * c on raw row-major matrices:
- *   op(a): [m, k], op(b): [k, n], c: [m, n]; ld* are row strides in elements. */
-static void gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const void *a,
-                 int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
-{
-    if (m <= 0 || n <= 0 || k <= 0) /* callers only pass empty products with beta = 1 */
-        return;
-    CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    if (dtype == LB_FLOAT32)
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, (float)beta, c,
-                    (int)ldc);
-    else
-        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c,
-                    (int)ldc);
-}
-
-/* weight [Co, Ci, K] -> new contiguous [K, Ci, Co] (tap-major, ready for gemm). */
-static lb_tensor *repack_taps(const lb_tensor *w)
-{
-    const int64_t Co = w->shape[0], Ci = w->shape[1], K = w->shape[2];
-    int64_t shape[3] = {K, Ci, Co};
-    lb_tensor *r = lb_tensor_zeros(w->dtype, 3, shape);
-    if (!r)
-        return NULL;
-    LB_DISPATCH(w->dtype, real, {
-        const real *src = lb_tensor_data(w);
-        real *dst = lb_tensor_data(r);
-        for (int64_t o = 0; o < Co; o++)
-            for (int64_t c = 0; c < Ci; c++)
-                for (int64_t j = 0; j < K; j++)
-                    dst[(j * Ci + c) * Co + o] = src[(o * Ci + c) * K + j];
-    });
-    return r;
-}
-
-/* inputs: x [B,T,Ci], weight [Co,Ci,K], bias [Co]; attr_i[0] = d; node->grad dy [B,T,Co]. */
-static lb_status conv1d_backward(lb_var *node)
-{
-    lb_var *x = node->inputs[0], *w = node->inputs[1], *bias = node->inputs[2];
-    const lb_tensor *dy = node->grad;
-    const lb_dtype dt = dy->dtype;
-    const int64_t B = dy->shape[0], T = dy->shape[1], Co = dy->shape[2];
-    const int64_t Ci = w->value->shape[1], K = w->value->shape[2], d = node->attr_i[0];
-    const size_t es = lb_dtype_size(dt);
-    const char *dyd = lb_tensor_data(dy), *xd = lb_tensor_data(x->value);
-    if (bias->requires_grad) { /* dbias [Co] += Σ_{b,t} dy[b,t] */
-        lb_tensor *gb = lb_grad_buffer(bias);
-        double *acc = calloc((size_t)Co, sizeof *acc);
-        if (!gb || !acc) {
-            free(acc);
-            return gb ? lb_error(LB_ERR_MEMORY, "conv1d backward: out of memory") : lb_last_status();
-        }
-        LB_DISPATCH(dt, real, {
-            const real *g = (const real *)dyd;
-            for (int64_t r = 0; r < B * T; r++)
-                for (int64_t o = 0; o < Co; o++)
-                    acc[o] += (double)g[r * Co + o];
-            real *gbd = lb_tensor_data(gb);
-            for (int64_t o = 0; o < Co; o++)
-                gbd[o] += (real)acc[o];
-        });
-        free(acc);
-    }
-    if (x->requires_grad) {
-        lb_tensor *gx = lb_grad_buffer(x);
-        lb_tensor *wr = gx ? repack_taps(w->value) : NULL;
-        if (!wr)
-            return lb_last_status();
-        char *gxd = lb_tensor_data(gx);
-        const char *wrd = lb_tensor_data(wr);
-        for (int64_t j = 0; j < K; j++) {
-            const int64_t s = d * (K - 1 - j);
-            if (s >= T)
-                continue;
-            /* dx[b, 0:T-s] [T-s,Ci] += dy[b, s:T] [T-s,Co] @ Wjᵀ [Co,Ci] */
-            for (int64_t b = 0; b < B; b++)
-                gemm(dt, 0, 1, T - s, Ci, Co, dyd + (size_t)((b * T + s) * Co) * es, Co,
-                     wrd + (size_t)(j * Ci * Co) * es, Co, 1.0, gxd + (size_t)(b * T * Ci) * es, Ci);
-        }
-        lb_tensor_free(wr);
-    }
-    if (w->requires_grad) {
-        lb_tensor *gw = lb_grad_buffer(w);
-        int64_t shape[3] = {K, Ci, Co};
-        lb_tensor *gr = gw ? lb_tensor_zeros(dt, 3, shape) : NULL; /* dW in tap-major [K,Ci,Co] */
-        if (!gr)
-            return lb_last_status();
-        char *grd = lb_tensor_data(gr);
-        for (int64_t j = 0; j < K; j++) {
-            const int64_t s = d * (K - 1 - j);
-            if (s >= T)
-                continue;
-            /* dWj [Ci,Co] += x[b, 0:T-s]ᵀ [Ci,T-s] @ dy[b, s:T] [T-s,Co] */
-            for (int64_t b = 0; b < B; b++)
-                gemm(dt, 1, 0, Ci, Co, T - s, xd + (size_t)(b * T * Ci) * es, Ci,
-                     dyd + (size_t)((b * T + s) * Co) * es, Co, 1.0, grd + (size_t)(j * Ci * Co) * es, Co);
-        }
-        LB_DISPATCH(dt, real, { /* scatter back to PyTorch's [Co, Ci, K] */
-            const real *src = (const real *)grd;
-            real *dst = lb_tensor_data(gw);
-            for (int64_t o = 0; o < Co; o++)
-                for (int64_t c = 0; c < Ci; c++)
-                    for (int64_t j = 0; j < K; j++)
-                        dst[(o * Ci + c) * K + j] += src[(j * Ci + c) * Co + o];
-        });
-        lb_tensor_free(gr);
-    }
-    return LB_OK;
-}
-
 lb_var *lb_conv1d_forward(lb_graph *g, const lb_conv1d *c, lb_var *x)
 {
     char a[128];
@@ -189,40 +64,7 @@ lb_var *lb_conv1d_forward(lb_graph *g, const lb_conv1d *c, lb_var *x)
                  lb_dtype_name(dt));
         return NULL;
     }
-    const int64_t B = xv->shape[0], T = xv->shape[1], Ci = c->in_channels, Co = c->out_channels;
-    const int64_t K = c->kernel_size, d = c->dilation;
-    int64_t shape[3] = {B, T, Co};
-    lb_tensor *y = lb_tensor_zeros(dt, 3, shape);
-    lb_tensor *wr = y ? repack_taps(wv) : NULL;
-    if (!wr) {
-        lb_tensor_free(y);
-        return NULL;
-    }
-    const size_t es = lb_dtype_size(dt);
-    char *yd = lb_tensor_data(y);
-    const char *xd = lb_tensor_data(xv), *wrd = lb_tensor_data(wr);
-    LB_DISPATCH(dt, real, { /* y[b,t] = bias */
-        const real *bd = lb_tensor_data(c->bias->value);
-        real *out = (real *)yd;
-        for (int64_t r = 0; r < B * T; r++)
-            for (int64_t o = 0; o < Co; o++)
-                out[r * Co + o] = bd[o];
-    });
-    for (int64_t j = 0; j < K; j++) {
-        const int64_t s = d * (K - 1 - j);
-        if (s >= T)
-            continue;
-        /* y[b, s:T] [T-s,Co] += x[b, 0:T-s] [T-s,Ci] @ Wj [Ci,Co] */
-        for (int64_t b = 0; b < B; b++)
-            gemm(dt, 0, 0, T - s, Co, Ci, xd + (size_t)(b * T * Ci) * es, Ci, wrd + (size_t)(j * Ci * Co) * es, Co,
-                 1.0, yd + (size_t)((b * T + s) * Co) * es, Co);
-    }
-    lb_tensor_free(wr);
-    lb_var *in[3] = {x, c->weight, c->bias};
-    lb_var *v = lb_custom(g, 3, in, y, conv1d_backward, NULL, NULL);
-    if (v)
-        v->attr_i[0] = d;
-    return v;
+    return lb_causal_conv1d(g, x, c->weight, c->bias, c->dilation); /* [B, T, C_in] -> [B, T, C_out] */
 }
 
 /* ---- residual stack ---- */

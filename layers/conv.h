@@ -18,8 +18,12 @@
 #ifndef LB_CONV_H
 #define LB_CONV_H
 
+#include "tensor/api.h"
+
 #include "autograd/ops.h"
 #include "layers/params.h"
+
+LB_API_BEGIN
 
 typedef struct lb_conv1d {
     int64_t in_channels, out_channels, kernel_size, dilation;
@@ -43,8 +47,8 @@ lb_status lb_conv1d_init(lb_conv1d *c, lb_params *ps, const char *prefix, int64_
  * or seq_len < 1. */
 int lb_conv_layers_for(int64_t seq_len, int64_t kernel_size);
 
-/* Causal convolution (formula above), one custom autograd op computed as K gemms of
- * time-shifted views per batch item (no im2col copy):
+/* Causal convolution (formula above), the lb_causal_conv1d op (autograd/ops.h) computed as K
+ * gemms of time-shifted views per batch item (no im2col copy):
  *   x: [B, T, C_in] -> [B, T, C_out], the parameters' dtype.
  * Gradients flow to x, weight and bias. Taps reaching before t = 0 read zeros, so a
  * receptive field d*(K-1)+1 longer than T is allowed.
@@ -79,5 +83,7 @@ void lb_conv_stack_free(lb_conv_stack *s);
 int64_t lb_conv_stack_receptive_field(const lb_conv_stack *s);
 /* x: [B, T, D] -> [B, T, D] through every block. Errors: as lb_conv1d_forward. */
 lb_var *lb_conv_stack_forward(lb_graph *g, const lb_conv_stack *s, lb_var *x);
+
+LB_API_END
 
 #endif

@@ -14,7 +14,11 @@
 #ifndef LB_LAYERS_FFN_H
 #define LB_LAYERS_FFN_H
 
+#include "tensor/api.h"
+
 #include "layers/linear.h"
+
+LB_API_BEGIN
 
 typedef struct lb_ffn {
     lb_linear fc1, fc2;
@@ -30,5 +34,7 @@ lb_status lb_ffn_init(lb_ffn *f, lb_params *ps, const char *prefix, int64_t d_mo
 /* x [..., d_model] -> [..., d_model]. `training` enables dropout, drawn from rng
  * (which may be NULL when dropout is 0 or training is 0). */
 lb_var *lb_ffn_forward(lb_graph *g, const lb_ffn *f, lb_var *x, int training, lb_rng *rng);
+
+LB_API_END
 
 #endif

@@ -17,8 +17,12 @@
 #ifndef LB_LAYERS_LINEAR_H
 #define LB_LAYERS_LINEAR_H
 
+#include "tensor/api.h"
+
 #include "autograd/ops.h"
 #include "layers/params.h"
+
+LB_API_BEGIN
 
 typedef struct lb_linear {
     lb_var *weight; /* [in_features, out_features] (owned by the lb_params list) */
@@ -43,5 +47,7 @@ lb_var *lb_linear_forward(lb_graph *g, const lb_linear *l, lb_var *x);
  * (+ b [N] when b is not NULL) -> [..., N]. `who` names the caller in errors.
  * A 1-dim x [K] is accepted and gives [N]. */
 lb_var *lb_affine(lb_graph *g, lb_var *x, lb_var *w, lb_var *b, const char *who);
+
+LB_API_END
 
 #endif

@@ -15,18 +15,23 @@
  * "<prefix>.weight_hh_l0", "<prefix>.bias_ih_l0", "<prefix>.bias_hh_l0", ..., so
  * PyTorch weights load by name and give the same outputs.
  *
- * Each layer is two custom autograd ops with hand-written backward passes
- * (backpropagation through time over the whole sequence): the input projection of
- * every time step as one gemm, then the recurrence with one gemm per step and the
- * gate nonlinearities fused in one loop. The graph holds O(L) nodes whatever T is;
- * the activations kept for backward are one [B, T, 4H] gate buffer (reused for the
- * gate gradients) and the cell states [B, T, H] per layer.
+ * Each layer is one lb_lstm_layer op (autograd/ops.h), recorded as two nodes with
+ * hand-written backward passes (backpropagation through time over the whole
+ * sequence): the input projection of every time step as one gemm, then the
+ * recurrence with one gemm per step and the gate nonlinearities fused in one loop.
+ * The graph holds O(L) nodes whatever T is; the activations kept for backward are
+ * one [B, T, 4H] gate buffer (reused for the gate gradients) and the cell states
+ * [B, T, H] per layer.
  */
 #ifndef LB_LSTM_H
 #define LB_LSTM_H
 
+#include "tensor/api.h"
+
 #include "autograd/ops.h"
 #include "layers/params.h"
+
+LB_API_BEGIN
 
 enum { LB_LSTM_MAX_LAYERS = 8 };
 
@@ -67,5 +72,7 @@ void lb_lstm_add_forget_bias(lb_lstm *l, double value);
  * T < 1, h0 or c0 not [L, B, H], dtypes that differ from the parameters'. */
 lb_var *lb_lstm_forward(lb_graph *g, const lb_lstm *l, lb_var *x, lb_var *h0, lb_var *c0, lb_var **h_n,
                         lb_var **c_n);
+
+LB_API_END
 
 #endif

@@ -48,16 +48,10 @@ static int is_attention(lb_model_kind kind) { return kind == LB_MODEL_TRANSFORME
 /* ---- names and defaults ---- */
 
 static const char *const kind_names[] = {"transformer", "local", "lstm", "conv"};
-static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rotary"};
 
 const char *lb_model_kind_name(lb_model_kind kind)
 {
     return kind >= LB_MODEL_TRANSFORMER && kind <= LB_MODEL_CONV ? kind_names[kind] : "unknown";
-}
-
-const char *lb_pos_kind_name(lb_pos_kind pos)
-{
-    return pos >= LB_POS_NONE && pos <= LB_POS_ROTARY ? pos_names[pos] : "unknown";
 }
 
 lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind)
@@ -68,17 +62,6 @@ lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind)
             return LB_OK;
         }
     return lb_error(LB_ERR_VALUE, "model kind '%s' is not one of transformer, local, lstm, conv", name ? name : "(null)");
-}
-
-lb_status lb_pos_kind_parse(const char *name, lb_pos_kind *pos)
-{
-    for (int i = 0; name && i < 4; i++)
-        if (strcmp(name, pos_names[i]) == 0) {
-            *pos = (lb_pos_kind)i;
-            return LB_OK;
-        }
-    return lb_error(LB_ERR_VALUE, "positional encoding '%s' is not one of none, sinusoidal, learned, rotary",
-                    name ? name : "(null)");
 }
 
 void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg)

@@ -12,9 +12,14 @@
 #ifndef LB_MODEL_H
 #define LB_MODEL_H
 
+#include "tensor/api.h"
+
 #include "autograd/ops.h"
 #include "layers/attention.h"
 #include "layers/params.h"
+#include "layers/positional.h" /* lb_pos_kind */
+
+LB_API_BEGIN
 
 typedef enum lb_model_kind {
     LB_MODEL_TRANSFORMER = 0, /* pre-norm transformer blocks, full (causal) attention */
@@ -23,7 +28,6 @@ typedef enum lb_model_kind {
     LB_MODEL_CONV             /* causal dilated 1-D convolutions */
 } lb_model_kind;
 
-typedef enum lb_pos_kind { LB_POS_NONE = 0, LB_POS_SINUSOIDAL, LB_POS_LEARNED, LB_POS_ROTARY } lb_pos_kind;
 typedef enum lb_head_kind { LB_HEAD_LAST = 0, LB_HEAD_EVERY } lb_head_kind;
 
 typedef struct lb_model_config {
@@ -58,8 +62,6 @@ void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg);
 /* "transformer", "local", "lstm", "conv" <-> kind. Parse errors name the word. */
 lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind);
 const char *lb_model_kind_name(lb_model_kind kind);
-lb_status lb_pos_kind_parse(const char *name, lb_pos_kind *pos);
-const char *lb_pos_kind_name(lb_pos_kind pos);
 
 typedef struct lb_model lb_model;
 
@@ -90,5 +92,7 @@ lb_params *lb_model_params(lb_model *m);
  * wrong feature width, T > max_seq_len with learned positions). */
 lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int training, lb_rng *rng,
                          lb_tensor **attention_out);
+
+LB_API_END
 
 #endif

@@ -8,8 +8,12 @@
 #ifndef LB_LAYERS_NORM_H
 #define LB_LAYERS_NORM_H
 
+#include "tensor/api.h"
+
 #include "autograd/ops.h"
 #include "layers/params.h"
+
+LB_API_BEGIN
 
 typedef struct lb_norm {
     lb_var *weight; /* [D], "gamma" */
@@ -28,5 +32,7 @@ lb_status lb_norm_init(lb_norm *n, lb_params *ps, const char *prefix, int64_t d,
 /* x [..., D] -> [..., D] (lb_layer_norm with the module's weight, bias and eps).
  * Errors (NULL): x's last dim is not D. */
 lb_var *lb_norm_forward(lb_graph *g, const lb_norm *n, lb_var *x);
+
+LB_API_END
 
 #endif

@@ -5,8 +5,12 @@
 #ifndef LB_PARAMS_H
 #define LB_PARAMS_H
 
+#include "tensor/api.h"
+
 #include "autograd/autograd.h"
 #include "tensor/rng.h"
+
+LB_API_BEGIN
 
 typedef struct lb_params {
     lb_var **items;
@@ -41,5 +45,7 @@ void lb_init_constant(lb_var *p, double value);
 
 /* Builds "<prefix>.<name>" (or "<name>") into buf (always NUL-terminated); returns buf. */
 char *lb_param_name(char *buf, size_t size, const char *prefix, const char *name);
+
+LB_API_END
 
 #endif

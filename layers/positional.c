@@ -3,6 +3,24 @@
 #include <math.h>
 #include <string.h>
 
+static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rotary"};
+
+const char *lb_pos_kind_name(lb_pos_kind pos)
+{
+    return pos >= LB_POS_NONE && pos <= LB_POS_ROTARY ? pos_names[pos] : "unknown";
+}
+
+lb_status lb_pos_kind_parse(const char *name, lb_pos_kind *pos)
+{
+    for (int i = 0; name && i < 4; i++)
+        if (strcmp(name, pos_names[i]) == 0) {
+            *pos = (lb_pos_kind)i;
+            return LB_OK;
+        }
+    return lb_error(LB_ERR_VALUE, "positional encoding '%s' is not one of none, sinusoidal, learned, rotary",
+                    name ? name : "(null)");
+}
+
 lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix, lb_pos_kind kind,
                              int64_t max_seq_len, int64_t d_model, lb_dtype dtype, lb_rng *rng)
 {

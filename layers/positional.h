@@ -1,4 +1,5 @@
-/* Positional information for attention models, selectable (lb_pos_kind, layers/model.h):
+/* Positional information for attention models, selectable (lb_pos_kind; the model
+ * configuration's `pos`, layers/model.h):
  *
  *  LB_POS_NONE        nothing is added. Attention is then permutation-equivariant
  *                     apart from the causal mask, and content-based retrieval ("find
@@ -19,9 +20,19 @@
 #ifndef LB_LAYERS_POSITIONAL_H
 #define LB_LAYERS_POSITIONAL_H
 
+#include "tensor/api.h"
+
 #include "autograd/ops.h"
-#include "layers/model.h"
 #include "layers/params.h"
+
+LB_API_BEGIN
+
+typedef enum lb_pos_kind { LB_POS_NONE = 0, LB_POS_SINUSOIDAL, LB_POS_LEARNED, LB_POS_ROTARY } lb_pos_kind;
+
+/* "none", "sinusoidal", "learned", "rotary" <-> kind. Parse errors (LB_ERR_VALUE) name
+ * the word; an unknown kind's name is "unknown". */
+lb_status lb_pos_kind_parse(const char *name, lb_pos_kind *pos);
+const char *lb_pos_kind_name(lb_pos_kind pos);
 
 typedef struct lb_positional {
     lb_pos_kind kind;
@@ -71,5 +82,7 @@ lb_var *lb_rotary_ex(lb_graph *g, lb_var *x, const int32_t *positions, double ba
  * rotary_dim/2] with them, in `dtype` (the caller frees both). For lb_rotary_embed. */
 lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, const int32_t *positions, double base,
                            int64_t rotary_dim, lb_tensor **cos_out, lb_tensor **sin_out);
+
+LB_API_END
 
 #endif

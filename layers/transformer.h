@@ -23,9 +23,13 @@
 #ifndef LB_LAYERS_TRANSFORMER_H
 #define LB_LAYERS_TRANSFORMER_H
 
+#include "tensor/api.h"
+
 #include "layers/attention.h"
 #include "layers/ffn.h"
 #include "layers/norm.h"
+
+LB_API_BEGIN
 
 typedef struct lb_transformer_config {
     int64_t d_model;
@@ -77,5 +81,7 @@ void lb_transformer_free(lb_transformer *tr);
  * the last block's attention weights [B, H, Tq, T]. */
 lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x, const lb_attn_mask *mask,
                                const lb_attn_queries *queries, int training, lb_rng *rng, lb_var **weights);
+
+LB_API_END
 
 #endif

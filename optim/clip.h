@@ -26,7 +26,11 @@
 #ifndef LB_CLIP_H
 #define LB_CLIP_H
 
+#include "tensor/api.h"
+
 #include "autograd/autograd.h"
+
+LB_API_BEGIN
 
 /* The global 2-norm of all gradients, sqrt(sum over parameters and elements of
  * g^2), into *total_norm (0 when no parameter has a gradient).
@@ -53,5 +57,7 @@ lb_status lb_clip_grad_norm(lb_var *const *params, int n_params, double max_norm
  * first parameter (in array order) with a NaN or infinity, its flat index and
  * value. Nothing is modified. */
 lb_status lb_grad_check_finite(lb_var *const *params, int n_params);
+
+LB_API_END
 
 #endif

@@ -52,9 +52,13 @@
 #ifndef LB_OPTIM_H
 #define LB_OPTIM_H
 
+#include "tensor/api.h"
+
 #include <stdint.h>
 
 #include "autograd/autograd.h"
+
+LB_API_BEGIN
 
 typedef enum lb_optim_kind { LB_OPTIM_SGD = 0, LB_OPTIM_ADAM, LB_OPTIM_ADAMW } lb_optim_kind;
 
@@ -141,5 +145,7 @@ lb_tensor *lb_optim_state_find(const lb_optim *opt, const char *name);
 lb_status lb_optim_kind_parse(const char *name, lb_optim_kind *kind);
 /* "sgd", "adam", "adamw"; "unknown" for a value outside the enum. */
 const char *lb_optim_kind_name(lb_optim_kind kind);
+
+LB_API_END
 
 #endif

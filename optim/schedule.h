@@ -25,9 +25,13 @@
 #ifndef LB_SCHEDULE_H
 #define LB_SCHEDULE_H
 
+#include "tensor/api.h"
+
 #include <stdint.h>
 
 #include "tensor/error.h"
+
+LB_API_BEGIN
 
 typedef enum lb_schedule_kind { LB_SCHEDULE_CONSTANT = 0, LB_SCHEDULE_COSINE, LB_SCHEDULE_STEP } lb_schedule_kind;
 
@@ -61,5 +65,7 @@ double lb_schedule_lr(const lb_schedule *s, int64_t step);
 lb_status lb_schedule_kind_parse(const char *name, lb_schedule_kind *kind);
 /* "constant", "cosine", "step"; "unknown" for a value outside the enum. */
 const char *lb_schedule_kind_name(lb_schedule_kind kind);
+
+LB_API_END
 
 #endif

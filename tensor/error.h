@@ -9,8 +9,12 @@
 #ifndef LB_ERROR_H
 #define LB_ERROR_H
 
+#include "tensor/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
+
+LB_API_BEGIN
 
 typedef enum lb_status {
     LB_OK = 0,
@@ -47,5 +51,7 @@ void lb_set_error_handler(lb_error_handler handler, void *user);
 
 /* Formats a shape as "[2, 3, 4]" into buf (always NUL-terminated); returns buf. */
 char *lb_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+
+LB_API_END
 
 #endif

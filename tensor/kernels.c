@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Visits every element of `shape` in row-major order. For each run of the last
@@ -137,19 +138,6 @@ static int64_t prod(const int64_t *v, int n)
     return p;
 }
 
-static void gemm(lb_dtype dtype, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                 const void *b, double beta, void *c)
-{
-    enum CBLAS_TRANSPOSE ca = ta ? CblasTrans : CblasNoTrans, cb = tb ? CblasTrans : CblasNoTrans;
-    int lda = (int)(ta ? m : k), ldb = (int)(tb ? k : n), ldc = (int)n;
-    if (m == 0 || n == 0)
-        return;
-    if (dtype == LB_FLOAT32)
-        cblas_sgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc);
-    else
-        cblas_dgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 static void scale_inplace(lb_tensor *c, double beta)
 {
     int64_t n = lb_tensor_numel(c);
@@ -158,6 +146,50 @@ static void scale_inplace(lb_tensor *c, double beta)
         for (int64_t i = 0; i < n; i++)
             p[i] = beta == 0 ? (T)0 : (T)(p[i] * beta);
     });
+}
+
+void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+               const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) { /* an empty sum: c = beta * c (BLAS would reject lda = 0) */
+        if (beta == 1.0)
+            return;
+        LB_DISPATCH(dtype, T, {
+            for (int64_t i = 0; i < m; i++) {
+                T *row = (T *)c + i * ldc;
+                for (int64_t j = 0; j < n; j++)
+                    row[j] = beta == 0 ? (T)0 : (T)(row[j] * beta);
+            }
+        });
+        return;
+    }
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    if (dtype == LB_FLOAT32)
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
+                    (float)beta, c, (int)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
+                    (int)ldc);
+}
+
+lb_status lb_k_add_row_sums(lb_dtype dtype, int64_t rows, int64_t cols, const void *src, void *dst)
+{
+    double *acc = calloc((size_t)(cols > 0 ? cols : 1), sizeof *acc);
+    if (!acc)
+        return lb_error(LB_ERR_MEMORY, "row sums: out of memory for %lld columns", (long long)cols);
+    LB_DISPATCH(dtype, T, {
+        const T *s = src; /* [rows, cols] */
+        T *d = dst;       /* [cols] */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < cols; j++)
+                acc[j] += (double)s[r * cols + j];
+        for (int64_t j = 0; j < cols; j++)
+            d[j] += (T)acc[j];
+    });
+    free(acc);
+    return LB_OK;
 }
 
 lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int trans_b, lb_tensor *c,
@@ -192,13 +224,13 @@ lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int t
         return LB_OK;
     /* Fold 1: [*batch, M, K] @ [K, N] is one gemm with M' = batch * M. */
     if (nbb == 0 && !trans_a && c_full && prod(a->shape, nba) == nbatch) {
-        gemm(a->dtype, 0, trans_b, nbatch * m, n, k, alpha, pa, pb, beta, pc);
+        lb_k_gemm(a->dtype, 0, trans_b, nbatch * m, n, k, alpha, pa, k, pb, trans_b ? k : n, beta, pc, n);
         return LB_OK;
     }
     /* Fold 2: sum over batch of a_i^T b_i with [M, N] output is one gemm with K' = batch * K. */
     if (nbc == 0 && trans_a && !trans_b && prod(a->shape, nba) == nbatch && prod(b->shape, nbb) == nbatch &&
         nba == nbb && memcmp(a->shape, b->shape, (size_t)nba * sizeof *a->shape) == 0) {
-        gemm(a->dtype, 1, 0, m, n, nbatch * k, alpha, pa, pb, beta, pc);
+        lb_k_gemm(a->dtype, 1, 0, m, n, nbatch * k, alpha, pa, m, pb, n, beta, pc, n);
         return LB_OK;
     }
     if (!c_full && beta != 1.0) {
@@ -229,8 +261,8 @@ lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int t
             ob += id * st_b[d];
             oc += id * st_c[d];
         }
-        gemm(a->dtype, trans_a, trans_b, m, n, k, alpha, pa + (size_t)(oa * ma) * es, pb + (size_t)(ob * mb) * es,
-             beta, pc + (size_t)(oc * mc) * es);
+        lb_k_gemm(a->dtype, trans_a, trans_b, m, n, k, alpha, pa + (size_t)(oa * ma) * es, trans_a ? m : k,
+                  pb + (size_t)(ob * mb) * es, trans_b ? k : n, beta, pc + (size_t)(oc * mc) * es, n);
     }
     return LB_OK;
 }

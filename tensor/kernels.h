@@ -9,7 +9,11 @@
 #ifndef LB_KERNELS_H
 #define LB_KERNELS_H
 
+#include "tensor/api.h"
+
 #include "tensor/tensor.h"
+
+LB_API_BEGIN
 
 typedef enum lb_binary_op { LB_BIN_ADD, LB_BIN_SUB, LB_BIN_MUL, LB_BIN_DIV } lb_binary_op;
 
@@ -22,6 +26,20 @@ lb_status lb_k_binary(lb_binary_op op, const lb_tensor *a, const lb_tensor *b, l
  * (dst's shape must broadcast to src's shape: the reduction of a broadcast).
  *   dst: [*shape_d] (any strides), src: [*shape_s] with broadcast(shape_d, shape_s) == shape_s */
 lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha);
+
+/* The one cblas ?gemm call of the library, on raw row-major matrices of `dtype`:
+ *   c [m, n] = alpha * op(a) [m, k] @ op(b) [k, n] + beta * c
+ * op(a) = a (stored [m, k]) or, with trans_a, aᵀ (a stored [k, m]); likewise b.
+ * lda, ldb, ldc are the row strides of a, b and c as stored, in elements, so a
+ * matrix can be a block of rows and columns inside a larger one. m or n <= 0 does
+ * nothing; k <= 0 scales c by beta (an empty sum). Threads: OpenBLAS's own setting
+ * (tensor/threads.h). */
+void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+               const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+
+/* dst [cols] += Σ_r src[r, :] over the rows of a row-major src [rows, cols], summed
+ * in double (the gradient of a bias added to every row). Errors: LB_ERR_MEMORY. */
+lb_status lb_k_add_row_sums(lb_dtype dtype, int64_t rows, int64_t cols, const void *src, void *dst);
 
 /* Batched matrix product through cblas ?gemm, transposes passed to BLAS:
  *   op(a): [*batch_a, M, K]  (a stored [*batch_a, K, M] when trans_a)
@@ -43,5 +61,7 @@ double lb_k_sum_all(const lb_tensor *x);
 
 /* Largest |x| and whether every element is finite (1) or not (0). */
 int lb_k_all_finite(const lb_tensor *x);
+
+LB_API_END
 
 #endif

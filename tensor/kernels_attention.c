@@ -3,7 +3,6 @@
  * BQ x BK tiles; r a row of a tile (query i0 + r), c a column (key j0 + c). */
 #include "tensor/kernels_attention.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include <omp.h>
 #endif
 
+#include "tensor/kernels.h"
 #include "tensor/threads.h"
 
 /* Tile sizes (rows = queries, columns = keys). */
@@ -135,20 +135,6 @@ static tile_range query_tile_range(const attn_problem *p, const attn_head *h, in
 static int tile_needs_mask(const attn_head *h, const tile_range *t, int64_t j0, int64_t bk)
 {
     return h->allowed || h->additive || j0 < t->full_lo || j0 + bk - 1 > t->full_hi;
-}
-
-/* ---- small typed helpers ---- */
-
-/* c [m, n] = alpha * op(a) op(b) + beta * c, row-major, through cblas. */
-static void tile_gemm(lb_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                      int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
-{
-    enum CBLAS_TRANSPOSE ca = ta ? CblasTrans : CblasNoTrans, cb = tb ? CblasTrans : CblasNoTrans;
-    if (dt == LB_FLOAT32)
-        cblas_sgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb, (float)beta,
-                    c, (int)ldc);
-    else
-        cblas_dgemm(CblasRowMajor, ca, cb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
 
 /* ---- float32 row loops on 8-lane vectors ----
@@ -402,14 +388,15 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
     const int64_t bq = p->tq - i0 < LB_ATTN_FWD_BQ ? p->tq - i0 : LB_ATTN_FWD_BQ;
     const int64_t d = p->d, dv = p->dv;
     const size_t es = p->es;
-    const char *qt = p->q + (size_t)((n * p->tq + i0) * d) * es;
-    const char *kh = p->k + (size_t)(n * p->tk * d) * es, *vh = p->v + (size_t)(n * p->tk * dv) * es;
-    char *ot = out + (size_t)((n * p->tq + i0) * dv) * es;
-    char *lt = lse + (size_t)(n * p->tq + i0) * es;
+    const char *qt = p->q + (size_t)((n * p->tq + i0) * d) * es; /* [bq, D] */
+    const char *kh = p->k + (size_t)(n * p->tk * d) * es;         /* [Tk, D] */
+    const char *vh = p->v + (size_t)(n * p->tk * dv) * es;        /* [Tk, Dv] */
+    char *ot = out + (size_t)((n * p->tq + i0) * dv) * es;         /* [bq, Dv] */
+    char *lt = lse + (size_t)(n * p->tq + i0) * es;                /* [bq] */
     memset(ot, 0, (size_t)(bq * dv) * es);
     tile_range tr = query_tile_range(p, &h, i0, bq);
     LB_DISPATCH(p->dtype, T, {
-        T *m = w->m;
+        T *m = w->m; /* [bq] */
         for (int64_t r = 0; r < bq; r++) {
             m[r] = -INFINITY;
             w->l[r] = 0;
@@ -419,16 +406,16 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
         for (int64_t j0 = tr.lo / LB_ATTN_FWD_BK * LB_ATTN_FWD_BK; j0 <= tr.hi; j0 += LB_ATTN_FWD_BK) {
             int64_t bk = p->tk - j0 < LB_ATTN_FWD_BK ? p->tk - j0 : LB_ATTN_FWD_BK;
             /* S [bq, bk] = scale * Q_t K_tᵀ */
-            tile_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
+            lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->s, NULL);
             if (tile_needs_mask(&h, &tr, j0, bk))
                 mask_tile(p, &h, i0, bq, j0, bk, w->s);
             /* online softmax, row by row */
             LB_DISPATCH(p->dtype, T, {
-                T *m = w->m, *s = w->s, *o = (T *)ot;
+                T *m = w->m, *s = w->s, *o = (T *)ot; /* [bq], [bq, bk], [bq, Dv] */
                 for (int64_t r = 0; r < bq; r++) {
-                    T *sr = s + r * bk;
+                    T *sr = s + r * bk; /* [bk] scores of query i0 + r, then its P row */
                     T mo = m[r];
                     T mx = _Generic((T)0, float: row_max_f, double: row_max_d)(sr, bk);
                     T mn = mx > mo ? mx : mo;
@@ -439,7 +426,7 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
                     double rs = _Generic((T)0, float: row_exp_f, double: row_exp_d)(sr, bk, mn);
                     if (mn != mo) {
                         double corr = exp((double)mo - (double)mn); /* 0 when mo = -inf */
-                        if (w->l[r] > 0)
+                        if (w->l[r] > 0) /* O row [Dv] *= e^(m - m') */
                             _Generic((T)0, float: row_scale_f, double: row_scale_d)(o + r * dv, dv, (T)corr);
                         w->l[r] = w->l[r] * corr + rs;
                         m[r] = mn;
@@ -449,11 +436,11 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
                 }
             });
             /* O_t [bq, Dv] += P [bq, bk] V_t [bk, Dv] */
-            tile_gemm(p->dtype, 0, 0, bq, dv, bk, 1.0, w->s, bk, vh + (size_t)(j0 * dv) * es, dv, 1.0, ot, dv);
+            lb_k_gemm(p->dtype, 0, 0, bq, dv, bk, 1.0, w->s, bk, vh + (size_t)(j0 * dv) * es, dv, 1.0, ot, dv);
         }
     }
     LB_DISPATCH(p->dtype, T, {
-        T *m = w->m, *o = (T *)ot, *ls = (T *)lt;
+        T *m = w->m, *o = (T *)ot, *ls = (T *)lt; /* [bq], [bq, Dv], [bq] */
         for (int64_t r = 0; r < bq; r++) {
             if (w->l[r] > 0) {
                 _Generic((T)0, float: row_scale_f, double: row_scale_d)(o + r * dv, dv, (T)(1.0 / w->l[r]));
@@ -497,43 +484,44 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
         int64_t i0 = qt * LB_ATTN_BWD_BQ, bq = tq - i0 < LB_ATTN_BWD_BQ ? tq - i0 : LB_ATTN_BWD_BQ;
         w->ranges[qt] = query_tile_range(p, &h, i0, bq);
     }
-    const char *kh = p->k + (size_t)(n * tk * d) * es, *vh = p->v + (size_t)(n * tk * dv) * es;
-    char *dq = a->dq ? a->dq + (size_t)((g * p->heads + n) * tq * d) * es : NULL;
+    const char *kh = p->k + (size_t)(n * tk * d) * es, *vh = p->v + (size_t)(n * tk * dv) * es; /* [Tk, D], [Tk, Dv] */
+    char *dq = a->dq ? a->dq + (size_t)((g * p->heads + n) * tq * d) * es : NULL; /* [Tq, D] of group g */
     int want_ds = a->dq || a->dk;
     for (int64_t kt = g; kt < n_kt; kt += a->groups) {
         int64_t j0 = kt * LB_ATTN_BWD_BK, bk = tk - j0 < LB_ATTN_BWD_BK ? tk - j0 : LB_ATTN_BWD_BK;
-        const char *kt_ = kh + (size_t)(j0 * d) * es, *vt = vh + (size_t)(j0 * dv) * es;
-        char *dkt = a->dk ? a->dk + (size_t)((n * tk + j0) * d) * es : NULL;
-        char *dvt = a->dv ? a->dv + (size_t)((n * tk + j0) * dv) * es : NULL;
+        const char *kt_ = kh + (size_t)(j0 * d) * es, *vt = vh + (size_t)(j0 * dv) * es; /* [bk, D], [bk, Dv] */
+        char *dkt = a->dk ? a->dk + (size_t)((n * tk + j0) * d) * es : NULL;             /* [bk, D] */
+        char *dvt = a->dv ? a->dv + (size_t)((n * tk + j0) * dv) * es : NULL;            /* [bk, Dv] */
         for (int64_t qt = 0; qt < n_qt; qt++) {
             const tile_range *tr = &w->ranges[qt];
             if (tr->lo > tr->hi || tr->hi < j0 || tr->lo > j0 + bk - 1)
                 continue; /* no query of this tile sees these keys */
             int64_t i0 = qt * LB_ATTN_BWD_BQ, bq = tq - i0 < LB_ATTN_BWD_BQ ? tq - i0 : LB_ATTN_BWD_BQ;
             int64_t row0 = n * tq + i0;
-            const char *qtile = p->q + (size_t)(row0 * d) * es, *dot = a->dout + (size_t)(row0 * dv) * es;
+            const char *qtile = p->q + (size_t)(row0 * d) * es;     /* [bq, D] */
+            const char *dot = a->dout + (size_t)(row0 * dv) * es;    /* [bq, Dv] */
             /* P [bq, bk] = exp(scale * Q_t K_tᵀ (masked) - lse) */
-            tile_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qtile, d, kt_, d, 0.0, w->p, bk);
+            lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qtile, d, kt_, d, 0.0, w->p, bk);
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->p, w->dcap);
             if (tile_needs_mask(&h, tr, j0, bk))
                 mask_tile(p, &h, i0, bq, j0, bk, w->p);
             LB_DISPATCH(p->dtype, T, {
-                T *pp = w->p;
-                const T *ls = (const T *)a->lse + row0;
+                T *pp = w->p;                           /* [bq, bk] */
+                const T *ls = (const T *)a->lse + row0; /* [bq] */
                 for (int64_t r = 0; r < bq; r++)
                     _Generic((T)0, float: row_exp_f, double: row_exp_d)(pp + r * bk, bk, ls[r]);
             });
             /* dV_t [bk, Dv] += Pᵀ dO_t */
             if (dvt)
-                tile_gemm(p->dtype, 1, 0, bk, dv, bq, 1.0, w->p, bk, dot, dv, 1.0, dvt, dv);
+                lb_k_gemm(p->dtype, 1, 0, bk, dv, bq, 1.0, w->p, bk, dot, dv, 1.0, dvt, dv);
             if (!want_ds)
                 continue;
             /* dP [bq, bk] = dO_t V_tᵀ; dS = P * (dP - D) */
-            tile_gemm(p->dtype, 0, 1, bq, bk, dv, 1.0, dot, dv, vt, dv, 0.0, w->ds, bk);
+            lb_k_gemm(p->dtype, 0, 1, bq, bk, dv, 1.0, dot, dv, vt, dv, 0.0, w->ds, bk);
             LB_DISPATCH(p->dtype, T, {
-                T *ds = w->ds;
-                const T *pp = w->p, *dsum = (const T *)a->dsum + row0;
+                T *ds = w->ds;                                          /* [bq, bk] dP in, dS out */
+                const T *pp = w->p, *dsum = (const T *)a->dsum + row0; /* [bq, bk], [bq] */
                 for (int64_t r = 0; r < bq; r++)
                     _Generic((T)0, float: row_ds_f, double: row_ds_d)(ds + r * bk, pp + r * bk, bk, dsum[r]);
                 if (p->mask.softcap > 0) { /* dS of the raw scores: times 1 - tanh^2 */
@@ -544,9 +532,9 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
             });
             /* dK_t [bk, D] += scale dSᵀ Q_t;  dQ_g [bq, D] += scale dS K_t */
             if (dkt)
-                tile_gemm(p->dtype, 1, 0, bk, d, bq, p->scale, w->ds, bk, qtile, d, 1.0, dkt, d);
+                lb_k_gemm(p->dtype, 1, 0, bk, d, bq, p->scale, w->ds, bk, qtile, d, 1.0, dkt, d);
             if (dq)
-                tile_gemm(p->dtype, 0, 0, bq, d, bk, p->scale, w->ds, bk, kt_, d, 1.0, dq + (size_t)(i0 * d) * es,
+                lb_k_gemm(p->dtype, 0, 0, bq, d, bk, p->scale, w->ds, bk, kt_, d, 1.0, dq + (size_t)(i0 * d) * es,
                           d);
         }
     }

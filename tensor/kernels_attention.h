@@ -51,7 +51,11 @@
 #ifndef LB_KERNELS_ATTENTION_H
 #define LB_KERNELS_ATTENTION_H
 
+#include "tensor/api.h"
+
 #include "tensor/tensor.h"
+
+LB_API_BEGIN
 
 /* Which keys a query may attend to, in the form the tile kernels read it. Query i of
  * batch item b sits at key position pos(i) = query_positions[b * Tq + i] when given,
@@ -101,5 +105,7 @@ const char *lb_k_attention_isa(void);
 /* Forces the baseline build of those loops (on != 0) or returns to the automatic
  * choice (on == 0); for tests and benchmarks. Not thread-safe against running kernels. */
 void lb_k_attention_force_generic(int on);
+
+LB_API_END
 
 #endif

@@ -10,9 +10,13 @@
 #ifndef LB_RNG_H
 #define LB_RNG_H
 
+#include "tensor/api.h"
+
 #include <stdint.h>
 
 #include "tensor/tensor.h"
+
+LB_API_BEGIN
 
 typedef struct lb_rng {
     uint64_t s[4];
@@ -40,5 +44,7 @@ lb_rng lb_rng_split(lb_rng *rng);
 /* Fills every element of t with U[low, high) / N(mean, std^2), row-major order. */
 void lb_rng_fill_uniform(lb_rng *rng, lb_tensor *t, double low, double high);
 void lb_rng_fill_normal(lb_rng *rng, lb_tensor *t, double mean, double std);
+
+LB_API_END
 
 #endif

@@ -13,10 +13,14 @@
 #ifndef LB_TENSOR_H
 #define LB_TENSOR_H
 
+#include "tensor/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #include "tensor/error.h"
+
+LB_API_BEGIN
 
 /* The most dims a tensor may have (PyTorch allows more; every op names this limit when a
  * shape exceeds it). */
@@ -125,5 +129,7 @@ int lb_keep_freed_memory(void);
 
 /* Normalises a possibly negative dimension index; -1 on out of range (no message). */
 int lb_normalize_dim(int dim, int ndim);
+
+LB_API_END
 
 #endif

@@ -29,6 +29,10 @@
 #ifndef LB_THREADS_H
 #define LB_THREADS_H
 
+#include "tensor/api.h"
+
+LB_API_BEGIN
+
 /* Sets the number of threads of the library's OpenMP regions and of OpenBLAS calls
  * made outside them (omp_set_num_threads and openblas_set_num_threads) and remembers
  * it. n < 1 restores the default (the value OpenMP had at the first call). */
@@ -48,5 +52,7 @@ void lb_blas_serial_end(int previous);
 
 /* OpenBLAS's threading model: 0 sequential, 1 pthreads, 2 OpenMP. */
 int lb_blas_parallel_kind(void);
+
+LB_API_END
 
 #endif

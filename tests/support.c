@@ -73,18 +73,38 @@ lb_tensor *lb_test_iota(lb_dtype dtype, int ndim, const int64_t *shape)
     return t;
 }
 
-lb_tensor *lb_test_random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed)
+lb_tensor *lb_test_uniform(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double low, double high)
 {
     lb_rng rng;
     lb_rng_seed(&rng, seed);
     lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, -1, 1);
+    if (t)
+        lb_rng_fill_uniform(&rng, t, low, high);
     return t;
+}
+
+lb_var *lb_test_uniform_param(int ndim, const int64_t *shape, uint64_t seed, double low, double high,
+                              const char *name)
+{
+    return lb_param_new(lb_test_uniform(LB_FLOAT64, ndim, shape, seed, low, high), name);
+}
+
+lb_tensor *lb_test_random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed)
+{
+    return lb_test_uniform(dtype, ndim, shape, seed, -1, 1);
 }
 
 lb_var *lb_test_random_param(int ndim, const int64_t *shape, uint64_t seed, const char *name)
 {
-    return lb_param_new(lb_test_random_tensor(LB_FLOAT64, ndim, shape, seed), name);
+    return lb_test_uniform_param(ndim, shape, seed, -1, 1, name);
+}
+
+void lb_test_randomize_params(lb_params *ps, uint64_t seed, double low, double high)
+{
+    lb_rng rng;
+    lb_rng_seed(&rng, seed);
+    for (int i = 0; i < ps->count; i++)
+        lb_rng_fill_uniform(&rng, ps->items[i]->value, low, high);
 }
 
 int lb_test_error_has(const char *text) { return strstr(lb_last_error(), text) != NULL; }

@@ -5,6 +5,7 @@
 #include <CUnit/CUnit.h>
 
 #include "autograd/autograd.h"
+#include "layers/params.h"
 #include "tensor/tensor.h"
 
 typedef struct lb_test_case {
@@ -30,9 +31,16 @@ int lb_check_tensors_close(const lb_tensor *a, const lb_tensor *b, double atol, 
 /* Helpers shared by the op tests. */
 /* Values 0, 1, 2, ... in row-major order. */
 lb_tensor *lb_test_iota(lb_dtype dtype, int ndim, const int64_t *shape);
-/* Uniform U(-1, 1) values from a seeded generator; as a float64 parameter named `name`. */
+/* Uniform U(low, high) values from a generator seeded with `seed` (one draw per element,
+ * row-major, rounded to dtype); as a float64 parameter named `name`. */
+lb_tensor *lb_test_uniform(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double low, double high);
+lb_var *lb_test_uniform_param(int ndim, const int64_t *shape, uint64_t seed, double low, double high,
+                              const char *name);
+/* The same with U(-1, 1). */
 lb_tensor *lb_test_random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed);
 lb_var *lb_test_random_param(int ndim, const int64_t *shape, uint64_t seed, const char *name);
+/* Refills every parameter of ps, in order, from one generator seeded with `seed`. */
+void lb_test_randomize_params(lb_params *ps, uint64_t seed, double low, double high);
 /* 1 when the last error message contains `text`. */
 int lb_test_error_has(const char *text);
 /* Asserts v is a contiguous variable of the given rank and shape. */

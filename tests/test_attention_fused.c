@@ -22,19 +22,6 @@
 
 /* ---- helpers ---- */
 
-static lb_tensor *random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double low, double high)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    lb_tensor *t = lb_tensor_zeros(LB_FLOAT64, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, low, high);
-    if (dtype == LB_FLOAT64)
-        return t;
-    lb_tensor *c = lb_tensor_copy(t, dtype);
-    lb_tensor_free(t);
-    return c;
-}
-
 static int all_finite(const lb_tensor *t)
 {
     int64_t n = lb_tensor_numel(t);
@@ -156,9 +143,9 @@ static int run_case(const fused_case *c, lb_dtype dtype, int fused, const lb_att
     int64_t sq[4] = {c->b, c->h, c->tq, c->d}, sk[4] = {c->b, c->h, c->tk, c->d}, sv[4] = {c->b, c->h, c->tk, c->dv};
     int64_t so[4] = {c->b, c->h, c->tq, c->dv};
     lb_graph *g = lb_graph_new();
-    lb_var *q = lb_input(g, random_tensor(dtype, 4, sq, 11, -1.5, 1.5), 1);
-    lb_var *k = lb_input(g, random_tensor(dtype, 4, sk, 12, -1.5, 1.5), 1);
-    lb_var *v = lb_input(g, random_tensor(dtype, 4, sv, 13, -1, 1), 1);
+    lb_var *q = lb_input(g, lb_test_uniform(dtype, 4, sq, 11, -1.5, 1.5), 1);
+    lb_var *k = lb_input(g, lb_test_uniform(dtype, 4, sk, 12, -1.5, 1.5), 1);
+    lb_var *v = lb_input(g, lb_test_uniform(dtype, 4, sv, 13, -1, 1), 1);
     double scale = 1.0 / sqrt((double)c->d);
     lb_var *out = fused ? lb_attention_fused(g, q, k, v, mask, scale) : materialized(g, q, k, v, mask, scale);
     if (!out) {
@@ -168,7 +155,7 @@ static int run_case(const fused_case *c, lb_dtype dtype, int fused, const lb_att
     }
     if (fused)
         CU_ASSERT_EQUAL(out->op, LB_OP_ATTENTION);
-    lb_var *rv = lb_input(g, random_tensor(dtype, 4, so, 14, -1, 1), 0);
+    lb_var *rv = lb_input(g, lb_test_uniform(dtype, 4, so, 14, -1, 1), 0);
     lb_status st = lb_backward(g, lb_sum(g, lb_mul(g, out, rv)), NULL);
     CU_ASSERT_EQUAL(st, LB_OK);
     r->out = lb_tensor_copy(out->value, dtype);
@@ -260,9 +247,9 @@ static void test_fused_fully_masked_rows(void)
             ((double *)lb_tensor_data(allowed))[1 * tk + j] = 0;
         lb_attn_mask mask = {.allowed = allowed, .causal = 1, .key_lengths = lengths};
         lb_graph *g = lb_graph_new();
-        lb_var *q = lb_input(g, random_tensor(dtype, 4, sq, 1, -3, 3), 1);
-        lb_var *k = lb_input(g, random_tensor(dtype, 4, sk, 2, -3, 3), 1);
-        lb_var *v = lb_input(g, random_tensor(dtype, 4, sv, 3, -1, 1), 1);
+        lb_var *q = lb_input(g, lb_test_uniform(dtype, 4, sq, 1, -3, 3), 1);
+        lb_var *k = lb_input(g, lb_test_uniform(dtype, 4, sk, 2, -3, 3), 1);
+        lb_var *v = lb_input(g, lb_test_uniform(dtype, 4, sv, 3, -1, 1), 1);
         /* A huge key that only padded positions hold: it must not reach exp. */
         LB_DISPATCH(dtype, T, {
             T *pk = lb_tensor_data(k->value);
@@ -271,7 +258,7 @@ static void test_fused_fully_masked_rows(void)
         });
         lb_var *out = lb_attention_fused(g, q, k, v, &mask, 0.5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-        lb_tensor *go = random_tensor(dtype, 4, out->value->shape, 4, -1, 1);
+        lb_tensor *go = lb_test_uniform(dtype, 4, out->value->shape, 4, -1, 1);
         CU_ASSERT_EQUAL(lb_backward(g, out, go), LB_OK);
         CU_ASSERT_TRUE(all_finite(out->value) && all_finite(q->grad) && all_finite(k->grad) && all_finite(v->grad));
         /* causal with Tq - Tk = 10: queries 0..9 see no key; query 1 sees none anyway */
@@ -336,9 +323,9 @@ static void test_fused_skips_tiles(void)
             lb_attn_mask mask = sub == 0 ? (lb_attn_mask){.causal = 1, .key_lengths = lengths}
                                          : (lb_attn_mask){.causal = 1, .window = 100};
             lb_graph *g = lb_graph_new();
-            lb_var *q = lb_input(g, random_tensor(dtype, 4, sq, 61, -1, 1), 1);
-            lb_var *k = lb_input(g, random_tensor(dtype, 4, sq, 62, -1, 1), 1);
-            lb_var *v = lb_input(g, random_tensor(dtype, 4, sv, 63, -1, 1), 1);
+            lb_var *q = lb_input(g, lb_test_uniform(dtype, 4, sq, 61, -1, 1), 1);
+            lb_var *k = lb_input(g, lb_test_uniform(dtype, 4, sq, 62, -1, 1), 1);
+            lb_var *v = lb_input(g, lb_test_uniform(dtype, 4, sv, 63, -1, 1), 1);
             LB_DISPATCH(dtype, T, {
                 T *pk = lb_tensor_data(k->value), *pv = lb_tensor_data(v->value);
                 for (int64_t bb = 0; bb < b; bb++)
@@ -352,7 +339,7 @@ static void test_fused_skips_tiles(void)
             });
             lb_var *out = lb_attention_fused(g, q, k, v, &mask, 0.4);
             CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-            lb_tensor *go = random_tensor(dtype, 4, out->value->shape, 64, -1, 1);
+            lb_tensor *go = lb_test_uniform(dtype, 4, out->value->shape, 64, -1, 1);
             CU_ASSERT_EQUAL(lb_backward(g, out, go), LB_OK);
             int want_finite = 0, finite = 0, want_nan = 0, nan = 0;
             for (int64_t bb = 0; bb < b; bb++)
@@ -385,17 +372,12 @@ static lb_var *fused_fn(lb_graph *g, lb_var *const *p, void *user)
     return lb_attention_fused(g, p[0], p[1], p[2], &c->mask, c->scale);
 }
 
-static lb_var *random_param(int ndim, const int64_t *shape, uint64_t seed, double low, double high, const char *name)
-{
-    return lb_param_new(random_tensor(LB_FLOAT64, ndim, shape, seed, low, high), name);
-}
-
 static void gradcheck_case(int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t d, int64_t dv, grad_case *c,
                            uint64_t seed)
 {
     int64_t sq[4] = {b, h, tq, d}, sk[4] = {b, h, tk, d}, sv[4] = {b, h, tk, dv};
-    lb_var *p[3] = {random_param(4, sq, seed, -1, 1, "q"), random_param(4, sk, seed + 1, -1, 1, "k"),
-                    random_param(4, sv, seed + 2, -1, 1, "v")};
+    lb_var *p[3] = {lb_test_uniform_param(4, sq, seed, -1, 1, "q"), lb_test_uniform_param(4, sk, seed + 1, -1, 1, "k"),
+                    lb_test_uniform_param(4, sv, seed + 2, -1, 1, "v")};
     lb_gradcheck_leaf rep[3];
     lb_status st = lb_gradcheck(fused_fn, c, 3, p, NULL, rep);
     if (st != LB_OK) {
@@ -462,8 +444,8 @@ static lb_var *wrong_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_gradcheck_catches_wrong_gradient(void)
 {
     int64_t sq[4] = {2, 1, 3, 2}, sk[4] = {2, 1, 4, 2}, sv[4] = {2, 1, 4, 2};
-    lb_var *p[3] = {random_param(4, sq, 5, -1, 1, "q"), random_param(4, sk, 6, -1, 1, "k"),
-                    random_param(4, sv, 7, -1, 1, "v")};
+    lb_var *p[3] = {lb_test_uniform_param(4, sq, 5, -1, 1, "q"), lb_test_uniform_param(4, sk, 6, -1, 1, "k"),
+                    lb_test_uniform_param(4, sv, 7, -1, 1, "v")};
     grad_case c = {{.causal = 1}, 0.7};
     CU_ASSERT_EQUAL(lb_gradcheck(wrong_fn, &c, 3, p, NULL, NULL), LB_ERR_NUMERIC);
     for (int i = 0; i < 3; i++)
@@ -533,9 +515,9 @@ static void test_fused_mask_copied(void)
     int64_t sq[4] = {c->b, c->h, c->tq, c->d}, sk[4] = {c->b, c->h, c->tk, c->d}, sv[4] = {c->b, c->h, c->tk, c->dv};
     int64_t so[4] = {c->b, c->h, c->tq, c->dv};
     lb_graph *g = lb_graph_new();
-    lb_var *q = lb_input(g, random_tensor(LB_FLOAT64, 4, sq, 11, -1.5, 1.5), 1);
-    lb_var *k = lb_input(g, random_tensor(LB_FLOAT64, 4, sk, 12, -1.5, 1.5), 1);
-    lb_var *v = lb_input(g, random_tensor(LB_FLOAT64, 4, sv, 13, -1, 1), 1);
+    lb_var *q = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sq, 11, -1.5, 1.5), 1);
+    lb_var *k = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sk, 12, -1.5, 1.5), 1);
+    lb_var *v = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sv, 13, -1, 1), 1);
     lb_attn_mask *mask = malloc(sizeof *mask);
     *mask = m.mask;
     lb_var *out = lb_attention_fused(g, q, k, v, mask, 1.0 / sqrt((double)c->d));
@@ -546,7 +528,7 @@ static void test_fused_mask_copied(void)
     memset(m.positions, 0, (size_t)(c->b * c->tq) * sizeof *m.positions);
     case_mask_free(&m);
     free(mask);
-    lb_var *rv = lb_input(g, random_tensor(LB_FLOAT64, 4, so, 14, -1, 1), 0);
+    lb_var *rv = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, so, 14, -1, 1), 0);
     CU_ASSERT_EQUAL(lb_backward(g, lb_sum(g, lb_mul(g, out, rv)), NULL), LB_OK);
     LB_ASSERT_TENSORS_CLOSE(out->value, want.out, 1e-12, 1e-12);
     LB_ASSERT_TENSORS_CLOSE(q->grad, want.dq, 1e-12, 1e-12);
@@ -565,9 +547,9 @@ static void test_fused_same_input_three_times(void)
     lb_tensor *grads[2];
     for (int fused = 0; fused < 2; fused++) {
         lb_graph *g = lb_graph_new();
-        lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 4, s, 31, -1, 1), 1);
+        lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s, 31, -1, 1), 1);
         lb_var *out = fused ? lb_attention_fused(g, x, x, x, &mask, 0.4) : materialized(g, x, x, x, &mask, 0.4);
-        lb_tensor *go = random_tensor(LB_FLOAT64, 4, s, 32, -1, 1);
+        lb_tensor *go = lb_test_uniform(LB_FLOAT64, 4, s, 32, -1, 1);
         CU_ASSERT_EQUAL(lb_backward(g, out, go), LB_OK);
         grads[fused] = lb_tensor_copy(x->grad, LB_FLOAT64);
         lb_tensor_free(go);
@@ -596,19 +578,19 @@ static void test_masked_softmax_query_positions(void)
         }
     lb_tensor *allowed = lb_tensor_from_doubles(LB_FLOAT64, 4, sm, al);
     lb_graph *g = lb_graph_new();
-    lb_var *xa = lb_input(g, random_tensor(LB_FLOAT64, 4, s, 41, -2, 2), 1);
-    lb_var *xb = lb_input(g, random_tensor(LB_FLOAT64, 4, s, 41, -2, 2), 1);
+    lb_var *xa = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s, 41, -2, 2), 1);
+    lb_var *xb = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s, 41, -2, 2), 1);
     lb_attn_mask mp = {.causal = 1, .window = 2, .query_positions = pos}, ma = {.allowed = allowed};
     lb_var *wa = lb_masked_softmax(g, xa, &mp, 0.8), *wb = lb_masked_softmax(g, xb, &ma, 0.8);
     CU_ASSERT_PTR_NOT_NULL_FATAL(wa);
     LB_ASSERT_TENSORS_CLOSE(wa->value, wb->value, 0, 0);
     CU_ASSERT_EQUAL(lb_tensor_flat(wa->value, 3 * 6 + 0), 1.0); /* item 1, query 0 at key 0: only key 0 */
-    lb_tensor *go = random_tensor(LB_FLOAT64, 4, s, 42, -1, 1);
+    lb_tensor *go = lb_test_uniform(LB_FLOAT64, 4, s, 42, -1, 1);
     CU_ASSERT_EQUAL(lb_backward(g, lb_add(g, wa, wb), go), LB_OK);
     LB_ASSERT_TENSORS_CLOSE(xa->grad, xb->grad, 0, 0);
     /* causal alone: j <= pos; without causal or window the positions change nothing */
     lb_graph_reset(g);
-    lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 4, s, 43, -2, 2), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s, 43, -2, 2), 0);
     lb_attn_mask only = {.query_positions = pos};
     lb_var *w0 = lb_masked_softmax(g, x, &only, 1.0), *w1 = lb_masked_softmax(g, x, NULL, 1.0);
     LB_ASSERT_TENSORS_CLOSE(w0->value, w1->value, 0, 0);
@@ -632,8 +614,8 @@ static void test_masked_softmax_query_positions(void)
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_VALUE);
     CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "query_positions[1, 1] = -1"));
     int64_t sq[4] = {2, 1, 3, 4}, sk[4] = {2, 1, 6, 4};
-    lb_var *qv = lb_input(g, random_tensor(LB_FLOAT64, 4, sq, 44, -1, 1), 0);
-    lb_var *kv = lb_input(g, random_tensor(LB_FLOAT64, 4, sk, 45, -1, 1), 0);
+    lb_var *qv = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sq, 44, -1, 1), 0);
+    lb_var *kv = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sk, 45, -1, 1), 0);
     CU_ASSERT_PTR_NULL(lb_attention_fused(g, qv, kv, kv, &mb, 1.0));
     CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "query_positions[1, 1] = -1"));
     lb_tensor_free(go);
@@ -670,7 +652,7 @@ static void test_layers_default_to_fused(void)
                 for (int want_w = 0; want_w < 2; want_w++) {
                     lb_params_zero_grad(&ps);
                     lb_graph *g = lb_graph_new();
-                    lb_var *x = lb_input(g, random_tensor(dtype, 3, sx, 5, -1, 1), 1);
+                    lb_var *x = lb_input(g, lb_test_uniform(dtype, 3, sx, 5, -1, 1), 1);
                     lb_var *w = NULL;
                     const lb_attn_queries *q = ro ? &readout : NULL;
                     lb_var *out = layer ? lb_mha_forward(g, &mha, x, &mask, q, want_w ? &w : NULL)
@@ -679,7 +661,7 @@ static void test_layers_default_to_fused(void)
                     if (layer == 0)
                         CU_ASSERT_EQUAL(out->op, want_w ? LB_OP_MATMUL : LB_OP_ATTENTION);
                     CU_ASSERT_EQUAL(w != NULL, want_w);
-                    lb_tensor *go = random_tensor(dtype, out->value->ndim, out->value->shape, 6, -1, 1);
+                    lb_tensor *go = lb_test_uniform(dtype, out->value->ndim, out->value->shape, 6, -1, 1);
                     CU_ASSERT_EQUAL(lb_backward(g, out, go), LB_OK);
                     outs[want_w] = lb_tensor_copy(out->value, dtype);
                     gx[want_w] = lb_tensor_copy(x->grad, dtype);
@@ -708,11 +690,11 @@ static void test_fused_errors(void)
     lb_graph *g = lb_graph_new();
     int64_t sq[4] = {2, 2, 5, 4}, sk[4] = {2, 2, 6, 4}, sk_bad[4] = {2, 2, 6, 3}, sv[4] = {2, 2, 6, 3},
             sb[4] = {2, 1, 6, 4}, sm[2] = {4, 6};
-    lb_var *q = lb_input(g, random_tensor(LB_FLOAT64, 4, sq, 1, -1, 1), 1);
-    lb_var *k = lb_input(g, random_tensor(LB_FLOAT64, 4, sk, 2, -1, 1), 1);
-    lb_var *v = lb_input(g, random_tensor(LB_FLOAT64, 4, sv, 3, -1, 1), 1);
-    lb_var *kb = lb_input(g, random_tensor(LB_FLOAT64, 4, sk_bad, 4, -1, 1), 1);
-    lb_var *kh = lb_input(g, random_tensor(LB_FLOAT64, 4, sb, 5, -1, 1), 1);
+    lb_var *q = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sq, 1, -1, 1), 1);
+    lb_var *k = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sk, 2, -1, 1), 1);
+    lb_var *v = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sv, 3, -1, 1), 1);
+    lb_var *kb = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sk_bad, 4, -1, 1), 1);
+    lb_var *kh = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, sb, 5, -1, 1), 1);
     /* D of k differs from q's: names all three shapes */
     CU_ASSERT_PTR_NULL(lb_attention_fused(g, q, kb, v, NULL, 1.0));
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_SHAPE);
@@ -738,7 +720,7 @@ static void test_fused_errors(void)
     CU_ASSERT_PTR_NULL(lb_attention_fused(g, q, k, v, NULL, INFINITY));
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_VALUE);
     /* dtypes differ */
-    lb_var *v32 = lb_input(g, random_tensor(LB_FLOAT32, 4, sv, 3, -1, 1), 1);
+    lb_var *v32 = lb_input(g, lb_test_uniform(LB_FLOAT32, 4, sv, 3, -1, 1), 1);
     CU_ASSERT_PTR_NULL(lb_attention_fused(g, q, k, v32, NULL, 1.0));
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_DTYPE);
     /* a NULL input keeps the upstream error */

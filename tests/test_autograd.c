@@ -13,15 +13,6 @@ static lb_var *param(lb_dtype dtype, int ndim, const int64_t *shape, const doubl
     return lb_param_new(lb_tensor_from_doubles(dtype, ndim, shape, values), name);
 }
 
-static lb_var *random_param(int ndim, const int64_t *shape, uint64_t seed, double low, double high, const char *name)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    lb_tensor *t = lb_tensor_zeros(LB_FLOAT64, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, low, high);
-    return lb_param_new(t, name);
-}
-
 /* ---- forward values ---- */
 
 static void test_binary_broadcast_forward(void)
@@ -153,7 +144,7 @@ static lb_var *binary_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_binary_gradcheck(void)
 {
     int64_t sa[3] = {2, 3, 4}, sb[2] = {3, 1};
-    lb_var *p[2] = {random_param(3, sa, 1, -1, 1, "a"), random_param(2, sb, 2, 0.5, 2, "b")};
+    lb_var *p[2] = {lb_test_uniform_param(3, sa, 1, -1, 1, "a"), lb_test_uniform_param(2, sb, 2, 0.5, 2, "b")};
     for (int which = 0; which < 4; which++) {
         binary_case c = {which};
         lb_gradcheck_leaf report[2];
@@ -212,7 +203,7 @@ static void test_matmul_gradcheck(void)
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             int64_t sa[4] = {2, 1, ta ? 4 : 3, ta ? 3 : 4}, sb[3] = {3, tb ? 5 : 4, tb ? 4 : 5};
-            lb_var *p[2] = {random_param(4, sa, 10 + ta, -1, 1, "a"), random_param(3, sb, 20 + tb, -1, 1, "b")};
+            lb_var *p[2] = {lb_test_uniform_param(4, sa, 10 + ta, -1, 1, "a"), lb_test_uniform_param(3, sb, 20 + tb, -1, 1, "b")};
             matmul_case c = {ta, tb};
             lb_status st = lb_gradcheck(matmul_fn, &c, 2, p, NULL, NULL);
             if (st != LB_OK)
@@ -223,7 +214,7 @@ static void test_matmul_gradcheck(void)
         }
     /* The folded paths: [B, T, D] @ [D, K] and its weight gradient. */
     int64_t sx[3] = {2, 5, 3}, sw[2] = {3, 4};
-    lb_var *p[2] = {random_param(3, sx, 5, -1, 1, "x"), random_param(2, sw, 6, -1, 1, "w")};
+    lb_var *p[2] = {lb_test_uniform_param(3, sx, 5, -1, 1, "x"), lb_test_uniform_param(2, sw, 6, -1, 1, "w")};
     matmul_case c = {0, 0};
     CU_ASSERT_EQUAL(lb_gradcheck(matmul_fn, &c, 2, p, NULL, NULL), LB_OK);
     lb_param_free(p[0]);
@@ -234,7 +225,7 @@ static void test_matmul_gradcheck(void)
 static void test_float32_matches_float64(void)
 {
     int64_t sa[3] = {2, 3, 4}, sb[2] = {4, 3};
-    lb_var *a64 = random_param(3, sa, 3, -2, 2, "a"), *b64 = random_param(2, sb, 4, -2, 2, "b");
+    lb_var *a64 = lb_test_uniform_param(3, sa, 3, -2, 2, "a"), *b64 = lb_test_uniform_param(2, sb, 4, -2, 2, "b");
     lb_var *a32 = lb_param_new(lb_tensor_copy(a64->value, LB_FLOAT32), "a");
     lb_var *b32 = lb_param_new(lb_tensor_copy(b64->value, LB_FLOAT32), "b");
     lb_graph *g = lb_graph_new();
@@ -304,7 +295,7 @@ static void test_diamond_graph(void)
 static void test_broadcast_gradient_shape(void)
 {
     int64_t sx[3] = {2, 3, 4}, sb[1] = {4};
-    lb_var *bias = random_param(1, sb, 9, -1, 1, "bias");
+    lb_var *bias = lb_test_uniform_param(1, sb, 9, -1, 1, "bias");
     lb_graph *g = lb_graph_new();
     lb_var *x = lb_input(g, lb_tensor_zeros(LB_FLOAT64, 3, sx), 0);
     lb_var *y = lb_add(g, x, bias);
@@ -377,7 +368,7 @@ static lb_var *custom_tanh_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_gradcheck_catches_wrong_gradient(void)
 {
     int64_t s[2] = {2, 3};
-    lb_var *p = random_param(2, s, 77, -1, 1, "w");
+    lb_var *p = lb_test_uniform_param(2, s, 77, -1, 1, "w");
     int right = 0, wrong = 1;
     /* The correct backward passes ... */
     CU_ASSERT_EQUAL(lb_gradcheck(custom_tanh_fn, &right, 1, &p, NULL, NULL), LB_OK);

@@ -29,23 +29,6 @@ static const double ALLOWED[T * T] = {
     1, 0, 1, 0, 1,
 };
 
-static lb_tensor *random_tensor(int ndim, const int64_t *shape, uint64_t seed, double low, double high)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    lb_tensor *t = lb_tensor_zeros(LB_FLOAT64, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, low, high);
-    return t;
-}
-
-static void randomize_params(lb_params *ps, uint64_t seed, double low, double high)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    for (int i = 0; i < ps->count; i++)
-        lb_rng_fill_uniform(&rng, ps->items[i]->value, low, high);
-}
-
 static const double *data64(const lb_tensor *t) { return lb_tensor_data(t); }
 
 /* ---- naive reference ---- */
@@ -208,7 +191,7 @@ static void test_single_head_values(void)
     CU_ASSERT_EQUAL(a.w_v->value->shape[1], 2);
     int64_t sx[3] = {B, T, 3}, sm[2] = {T, T};
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(3, sx, 2, -1.5, 1.5), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, sx, 2, -1.5, 1.5), 0);
     lb_tensor *allowed = lb_tensor_from_doubles(LB_FLOAT64, 2, sm, ALLOWED);
     lb_attn_mask mask = {.allowed = allowed, .causal = 1, .key_lengths = LENGTHS};
     lb_var *w;
@@ -286,7 +269,7 @@ static void test_single_head_gradcheck(void)
     lb_self_attention a;
     CU_ASSERT_EQUAL_FATAL(lb_self_attention_init(&a, &ps, "sa", 3, 4, 2, LB_FLOAT64, &rng), LB_OK);
     int64_t sx[3] = {B, T, 3}, sm[2] = {T, T};
-    lb_var *x = lb_param_new(random_tensor(3, sx, 4, -1.5, 1.5), "x");
+    lb_var *x = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 4, -1.5, 1.5), "x");
     lb_tensor *allowed = lb_tensor_from_doubles(LB_FLOAT64, 2, sm, ALLOWED);
     layer_case c = {0, &a, {.allowed = allowed, .causal = 1, .key_lengths = LENGTHS}, NULL};
     CU_ASSERT_EQUAL(gradcheck_layer(&c, x, &ps), LB_OK);
@@ -314,10 +297,10 @@ static void test_mha_values(void)
     for (int i = 0; i < 8; i++)
         CU_ASSERT_STRING_EQUAL(ps.items[i]->name, names[i]);
     CU_ASSERT_EQUAL(lb_params_numel(&ps), 4 * 36 + 4 * 6);
-    randomize_params(&ps, 5, -0.8, 0.8);
+    lb_test_randomize_params(&ps, 5, -0.8, 0.8);
     int64_t sx[3] = {B, T, 6}, sm[2] = {T, T};
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(3, sx, 6, -1, 1), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, sx, 6, -1, 1), 0);
     lb_tensor *allowed = lb_tensor_from_doubles(LB_FLOAT64, 2, sm, ALLOWED);
     lb_attn_mask mask = {.allowed = allowed, .causal = 1, .key_lengths = LENGTHS};
     lb_var *w;
@@ -360,7 +343,7 @@ static void test_mha_identity_is_two_heads(void)
             ((double *)lb_tensor_data(sel[m]->value))[(j + (m < 3 ? 0 : 3)) * 3 + j] = 1;
     int64_t sx[3] = {B, T, 6}, sm[2] = {T, T};
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(3, sx, 7, -2, 2), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, sx, 7, -2, 2), 0);
     lb_tensor *allowed = lb_tensor_from_doubles(LB_FLOAT64, 2, sm, ALLOWED);
     lb_attn_mask mask = {.allowed = allowed, .causal = 1, .key_lengths = LENGTHS};
     lb_var *w, *w0, *w1;
@@ -403,9 +386,9 @@ static void test_mha_gradcheck(void)
         lb_mha a;
         CU_ASSERT_EQUAL_FATAL(lb_mha_init(&a, &ps, "attn", 4, 2, variant > 0, variant == 2, LB_FLOAT64, &rng), LB_OK);
         if (variant > 0)
-            randomize_params(&ps, 20 + variant, -0.7, 0.7);
+            lb_test_randomize_params(&ps, 20 + variant, -0.7, 0.7);
         int64_t sx[3] = {B, T, 4};
-        lb_var *x = lb_param_new(random_tensor(3, sx, 30 + variant, -1.5, 1.5), "x");
+        lb_var *x = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 30 + variant, -1.5, 1.5), "x");
         layer_case c = {1, &a, {.allowed = allowed, .causal = 1, .key_lengths = LENGTHS}, NULL};
         CU_ASSERT_EQUAL(gradcheck_layer(&c, x, &ps), LB_OK);
         int32_t pos[B * 2] = {4, 1, 2, 0};
@@ -485,7 +468,7 @@ static void run(run_fn fn, const void *layer, lb_params *ps, lb_var *x, const lb
     }
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
     r->out = lb_tensor_copy(out->value, LB_FLOAT64);
-    lb_var *rv = lb_input(g, random_tensor(out->value->ndim, out->value->shape, seed, -1, 1), 0);
+    lb_var *rv = lb_input(g, lb_test_uniform(LB_FLOAT64, out->value->ndim, out->value->shape, seed, -1, 1), 0);
     CU_ASSERT_EQUAL(lb_backward(g, lb_sum(g, lb_mul(g, out, rv)), NULL), LB_OK);
     r->grads[r->n_grads++] = lb_tensor_copy(x->grad, LB_FLOAT64);
     for (int i = 0; i < ps->count; i++)
@@ -524,7 +507,7 @@ static void test_local_equals_band_mask(void)
     lb_mha a;
     CU_ASSERT_EQUAL_FATAL(lb_mha_init(&a, &ps, "attn", 4, 2, 0, 0, LB_FLOAT64, &rng), LB_OK);
     int64_t sx[3] = {B, T, 4}, sm[2] = {T, T};
-    lb_var *x = lb_param_new(random_tensor(3, sx, 41, -1.5, 1.5), "x");
+    lb_var *x = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 41, -1.5, 1.5), "x");
     lb_tensor *allowed = lb_tensor_from_doubles(LB_FLOAT64, 2, sm, ALLOWED);
     for (int64_t window = 1; window <= 3; window++) {
         /* window + causal + padding  ==  band mask + padding */
@@ -593,7 +576,7 @@ static void check_readout(run_fn fn, const void *layer, lb_params *ps, const rea
     lb_tensor *km = lb_tensor_slice(key_mask, 0, 0, n_batch, 1);
     lb_attn_mask mask = {.causal = rc->causal, .window = rc->window, .key_lengths = rc->with_lengths ? lengths3 : NULL,
                          .allowed = rc->key_mask ? km : NULL};
-    lb_var *x = lb_param_new(random_tensor(3, sx, seed, -1.5, 1.5), "x");
+    lb_var *x = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, seed, -1.5, 1.5), "x");
     lb_attn_queries q1 = {last, 1}, q2 = {two, 2};
     for (int which = 0; which < 2; which++) {
         const lb_attn_queries *q = which ? &q2 : &q1;
@@ -629,7 +612,7 @@ static void test_readout_mha(void)
         lb_rng_seed(&rng, 50 + i);
         lb_mha a;
         CU_ASSERT_EQUAL_FATAL(lb_mha_init(&a, &ps, "attn", 4, 2, 1, rc->rotary, LB_FLOAT64, &rng), LB_OK);
-        randomize_params(&ps, 60 + i, -0.8, 0.8);
+        lb_test_randomize_params(&ps, 60 + i, -0.8, 0.8);
         check_readout(run_mha, &a, &ps, rc, 3, 4, 70 + i);
         lb_params_free(&ps);
     }
@@ -646,14 +629,14 @@ static void test_readout_transformer(void)
         lb_rng_seed(&rng, 80 + i);
         lb_transformer_block blk;
         CU_ASSERT_EQUAL_FATAL(lb_transformer_block_init(&blk, &ps, "blk", &cfg, LB_FLOAT64, &rng), LB_OK);
-        randomize_params(&ps, 90 + i, -0.8, 0.8);
+        lb_test_randomize_params(&ps, 90 + i, -0.8, 0.8);
         check_readout(run_block, &blk, &ps, rc, 3, 4, 100 + i);
         lb_params_free(&ps);
 
         lb_params_init(&ps);
         lb_transformer tr;
         CU_ASSERT_EQUAL_FATAL(lb_transformer_init(&tr, &ps, NULL, &cfg, LB_FLOAT64, &rng), LB_OK);
-        randomize_params(&ps, 110 + i, -0.8, 0.8);
+        lb_test_randomize_params(&ps, 110 + i, -0.8, 0.8);
         check_readout(run_stack, &tr, &ps, rc, 3, 4, 120 + i);
         lb_transformer_free(&tr);
         lb_params_free(&ps);
@@ -682,13 +665,13 @@ static void test_transformer_names_and_values(void)
     CU_ASSERT_STRING_EQUAL(ps.items[25]->name, "ln_f.bias");
     /* per block: 2*4 + 4*16 + 2*4 + (4*6 + 6 + 6*4 + 4) = 138; ln_f 8 */
     CU_ASSERT_EQUAL(lb_params_numel(&ps), 2 * 138 + 8);
-    randomize_params(&ps, 2, -0.8, 0.8);
+    lb_test_randomize_params(&ps, 2, -0.8, 0.8);
 
     /* One block by hand: y = x + MHA(LN1(x)); out = y + FFN(LN2(y)). */
     const lb_transformer_block *blk = &tr.blocks[0];
     int64_t sx[3] = {B, T, 4};
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(3, sx, 3, -1, 1), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, sx, 3, -1, 1), 0);
     lb_attn_mask mask = {.causal = 1, .key_lengths = LENGTHS};
     lb_var *out = lb_transformer_block_forward(g, blk, x, &mask, NULL, 0, NULL, NULL);
     lb_var *y = lb_add(g, x, lb_mha_forward(g, &blk->attn, lb_norm_forward(g, &blk->ln1, x), &mask, NULL, NULL));
@@ -721,9 +704,9 @@ static void test_transformer_gradcheck(void)
     lb_rng_seed(&rng, 7);
     lb_transformer_block blk;
     CU_ASSERT_EQUAL_FATAL(lb_transformer_block_init(&blk, &ps, "blk", &cfg, LB_FLOAT64, &rng), LB_OK);
-    randomize_params(&ps, 8, -0.8, 0.8);
+    lb_test_randomize_params(&ps, 8, -0.8, 0.8);
     int64_t sx[3] = {B, T, 4};
-    lb_var *x = lb_param_new(random_tensor(3, sx, 9, -1.5, 1.5), "x");
+    lb_var *x = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 9, -1.5, 1.5), "x");
     layer_case c = {2, &blk, {.allowed = allowed, .causal = 1, .key_lengths = LENGTHS}, NULL};
     CU_ASSERT_EQUAL(gradcheck_layer(&c, x, &ps), LB_OK);
     lb_params_free(&ps);
@@ -732,7 +715,7 @@ static void test_transformer_gradcheck(void)
     lb_params_init(&ps);
     lb_transformer tr;
     CU_ASSERT_EQUAL_FATAL(lb_transformer_init(&tr, &ps, NULL, &cfg, LB_FLOAT64, &rng), LB_OK);
-    randomize_params(&ps, 10, -0.8, 0.8);
+    lb_test_randomize_params(&ps, 10, -0.8, 0.8);
     int32_t last[B] = {4, 2};
     lb_attn_queries q = {last, 1};
     layer_case s = {3, &tr, {.causal = 1, .window = 2, .key_lengths = LENGTHS}, &q};
@@ -765,7 +748,7 @@ static void test_attention_errors(void)
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_SHAPE);
     CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "blocks.0.attn"));
     CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "[2, 5, 5]"));
-    lb_var *x = lb_input(g, random_tensor(3, s6, 1, -1, 1), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, s6, 1, -1, 1), 0);
     /* a mask that does not broadcast to the scores */
     lb_tensor *m = lb_tensor_zeros(LB_FLOAT64, 2, sm);
     lb_attn_mask bad = {.allowed = m};

@@ -12,24 +12,7 @@
 #include "layers/attention.h"
 #include "support.h"
 
-static lb_tensor *random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double low, double high)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, low, high);
-    return t;
-}
-
 /* Fills every parameter of ps with U(low, high) (so biases and norm weights are not trivial). */
-static void randomize_params(lb_params *ps, uint64_t seed, double low, double high)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    for (int i = 0; i < ps->count; i++)
-        lb_rng_fill_uniform(&rng, ps->items[i]->value, low, high);
-}
-
 static const double *data64(const lb_tensor *t) { return lb_tensor_data(t); }
 
 /* Gradcheck over [x, every parameter], with the layer applied after tanh(x). */
@@ -84,10 +67,10 @@ static void test_linear(void)
         mx = fmax(mx, fabs(data64(l.weight->value)[i]));
     CU_ASSERT_TRUE(mx > 0 && mx <= bound);
     CU_ASSERT_EQUAL(lb_tensor_flat(l.bias->value, 0), 0.0);
-    randomize_params(&ps, 4, -1, 1);
+    lb_test_randomize_params(&ps, 4, -1, 1);
 
     int64_t sx[3] = {2, 5, 4};
-    lb_var *x = lb_param_new(random_tensor(LB_FLOAT64, 3, sx, 5, -1, 1), "x");
+    lb_var *x = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 5, -1, 1), "x");
     lb_graph *g = lb_graph_new();
     lb_var *y = lb_linear_forward(g, &l, x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
@@ -144,9 +127,9 @@ static void test_norm(void)
     CU_ASSERT_STRING_EQUAL(ps.items[1]->name, "ln.bias");
     CU_ASSERT_EQUAL(lb_tensor_flat(n.weight->value, 3), 1.0);
     CU_ASSERT_EQUAL(lb_tensor_flat(n.bias->value, 3), 0.0);
-    randomize_params(&ps, 8, 0.5, 1.5);
+    lb_test_randomize_params(&ps, 8, 0.5, 1.5);
     int64_t sx[3] = {2, 3, 5};
-    lb_var *x = lb_param_new(random_tensor(LB_FLOAT64, 3, sx, 9, -2, 2), "x");
+    lb_var *x = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 9, -2, 2), "x");
     lb_graph *g = lb_graph_new();
     lb_var *y = lb_norm_forward(g, &n, x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
@@ -186,9 +169,9 @@ static void test_ffn(void)
     for (int i = 0; i < 4; i++)
         CU_ASSERT_STRING_EQUAL(ps.items[i]->name, names[i]);
     CU_ASSERT_EQUAL(lb_params_numel(&ps), 3 * 7 + 7 + 7 * 3 + 3);
-    randomize_params(&ps, 2, -1, 1);
+    lb_test_randomize_params(&ps, 2, -1, 1);
     int64_t sx[3] = {2, 4, 3};
-    lb_var *x = lb_param_new(random_tensor(LB_FLOAT64, 3, sx, 3, -1, 1), "x");
+    lb_var *x = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 3, -1, 1), "x");
     lb_graph *g = lb_graph_new();
     lb_var *y = lb_ffn_forward(g, &f, x, 0, NULL); /* evaluation: no dropout */
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
@@ -256,7 +239,7 @@ static void test_sinusoidal(void)
     CU_ASSERT_EQUAL(ps.count, 0); /* no parameters */
     int64_t sx[3] = {2, 3, 4};
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 3, sx, 1, -1, 1), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, sx, 1, -1, 1), 0);
     lb_var *y = lb_positional_add(g, &p, x);
     lb_tensor *table = lb_sinusoidal_table(LB_FLOAT64, 3, 4);
     for (int b = 0; b < 2; b++)
@@ -285,7 +268,7 @@ static void test_learned_positions(void)
     CU_ASSERT_EQUAL(lb_params_numel(&ps), 15);
     int64_t sx[3] = {2, 4, 3};
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 3, sx, 1, -1, 1), 1);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, sx, 1, -1, 1), 1);
     lb_var *y = lb_positional_add(g, &p, x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
     for (int b = 0; b < 2; b++)
@@ -333,8 +316,8 @@ static void test_rotary(void)
     }
     /* Relative: q at m and k at n give the same dot product as at m + s and n + s. */
     int64_t s4[3] = {2, 1, 4};
-    lb_var *q = lb_input(g, random_tensor(LB_FLOAT64, 3, s4, 5, -1, 1), 0);
-    lb_var *k = lb_input(g, random_tensor(LB_FLOAT64, 3, s4, 6, -1, 1), 0);
+    lb_var *q = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, s4, 5, -1, 1), 0);
+    lb_var *k = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, s4, 6, -1, 1), 0);
     int32_t pq[2] = {7, 2}, pk[2] = {3, 9}, pq2[2] = {12, 20}, pk2[2] = {8, 27};
     lb_var *d1 = lb_matmul_t(g, lb_rotary(g, q, pq, 10000.0), 0, lb_rotary(g, k, pk, 10000.0), 1);
     lb_var *d2 = lb_matmul_t(g, lb_rotary(g, q, pq2, 10000.0), 0, lb_rotary(g, k, pk2, 10000.0), 1);
@@ -345,7 +328,7 @@ static void test_rotary(void)
     CU_ASSERT_TRUE(fabs(lb_tensor_flat(d1->value, 0) - lb_tensor_flat(d0->value, 0)) > 1e-3); /* it did rotate */
     /* Explicit positions 0..P-1 equal the default; middle (head) dims share the positions. */
     int64_t s5[4] = {2, 3, 4, 6};
-    lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 4, s5, 7, -1, 1), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s5, 7, -1, 1), 0);
     int32_t seq[8] = {0, 1, 2, 3, 0, 1, 2, 3};
     LB_ASSERT_TENSORS_CLOSE(lb_rotary(g, x, NULL, 10000.0)->value, lb_rotary(g, x, seq, 10000.0)->value, 0, 0);
     /* Odd width is an error. */
@@ -355,7 +338,7 @@ static void test_rotary(void)
     lb_graph_free(g);
 
     int32_t pos[6] = {4, 0, 2, 1, 5, 3};
-    lb_var *leaf = lb_param_new(random_tensor(LB_FLOAT64, 4, (int64_t[4]){2, 2, 3, 4}, 8, -1, 1), "x");
+    lb_var *leaf = lb_param_new(lb_test_uniform(LB_FLOAT64, 4, (int64_t[4]){2, 2, 3, 4}, 8, -1, 1), "x");
     rotary_case c = {pos}, c0 = {NULL};
     CU_ASSERT_EQUAL(lb_gradcheck(rotary_fn, &c, 1, &leaf, NULL, NULL), LB_OK);
     CU_ASSERT_EQUAL(lb_gradcheck(rotary_fn, &c0, 1, &leaf, NULL, NULL), LB_OK);
@@ -372,7 +355,7 @@ static lb_var *gather_fn(lb_graph *g, lb_var *const *leaves, void *user)
 static void test_gather_positions(void)
 {
     int64_t sx[3] = {3, 4, 2};
-    lb_var *x = lb_param_new(random_tensor(LB_FLOAT64, 3, sx, 1, -1, 1), "x");
+    lb_var *x = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 1, -1, 1), "x");
     int32_t pos[6] = {3, 0, 1, 1, 2, 3}; /* [B = 3, P = 2], a repeated position in item 1 */
     lb_attn_queries q = {pos, 2};
     lb_graph *g = lb_graph_new();

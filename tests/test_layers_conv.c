@@ -10,15 +10,6 @@
 #include "layers/conv.h"
 #include "support.h"
 
-static lb_tensor *random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double bound)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, -bound, bound);
-    return t;
-}
-
 static void make_conv(lb_conv1d *c, lb_params *ps, int64_t ci, int64_t co, int64_t k, int64_t d, lb_dtype dt,
                       uint64_t seed)
 {
@@ -97,7 +88,7 @@ static void test_forward_matches_formula(void)
             make_conv(&c, &ps, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dt, 10 + ci);
             int64_t sx[3] = {2, cfg[ci][4], cfg[ci][0]};
             lb_graph *g = lb_graph_new();
-            lb_var *x = lb_input(g, random_tensor(dt, 3, sx, 3, 1.0), 0);
+            lb_var *x = lb_input(g, lb_test_uniform(dt, 3, sx, 3, -1.0, 1.0), 0);
             lb_var *y = lb_conv1d_forward(g, &c, x);
             CU_ASSERT_PTR_NOT_NULL_FATAL(y);
             CU_ASSERT_EQUAL(y->value->shape[0], 2);
@@ -119,7 +110,7 @@ static void test_causal(void)
     lb_conv1d c;
     make_conv(&c, &ps, 2, 3, 3, 2, LB_FLOAT64, 4);
     int64_t sx[3] = {2, 12, 2};
-    lb_tensor *xt = random_tensor(LB_FLOAT64, 3, sx, 5, 1);
+    lb_tensor *xt = lb_test_uniform(LB_FLOAT64, 3, sx, 5, -1, 1);
     lb_graph *g = lb_graph_new();
     lb_var *y1 = lb_conv1d_forward(g, &c, lb_input_copy(g, xt, 0));
     const int64_t t0 = 5;
@@ -168,7 +159,7 @@ static void test_gradcheck(void)
         lb_conv1d c;
         make_conv(&c, &ps, cfg[k][0], cfg[k][1], cfg[k][2], cfg[k][3], LB_FLOAT64, 20 + k);
         int64_t sx[3] = {2, cfg[k][4], cfg[k][0]};
-        lb_var *leaves[3] = {lb_param_new(random_tensor(LB_FLOAT64, 3, sx, 6, 1.5), "x"), c.weight, c.bias};
+        lb_var *leaves[3] = {lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 6, -1.5, 1.5), "x"), c.weight, c.bias};
         conv_case cc = {&c, NULL};
         lb_gradcheck_leaf report[3];
         lb_status st = lb_gradcheck(conv_fn, &cc, 3, leaves, NULL, report);
@@ -201,7 +192,7 @@ static void test_stack(void)
     CU_ASSERT_EQUAL(lb_conv_stack_receptive_field(&s), 8); /* 1 + (2-1)(1+2+4) */
     /* values: h + GELU(conv(h)) per block (exact erf GELU), against the direct formula */
     int64_t sx[3] = {2, 10, 3};
-    lb_tensor *xt = random_tensor(LB_FLOAT64, 3, sx, 8, 1);
+    lb_tensor *xt = lb_test_uniform(LB_FLOAT64, 3, sx, 8, -1, 1);
     lb_graph *g = lb_graph_new();
     lb_var *y = lb_conv_stack_forward(g, &s, lb_input_copy(g, xt, 0));
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
@@ -236,7 +227,7 @@ static void test_stack(void)
     lb_tensor_free(xt);
     /* gradcheck through the whole stack (x and all six parameters) */
     int64_t sg[3] = {2, 6, 3};
-    lb_var *leaves[7] = {lb_param_new(random_tensor(LB_FLOAT64, 3, sg, 9, 1.5), "x")};
+    lb_var *leaves[7] = {lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sg, 9, -1.5, 1.5), "x")};
     for (int i = 0; i < 6; i++)
         leaves[1 + i] = ps.items[i];
     conv_case cc = {NULL, &s};
@@ -261,7 +252,7 @@ static void test_float32_matches_float64(void)
     for (int i = 0; i < 2; i++)
         lb_tensor_copy_into(p64.items[i]->value, p32.items[i]->value);
     int64_t sx[3] = {3, 50, 4}, sy[3] = {3, 50, 3};
-    lb_tensor *x32 = random_tensor(LB_FLOAT32, 3, sx, 1, 1), *gy32 = random_tensor(LB_FLOAT32, 3, sy, 2, 1);
+    lb_tensor *x32 = lb_test_uniform(LB_FLOAT32, 3, sx, 1, -1, 1), *gy32 = lb_test_uniform(LB_FLOAT32, 3, sy, 2, -1, 1);
     lb_graph *ga = lb_graph_new(), *gb = lb_graph_new(); /* one backward per graph */
     lb_var *xa = lb_input_copy(ga, x32, 1), *xb = lb_input(gb, lb_tensor_copy(x32, LB_FLOAT64), 1);
     lb_var *ya = lb_conv1d_forward(ga, &c32, xa), *yb = lb_conv1d_forward(gb, &c64, xb);

@@ -13,15 +13,6 @@
 
 /* ---- helpers ---- */
 
-static lb_tensor *random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double bound)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, -bound, bound);
-    return t;
-}
-
 /* Builds an LSTM whose parameters are drawn from `seed` (same values in either dtype,
  * up to float32 rounding). Biases are widened to U(-1, 1) so no gate sits at 1/2. */
 static void make_lstm(lb_lstm *l, lb_params *ps, int64_t input_size, int64_t hidden, int layers, lb_dtype dtype,
@@ -133,12 +124,12 @@ static int run_lstm(lstm_fn fn, const lb_lstm *l, lb_params *ps, int64_t B, int6
     const int64_t H = l->hidden_size, L = l->n_layers;
     int64_t sx[3] = {B, T, l->input_size}, ss[3] = {L, B, H}, so[3] = {B, T, H};
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(dt, 3, sx, seed, 1.0), 1);
-    lb_var *h0 = with_state ? lb_input(g, random_tensor(dt, 3, ss, seed + 1, 0.8), 1) : NULL;
-    lb_var *c0 = with_state ? lb_input(g, random_tensor(dt, 3, ss, seed + 2, 1.5), 1) : NULL;
-    lb_var *R = lb_input(g, random_tensor(dt, 3, so, seed + 3, 1.0), 0);
-    lb_var *Rh = lb_input(g, random_tensor(dt, 3, ss, seed + 4, 1.0), 0);
-    lb_var *Rc = lb_input(g, random_tensor(dt, 3, ss, seed + 5, 1.0), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(dt, 3, sx, seed, -1.0, 1.0), 1);
+    lb_var *h0 = with_state ? lb_input(g, lb_test_uniform(dt, 3, ss, seed + 1, -0.8, 0.8), 1) : NULL;
+    lb_var *c0 = with_state ? lb_input(g, lb_test_uniform(dt, 3, ss, seed + 2, -1.5, 1.5), 1) : NULL;
+    lb_var *R = lb_input(g, lb_test_uniform(dt, 3, so, seed + 3, -1.0, 1.0), 0);
+    lb_var *Rh = lb_input(g, lb_test_uniform(dt, 3, ss, seed + 4, -1.0, 1.0), 0);
+    lb_var *Rc = lb_input(g, lb_test_uniform(dt, 3, ss, seed + 5, -1.0, 1.0), 0);
     lb_var *hn = NULL, *cn = NULL;
     lb_var *out = fn(g, l, x, h0, c0, &hn, &cn);
     lb_var *loss = lb_add(g, lb_add(g, lb_sum(g, lb_mul(g, out, R)), lb_sum(g, lb_mul(g, hn, Rh))),
@@ -344,9 +335,9 @@ static void test_gradcheck_two_layers(void)
     make_lstm(&l, &ps, 4, 3, 2, LB_FLOAT64, 21); /* input 4, hidden 3 */
     int64_t sx[3] = {3, 5, 4}, ss[3] = {2, 3, 3};  /* batch 3, T 5 */
     lb_var *leaves[3 + 8];
-    leaves[0] = lb_param_new(random_tensor(LB_FLOAT64, 3, sx, 1, 1.5), "x");
-    leaves[1] = lb_param_new(random_tensor(LB_FLOAT64, 3, ss, 2, 1.0), "h0");
-    leaves[2] = lb_param_new(random_tensor(LB_FLOAT64, 3, ss, 3, 1.5), "c0");
+    leaves[0] = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, sx, 1, -1.5, 1.5), "x");
+    leaves[1] = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, ss, 2, -1.0, 1.0), "h0");
+    leaves[2] = lb_param_new(lb_test_uniform(LB_FLOAT64, 3, ss, 3, -1.5, 1.5), "c0");
     CU_ASSERT_EQUAL_FATAL(ps.count, 8);
     for (int i = 0; i < 8; i++)
         leaves[3 + i] = ps.items[i];
@@ -428,7 +419,7 @@ static void test_zero_state_equals_explicit_zeros(void)
     make_lstm(&l, &ps, 3, 4, 2, LB_FLOAT64, 51);
     int64_t sx[3] = {2, 5, 3}, ss[3] = {2, 2, 4};
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 3, sx, 1, 1), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, sx, 1, -1, 1), 0);
     lb_var *z = lb_input(g, lb_tensor_zeros(LB_FLOAT64, 3, ss), 0);
     lb_var *hn1, *cn1, *hn2, *cn2;
     lb_var *y1 = lb_lstm_forward(g, &l, x, NULL, NULL, &hn1, &cn1);
@@ -459,7 +450,7 @@ static void test_batch_independent_and_causal(void)
     make_lstm(&l, &ps, 2, 3, 2, LB_FLOAT64, 61);
     int64_t sx[3] = {3, 6, 2};
     lb_graph *g = lb_graph_new();
-    lb_tensor *xt = random_tensor(LB_FLOAT64, 3, sx, 5, 1);
+    lb_tensor *xt = lb_test_uniform(LB_FLOAT64, 3, sx, 5, -1, 1);
     lb_var *y1 = lb_lstm_forward(g, &l, lb_input_copy(g, xt, 0), NULL, NULL, NULL, NULL);
     int64_t at[3] = {1, 3, 0};
     lb_tensor_set(xt, at, lb_tensor_get(xt, at) + 0.5);
@@ -488,7 +479,7 @@ static void test_no_grad_same_values(void)
     make_lstm(&l, &ps, 3, 4, 2, LB_FLOAT32, 71);
     int64_t sx[3] = {2, 9, 3}, ss[3] = {2, 2, 4};
     lb_graph *g = lb_graph_new();
-    lb_tensor *xt = random_tensor(LB_FLOAT32, 3, sx, 1, 1), *c0t = random_tensor(LB_FLOAT32, 3, ss, 2, 1);
+    lb_tensor *xt = lb_test_uniform(LB_FLOAT32, 3, sx, 1, -1, 1), *c0t = lb_test_uniform(LB_FLOAT32, 3, ss, 2, -1, 1);
     lb_var *hn1, *cn1, *hn2, *cn2;
     lb_var *y1 = lb_lstm_forward(g, &l, lb_input_copy(g, xt, 1), NULL, lb_input_copy(g, c0t, 0), &hn1, &cn1);
     CU_ASSERT_TRUE(y1->requires_grad);
@@ -516,12 +507,12 @@ static void test_long_sequence_constant_graph(void)
     for (int k = 0; k < 2; k++) {
         int64_t sx[3] = {2, Ts[k], 4}, so[3] = {2, Ts[k], 16};
         lb_graph *g = lb_graph_new();
-        lb_var *x = lb_input(g, random_tensor(LB_FLOAT32, 3, sx, 3, 1), 1);
+        lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT32, 3, sx, 3, -1, 1), 1);
         lb_var *hn, *cn;
         lb_var *y = lb_lstm_forward(g, &l, x, NULL, NULL, &hn, &cn);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         sizes[k] = lb_graph_size(g);
-        lb_tensor *gy = random_tensor(LB_FLOAT32, 3, so, 4, 1);
+        lb_tensor *gy = lb_test_uniform(LB_FLOAT32, 3, so, 4, -1, 1);
         lb_params_zero_grad(&ps);
         CU_ASSERT_EQUAL(lb_backward(g, y, gy), LB_OK);
         CU_ASSERT_TRUE(lb_k_all_finite(y->value));

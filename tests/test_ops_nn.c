@@ -10,24 +10,6 @@
 
 /* ---- helpers ---- */
 
-static lb_tensor *random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double low, double high)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    lb_tensor *t = lb_tensor_zeros(LB_FLOAT64, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, low, high);
-    if (dtype == LB_FLOAT64)
-        return t;
-    lb_tensor *c = lb_tensor_copy(t, dtype);
-    lb_tensor_free(t);
-    return c;
-}
-
-static lb_var *random_param(int ndim, const int64_t *shape, uint64_t seed, double low, double high, const char *name)
-{
-    return lb_param_new(random_tensor(LB_FLOAT64, ndim, shape, seed, low, high), name);
-}
-
 static int all_zero(const lb_tensor *t)
 {
     int64_t n = lb_tensor_numel(t);
@@ -133,8 +115,8 @@ static lb_var *layer_norm_params_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_layer_norm_gradcheck(void)
 {
     int64_t sx[3] = {2, 3, 5}, sd[1] = {5};
-    lb_var *x = random_param(3, sx, 201, -2, 2, "x"), *w = random_param(1, sd, 202, 0.5, 1.5, "weight"),
-           *b = random_param(1, sd, 203, -0.5, 0.5, "bias");
+    lb_var *x = lb_test_uniform_param(3, sx, 201, -2, 2, "x"), *w = lb_test_uniform_param(1, sd, 202, 0.5, 1.5, "weight"),
+           *b = lb_test_uniform_param(1, sd, 203, -0.5, 0.5, "bias");
     ln_case cases[4] = {{1, 1}, {1, 0}, {0, 1}, {0, 0}};
     for (int i = 0; i < 4; i++) {
         lb_var *leaves[3] = {x, NULL, NULL};
@@ -156,8 +138,8 @@ static void test_layer_norm_gradcheck(void)
 static void test_layer_norm_float32_matches_float64(void)
 {
     int64_t sx[3] = {2, 3, 6}, sd[1] = {6};
-    lb_tensor *x64 = random_tensor(LB_FLOAT64, 3, sx, 211, -3, 3), *go64 = random_tensor(LB_FLOAT64, 3, sx, 212, -1, 1);
-    lb_tensor *w64 = random_tensor(LB_FLOAT64, 1, sd, 213, 0.5, 1.5), *b64 = random_tensor(LB_FLOAT64, 1, sd, 214, -1, 1);
+    lb_tensor *x64 = lb_test_uniform(LB_FLOAT64, 3, sx, 211, -3, 3), *go64 = lb_test_uniform(LB_FLOAT64, 3, sx, 212, -1, 1);
+    lb_tensor *w64 = lb_test_uniform(LB_FLOAT64, 1, sd, 213, 0.5, 1.5), *b64 = lb_test_uniform(LB_FLOAT64, 1, sd, 214, -1, 1);
     lb_var *v[2][3];
     lb_var *y[2];
     lb_graph *g[2];
@@ -257,7 +239,7 @@ static lb_var *embedding_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_embedding_gradcheck(void)
 {
     int64_t sw[2] = {4, 3}, ss[1] = {3};
-    lb_var *p[2] = {random_param(2, sw, 301, -1, 1, "embedding.weight"), random_param(1, ss, 302, 0.5, 2, "scale")};
+    lb_var *p[2] = {lb_test_uniform_param(2, sw, 301, -1, 1, "embedding.weight"), lb_test_uniform_param(1, ss, 302, 0.5, 2, "scale")};
     CU_ASSERT_EQUAL(check_gradients(embedding_fn, NULL, 2, p), LB_OK);
     lb_param_free(p[0]);
     lb_param_free(p[1]);
@@ -317,7 +299,7 @@ static void test_dropout_determinism_and_scale(void)
 static void test_dropout_identity(void)
 {
     int64_t s[2] = {3, 4};
-    lb_tensor *xv = random_tensor(LB_FLOAT64, 2, s, 401, -1, 1), *go = random_tensor(LB_FLOAT64, 2, s, 402, -1, 1);
+    lb_tensor *xv = lb_test_uniform(LB_FLOAT64, 2, s, 401, -1, 1), *go = lb_test_uniform(LB_FLOAT64, 2, s, 402, -1, 1);
     for (int mode = 0; mode < 2; mode++) {
         lb_graph *g = lb_graph_new();
         lb_var *x = lb_input_copy(g, xv, 1);
@@ -365,7 +347,7 @@ static void test_dropout_errors(void)
 static void test_dropout_float32_matches_float64(void)
 {
     int64_t s[2] = {5, 40};
-    lb_tensor *x64 = random_tensor(LB_FLOAT64, 2, s, 421, -2, 2);
+    lb_tensor *x64 = lb_test_uniform(LB_FLOAT64, 2, s, 421, -2, 2);
     lb_var *y[2];
     lb_graph *g = lb_graph_new();
     for (int dt = 0; dt < 2; dt++) {
@@ -399,7 +381,7 @@ static lb_var *dropout_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_dropout_gradcheck(void)
 {
     int64_t s[2] = {3, 5};
-    lb_var *x = random_param(2, s, 411, -1, 1, "x");
+    lb_var *x = lb_test_uniform_param(2, s, 411, -1, 1, "x");
     uint64_t seed = 77;
     CU_ASSERT_EQUAL(check_gradients(dropout_fn, &seed, 1, &x), LB_OK);
     lb_param_free(x);
@@ -506,7 +488,7 @@ static lb_var *cross_entropy_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_cross_entropy_gradcheck(void)
 {
     int64_t sh[3] = {2, 3, 3}, sw[2] = {3, 4};
-    lb_var *p[2] = {random_param(3, sh, 501, -1, 1, "h"), random_param(2, sw, 502, -2, 2, "W")};
+    lb_var *p[2] = {lb_test_uniform_param(3, sh, 501, -1, 1, "h"), lb_test_uniform_param(2, sw, 502, -2, 2, "W")};
     CU_ASSERT_EQUAL(check_gradients(cross_entropy_fn, NULL, 2, p), LB_OK);
     lb_param_free(p[0]);
     lb_param_free(p[1]);
@@ -515,7 +497,7 @@ static void test_cross_entropy_gradcheck(void)
 static void test_cross_entropy_float32_matches_float64(void)
 {
     int64_t s[3] = {2, 3, 4};
-    lb_tensor *x64 = random_tensor(LB_FLOAT64, 3, s, 511, -5, 5);
+    lb_tensor *x64 = lb_test_uniform(LB_FLOAT64, 3, s, 511, -5, 5);
     lb_var *v[2], *loss[2];
     lb_graph *g[2];
     for (int dt = 0; dt < 2; dt++) {
@@ -583,7 +565,7 @@ static lb_var *mse_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_mse_gradcheck(void)
 {
     int64_t s[3] = {2, 3, 2};
-    lb_var *p[2] = {random_param(3, s, 601, -1, 1, "pred"), random_param(3, s, 602, -1, 1, "target")};
+    lb_var *p[2] = {lb_test_uniform_param(3, s, 601, -1, 1, "pred"), lb_test_uniform_param(3, s, 602, -1, 1, "target")};
     CU_ASSERT_EQUAL(check_gradients(mse_fn, NULL, 2, p), LB_OK);
     lb_param_free(p[0]);
     lb_param_free(p[1]);

@@ -10,24 +10,6 @@
 
 /* ---- helpers ---- */
 
-static lb_tensor *random_tensor(lb_dtype dtype, int ndim, const int64_t *shape, uint64_t seed, double low, double high)
-{
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    lb_tensor *t = lb_tensor_zeros(LB_FLOAT64, ndim, shape);
-    lb_rng_fill_uniform(&rng, t, low, high);
-    if (dtype == LB_FLOAT64)
-        return t;
-    lb_tensor *c = lb_tensor_copy(t, dtype);
-    lb_tensor_free(t);
-    return c;
-}
-
-static lb_var *random_param(int ndim, const int64_t *shape, uint64_t seed, double low, double high, const char *name)
-{
-    return lb_param_new(random_tensor(LB_FLOAT64, ndim, shape, seed, low, high), name);
-}
-
 static int all_finite(const lb_tensor *t)
 {
     int64_t n = lb_tensor_numel(t);
@@ -130,7 +112,7 @@ static void test_softmax_extreme_logits(void)
         want[8] = 1, want[9] = 0, want[10] = 0, want[11] = 0; /* e^-995 underflows */
         LB_ASSERT_CLOSE(y->value, want, tol, 0);
         CU_ASSERT_TRUE(all_finite(y->value));
-        lb_tensor *go = random_tensor(dtype, 2, s, 3, -1, 1);
+        lb_tensor *go = lb_test_uniform(dtype, 2, s, 3, -1, 1);
         CU_ASSERT_EQUAL(lb_backward(g, y, go), LB_OK);
         CU_ASSERT_TRUE(all_finite(x->grad));
         lb_graph_reset(g);
@@ -156,7 +138,7 @@ static lb_var *softmax_fn(lb_graph *g, lb_var *const *p, void *user)
 static void test_softmax_gradcheck(void)
 {
     int64_t sx[3] = {2, 3, 5}, sw[1] = {5};
-    lb_var *p[2] = {random_param(3, sx, 11, -2, 2, "x"), random_param(1, sw, 12, 0.5, 1.5, "w")};
+    lb_var *p[2] = {lb_test_uniform_param(3, sx, 11, -2, 2, "x"), lb_test_uniform_param(1, sw, 12, 0.5, 1.5, "w")};
     for (int log_softmax = 0; log_softmax < 2; log_softmax++) {
         lb_gradcheck_leaf report[2];
         lb_status st = lb_gradcheck(softmax_fn, &log_softmax, 2, p, NULL, report);
@@ -174,7 +156,7 @@ static void test_softmax_gradcheck(void)
 static void test_softmax_float32_matches_float64(void)
 {
     int64_t s[2] = {3, 7};
-    lb_tensor *x64 = random_tensor(LB_FLOAT64, 2, s, 21, -4, 4), *go64 = random_tensor(LB_FLOAT64, 2, s, 22, -1, 1);
+    lb_tensor *x64 = lb_test_uniform(LB_FLOAT64, 2, s, 21, -4, 4), *go64 = lb_test_uniform(LB_FLOAT64, 2, s, 22, -1, 1);
     lb_tensor *x32 = lb_tensor_copy(x64, LB_FLOAT32), *go32 = lb_tensor_copy(go64, LB_FLOAT32);
     for (int log_softmax = 0; log_softmax < 2; log_softmax++) {
         lb_graph *g64 = lb_graph_new(), *g32 = lb_graph_new();
@@ -201,7 +183,7 @@ static void test_masked_no_mask_is_scaled_softmax(void)
 {
     lb_graph *g = lb_graph_new();
     int64_t s[3] = {2, 3, 4};
-    lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 3, s, 31, -3, 3), 0);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, s, 31, -3, 3), 0);
     lb_var *a = lb_masked_softmax(g, x, NULL, 0.6);
     lb_attn_mask none = {0};
     lb_var *b = lb_masked_softmax(g, x, &none, 0.6);
@@ -243,11 +225,11 @@ static void test_masked_causal_tq_ne_tk(void)
     }
     /* More queries than keys: queries 0 and 1 see no key at all (zeros, not NaN). */
     int64_t s2[3] = {2, 4, 2};
-    lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 3, s2, 41, -2, 2), 1);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 3, s2, 41, -2, 2), 1);
     lb_var *w = lb_masked_softmax(g, x, &causal, 0.8);
     const char *pat2[4] = {"00", "00", "10", "11"};
     CU_ASSERT_TRUE(check_pattern(w->value, x->value, 0.8, NULL, 4, pat2, 1e-14));
-    lb_tensor *go = random_tensor(LB_FLOAT64, 3, s2, 42, -1, 1);
+    lb_tensor *go = lb_test_uniform(LB_FLOAT64, 3, s2, 42, -1, 1);
     CU_ASSERT_EQUAL(lb_backward(g, w, go), LB_OK);
     CU_ASSERT_TRUE(all_finite(x->grad));
     for (int b = 0; b < 2; b++) {
@@ -273,10 +255,10 @@ static void test_masked_fully_masked_row(void)
     for (int dt = 0; dt < 2; dt++) {
         lb_dtype dtype = dt ? LB_FLOAT32 : LB_FLOAT64;
         lb_graph *g = lb_graph_new();
-        lb_var *x = lb_input(g, random_tensor(dtype, 3, s, 51, -2, 2), 1);
+        lb_var *x = lb_input(g, lb_test_uniform(dtype, 3, s, 51, -2, 2), 1);
         lb_var *w = lb_masked_softmax(g, x, &mask, 0.7);
         CU_ASSERT_TRUE(check_pattern(w->value, x->value, 0.7, NULL, 3, pat, dt ? 1e-6 : 1e-14));
-        lb_tensor *go = random_tensor(dtype, 3, s, 52, -1, 1);
+        lb_tensor *go = lb_test_uniform(dtype, 3, s, 52, -1, 1);
         CU_ASSERT_EQUAL(lb_backward(g, w, go), LB_OK);
         CU_ASSERT_TRUE(all_finite(x->grad));
         for (int b = 0; b < 2; b++)
@@ -314,7 +296,7 @@ static void test_masked_overflow_does_not_poison(void)
     CU_ASSERT_TRUE(check_pattern(w->value, x->value, 1.0, NULL, 2, pat, 1e-6));
     /* row 0 = softmax([0.5, -0.25]) = [0.679178699175393, 0.320821300824607] */
     CU_ASSERT_DOUBLE_EQUAL(lb_tensor_flat(w->value, 1), 0.679178699175393, 1e-6);
-    lb_tensor *go = random_tensor(LB_FLOAT32, 3, s, 61, -1, 1);
+    lb_tensor *go = lb_test_uniform(LB_FLOAT32, 3, s, 61, -1, 1);
     CU_ASSERT_EQUAL(lb_backward(g, w, go), LB_OK);
     CU_ASSERT_TRUE(all_finite(x->grad));
     CU_ASSERT_EQUAL(lb_tensor_flat(x->grad, 0), 0.0);
@@ -335,14 +317,14 @@ static void test_masked_key_lengths(void)
     const char *both[12] = {"11110", "11111", "11110", "11111", "11000", "11000",
                             "11000", "11000", "00000", "00000", "00000", "00000"};
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 4, s, 71, -2, 2), 1);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s, 71, -2, 2), 1);
     lb_attn_mask mask = {.key_lengths = lengths};
     lb_var *w = lb_masked_softmax(g, x, &mask, 0.9);
     CU_ASSERT_TRUE(check_pattern(w->value, x->value, 0.9, NULL, 12, pad, 1e-14));
     mask.causal = 1;
     lb_var *wc = lb_masked_softmax(g, x, &mask, 0.9);
     CU_ASSERT_TRUE(check_pattern(wc->value, x->value, 0.9, NULL, 12, both, 1e-14));
-    lb_tensor *go = random_tensor(LB_FLOAT64, 4, s, 72, -1, 1);
+    lb_tensor *go = lb_test_uniform(LB_FLOAT64, 4, s, 72, -1, 1);
     CU_ASSERT_EQUAL(lb_backward(g, wc, go), LB_OK);
     CU_ASSERT_TRUE(all_finite(x->grad));
     for (int i = 40; i < 60; i++) /* item 2 */
@@ -352,7 +334,7 @@ static void test_masked_key_lengths(void)
             CU_ASSERT_EQUAL(lb_tensor_flat(x->grad, i), 0.0);
     /* A length beyond Tk, or negative, is an error naming the item. */
     lb_graph_reset(g);
-    x = lb_input(g, random_tensor(LB_FLOAT64, 4, s, 71, -2, 2), 1);
+    x = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s, 71, -2, 2), 1);
     int32_t bad[3] = {5, 6, 1};
     lb_attn_mask badmask = {.key_lengths = bad};
     CU_ASSERT_PTR_NULL(lb_masked_softmax(g, x, &badmask, 1.0));
@@ -398,7 +380,7 @@ static void test_masked_additive_neg_inf(void)
     lb_var *w2 = lb_masked_softmax(g, x, &mask, 0.5);
     const char *pat2[6] = {"1011", "0000", "1110", "1001", "0000", "1100"};
     CU_ASSERT_TRUE(check_pattern(w2->value, x->value, 0.5, add_rows, 6, pat2, 1e-14));
-    lb_tensor *go = random_tensor(LB_FLOAT64, 3, s, 81, -1, 1);
+    lb_tensor *go = lb_test_uniform(LB_FLOAT64, 3, s, 81, -1, 1);
     CU_ASSERT_EQUAL(lb_backward(g, w2, go), LB_OK);
     CU_ASSERT_TRUE(all_finite(x->grad));
     for (int j = 0; j < 4; j++)
@@ -431,13 +413,13 @@ static void test_masked_window_equals_boolean(void)
     const char *win1[3] = {"000100", "000010", "000001"};
     const char *const *pats[3] = {win1, win2, win4};
     int64_t windows[3] = {1, 2, 4};
-    lb_tensor *go = random_tensor(LB_FLOAT64, 4, s, 91, -1, 1);
+    lb_tensor *go = lb_test_uniform(LB_FLOAT64, 4, s, 91, -1, 1);
     for (int k = 0; k < 3; k++) {
         lb_tensor *allowed = bool_mask(2, sm, 3, pats[k]);
         for (int causal = 0; causal < 2; causal++) {
             lb_graph *g = lb_graph_new();
-            lb_var *xa = lb_input(g, random_tensor(LB_FLOAT64, 4, s, 92, -2, 2), 1);
-            lb_var *xb = lb_input(g, random_tensor(LB_FLOAT64, 4, s, 92, -2, 2), 1);
+            lb_var *xa = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s, 92, -2, 2), 1);
+            lb_var *xb = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s, 92, -2, 2), 1);
             lb_attn_mask mw = {.causal = causal, .window = windows[k]};
             lb_attn_mask mb = {.allowed = allowed};
             lb_var *wa = lb_masked_softmax(g, xa, &mw, 0.75), *wb = lb_masked_softmax(g, xb, &mb, 0.75);
@@ -451,7 +433,7 @@ static void test_masked_window_equals_boolean(void)
         lb_tensor_free(allowed);
     }
     lb_graph *g = lb_graph_new();
-    lb_var *x = lb_input(g, random_tensor(LB_FLOAT64, 4, s, 92, -2, 2), 1);
+    lb_var *x = lb_input(g, lb_test_uniform(LB_FLOAT64, 4, s, 92, -2, 2), 1);
     lb_attn_mask neg = {.window = -1};
     CU_ASSERT_PTR_NULL(lb_masked_softmax(g, x, &neg, 1.0));
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_VALUE);
@@ -490,7 +472,7 @@ static void test_masked_gradcheck(void)
     lb_tensor *additive = lb_tensor_from_doubles(LB_FLOAT64, 2, sm, add);
     lb_tensor *allowed = bool_mask(2, sm, 3, pat);
     masked_case c = {{.allowed = allowed, .additive = additive, .causal = 1, .key_lengths = lengths}, 0.8};
-    lb_var *x = random_param(4, s, 101, -2, 2, "scores");
+    lb_var *x = lb_test_uniform_param(4, s, 101, -2, 2, "scores");
     lb_gradcheck_leaf r;
     lb_status st = lb_gradcheck(masked_scale_fn, &c, 1, &x, NULL, &r);
     if (st != LB_OK)
@@ -500,8 +482,8 @@ static void test_masked_gradcheck(void)
     lb_param_free(x);
     /* Through attention: q [2, 3, 4], k [2, 5, 4], v [2, 5, 3]; causal, window and padding. */
     int64_t sq[3] = {2, 3, 4}, sk[3] = {2, 5, 4}, sv[3] = {2, 5, 3};
-    lb_var *p[3] = {random_param(3, sq, 102, -1, 1, "query"), random_param(3, sk, 103, -1, 1, "key"),
-                    random_param(3, sv, 104, -1, 1, "value")};
+    lb_var *p[3] = {lb_test_uniform_param(3, sq, 102, -1, 1, "query"), lb_test_uniform_param(3, sk, 103, -1, 1, "key"),
+                    lb_test_uniform_param(3, sv, 104, -1, 1, "value")};
     int32_t lengths2[2] = {4, 2};
     masked_case a = {{.causal = 1, .window = 3, .key_lengths = lengths2}, 0.5};
     lb_gradcheck_leaf rep[3];
@@ -524,7 +506,7 @@ static void test_masked_float32_matches_float64(void)
     double add[15] = {0, 0.5, -INFINITY, 0, -0.3, 0, 0, 0, 1.0, 0, 0.2, 0, 0, 0, 0};
     lb_tensor *additive = lb_tensor_from_doubles(LB_FLOAT32, 2, sm, add);
     lb_attn_mask mask = {.additive = additive, .causal = 1, .key_lengths = lengths};
-    lb_tensor *x64 = random_tensor(LB_FLOAT64, 4, s, 111, -3, 3), *go64 = random_tensor(LB_FLOAT64, 4, s, 112, -1, 1);
+    lb_tensor *x64 = lb_test_uniform(LB_FLOAT64, 4, s, 111, -3, 3), *go64 = lb_test_uniform(LB_FLOAT64, 4, s, 112, -1, 1);
     lb_tensor *x32 = lb_tensor_copy(x64, LB_FLOAT32), *go32 = lb_tensor_copy(go64, LB_FLOAT32);
     lb_graph *g64 = lb_graph_new(), *g32 = lb_graph_new();
     lb_var *a = lb_input_copy(g64, x64, 1), *b = lb_input_copy(g32, x32, 1);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "support.h"
 
@@ -308,6 +309,45 @@ static void test_nll_of_log_softmax_is_cross_entropy(void)
     lb_tensor_free(w);
 }
 
+/* Every combination of the loss options passes a float64 gradient check, for both losses
+ * (weight or not, reduction mean/sum/none, smoothing 0 or 0.3, one ignored target). */
+typedef struct loss_case {
+    int nll;
+    lb_loss_options o;
+} loss_case;
+static lb_var *loss_fn(lb_graph *g, lb_var *const *leaves, void *user)
+{
+    static const int32_t targets[6] = {1, 4, -100, 0, 4, 2};
+    const loss_case *c = user;
+    return c->nll ? lb_nll_loss(g, lb_log_softmax(g, leaves[0]), targets, &c->o)
+                  : lb_cross_entropy_ex(g, leaves[0], targets, &c->o);
+}
+static void test_loss_options_gradcheck(void)
+{
+    lb_tensor *w = lb_tensor_from_doubles(LB_FLOAT64, 1, (int64_t[]){5}, (double[]){0.5, 1, 2, 1.5, 0.25});
+    int checked = 0;
+    for (int nll = 0; nll < 2; nll++)
+        for (int red = 0; red < 3; red++)
+            for (int weighted = 0; weighted < 2; weighted++)
+                for (int smooth = 0; smooth < 2; smooth++) {
+                    loss_case c = {nll, {0}};
+                    lb_loss_options_default(&c.o);
+                    c.o.reduction = (lb_reduction)red;
+                    c.o.weight = weighted ? w : NULL;
+                    c.o.label_smoothing = smooth ? 0.3 : 0.0;
+                    lb_var *x = lb_param_new(lb_test_random_tensor(LB_FLOAT64, 2, (int64_t[]){6, 5}, 90 + checked), "x");
+                    lb_status st = lb_gradcheck(loss_fn, &c, 1, &x, NULL, NULL);
+                    CU_ASSERT_EQUAL(st, LB_OK);
+                    if (st != LB_OK)
+                        fprintf(stderr, "\n  %s reduction %d weight %d smoothing %d: %s\n", nll ? "nll" : "ce", red,
+                                weighted, smooth, lb_last_error());
+                    lb_param_free(x);
+                    checked++;
+                }
+    CU_ASSERT_EQUAL(checked, 24);
+    lb_tensor_free(w);
+}
+
 static void test_loss_option_errors(void)
 {
     lb_graph *g = lb_graph_new();
@@ -360,6 +400,7 @@ int main(void)
         {"cross_entropy: weight, reduction, label_smoothing, rank 7 = F.cross_entropy", test_cross_entropy_options},
         {"nll_loss: weight, reduction = F.nll_loss", test_nll_loss_options},
         {"nll_loss(log_softmax(x)) = cross_entropy(x) for every option", test_nll_of_log_softmax_is_cross_entropy},
+        {"every loss option passes a float64 gradient check", test_loss_options_gradcheck},
         {"loss options and ranks beyond LB_MAX_DIMS give clear errors", test_loss_option_errors},
         {"rotary: halves (GPT-NeoX) and interleaved (GPT-J), partial, caller tables", test_rotary_layouts},
         {"dropout with the caller's mask = F.dropout's draw", test_dropout_mask},

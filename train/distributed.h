@@ -29,11 +29,15 @@
 #ifndef LB_DISTRIBUTED_H
 #define LB_DISTRIBUTED_H
 
+#include "tensor/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #include "tensor/error.h"
 #include "train/trainer.h"
+
+LB_API_BEGIN
 
 /* 1 when the library was built with MPI. */
 int lb_dist_compiled(void);
@@ -111,5 +115,7 @@ lb_status lb_dist_share(void *record, size_t item_size, int64_t item);
  * other ranks' *t is freed and replaced by a contiguous copy. Collective.
  * LB_ERR_MEMORY, or LB_ERR_STATE when MPI fails. */
 lb_status lb_dist_share_tensor(lb_tensor **t, int64_t item);
+
+LB_API_END
 
 #endif

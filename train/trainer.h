@@ -14,6 +14,8 @@
 #ifndef LB_TRAINER_H
 #define LB_TRAINER_H
 
+#include "tensor/api.h"
+
 #include <stdio.h>
 
 #include "data/dataset.h"
@@ -21,6 +23,8 @@
 #include "layers/model.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
+
+LB_API_BEGIN
 
 typedef struct lb_train_config {
     int64_t steps;           /* total optimizer steps (a resumed run continues to this total) */
@@ -150,5 +154,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
 
 /* The CSV header line written before the first metrics row. */
 const char *lb_metrics_header(void);
+
+LB_API_END
 
 #endif
