@@ -21,6 +21,7 @@
 #include "layers/lstm.h"
 #include "layers/conv.h"
 #include "layers/model.h"
+#include "layers/stream.h"
 #include "optim/optim.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"

@@ -17,6 +17,8 @@ int lb_cli_demo(int argc, char **argv);
 int lb_cli_compare(int argc, char **argv);
 int lb_cli_gradcheck(int argc, char **argv);
 int lb_cli_study(int argc, char **argv);
+int lb_cli_predict(int argc, char **argv);
+int lb_cli_stream(int argc, char **argv);
 
 /* Prints "lookback <command>: <lb_last_error()>" on stderr and returns 1. */
 int lb_cli_fail(const char *command);
@@ -67,6 +69,12 @@ int lb_cli_distributed(const char *command, int (*run)(int, char **), int argc, 
 /* Makes lb_cli_run_training train one model on all ranks (train) rather than whole
  * runs per rank (compare). */
 void lb_cli_run_set_data_parallel(int on);
+
+/* The model of a checkpoint with its parameters loaded (max_seq_len limits learned
+ * positions only; the other models read any length). NULL with the library's
+ * message on error. */
+typedef struct lb_model lb_model;
+lb_model *lb_cli_load_model(const char *checkpoint);
 
 /* Monotonic seconds. */
 double lb_cli_now(void);

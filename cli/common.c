@@ -13,6 +13,7 @@
 #include "tensor/threads.h"
 #include "train/distributed.h"
 #include "cli/cli.h"
+#include "train/trainer.h"
 
 /* Library messages may start with the C function that raised them ("lb_dataset_open: ");
  * the command line shows users the rest. */
@@ -203,4 +204,17 @@ lb_status lb_cli_write_json(struct json_object *root, const char *path, const ch
     }
     json_object_put(root);
     return st == LB_OK ? lb_output_commit(tmp, path, what) : st;
+}
+
+lb_model *lb_cli_load_model(const char *checkpoint)
+{
+    lb_model_config mc;
+    if (lb_checkpoint_read_model_config(checkpoint, &mc) != LB_OK)
+        return NULL;
+    lb_model *model = lb_model_new(&mc);
+    if (model && lb_checkpoint_load_params(checkpoint, model) != LB_OK) {
+        lb_model_free(model);
+        return NULL;
+    }
+    return model;
 }

@@ -16,6 +16,8 @@ static void usage(FILE *out)
           "  data        generate a synthetic long-range task (HDF5); 'data info FILE' describes one\n"
           "  train       train one model on a data file\n"
           "  eval        evaluate a checkpoint on a data file\n"
+          "  predict     write a checkpoint's outputs for every example of a data file (HDF5)\n"
+          "  stream      read token ids one event at a time and print the model's prediction per event\n"
           "  gradcheck   check a model's gradients numerically (float64, central differences)\n"
           "\n"
           "'lookback <command> --help' lists a command's options; 'lookback --version' prints the version.\n"
@@ -58,7 +60,7 @@ int main(int argc, char **argv)
     } commands[] = {
         {"demo", lb_cli_demo, 0},   {"compare", lb_cli_compare, 1}, {"data", lb_cli_data, 0},
         {"train", lb_cli_train, 1}, {"eval", lb_cli_eval, 0},       {"gradcheck", lb_cli_gradcheck, 0},
-        {"study", lb_cli_study, 1},
+        {"study", lb_cli_study, 1}, {"predict", lb_cli_predict, 0}, {"stream", lb_cli_stream, 0},
     };
     if (argc < 2) {
         usage(stderr);

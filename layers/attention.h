@@ -171,6 +171,72 @@ lb_status lb_mha_set_length_scale(lb_mha *a, lb_params *ps, const char *prefix, 
 lb_var *lb_mha_forward(lb_graph *g, const lb_mha *a, lb_var *x, const lb_attn_mask *mask,
                        const lb_attn_queries *queries, lb_var **weights);
 
+/* ---- decoding: multi-head attention over a key-value cache ----
+ * For streaming inference (layers/stream.h) each attention layer keeps the keys and
+ * values of the events it has seen, per stream, and a new chunk of C events computes
+ * only its own queries, keys and values: O(C · T_cached · d_model) per chunk instead
+ * of recomputing the whole sequence.
+ *
+ * Cache layout: key and value [B, H, capacity, d_head]; rows 0 .. length[b] - 1 of
+ * stream b hold its most recent events in order (oldest first). Without a window every
+ * event is kept and the capacity grows by doubling when a chunk does not fit (or is
+ * pre-sized). With a window W (local attention, or a bounded full-attention context)
+ * each query sees only the last W keys up to itself, so rows older than the last W - 1
+ * are dropped (the kept rows shifted to the front) when room is needed: the capacity
+ * stays at max(2 W, W - 1 + C), and the shift costs O(d_model) per event amortised.
+ * Keys and values are stored after the rotary rotation, at the event's absolute
+ * position. */
+typedef struct lb_kv_cache {
+    lb_tensor *key, *value; /* [B, H, capacity, d_head] */
+    int64_t batch, n_heads, d_head, capacity;
+    int64_t *length;        /* [B] rows held per stream */
+    int64_t window;         /* 0 = keep every event; else the keys each query sees */
+    int64_t max_capacity;   /* rows per stream the cache may grow to; 0 = no limit */
+    lb_dtype dtype;
+} lb_kv_cache;
+
+/* An empty cache for `batch` streams of an attention layer with n_heads heads of
+ * width d_head. capacity: rows allocated per stream up front (>= 1; with a window it
+ * is raised to 2 window). max_capacity: 0 or the most rows per stream the cache may
+ * ever hold (a memory bound; growth past it fails with LB_ERR_MEMORY).
+ * Errors: LB_ERR_VALUE for sizes < 1, LB_ERR_MEMORY (message gives the bytes). */
+lb_status lb_kv_cache_init(lb_kv_cache *c, lb_dtype dtype, int64_t batch, int64_t n_heads, int64_t d_head,
+                           int64_t capacity, int64_t window, int64_t max_capacity);
+void lb_kv_cache_free(lb_kv_cache *c);
+/* Forgets stream `stream`'s events (its rows are reused); the memory stays. */
+void lb_kv_cache_clear(lb_kv_cache *c, int64_t stream);
+/* Bytes allocated for keys and values: 2 · B · H · capacity · d_head · sizeof(dtype). */
+size_t lb_kv_cache_bytes(const lb_kv_cache *c);
+/* Makes room for `count` new rows in every stream (drops rows the window no longer
+ * needs, then grows the capacity by doubling if still short). Nothing the queries can
+ * see changes, so a failure leaves the cache as it was. Errors: LB_ERR_MEMORY when the
+ * growth would pass max_capacity or the allocation fails (the message gives the events
+ * and bytes asked for and how to bound them). */
+lb_status lb_kv_cache_reserve(lb_kv_cache *c, int64_t count);
+/* Commits the rows the last lb_mha_forward_cached wrote: length[b] += valid[b]. */
+void lb_kv_cache_advance(lb_kv_cache *c, const int64_t *valid);
+
+/* A chunk of C new events for B streams. */
+typedef struct lb_decode_chunk {
+    int64_t batch, count;     /* B, C */
+    const int64_t *valid;     /* [B] events of each stream in this chunk, in [0, C]; the
+                               * rows after them are padding (computed, never cached) */
+    const int32_t *positions; /* [B, C] absolute position of each event (rotary angles) */
+} lb_decode_chunk;
+
+/* Multi-head attention of a chunk against the cache (lb_mha_forward's computation for
+ * the chunk's rows): x [B, C, d_model] -> [B, C, d_model]. The chunk's keys and values
+ * are written after each stream's cached rows; query i of stream b sees the cached
+ * rows and the chunk's rows up to itself (the causal mask aligned bottom-right:
+ * the last query with the last key), and only the last `window` of them when the
+ * cache has a window. The cache's lengths are not advanced: call
+ * lb_kv_cache_advance(cache, chunk->valid) once the whole step has succeeded.
+ * Call lb_kv_cache_reserve(cache, C) first. Results equal lb_mha_forward's rows of
+ * the full causal sequence (fused kernel, same tiles for the unshifted cache).
+ * Errors (NULL): x not [B, C, d_model], a chunk or cache that does not fit. */
+lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cache *cache,
+                              const lb_decode_chunk *chunk);
+
 LB_API_END
 
 #endif

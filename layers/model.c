@@ -18,6 +18,7 @@
  * the head does not change the body's initial weights.
  */
 #include "layers/model.h"
+#include "layers/model_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,19 +32,7 @@
 #include "layers/positional.h"
 #include "layers/transformer.h"
 
-struct lb_model {
-    lb_model_config cfg;
-    lb_params params;
-    lb_var *embedding; /* token inputs: [V, D] */
-    lb_linear input;   /* feature inputs: [F, D] + [D] */
-    lb_positional pos; /* transformer and local */
-    lb_transformer transformer;
-    lb_lstm lstm;
-    lb_conv1d *conv;   /* n_layers causal convolutions D -> D, dilation 2^i */
-    lb_linear head;    /* [body width, C or 1] + [C or 1] */
-};
-
-static int is_attention(lb_model_kind kind) { return kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL; }
+int lb_model_kind_is_attention(lb_model_kind kind) { return kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL; }
 
 /* ---- names and defaults ---- */
 
@@ -109,7 +98,7 @@ static lb_status check_config(const lb_model_config *c)
         return BAD("d_model = %lld must be >= 1 (it is the embedding width of every family)", (long long)c->d_model);
     if (!(c->dropout >= 0 && c->dropout < 1))
         return BAD("dropout = %g must be in [0, 1)", c->dropout);
-    if (is_attention(c->kind)) {
+    if (lb_model_kind_is_attention(c->kind)) {
         if (c->pos < LB_POS_NONE || c->pos > LB_POS_ROTARY)
             return BAD("pos = %d is not none, sinusoidal, learned or rotary", (int)c->pos);
         if (c->pos == LB_POS_LEARNED && c->max_seq_len < 1)
@@ -168,7 +157,7 @@ static lb_status build(lb_model *m)
     }
 
     int64_t width = c->d_model;
-    if (is_attention(c->kind)) {
+    if (lb_model_kind_is_attention(c->kind)) {
         if (lb_positional_init(&m->pos, ps, NULL, c->pos, c->max_seq_len, c->d_model, c->dtype, &r_pos) != LB_OK)
             return lb_last_status();
         lb_transformer_config tc = {c->d_model,  c->n_heads,      c->d_ff,       c->dropout, c->pos == LB_POS_ROTARY,
@@ -234,7 +223,7 @@ lb_params *lb_model_params(lb_model *m) { return &m->params; }
 
 /* ---- forward ---- */
 
-static lb_status check_input(const lb_model *m, const lb_model_input *in)
+lb_status lb_model_check_input(const lb_model *m, const lb_model_input *in)
 {
     const lb_model_config *c = &m->cfg;
     if (!in)
@@ -268,7 +257,7 @@ static lb_status check_input(const lb_model *m, const lb_model_input *in)
             if (in->lengths[i] < 1 || in->lengths[i] > t)
                 return lb_error(LB_ERR_VALUE, "model input: lengths[%lld] = %d is outside [1, seq_len = %lld]", (long long)i,
                                 (int)in->lengths[i], (long long)t);
-    if (is_attention(c->kind) && c->pos == LB_POS_LEARNED && t > c->max_seq_len)
+    if (lb_model_kind_is_attention(c->kind) && c->pos == LB_POS_LEARNED && t > c->max_seq_len)
         return lb_error(LB_ERR_VALUE, "model input: seq_len = %lld exceeds max_seq_len = %lld of the learned positions "
                                       "(raise max_seq_len, or use sinusoidal, rotary or no positions)",
                         (long long)t, (long long)c->max_seq_len);
@@ -281,12 +270,14 @@ static lb_status check_input(const lb_model *m, const lb_model_input *in)
 static lb_var *conv_stack_forward(lb_graph *g, const lb_model *m, lb_var *x)
 {
     for (int i = 0; x && i < m->cfg.n_layers; i++)
-        x = lb_add(g, x, lb_gelu(g, lb_conv1d_forward(g, &m->conv[i], x)));
+        x = lb_model_conv_residual(g, x, lb_conv1d_forward(g, &m->conv[i], x));
     return x;
 }
 
+lb_var *lb_model_conv_residual(lb_graph *g, lb_var *x, lb_var *y) { return lb_add(g, x, lb_gelu(g, y)); }
+
 /* The embedded input [B, T, D]. */
-static lb_var *embed(lb_graph *g, const lb_model *m, const lb_model_input *in)
+lb_var *lb_model_embed(lb_graph *g, const lb_model *m, const lb_model_input *in)
 {
     if (m->embedding) {
         int64_t s[2] = {in->batch, in->seq_len};
@@ -304,10 +295,10 @@ lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int
         lb_error(LB_ERR_VALUE, "model forward: %s is NULL", !g ? "the graph" : "the model");
         return NULL;
     }
-    if (check_input(m, in) != LB_OK)
+    if (lb_model_check_input(m, in) != LB_OK)
         return NULL;
     const lb_model_config *c = &m->cfg;
-    if (training && c->dropout > 0 && is_attention(c->kind) && !rng) {
+    if (training && c->dropout > 0 && lb_model_kind_is_attention(c->kind) && !rng) {
         lb_error(LB_ERR_VALUE, "model forward: training with dropout = %g needs a random generator, but rng is NULL",
                  c->dropout);
         return NULL;
@@ -329,8 +320,8 @@ lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int
     }
     const lb_attn_queries *read = last ? &queries : NULL;
 
-    lb_var *x = embed(g, m, in), *h = NULL, *weights = NULL;
-    if (is_attention(c->kind)) {
+    lb_var *x = lb_model_embed(g, m, in), *h = NULL, *weights = NULL;
+    if (lb_model_kind_is_attention(c->kind)) {
         x = lb_positional_add(g, &m->pos, x);
         if (training && c->dropout > 0)
             x = lb_dropout(g, x, c->dropout, training, rng);

@@ -1,6 +1,7 @@
 #include "layers/positional.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rotary"};
@@ -46,6 +47,13 @@ lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix
     return LB_OK;
 }
 
+/* PE[pos, c] of the sinusoidal table. */
+static double sinusoid(int64_t pos, int64_t c, int64_t d_model)
+{
+    double angle = (double)pos / pow(10000.0, (double)(c - c % 2) / (double)d_model);
+    return c % 2 == 0 ? sin(angle) : cos(angle);
+}
+
 lb_tensor *lb_sinusoidal_table(lb_dtype dtype, int64_t seq_len, int64_t d_model)
 {
     int64_t s[2] = {seq_len, d_model};
@@ -55,10 +63,8 @@ lb_tensor *lb_sinusoidal_table(lb_dtype dtype, int64_t seq_len, int64_t d_model)
     LB_DISPATCH(dtype, T, {
         T *pt = lb_tensor_data(t);
         for (int64_t pos = 0; pos < seq_len; pos++)
-            for (int64_t c = 0; c < d_model; c++) {
-                double angle = (double)pos / pow(10000.0, (double)(c - c % 2) / (double)d_model);
-                pt[pos * d_model + c] = (T)(c % 2 == 0 ? sin(angle) : cos(angle));
-            }
+            for (int64_t c = 0; c < d_model; c++)
+                pt[pos * d_model + c] = (T)sinusoid(pos, c, d_model);
     });
     return t;
 }
@@ -89,6 +95,48 @@ lb_var *lb_positional_add(lb_graph *g, const lb_positional *p, lb_var *x)
     default:
         return x;
     }
+}
+
+lb_var *lb_positional_add_at(lb_graph *g, const lb_positional *p, lb_var *x, const int32_t *positions)
+{
+    if (!x)
+        return NULL;
+    const lb_tensor *tx = x->value;
+    char sx[128];
+    if (tx->ndim != 3 || tx->shape[2] != p->d_model || !positions) {
+        lb_error(LB_ERR_SHAPE, "positional (%s): x %s must be [B, C, d_model = %lld] with positions [B, C]%s",
+                 lb_pos_kind_name(p->kind), lb_tensor_describe(tx, sx, sizeof sx), (long long)p->d_model,
+                 positions ? "" : " (positions is NULL)");
+        return NULL;
+    }
+    int64_t b = tx->shape[0], n = tx->shape[1], d = p->d_model;
+    for (int64_t i = 0; i < b * n; i++)
+        if (positions[i] < 0 || (p->kind == LB_POS_LEARNED && positions[i] >= p->max_seq_len)) {
+            lb_error(LB_ERR_VALUE, "positional (%s): event %lld of stream %lld is at position %d, outside [0, %lld)%s",
+                     lb_pos_kind_name(p->kind), (long long)(i % n), (long long)(i / n), (int)positions[i],
+                     (long long)(p->kind == LB_POS_LEARNED ? p->max_seq_len : INT32_MAX),
+                     p->kind == LB_POS_LEARNED ? ": learned positions (--pos learned) end at max_seq_len, the length "
+                                                 "the model was trained with"
+                                               : "");
+            return NULL;
+        }
+    if (p->kind == LB_POS_LEARNED) {
+        int64_t s[2] = {b, n};
+        return lb_add(g, x, lb_embedding(g, p->embedding, positions, 2, s));
+    }
+    if (p->kind != LB_POS_SINUSOIDAL)
+        return x;
+    int64_t s[3] = {b, n, d};
+    lb_tensor *pe = lb_tensor_zeros(tx->dtype, 3, s);
+    if (!pe)
+        return NULL;
+    LB_DISPATCH(tx->dtype, T, {
+        T *pt = lb_tensor_data(pe);
+        for (int64_t i = 0; i < b * n; i++)
+            for (int64_t c = 0; c < d; c++)
+                pt[i * d + c] = (T)sinusoid(positions[i], c, d);
+    });
+    return lb_add(g, x, lb_input(g, pe, 0));
 }
 
 lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, const int32_t *positions, double base,

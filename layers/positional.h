@@ -52,6 +52,13 @@ lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix
  * learned positions with T > max_seq_len (the message says to raise max_seq_len). */
 lb_var *lb_positional_add(lb_graph *g, const lb_positional *p, lb_var *x);
 
+/* The same at given positions, for decoding: x [B, C, D] -> x + PE[positions[b, i]]
+ * (row of the sinusoidal table or of pos_embedding) for sinusoidal and learned
+ * positions; x itself for none and rotary. positions: int32 [B, C], >= 0.
+ * Errors (NULL): x not [B, C, D]; a learned position >= max_seq_len (the message
+ * names the stream, the event and --pos learned). */
+lb_var *lb_positional_add_at(lb_graph *g, const lb_positional *p, lb_var *x, const int32_t *positions);
+
 /* The sinusoidal table (Vaswani et al. 2017, eq. in §3.5) as a new [seq_len, d_model]
  * tensor of `dtype` (caller frees); an odd d_model ends with a sin column. */
 lb_tensor *lb_sinusoidal_table(lb_dtype dtype, int64_t seq_len, int64_t d_model);

@@ -26,6 +26,19 @@ lb_status lb_transformer_block_init(lb_transformer_block *blk, lb_params *ps, co
     return LB_OK;
 }
 
+/* The block after its attention a: y = residual + dropout(a); y + FFN(LN2(y)). */
+static lb_var *block_rest(lb_graph *g, const lb_transformer_block *blk, lb_var *residual, lb_var *a, int training,
+                          lb_rng *rng)
+{
+    if (training && blk->dropout > 0)
+        a = lb_dropout(g, a, blk->dropout, training, rng);
+    lb_var *y = lb_add(g, residual, a);
+    lb_var *out = lb_add(g, y, lb_ffn_forward(g, &blk->ffn, lb_norm_forward(g, &blk->ln2, y), training, rng));
+    if (!out)
+        lb_error_context("transformer block '%s'", blk->name);
+    return out;
+}
+
 lb_var *lb_transformer_block_forward(lb_graph *g, const lb_transformer_block *blk, lb_var *x,
                                      const lb_attn_mask *mask, const lb_attn_queries *queries, int training,
                                      lb_rng *rng, lb_var **weights)
@@ -35,15 +48,18 @@ lb_var *lb_transformer_block_forward(lb_graph *g, const lb_transformer_block *bl
     if (!x)
         return NULL;
     lb_var *a = lb_mha_forward(g, &blk->attn, lb_norm_forward(g, &blk->ln1, x), mask, queries, weights);
-    if (training && blk->dropout > 0)
-        a = lb_dropout(g, a, blk->dropout, training, rng);
     /* Readout: the residual stream continues only at the selected positions. */
     lb_var *residual = queries ? lb_gather_positions(g, x, queries) : x;
-    lb_var *y = lb_add(g, residual, a);
-    lb_var *out = lb_add(g, y, lb_ffn_forward(g, &blk->ffn, lb_norm_forward(g, &blk->ln2, y), training, rng));
-    if (!out)
-        lb_error_context("transformer block '%s'", blk->name);
-    return out;
+    return block_rest(g, blk, residual, a, training, rng);
+}
+
+lb_var *lb_transformer_block_forward_cached(lb_graph *g, const lb_transformer_block *blk, lb_var *x,
+                                            lb_kv_cache *cache, const lb_decode_chunk *chunk)
+{
+    if (!x)
+        return NULL;
+    lb_var *a = lb_mha_forward_cached(g, &blk->attn, lb_norm_forward(g, &blk->ln1, x), cache, chunk);
+    return block_rest(g, blk, x, a, 0, NULL);
 }
 
 lb_status lb_transformer_init(lb_transformer *tr, lb_params *ps, const char *prefix, const lb_transformer_config *cfg,
@@ -83,5 +99,13 @@ lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x,
         x = lb_transformer_block_forward(g, &tr->blocks[i], x, mask, last ? queries : NULL, training, rng,
                                          last ? weights : NULL);
     }
+    return lb_norm_forward(g, &tr->ln_f, x);
+}
+
+lb_var *lb_transformer_forward_cached(lb_graph *g, const lb_transformer *tr, lb_var *x, lb_kv_cache *caches,
+                                      const lb_decode_chunk *chunk)
+{
+    for (int i = 0; x && i < tr->n_layers; i++)
+        x = lb_transformer_block_forward_cached(g, &tr->blocks[i], x, &caches[i], chunk);
     return lb_norm_forward(g, &tr->ln_f, x);
 }

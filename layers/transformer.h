@@ -63,6 +63,12 @@ lb_var *lb_transformer_block_forward(lb_graph *g, const lb_transformer_block *bl
                                      const lb_attn_mask *mask, const lb_attn_queries *queries, int training,
                                      lb_rng *rng, lb_var **weights);
 
+/* One block on a chunk of new events, attending over the block's key-value cache
+ * (lb_mha_forward_cached; evaluation mode, no dropout): x [B, C, d_model] ->
+ * [B, C, d_model], equal to the full causal forward's rows for those events. */
+lb_var *lb_transformer_block_forward_cached(lb_graph *g, const lb_transformer_block *blk, lb_var *x,
+                                            lb_kv_cache *cache, const lb_decode_chunk *chunk);
+
 typedef struct lb_transformer {
     lb_transformer_block *blocks; /* n_layers blocks, owned */
     int n_layers;
@@ -81,6 +87,11 @@ void lb_transformer_free(lb_transformer *tr);
  * the last block's attention weights [B, H, Tq, T]. */
 lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x, const lb_attn_mask *mask,
                                const lb_attn_queries *queries, int training, lb_rng *rng, lb_var **weights);
+
+/* The stack on a chunk of new events: caches[i] belongs to block i (n_layers
+ * entries). x [B, C, d_model] -> ln_f(blocks(x)) [B, C, d_model]. */
+lb_var *lb_transformer_forward_cached(lb_graph *g, const lb_transformer *tr, lb_var *x, lb_kv_cache *caches,
+                                      const lb_decode_chunk *chunk);
 
 LB_API_END
 

@@ -98,6 +98,8 @@ static lb_status check_fit(const lb_model *model, const lb_dataset *data)
     return LB_OK;
 }
 
+lb_status lb_check_data_fits(const lb_model *model, const lb_dataset *data) { return check_fit(model, data); }
+
 /* A view of examples [start, start + count) of a batch. */
 static lb_batch batch_part(const lb_batch *b, int64_t start, int64_t count, lb_tensor **features_view)
 {

@@ -1,0 +1,355 @@
+/* lookback predict: a checkpoint's outputs for every example of a split, as HDF5
+ * datasets; --incremental computes them through the streaming path (layers/stream.h). */
+#include <getopt.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "data/h5io.h"
+#include "data/output.h"
+#include "layers/stream.h"
+#include "train/trainer.h"
+
+static void predict_usage(FILE *out)
+{
+    fputs("usage: lookback predict --checkpoint CK.h5 --data FILE.h5 -o OUT.h5 [options]\n"
+          "\n"
+          "Writes, for each example of a split, the model's logits (or regression output), the\n"
+          "predicted class, the target and the clue distance as HDF5 datasets, with attributes\n"
+          "naming the checkpoint and the data file. Positions past an example's length hold NaN\n"
+          "(predicted class -1).\n"
+          "\n"
+          "  -o, --out OUT.h5        the file to write (an existing file is refused without --force)\n"
+          "  --split NAME            train | val | test (default test)\n"
+          "  --examples N            the first N examples only (default all)\n"
+          "  --batch N               examples per forward pass, or streams at once (default 16)\n"
+          "  --incremental           feed each example through the streaming path, --chunk events\n"
+          "                          at a time (the same numbers as the full forward, within 1e-4)\n"
+          "  --chunk N               events per streaming step with --incremental (default 1)\n"
+          "  --max-context N         with --incremental: full attention keeps the last N events only\n"
+          "                          (an approximation; default all)\n"
+          "  --force                 replace OUT.h5 if it is a regular file\n"
+          "  --threads N             threads (default OMP_NUM_THREADS or all processors)\n",
+          out);
+}
+
+/* What predict writes: [N, P, W] outputs with P = T (per-position) or 1 and W =
+ * classes (or 1 for regression), in double; NaN past an example's length. */
+typedef struct predictions {
+    int64_t n, positions, width;
+    double *output;
+} predictions;
+
+/* Copies a model output for examples [start, start + B): y [B, P, W] laid out as
+ * `rows`, row of example b at position p; positions >= limit[b] become NaN. */
+static void store_rows(predictions *pr, int64_t start, int64_t b, const lb_tensor *y, const int32_t *lengths)
+{
+    int64_t p = pr->positions, w = pr->width;
+    for (int64_t i = 0; i < b; i++)
+        for (int64_t t = 0; t < p; t++)
+            for (int64_t k = 0; k < w; k++) {
+                int past = p > 1 && lengths && t >= lengths[i];
+                pr->output[((start + i) * p + t) * w + k] = past ? NAN : lb_tensor_flat(y, (i * p + t) * w + k);
+            }
+}
+
+/* The streaming path for one batch: every example is a stream, fed `chunk` events
+ * at a time; the head's output at each example's last event (per-sequence targets)
+ * or at every event (per-position targets) is kept. */
+static lb_status predict_incremental(lb_model *model, const lb_model_input *in, int64_t chunk,
+                                     const lb_stream_options *opt, predictions *pr, int64_t start)
+{
+    int64_t b = in->batch, t = in->seq_len, w = pr->width, f = in->features ? in->features->shape[2] : 0;
+    lb_model_state *s = lb_model_state_new(model, b, opt);
+    int32_t *tokens = malloc((size_t)(b * chunk) * sizeof *tokens), *counts = malloc((size_t)b * sizeof *counts);
+    lb_status st = s && tokens && counts ? LB_OK : lb_last_status();
+    if (st == LB_OK && (!tokens || !counts))
+        st = lb_error(LB_ERR_MEMORY, "predict: out of memory");
+    for (int64_t t0 = 0; st == LB_OK && t0 < t; t0 += chunk) {
+        int64_t n = t - t0 < chunk ? t - t0 : chunk;
+        lb_tensor *feat = NULL;
+        for (int64_t i = 0; i < b; i++) {
+            int64_t left = (in->lengths ? in->lengths[i] : t) - t0;
+            counts[i] = (int32_t)(left < 0 ? 0 : left > n ? n : left);
+            if (in->tokens)
+                memcpy(tokens + i * n, in->tokens + i * t + t0, (size_t)n * sizeof *tokens);
+        }
+        if (in->features) {
+            lb_tensor *v = lb_tensor_slice(in->features, 1, t0, t0 + n, 1);
+            feat = v ? lb_tensor_copy(v, v->dtype) : NULL;
+            lb_tensor_free(v);
+            if (!feat) {
+                st = lb_last_status();
+                break;
+            }
+        }
+        lb_model_input ci = {b, n, in->tokens ? tokens : NULL, feat, counts};
+        lb_tensor *y = lb_model_step_chunk(s, &ci); /* [B, n, W] or [B, n] */
+        lb_tensor_free(feat);
+        if (!y) {
+            st = lb_last_status();
+            break;
+        }
+        for (int64_t i = 0; i < b; i++)
+            for (int64_t j = 0; j < counts[i]; j++) {
+                int64_t pos = t0 + j, last = (in->lengths ? in->lengths[i] : t) - 1;
+                if (pr->positions == 1 && pos != last)
+                    continue;
+                int64_t row = pr->positions == 1 ? 0 : pos;
+                for (int64_t k = 0; k < w; k++)
+                    pr->output[((start + i) * pr->positions + row) * w + k] = lb_tensor_flat(y, (i * n + j) * w + k);
+            }
+        lb_tensor_free(y);
+    }
+    (void)f;
+    free(tokens);
+    free(counts);
+    lb_model_state_free(s);
+    return st;
+}
+
+/* One dataset of `rank` dims in the given memory type. */
+static lb_status write_set(hid_t file, const char *name, hid_t type, int rank, const hsize_t *dims, const void *data,
+                           const char *path)
+{
+    hid_t space = H5Screate_simple(rank, dims, NULL);
+    hid_t dset = space >= 0 ? H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    lb_status st = LB_OK;
+    if (dset < 0 || H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        st = lb_error(LB_ERR_IO, "%s: cannot write dataset '%s' (disk full or not writable?)", path, name);
+    lb_h5_close(dset);
+    lb_h5_close(space);
+    return st;
+}
+
+typedef struct predict_file {
+    const char *path, *checkpoint, *data, *split, *mode;
+    const lb_model_config *model;
+    const predictions *pr;
+    const int32_t *targets;     /* [N] or [N, T]; NULL for regression */
+    const float *target_values; /* [N] regression */
+    const int32_t *distance;    /* [N] or NULL */
+    const int32_t *lengths;     /* [N] or NULL */
+} predict_file;
+
+/* Writes the predictions to path.tmp, then renames it into place. */
+static lb_status write_predictions(const predict_file *o)
+{
+    const predictions *pr = o->pr;
+    int64_t n = pr->n, p = pr->positions, w = pr->width;
+    int per_position = p > 1, regression = o->model->num_classes == 0;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->path);
+    int32_t *predicted = regression ? NULL : malloc((size_t)(n * p) * sizeof *predicted);
+    if (!regression && !predicted)
+        return lb_error(LB_ERR_MEMORY, "predict: out of memory");
+    for (int64_t i = 0; !regression && i < n * p; i++) {
+        const double *row = pr->output + i * w;
+        int best = isnan(row[0]) ? -1 : 0;
+        for (int64_t k = 1; best >= 0 && k < w; k++)
+            if (row[k] > row[best])
+                best = (int)k;
+        predicted[i] = best;
+    }
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    lb_status st = LB_OK;
+    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file < 0)
+        st = lb_error(LB_ERR_IO, "%s: cannot create (is the folder writable?)", tmp);
+    hsize_t dims[3] = {(hsize_t)n, (hsize_t)p, (hsize_t)w}, rows[2] = {(hsize_t)n, (hsize_t)p};
+    int out_rank = (per_position ? 2 : 1) + (regression ? 0 : 1);
+    if (!per_position)
+        dims[1] = (hsize_t)w;
+    if (st == LB_OK)
+        st = write_set(file, regression ? "output" : "logits", H5T_NATIVE_DOUBLE, out_rank, dims, pr->output, tmp);
+    if (st == LB_OK && predicted)
+        st = write_set(file, "predicted", H5T_NATIVE_INT32, per_position ? 2 : 1, rows, predicted, tmp);
+    if (st == LB_OK && o->targets)
+        st = write_set(file, "target", H5T_NATIVE_INT32, per_position ? 2 : 1, rows, o->targets, tmp);
+    if (st == LB_OK && o->target_values)
+        st = write_set(file, "target", H5T_NATIVE_FLOAT, 1, rows, o->target_values, tmp);
+    if (st == LB_OK && o->distance)
+        st = write_set(file, "distance", H5T_NATIVE_INT32, 1, rows, o->distance, tmp);
+    if (st == LB_OK && o->lengths)
+        st = write_set(file, "length", H5T_NATIVE_INT32, 1, rows, o->lengths, tmp);
+    hid_t root = file;
+    if (st == LB_OK)
+        st = lb_h5_write_attr_string(root, "checkpoint", o->checkpoint, tmp);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_string(root, "data", o->data, tmp);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_string(root, "split", o->split, tmp);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_string(root, "model", lb_model_kind_name(o->model->kind), tmp);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_string(root, "path", o->mode, tmp);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_int(root, "examples", n, tmp);
+    if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing (disk full?)", tmp);
+    lb_h5_quiet_end(&quiet);
+    free(predicted);
+    if (st != LB_OK) {
+        remove(tmp);
+        return st;
+    }
+    return lb_output_commit(tmp, o->path, "predictions file");
+}
+
+/* Accuracy over the scored targets (or MSE for regression), for the summary line. */
+static double summary_metric(const predictions *pr, const int32_t *targets, const float *values, int64_t *scored)
+{
+    double sum = 0;
+    *scored = 0;
+    for (int64_t i = 0; i < pr->n * pr->positions; i++) {
+        const double *row = pr->output + i * pr->width;
+        if (values) {
+            sum += (row[0] - values[i]) * (row[0] - values[i]);
+            ++*scored;
+            continue;
+        }
+        if (targets[i] < 0 || isnan(row[0]))
+            continue;
+        int best = 0;
+        for (int64_t k = 1; k < pr->width; k++)
+            if (row[k] > row[best])
+                best = (int)k;
+        sum += best == targets[i];
+        ++*scored;
+    }
+    return *scored ? sum / (double)*scored : NAN;
+}
+
+int lb_cli_predict(int argc, char **argv)
+{
+    const char *cmd = "predict", *ck = NULL, *data_path = NULL, *split = "test", *out = NULL;
+    int64_t examples = 0, batch = 16, threads = 0, chunk = 1, max_context = 0;
+    int incremental = 0, force = 0;
+    static const struct option opts[] = {
+        {"checkpoint", required_argument, NULL, 'c'}, {"data", required_argument, NULL, 'd'},
+        {"split", required_argument, NULL, 's'},      {"examples", required_argument, NULL, 'n'},
+        {"batch", required_argument, NULL, 'b'},      {"out", required_argument, NULL, 'o'},
+        {"incremental", no_argument, NULL, 'i'},      {"chunk", required_argument, NULL, 'C'},
+        {"max-context", required_argument, NULL, 'm'}, {"force", no_argument, NULL, 'f'},
+        {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c, chunk_set = 0, context_set = 0;
+    lb_status st = LB_OK;
+    while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1 && st == LB_OK) {
+        switch (c) {
+        case 'c': ck = optarg; break;
+        case 'd': data_path = optarg; break;
+        case 's': split = optarg; break;
+        case 'n': st = lb_cli_int("--examples", optarg, 0, INT64_MAX, &examples); break;
+        case 'b': st = lb_cli_int("--batch", optarg, 1, 1 << 16, &batch); break;
+        case 'o': out = optarg; break;
+        case 'i': incremental = 1; break;
+        case 'C': st = lb_cli_int("--chunk", optarg, 1, 1 << 20, &chunk); chunk_set = 1; break;
+        case 'm': st = lb_cli_int("--max-context", optarg, 1, INT32_MAX, &max_context); context_set = 1; break;
+        case 'f': force = 1; break;
+        case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
+        case 'h': predict_usage(stdout); return 0;
+        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
+        default: return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback predict --help)", argv[optind - 1]);
+        }
+    }
+    if (st != LB_OK)
+        return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    if (optind < argc)
+        return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
+    if (!ck || !data_path || !out)
+        return lb_cli_error(cmd, 2, "--checkpoint, --data and -o are required");
+    if (!out[0])
+        return lb_cli_error(cmd, 2, "-o is empty: name the file to write");
+    if ((chunk_set || context_set) && !incremental)
+        return lb_cli_error(cmd, 2, "%s applies to the streaming path only: add --incremental",
+                            chunk_set ? "--chunk" : "--max-context");
+    if (lb_output_check(out, "predictions file") != LB_OK)
+        return lb_cli_fail(cmd);
+    struct stat sb;
+    if (stat(out, &sb) == 0 && !force)
+        return lb_cli_error(cmd, 1, "%s already exists; choose another -o or add --force", out);
+    lb_cli_set_threads((int)threads);
+    lb_dataset *data = lb_dataset_open(data_path);
+    if (!data)
+        return lb_cli_fail(cmd);
+    lb_model *model = lb_cli_load_model(ck);
+    int64_t n = lb_dataset_split_size(data, split);
+    int code = 0;
+    if (!model || lb_check_data_fits(model, data) != LB_OK || n < 0) {
+        code = lb_cli_fail(cmd);
+        goto done;
+    }
+    if (examples > 0 && examples < n)
+        n = examples;
+    if (n == 0) {
+        code = lb_cli_error(cmd, 1, "%s: the %s split is empty", data_path, split);
+        goto done;
+    }
+    const lb_model_config *mc = lb_model_get_config(model);
+    int64_t t = lb_dataset_seq_len(data);
+    predictions pr = {n, mc->head == LB_HEAD_EVERY ? t : 1, mc->num_classes > 0 ? mc->num_classes : 1, NULL};
+    lb_batch all;
+    memset(&all, 0, sizeof all);
+    pr.output = malloc((size_t)(pr.n * pr.positions * pr.width) * sizeof *pr.output);
+    if (!pr.output || lb_dataset_slice(data, split, 0, n, &all) != LB_OK) {
+        if (!pr.output)
+            lb_error(LB_ERR_MEMORY, "predict: out of memory for %lld examples", (long long)n);
+        code = lb_cli_fail(cmd);
+        free(pr.output);
+        goto done;
+    }
+    lb_graph *g = lb_graph_new();
+    lb_graph_set_grad_enabled(g, 0);
+    lb_stream_options so = {0, max_context, 0};
+    double t_start = lb_cli_now();
+    for (int64_t start = 0; start < n && st == LB_OK; start += batch) {
+        int64_t count = n - start < batch ? n - start : batch;
+        lb_batch b;
+        if ((st = lb_dataset_slice(data, split, start, count, &b)) != LB_OK)
+            break;
+        lb_tensor *feat = b.features ? lb_tensor_copy(b.features, mc->dtype) : NULL;
+        lb_model_input in = {count, t, b.tokens, feat, b.lengths};
+        if (b.features && !feat) {
+            st = lb_last_status();
+        } else if (incremental) {
+            st = predict_incremental(model, &in, chunk, &so, &pr, start);
+        } else {
+            lb_var *y = lb_model_forward(g, model, &in, 0, NULL, NULL);
+            if (!y)
+                st = lb_last_status();
+            else
+                store_rows(&pr, start, count, y->value, b.lengths);
+            lb_graph_reset(g);
+        }
+        lb_tensor_free(feat);
+        lb_batch_free(&b);
+    }
+    double seconds = lb_cli_now() - t_start;
+    lb_graph_free(g);
+    predict_file pf = {out, ck, data_path, split, incremental ? "incremental" : "full", mc, &pr,
+                       all.targets, all.target_values, all.distance, all.lengths};
+    if (st != LB_OK || write_predictions(&pf) != LB_OK) {
+        code = lb_cli_fail(cmd);
+    } else {
+        int64_t scored;
+        double metric = summary_metric(&pr, all.targets, all.target_values, &scored);
+        printf("%s: %lld examples of the %s split through the %s path in %.2f s; %s %.4f over %lld %s\n", out,
+               (long long)n, split, incremental ? "streaming" : "full-sequence", seconds,
+               all.target_values ? "mse" : "accuracy", metric, (long long)scored,
+               pr.positions > 1 ? "positions" : "examples");
+    }
+    lb_batch_free(&all);
+    free(pr.output);
+done:
+    lb_model_free(model);
+    lb_dataset_close(data);
+    return code;
+}

@@ -1,0 +1,200 @@
+/* lookback stream: reads token ids one event at a time and prints the model's
+ * prediction after each event, through the streaming path (layers/stream.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "layers/stream.h"
+
+static void stream_usage(FILE *out)
+{
+    fputs("usage: lookback stream --checkpoint CK.h5 [--input FILE|-] [options]\n"
+          "\n"
+          "Reads whitespace-separated token ids (one event per id) from FILE or standard input and\n"
+          "prints, after each event, the model's prediction: the class and its probability, or the\n"
+          "regression value. Each line is flushed as it is printed, so the command can sit at the\n"
+          "end of a pipe. The model keeps its state between events: attention a key-value cache\n"
+          "that grows with every event, local attention its window, the LSTM (h, c), the conv\n"
+          "stack its last inputs.\n"
+          "\n"
+          "  --input FILE|-          where the ids come from (default -: standard input)\n"
+          "  --every N               print every N-th event only (default 1)\n"
+          "  --json                  one JSON object per line: event, token, class and probability\n"
+          "                          (or value), state_bytes\n"
+          "  --strict                stop at the first bad id (exit 1); by default a bad id is\n"
+          "                          reported on standard error and skipped\n"
+          "  --max-context N         full attention keeps the last N events only (an approximation:\n"
+          "                          bounded memory and time per event; default all)\n"
+          "  --threads N             threads (default 1: one event is too little work to share)\n",
+          out);
+}
+
+typedef struct stream_run {
+    lb_model_state *state;
+    const lb_model_config *mc;
+    int64_t every, events, skipped;
+    int json;
+} stream_run;
+
+/* Feeds one id and prints the prediction when due. */
+static lb_status stream_event(stream_run *r, int32_t token)
+{
+    lb_tensor *y = lb_model_step(r->state, &token); /* [1, C] or [1] */
+    if (!y)
+        return lb_last_status();
+    r->events++;
+    if (r->events % r->every == 0) {
+        int64_t classes = r->mc->num_classes;
+        int best = 0;
+        double p = 0, value = lb_tensor_flat(y, 0);
+        if (classes > 0) { /* softmax probability of the arg-max class */
+            for (int64_t k = 1; k < classes; k++)
+                if (lb_tensor_flat(y, k) > lb_tensor_flat(y, best))
+                    best = (int)k;
+            double top = lb_tensor_flat(y, best), sum = 0;
+            for (int64_t k = 0; k < classes; k++)
+                sum += exp(lb_tensor_flat(y, k) - top);
+            p = 1.0 / sum;
+        }
+        size_t bytes = lb_model_state_bytes(r->state, 0);
+        if (r->json) {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "event", json_object_new_int64(r->events));
+            json_object_object_add(o, "token", json_object_new_int(token));
+            if (classes > 0) {
+                json_object_object_add(o, "class", json_object_new_int(best));
+                json_object_object_add(o, "probability", json_object_new_double(p));
+            } else {
+                json_object_object_add(o, "value", json_object_new_double(value));
+            }
+            json_object_object_add(o, "state_bytes", json_object_new_int64((int64_t)bytes));
+            printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+            json_object_put(o);
+        } else if (classes > 0) {
+            printf("event %lld: class %d (p = %.4f)\n", (long long)r->events, best, p);
+        } else {
+            printf("event %lld: %.6g\n", (long long)r->events, value);
+        }
+        fflush(stdout);
+    }
+    lb_tensor_free(y);
+    return LB_OK;
+}
+
+/* Reads ids from `in` line by line; a bad id is named by line and column. Returns the
+ * exit code. */
+static int stream_read(stream_run *r, FILE *in, const char *name, int strict)
+{
+    const char *cmd = "stream";
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int64_t lineno = 0, vocab = r->mc->vocab_size;
+    int code = 0;
+    while (code == 0 && (len = getline(&line, &cap, in)) != -1) {
+        lineno++;
+        char *p = line;
+        while (code == 0 && *p) {
+            while (*p && isspace((unsigned char)*p))
+                p++;
+            if (!*p)
+                break;
+            char *word = p;
+            while (*p && !isspace((unsigned char)*p))
+                p++;
+            char saved = *p;
+            *p = '\0';
+            char *end = NULL;
+            errno = 0;
+            long long id = strtoll(word, &end, 10);
+            int column = (int)(word - line) + 1;
+            if (*end || errno == ERANGE || id < 0 || id >= vocab) {
+                fprintf(stderr, "lookback stream: %s, line %lld, column %d: '%.40s' is not a token id (a whole number in "
+                                "[0, %lld), the model's vocabulary)%s\n",
+                        name, (long long)lineno, column, word, (long long)vocab, strict ? "" : "; skipped");
+                r->skipped++;
+                if (strict)
+                    code = 1;
+            } else if (stream_event(r, (int32_t)id) != LB_OK) {
+                code = lb_cli_error(cmd, 1, "%s, line %lld, column %d, event %lld: %s", name, (long long)lineno, column,
+                                    (long long)r->events + 1, lb_last_error());
+            }
+            *p = saved;
+        }
+    }
+    if (code == 0 && ferror(in))
+        code = lb_cli_error(cmd, 1, "%s: read error after line %lld", name, (long long)lineno);
+    free(line);
+    return code;
+}
+
+int lb_cli_stream(int argc, char **argv)
+{
+    const char *cmd = "stream", *ck = NULL, *input = "-";
+    int64_t every = 1, threads = 1, max_context = 0;
+    int json = 0, strict = 0;
+    static const struct option opts[] = {
+        {"checkpoint", required_argument, NULL, 'c'}, {"input", required_argument, NULL, 'i'},
+        {"every", required_argument, NULL, 'e'},      {"json", no_argument, NULL, 'j'},
+        {"strict", no_argument, NULL, 's'},           {"max-context", required_argument, NULL, 'm'},
+        {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    lb_status st = LB_OK;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1 && st == LB_OK) {
+        switch (c) {
+        case 'c': ck = optarg; break;
+        case 'i': input = optarg; break;
+        case 'e': st = lb_cli_int("--every", optarg, 1, INT64_MAX, &every); break;
+        case 'j': json = 1; break;
+        case 's': strict = 1; break;
+        case 'm': st = lb_cli_int("--max-context", optarg, 1, INT32_MAX, &max_context); break;
+        case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
+        case 'h': stream_usage(stdout); return 0;
+        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
+        default: return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback stream --help)", argv[optind - 1]);
+        }
+    }
+    if (st != LB_OK)
+        return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    if (optind < argc)
+        return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
+    if (!ck)
+        return lb_cli_error(cmd, 2, "--checkpoint is required");
+    if (!input[0])
+        return lb_cli_error(cmd, 2, "--input is empty: name a file, or - for standard input");
+    lb_cli_set_threads((int)threads);
+    lb_model *model = lb_cli_load_model(ck);
+    if (!model)
+        return lb_cli_fail(cmd);
+    int code = 0;
+    const lb_model_config *mc = lb_model_get_config(model);
+    stream_run r = {NULL, mc, every, 0, 0, json};
+    lb_stream_options so = {0, max_context, 0};
+    FILE *in = strcmp(input, "-") == 0 ? stdin : fopen(input, "r");
+    if (mc->vocab_size == 0) {
+        code = lb_cli_error(cmd, 1, "%s: the model reads real-valued features, but stream reads token ids", ck);
+    } else if (!in) {
+        code = lb_cli_error(cmd, 1, "%s: cannot open: %s", input, strerror(errno));
+    } else if (!(r.state = lb_model_state_new(model, 1, &so))) {
+        code = lb_cli_fail(cmd);
+    } else {
+        code = stream_read(&r, in, strcmp(input, "-") == 0 ? "standard input" : input, strict);
+        fprintf(stderr, "lookback stream: %lld events, %lld bad ids skipped; state %zu bytes (%zu allocated)\n",
+                (long long)r.events, (long long)r.skipped, lb_model_state_bytes(r.state, 0),
+                lb_model_state_allocated(r.state));
+    }
+    if (in && in != stdin)
+        fclose(in);
+    lb_model_state_free(r.state);
+    lb_model_free(model);
+    return code;
+}

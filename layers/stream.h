@@ -1,0 +1,98 @@
+/* Streaming inference: a model reads its input one event (or one chunk of events) at
+ * a time, for B independent streams, and carries what it needs between calls.
+ *
+ * Named dims: B streams, C events per chunk, L layers, D d_model, H hidden_size (LSTM),
+ * K kernel_size, T events a stream has seen, W the attention window.
+ *
+ * What each family carries per stream (the decoding state):
+ *   transformer  per layer a key-value cache of every past event, 2 · L · T · D values,
+ *                growing with T (memory grows by doubling, or is pre-sized);
+ *                max_context N keeps only the last N events (an approximation: the
+ *                model then sees what a local-attention model of window N would);
+ *   local        per layer the keys and values of the last W events, 2 · L · W · D
+ *                values (bounded);
+ *   lstm         per layer (h, c), 2 · L · H values (constant);
+ *   conv         per layer the last (K - 1) · dilation inputs, Σ_i (K - 1) · 2^i · D
+ *                values (bounded).
+ * A chunk of C events costs O(C · T · D) in attention (each query compares with every
+ * cached key) and O(C) for the other families.
+ *
+ * Exactness: feeding a sequence event by event or in chunks of any size gives the
+ * outputs the training-time forward (lb_model_forward with LB_HEAD_EVERY) gives at
+ * each position, up to floating-point rounding (tested to 1e-5 in float32 and 1e-12
+ * in float64). Positions (sinusoidal, learned, rotary) continue from the number of
+ * events the stream has seen. The causal mask of a chunk is aligned bottom-right:
+ * event i of a chunk sees the cached events and the chunk's events up to itself.
+ * Only causal models stream: an attention model built with causal = 0 is refused.
+ *
+ * A step either succeeds for every stream or changes nothing (a failed step, e.g.
+ * out of memory, leaves the state as it was).
+ */
+#ifndef LB_LAYERS_STREAM_H
+#define LB_LAYERS_STREAM_H
+
+#include "tensor/api.h"
+#include "layers/attention.h"
+#include "layers/model.h"
+
+LB_API_BEGIN
+
+typedef struct lb_stream_options {
+    int64_t capacity;    /* transformer: events per stream the caches hold before they first grow
+                          * (0 = 256); the caches double when full */
+    int64_t max_context; /* transformer: attend to the last N events only and keep no more
+                          * (0 = every event); local: lowers the window if smaller */
+    size_t max_bytes;    /* the state (all streams) may not grow beyond this many bytes
+                          * (0 = no limit); growth past it is an LB_ERR_MEMORY error */
+} lb_stream_options;
+
+typedef struct lb_model_state lb_model_state;
+
+/* A decoding state of model m for `streams` streams (B >= 1), every stream empty.
+ * m must outlive the state and must not change while it is used (its parameters are
+ * read at each step). opt may be NULL (defaults: grow without bound, all context).
+ * Errors (NULL): a non-causal attention model, B < 1, a negative option, max_bytes
+ * below what the state needs for one event, out of memory. */
+lb_model_state *lb_model_state_new(lb_model *m, int64_t streams, const lb_stream_options *opt);
+void lb_model_state_free(lb_model_state *s);
+
+/* Forgets what stream `stream` has seen (-1: every stream); it restarts at position 0. */
+void lb_model_state_reset(lb_model_state *s, int64_t stream);
+
+/* B, and the events stream `stream` has seen so far. */
+int64_t lb_model_state_streams(const lb_model_state *s);
+int64_t lb_model_state_events(const lb_model_state *s, int64_t stream);
+
+/* Bytes of state the next event of stream `stream` depends on (the formulas above,
+ * times sizeof(dtype)): transformer 2 · L · T' · D with T' the events cached (T, or at
+ * most max_context), local 2 · L · min(T, W) · D, lstm 2 · L · H, conv Σ (K-1) 2^i D. */
+size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream);
+/* Bytes the state holds for all streams, spare capacity and scratch included. */
+size_t lb_model_state_allocated(const lb_model_state *s);
+
+/* The key-value cache of attention layer `layer` (transformer and local models), or
+ * NULL (other families, a layer out of range). For inspection, and for benchmarks that
+ * fill a long cache directly: rows written with lb_k_copy_rows and committed with
+ * lb_kv_cache_advance count as cached events (positions still continue from the
+ * events the stream was fed). */
+lb_kv_cache *lb_model_state_kv_cache(lb_model_state *s, int layer);
+
+/* One event per stream: tokens int32 [B] (token models). Returns a new tensor
+ * (caller frees) with the model's output for that event: logits [B, num_classes], or
+ * [B] for regression, in the model dtype. The output is the head applied at the new
+ * position (what LB_HEAD_LAST gives for the sequence ending there).
+ * Errors (NULL): ids outside the vocabulary (named by stream), a feature model,
+ * learned positions past max_seq_len, memory (the state is then unchanged). */
+lb_tensor *lb_model_step(lb_model_state *s, const int32_t *tokens);
+
+/* A chunk of C events per stream (chunked prefill): in->batch = B, in->seq_len = C,
+ * tokens [B, C] or features [B, C, F] as for lb_model_forward; in->lengths, when not
+ * NULL, gives the events of each stream in this chunk, in [0, C] (the rest of its row
+ * is padding and ignored; 0 leaves the stream as it is). Returns a new tensor [B, C,
+ * num_classes] (regression: [B, C]) with the output at every new event (rows past a
+ * stream's length are unspecified). Errors (NULL) as lb_model_step; nothing changes. */
+lb_tensor *lb_model_step_chunk(lb_model_state *s, const lb_model_input *in);
+
+LB_API_END
+
+#endif
