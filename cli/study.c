@@ -30,6 +30,7 @@
 #include "data/output.h"
 #include "data/tasks.h"
 #include "layers/conv.h"
+#include "layers/stream.h"
 
 enum { MAX_TESTS = 4, MAX_LRS = 3, MAX_SEEDS = 16, CONV_KERNEL = 3 };
 
@@ -609,6 +610,46 @@ static double copied_accuracy(const lb_eval_result *r, int64_t symbols, json_obj
     return n ? (double)ok / (double)n : NAN;
 }
 
+/* Streaming inference over the first test sequence of ds (len events, one stream,
+ * layers/stream.h): the first len - STREAM_TIMED events go in as one chunk (prefill),
+ * then the last STREAM_TIMED one event per call, timed: microseconds per event with
+ * about len events of context, and the bytes of decoding state after the last event,
+ * into t. A model that cannot stream gets "stream_error". */
+enum { STREAM_TIMED = 64 };
+static void measure_streaming(lb_model *model, const lb_dataset *ds, int64_t len, json_object *t)
+{
+    lb_batch b;
+    lb_model_state *state = NULL;
+    int64_t timed = len < STREAM_TIMED ? len : STREAM_TIMED, prefill = len - timed;
+    lb_status st = lb_dataset_slice(ds, "test", 0, 1, &b);
+    if (st == LB_OK && !(state = lb_model_state_new(model, 1, NULL)))
+        st = lb_last_status();
+    if (st == LB_OK && prefill > 0) {
+        lb_model_input in = {1, prefill, b.tokens, NULL, NULL};
+        lb_tensor *out = lb_model_step_chunk(state, &in);
+        st = out ? LB_OK : lb_last_status();
+        lb_tensor_free(out);
+    }
+    double t0 = lb_cli_now();
+    for (int64_t i = prefill; st == LB_OK && i < len; i++) {
+        lb_tensor *out = lb_model_step(state, b.tokens + i);
+        if (!out)
+            st = lb_last_status();
+        lb_tensor_free(out);
+    }
+    double seconds = lb_cli_now() - t0;
+    if (st == LB_OK) {
+        json_object_object_add(t, "stream_us_per_event", json_object_new_double(1e6 * seconds / (double)timed));
+        json_object_object_add(t, "stream_state_bytes", json_object_new_int64((int64_t)lb_model_state_bytes(state, 0)));
+    } else {
+        json_object_object_add(t, "stream_error", json_object_new_string(lb_last_error()));
+        lb_clear_error();
+    }
+    lb_model_state_free(state);
+    if (b.tokens || b.features)
+        lb_batch_free(&b);
+}
+
 static lb_status evaluate_tests(lb_study *s, const job *j, lb_model *model, const lb_run_config *rc,
                                 json_object *tests)
 {
@@ -641,6 +682,8 @@ static lb_status evaluate_tests(lb_study *s, const job *j, lb_model *model, cons
             lb_clear_error();
         }
         json_object_object_add(t, "state_floats", json_real(state_floats(rc, len)));
+        if (i == task->n_tests - 1)
+            measure_streaming(model, ds, len, t);
         json_object_array_add(tests, t);
         lb_dataset_close(ds);
     }
@@ -745,6 +788,7 @@ typedef struct cell_stats {
     double loss[MAX_TESTS];     /* mean test loss */
     double us_per_event[MAX_TESTS];
     double ms_per_step, peak_mb, params, state[MAX_TESTS], steps;
+    double stream_us, stream_bytes; /* streaming at the longest length (NAN: not measured) */
     double lr;
     char recipe[256], lr_choice[256];
 } cell_stats;
@@ -752,6 +796,7 @@ typedef struct cell_stats {
 static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, json_object *cells)
 {
     memset(c, 0, sizeof *c);
+    c->stream_bytes = NAN;
     const study_task *task = &s->tasks[t];
     for (int i = 0; i < MAX_TESTS; i++) {
         c->lo[i] = INFINITY;
@@ -786,6 +831,10 @@ static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, j
                 c->loss[i] += json_num(x, "loss");
                 c->us_per_event[i] += json_num(x, "us_per_event");
                 c->state[i] = json_num(x, "state_floats");
+                if (i == task->n_tests - 1) {
+                    c->stream_us += json_num(x, "stream_us_per_event");
+                    c->stream_bytes = json_num(x, "stream_state_bytes");
+                }
             }
         if (cells)
             json_object_array_add(cells, r);
@@ -795,6 +844,7 @@ static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, j
     if (c->n == 0)
         return;
     c->ms_per_step /= c->n;
+    c->stream_us /= c->n;
     c->peak_mb /= c->n;
     c->steps /= c->n;
     for (int i = 0; i < task->n_tests; i++) {
@@ -893,12 +943,13 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
         fprintf(f, " %s @ %lld |", task->copy ? "symbols" : "accuracy", (long long)task->test_len[i]);
     if (task->copy)
         fprintf(f, " loss |");
-    fprintf(f, " steps | ms / step | eval us / event @ %lld | peak MB | parameters | state floats @ %lld | lr |\n",
-            (long long)task->test_len[last], (long long)task->test_len[last]);
+    fprintf(f, " steps | ms / step | eval us / event @ %lld | stream us / event @ %lld | state KB @ %lld | peak MB | "
+               "parameters | lr |\n",
+            (long long)task->test_len[last], (long long)task->test_len[last], (long long)task->test_len[last]);
     fprintf(f, "|---|---|");
     for (int i = 0; i < task->n_tests + (task->copy ? 1 : 0); i++)
         fprintf(f, "---|");
-    fprintf(f, "---|---|---|---|---|---|---|\n");
+    fprintf(f, "---|---|---|---|---|---|---|---|\n");
     for (int m = 0; m < M_COUNT; m++) {
         if (!s->method_on[m] || !method_applies((method_id)m, t))
             continue;
@@ -910,13 +961,21 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
             fprintf(f, " %s |", a);
         }
         if (!c->n) {
-            fprintf(f, "%s - | - | - | - | - | - | - |\n", task->copy ? " - |" : "");
+            fprintf(f, "%s - | - | - | - | - | - | - | - |\n", task->copy ? " - |" : "");
             continue;
         }
         if (task->copy)
             fprintf(f, " %.4f |", c->loss[last]);
-        fprintf(f, " %.0f | %.1f | %.2f | %.0f | %.0f | %.0f | %g |\n", c->steps, c->ms_per_step,
-                c->us_per_event[last], c->peak_mb, c->params, c->state[last], c->lr);
+        char stream[32], state[32];
+        if (isfinite(c->stream_us))
+            snprintf(stream, sizeof stream, "%.1f", c->stream_us);
+        else
+            snprintf(stream, sizeof stream, "-");
+        /* measured through the streaming API when it ran, else from the configuration */
+        double bytes = isfinite(c->stream_bytes) ? c->stream_bytes : 4 * c->state[last];
+        snprintf(state, sizeof state, "%.1f%s", bytes / 1024, isfinite(c->stream_bytes) ? "" : " (computed)");
+        fprintf(f, " %.0f | %.1f | %.2f | %s | %s | %.0f | %.0f | %g |\n", c->steps, c->ms_per_step,
+                c->us_per_event[last], stream, state, c->peak_mb, c->params, c->lr);
     }
     int pick = best_fit(s, t, st);
     fprintf(f, "\n**Best fit, measured:** ");
@@ -1015,11 +1074,11 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
         }
         fprintf(f, " %s |\n", won[0] ? won : "-");
     }
-    fprintf(f, "\nCosts per cell are in each task's table: training time per step, evaluation time per event "
-               "(a full forward pass over the test sequence, divided by its events), peak resident memory of the "
-               "cell's process (data included), parameters, and the decoding state a streaming model keeps per "
-               "sequence (floats, computed from the configuration: key-value cache, (h, c), or each conv layer's "
-               "past inputs). Inference through the streaming API is not measured here.\n");
+    fprintf(f, "\nCosts per cell are in each task's table: training time per step; evaluation time per event "
+               "(a full forward pass over the test sequence, divided by its events); streaming inference time per "
+               "event (the last 64 events of one test sequence of the longest length fed one at a time through the "
+               "streaming API, after the rest as one chunk) and the decoding state it holds after that sequence (key-value cache, (h, c), or each conv layer's past "
+               "inputs); peak resident memory of the cell's process (data included); parameters.\n");
     fprintf(f, "\n## Per task\n");
     for (int t = 0; t < T_COUNT; t++)
         if (s->task_on[t])
