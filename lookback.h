@@ -8,6 +8,7 @@
 #include "tensor/rng.h"
 #include "tensor/kernels.h"
 #include "tensor/threads.h"
+#include "tensor/pool.h"
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
 #include "autograd/gradcheck.h"

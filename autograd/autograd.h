@@ -11,6 +11,12 @@
  *    optimizer reads and writes them; they are freed with lb_param_free;
  *  - the per-step graph (inputs, intermediate values, saved tensors, their
  *    gradients) is released in one call, lb_graph_reset, and grows by itself.
+ *    Its large buffers are kept by the graph's buffer pool (tensor/pool.h) and
+ *    reused by the next step instead of going back to the system: while a graph's
+ *    ops (and lb_backward) run, the graph's pool is the calling thread's allocation
+ *    pool, and stays so until another graph's op runs on that thread or the graph
+ *    is freed. Tensors allocated meanwhile (optimizer state, parameter gradients)
+ *    may come from it; they remain valid after the graph is freed.
  *
  * Every value held by a variable is a contiguous tensor. A variable's gradient,
  * when present, has exactly its value's dtype and shape.
@@ -19,7 +25,7 @@
 #define LB_AUTOGRAD_H
 
 #include "tensor/api.h"
-
+#include "tensor/pool.h"
 #include "tensor/tensor.h"
 
 LB_API_BEGIN
@@ -50,11 +56,16 @@ struct lb_var {
 
 /* A new empty graph with gradients enabled. NULL when out of memory. */
 lb_graph *lb_graph_new(void);
-/* Frees every variable the graph owns, then the graph. Parameters are untouched. */
+/* Frees every variable the graph owns, then the graph and its buffer pool's cache.
+ * Parameters are untouched. */
 void lb_graph_free(lb_graph *g);
 /* Frees every variable the graph owns (values, gradients, saved tensors) and makes it
- * ready for the next step; the graph keeps its grad mode. */
+ * ready for the next step; the graph keeps its grad mode. Ends a step of the graph's
+ * buffer pool (lb_pool_trim): buffers released in this step stay cached for the next
+ * one, those not reused since the previous reset go back to the system. */
 void lb_graph_reset(lb_graph *g);
+/* The graph's buffer pool (tensor/pool.h), e.g. for lb_pool_get_stats. */
+lb_pool *lb_graph_pool(lb_graph *g);
 /* Gradient mode: with 0 (evaluation), ops record nothing and their results do not
  * require gradients (torch.no_grad). Returns the previous mode. */
 int lb_graph_set_grad_enabled(lb_graph *g, int enabled);

@@ -4,12 +4,14 @@
 
 #include "autograd/op_table.h"
 #include "tensor/kernels.h"
+#include "tensor/pool.h"
 
 struct lb_graph {
     lb_var **nodes; /* creation order = a topological order */
     int64_t size, capacity;
     int grad_enabled;
     int backward_done; /* backward ran since the last reset */
+    lb_pool *pool;     /* per-step buffers, reused across steps */
 };
 
 /* lb_custom nodes carry their own backward function. */
@@ -40,6 +42,10 @@ lb_graph *lb_graph_new(void)
         return NULL;
     }
     g->grad_enabled = 1;
+    if (!(g->pool = lb_pool_new())) {
+        free(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -65,13 +71,17 @@ void lb_graph_reset(lb_graph *g)
         var_free(g->nodes[i]);
     g->size = 0;
     g->backward_done = 0;
+    lb_pool_trim(g->pool);
 }
+
+lb_pool *lb_graph_pool(lb_graph *g) { return g ? g->pool : NULL; }
 
 void lb_graph_free(lb_graph *g)
 {
     if (!g)
         return;
     lb_graph_reset(g);
+    lb_pool_free(g->pool);
     free(g->nodes);
     free(g);
 }
@@ -172,6 +182,7 @@ lb_status lb_check_inputs(const char *op, lb_graph *g, int n, lb_var *const *inp
 {
     if (!g)
         return lb_error(LB_ERR_STATE, "%s: the graph is NULL (create one with lb_graph_new)", op);
+    lb_pool_use(g->pool); /* the op's results come from its graph's buffers */
     for (int i = 0; i < n; i++) {
         if (!inputs[i]) {
             /* Keep the message of the op that failed upstream, if any. */
@@ -236,6 +247,8 @@ lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad)
         lb_error(LB_ERR_STATE, "lb_input: the graph is NULL (create one with lb_graph_new)");
         return NULL;
     }
+    if (g)
+        lb_pool_use(g->pool);
     lb_var *v = leaf_new(value);
     if (!v)
         return NULL;
@@ -250,6 +263,8 @@ lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad)
 
 lb_var *lb_input_copy(lb_graph *g, const lb_tensor *value, int requires_grad)
 {
+    if (g)
+        lb_pool_use(g->pool); /* the copy is the step's memory too */
     return lb_input(g, value ? lb_tensor_copy(value, value->dtype) : NULL, requires_grad);
 }
 
@@ -284,6 +299,12 @@ lb_tensor *lb_grad_buffer(lb_var *v)
 
 lb_status lb_accumulate_grad(lb_var *v, const lb_tensor *grad)
 {
+    if (!v->requires_grad)
+        return LB_OK;
+    if (!v->grad && lb_tensor_same_shape(grad, v->value) && grad->dtype == v->value->dtype) {
+        v->grad = lb_tensor_copy(grad, grad->dtype); /* 0 + grad: skip the zeros */
+        return v->grad ? LB_OK : lb_last_status();
+    }
     LB_GRAD_BUFFER_OR_RETURN(buf, v);
     return lb_k_accumulate(buf, grad, 1.0);
 }
@@ -300,6 +321,7 @@ lb_status lb_backward(lb_graph *g, lb_var *output, const lb_tensor *grad_output)
         return lb_error(LB_ERR_STATE, "backward: the output (%s, from %s) does not require gradients: no "
                                       "parameter or input with requires_grad reaches it, or grad mode was off",
                         lb_tensor_describe(output->value, a, sizeof a), lb_op_name(output->op));
+    lb_pool_use(g->pool);
     lb_tensor *seed;
     if (grad_output) {
         if (!lb_tensor_same_shape(grad_output, output->value) || grad_output->dtype != output->value->dtype)

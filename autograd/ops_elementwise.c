@@ -4,6 +4,7 @@
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
+#include "tensor/threads.h"
 
 /* ---- binary, with broadcasting ----
  * a: [*A], b: [*B] -> out: [*broadcast(A, B)] */
@@ -18,7 +19,7 @@ static lb_var *binary(lb_graph *g, lb_op_kind op, lb_binary_op kernel, lb_var *a
     if (lb_broadcast_shapes(lb_op_name(op), a->value->ndim, a->value->shape, b->value->ndim, b->value->shape, &ndim,
                             shape) != LB_OK)
         return NULL;
-    lb_tensor *out = lb_tensor_zeros(a->value->dtype, ndim, shape);
+    lb_tensor *out = lb_tensor_empty(a->value->dtype, ndim, shape); /* every element written */
     if (!out)
         return NULL;
     if (lb_k_binary(kernel, a->value, b->value, out) != LB_OK) {
@@ -56,7 +57,7 @@ static lb_status accumulate_product(lb_var *target, lb_binary_op kernel, const l
 {
     if (!target->requires_grad)
         return LB_OK;
-    lb_tensor *tmp = lb_tensor_zeros_like(grad);
+    lb_tensor *tmp = lb_tensor_empty_like(grad); /* every element written */
     lb_tensor *buf = lb_grad_buffer(target);
     lb_status st = (tmp && buf) ? lb_k_binary(kernel, grad, other, tmp) : lb_last_status();
     if (st == LB_OK)
@@ -79,7 +80,7 @@ lb_status lb_div_backward(lb_var *node)
     lb_status st = accumulate_product(a, LB_BIN_DIV, node->grad, b->value, 1.0);
     if (st != LB_OK || !b->requires_grad)
         return st;
-    lb_tensor *go = lb_tensor_zeros_like(node->grad);
+    lb_tensor *go = lb_tensor_empty_like(node->grad);
     st = go ? lb_k_binary(LB_BIN_MUL, node->grad, node->value, go) : lb_last_status();
     if (st == LB_OK)
         st = accumulate_product(b, LB_BIN_DIV, go, b->value, -1.0);
@@ -139,25 +140,30 @@ static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x, double c)
 {
     if (lb_check_inputs(lb_op_name(op), g, 1, &x) != LB_OK)
         return NULL;
-    lb_tensor *out = lb_tensor_zeros_like(x->value);
+    lb_tensor *out = lb_tensor_empty_like(x->value);
     if (!out)
         return NULL;
     int64_t n = lb_tensor_numel(out);
+    /* Elements split over threads in fixed ranges: the same bits for any thread count. */
+    int nt = lb_threads_for(n, op == LB_OP_NEG || op == LB_OP_SCALE || op == LB_OP_RELU ? LB_GRAIN_ELEMENTS : 4096);
     LB_DISPATCH(out->dtype, T, {
         const T *px = lb_tensor_data(x->value);
         T *py = lb_tensor_data(out);
         T k = (T)c;
-        switch (op) {
-        case LB_OP_NEG:
-        case LB_OP_SCALE: for (int64_t i = 0; i < n; i++) py[i] = k * px[i]; break;
-        case LB_OP_EXP: for (int64_t i = 0; i < n; i++) py[i] = (T)exp((double)px[i]); break;
-        case LB_OP_LOG: for (int64_t i = 0; i < n; i++) py[i] = (T)log((double)px[i]); break;
-        case LB_OP_TANH: for (int64_t i = 0; i < n; i++) py[i] = (T)tanh((double)px[i]); break;
-        case LB_OP_SIGMOID: for (int64_t i = 0; i < n; i++) py[i] = (T)sigmoid((double)px[i]); break;
-        case LB_OP_RELU: for (int64_t i = 0; i < n; i++) py[i] = px[i] > 0 ? px[i] : (T)0; break;
-        case LB_OP_GELU: for (int64_t i = 0; i < n; i++) py[i] = (T)gelu((double)px[i]); break;
-        case LB_OP_GELU_TANH: for (int64_t i = 0; i < n; i++) py[i] = (T)gelu_tanh((double)px[i]); break;
-        default: break;
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")
+        for (int64_t i = 0; i < n; i++) {
+            switch (op) {
+            case LB_OP_NEG:
+            case LB_OP_SCALE: py[i] = k * px[i]; break;
+            case LB_OP_EXP: py[i] = (T)exp((double)px[i]); break;
+            case LB_OP_LOG: py[i] = (T)log((double)px[i]); break;
+            case LB_OP_TANH: py[i] = (T)tanh((double)px[i]); break;
+            case LB_OP_SIGMOID: py[i] = (T)sigmoid((double)px[i]); break;
+            case LB_OP_RELU: py[i] = px[i] > 0 ? px[i] : (T)0; break;
+            case LB_OP_GELU: py[i] = (T)gelu((double)px[i]); break;
+            case LB_OP_GELU_TANH: py[i] = (T)gelu_tanh((double)px[i]); break;
+            default: py[i] = px[i]; break;
+            }
         }
     });
     lb_var *v = lb_graph_record(g, op, out, 1, &x);
@@ -181,21 +187,22 @@ lb_status lb_unary_backward(lb_var *node)
     LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t n = lb_tensor_numel(gx);
     int op = node->op;
+    int nt = lb_threads_for(n, op == LB_OP_RELU || op == LB_OP_TANH || op == LB_OP_SIGMOID ? LB_GRAIN_ELEMENTS : 4096);
     LB_DISPATCH(gx->dtype, T, {
         const T *px = lb_tensor_data(x->value), *py = lb_tensor_data(node->value), *dy = lb_tensor_data(node->grad);
         T *dx = lb_tensor_data(gx);
-        switch (op) {
-        case LB_OP_EXP: for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * py[i]; break;
-        case LB_OP_LOG: for (int64_t i = 0; i < n; i++) dx[i] += dy[i] / px[i]; break;
-        case LB_OP_TANH: for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (1 - py[i] * py[i]); break;
-        case LB_OP_SIGMOID: for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * py[i] * (1 - py[i]); break;
-        case LB_OP_RELU: for (int64_t i = 0; i < n; i++) dx[i] += px[i] > 0 ? dy[i] : (T)0; break;
-        case LB_OP_GELU: for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (T)gelu_grad((double)px[i]); break;
-        case LB_OP_GELU_TANH:
-            for (int64_t i = 0; i < n; i++)
-                dx[i] += dy[i] * (T)gelu_tanh_grad((double)px[i]);
-            break;
-        default: break;
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")
+        for (int64_t i = 0; i < n; i++) {
+            switch (op) {
+            case LB_OP_EXP: dx[i] += dy[i] * py[i]; break;
+            case LB_OP_LOG: dx[i] += dy[i] / px[i]; break;
+            case LB_OP_TANH: dx[i] += dy[i] * (1 - py[i] * py[i]); break;
+            case LB_OP_SIGMOID: dx[i] += dy[i] * py[i] * (1 - py[i]); break;
+            case LB_OP_RELU: dx[i] += px[i] > 0 ? dy[i] : (T)0; break;
+            case LB_OP_GELU: dx[i] += dy[i] * (T)gelu_grad((double)px[i]); break;
+            case LB_OP_GELU_TANH: dx[i] += dy[i] * (T)gelu_tanh_grad((double)px[i]); break;
+            default: break;
+            }
         }
     });
     return LB_OK;

@@ -31,7 +31,8 @@ lb_var *lb_matmul_t(lb_graph *g, lb_var *a, int trans_a, lb_var *b, int trans_b)
         return NULL;
     shape[nb] = m;
     shape[nb + 1] = n;
-    lb_tensor *out = lb_tensor_zeros(ta->dtype, nb + 2, shape);
+    /* beta = 0 writes every element when k > 0 (BLAS never reads c then) */
+    lb_tensor *out = k > 0 ? lb_tensor_empty(ta->dtype, nb + 2, shape) : lb_tensor_zeros(ta->dtype, nb + 2, shape);
     if (!out)
         return NULL;
     if (lb_k_matmul(ta, trans_a, tb, trans_b, out, 1.0, 0.0) != LB_OK) {
@@ -53,22 +54,40 @@ lb_var *lb_matmul(lb_graph *g, lb_var *a, lb_var *b) { return lb_matmul_t(g, a, 
  *   dB = op(A)ᵀ G
  * Each product is written straight into the operand's gradient buffer (beta = 1);
  * the kernel sums over batch entries where the operand was broadcast. */
+/* v's gradient buffer for a product written into it with inner size k: the existing
+ * buffer and *beta = 1 (add to it), or, when v has none yet and k > 0, a new buffer
+ * left unset and *beta = 0 (the product writes every element; no zeros first). */
+static lb_tensor *product_grad_buffer(lb_var *v, int64_t k, double *beta)
+{
+    *beta = 1.0;
+    if (v->grad || k == 0)
+        return lb_grad_buffer(v);
+    *beta = 0.0;
+    return v->grad = lb_tensor_empty_like(v->value);
+}
+
 lb_status lb_matmul_backward(lb_var *node)
 {
     lb_var *a = node->inputs[0], *b = node->inputs[1];
     int ta = (int)node->attr_i[0], tb = (int)node->attr_i[1];
     const lb_tensor *gc = node->grad;
+    int64_t m = gc->shape[gc->ndim - 2], n = gc->shape[gc->ndim - 1];
+    double beta;
     if (a->requires_grad) {
-        LB_GRAD_BUFFER_OR_RETURN(ga, a);
-        lb_status st = ta ? lb_k_matmul(b->value, tb, gc, 1, ga, 1.0, 1.0)   /* dAᵀ = op(B) Gᵀ */
-                          : lb_k_matmul(gc, 0, b->value, !tb, ga, 1.0, 1.0); /* dA = G op(B)ᵀ */
+        lb_tensor *ga = product_grad_buffer(a, n, &beta);
+        if (!ga)
+            return lb_last_status();
+        lb_status st = ta ? lb_k_matmul(b->value, tb, gc, 1, ga, 1.0, beta)   /* dAᵀ = op(B) Gᵀ */
+                          : lb_k_matmul(gc, 0, b->value, !tb, ga, 1.0, beta); /* dA = G op(B)ᵀ */
         if (st != LB_OK)
             return st;
     }
     if (b->requires_grad) {
-        LB_GRAD_BUFFER_OR_RETURN(gb, b);
-        lb_status st = tb ? lb_k_matmul(gc, 1, a->value, ta, gb, 1.0, 1.0)   /* dBᵀ = Gᵀ op(A) */
-                          : lb_k_matmul(a->value, !ta, gc, 0, gb, 1.0, 1.0); /* dB = op(A)ᵀ G */
+        lb_tensor *gb = product_grad_buffer(b, m, &beta);
+        if (!gb)
+            return lb_last_status();
+        lb_status st = tb ? lb_k_matmul(gc, 1, a->value, ta, gb, 1.0, beta)   /* dBᵀ = Gᵀ op(A) */
+                          : lb_k_matmul(a->value, !ta, gc, 0, gb, 1.0, beta); /* dB = op(A)ᵀ G */
         if (st != LB_OK)
             return st;
     }

@@ -11,6 +11,7 @@
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
+#include "tensor/threads.h"
 
 /* Product of the first n entries of shape (1 for n == 0). */
 static int64_t shape_numel(int n, const int64_t *shape)
@@ -68,9 +69,9 @@ lb_var *lb_layer_norm(lb_graph *g, lb_var *x, lb_var *weight, lb_var *bias, doub
                  lb_tensor_describe(tx, sx, sizeof sx));
         return NULL;
     }
-    lb_tensor *out = lb_tensor_zeros_like(tx);
-    lb_tensor *mean = lb_tensor_zeros(LB_FLOAT64, tx->ndim - 1, tx->shape);
-    lb_tensor *rstd = lb_tensor_zeros(LB_FLOAT64, tx->ndim - 1, tx->shape);
+    lb_tensor *out = lb_tensor_empty_like(tx); /* every element written below */
+    lb_tensor *mean = lb_tensor_empty(LB_FLOAT64, tx->ndim - 1, tx->shape);
+    lb_tensor *rstd = lb_tensor_empty(LB_FLOAT64, tx->ndim - 1, tx->shape);
     if (!out || !mean || !rstd) {
         lb_tensor_free(out);
         lb_tensor_free(mean);
@@ -83,6 +84,8 @@ lb_var *lb_layer_norm(lb_graph *g, lb_var *x, lb_var *weight, lb_var *bias, doub
         const T *pw = weight ? lb_tensor_data(weight->value) : NULL;
         const T *pb = bias ? lb_tensor_data(bias->value) : NULL;
         T *py = lb_tensor_data(out);
+        int nt = lb_threads_for(rows * d, LB_GRAIN_ELEMENTS); /* rows are independent */
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")
         for (int64_t r = 0; r < rows; r++) {
             const T *xr = px + r * d;
             T *yr = py + r * d;
@@ -120,6 +123,9 @@ lb_var *lb_layer_norm(lb_graph *g, lb_var *x, lb_var *weight, lb_var *bias, doub
     return v;
 }
 
+/* Rows per partial sum of dweight and dbias. */
+enum { LN_ROW_BLOCK = 256 };
+
 /* With xhat = (x - mean) * rstd and gxhat = dy * weight (dy without a weight):
  *   dx_j     += rstd * (gxhat_j - mean_k(gxhat_k) - xhat_j * mean_k(gxhat_k * xhat_k))
  *   dweight_j += sum_r dy_rj * xhat_rj,   dbias_j += sum_r dy_rj
@@ -137,48 +143,60 @@ lb_status lb_layer_norm_backward(lb_var *node)
     lb_tensor *gb = bias && bias->requires_grad ? lb_grad_buffer(bias) : NULL;
     if ((x->requires_grad && !gx) || (weight && weight->requires_grad && !gw) || (bias && bias->requires_grad && !gb))
         return lb_last_status();
-    double *acc_w = calloc((size_t)d, sizeof *acc_w), *acc_b = calloc((size_t)d, sizeof *acc_b);
-    if (!acc_w || !acc_b) {
-        free(acc_w);
-        free(acc_b);
-        return lb_error(LB_ERR_MEMORY, "layer_norm backward: out of memory for %lld features", (long long)d);
-    }
+    /* dweight and dbias sum over rows: per block of LN_ROW_BLOCK rows in double, then the
+     * blocks in order, so the sums do not depend on the thread count. */
+    int64_t n_blocks = (rows + LN_ROW_BLOCK - 1) / LN_ROW_BLOCK;
+    int param_grads = gw || gb;
+    double *acc = param_grads ? calloc((size_t)(n_blocks * 2 * d), sizeof *acc) : NULL;
+    if (param_grads && !acc)
+        return lb_error(LB_ERR_MEMORY, "layer_norm backward: out of memory for %lld x %lld partial sums",
+                        (long long)n_blocks, (long long)d);
+    int nt = lb_threads_for(rows * d, LB_GRAIN_ELEMENTS / 2);
     LB_DISPATCH(tx->dtype, T, {
         const T *px = lb_tensor_data(tx), *pdy = lb_tensor_data(node->grad);
         const T *pw = weight ? lb_tensor_data(weight->value) : NULL;
         T *pdx = gx ? lb_tensor_data(gx) : NULL;
-        for (int64_t r = 0; r < rows; r++) {
-            const T *xr = px + r * d, *gr = pdy + r * d;
-            double mu = pm[r], rs = pr[r];
-            if (pdx) {
-                double sum_g = 0, sum_gx = 0;
-                for (int64_t j = 0; j < d; j++) {
-                    double gh = (double)gr[j] * (pw ? (double)pw[j] : 1.0);
-                    sum_g += gh;
-                    sum_gx += gh * ((double)xr[j] - mu) * rs;
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")
+        for (int64_t blk = 0; blk < n_blocks; blk++) {
+            double *acc_w = param_grads ? acc + blk * 2 * d : NULL, *acc_b = param_grads ? acc_w + d : NULL;
+            int64_t r_end = (blk + 1) * LN_ROW_BLOCK < rows ? (blk + 1) * LN_ROW_BLOCK : rows;
+            for (int64_t r = blk * LN_ROW_BLOCK; r < r_end; r++) {
+                const T *xr = px + r * d, *gr = pdy + r * d;
+                double mu = pm[r], rs = pr[r];
+                if (pdx) {
+                    double sum_g = 0, sum_gx = 0;
+                    for (int64_t j = 0; j < d; j++) {
+                        double gh = (double)gr[j] * (pw ? (double)pw[j] : 1.0);
+                        sum_g += gh;
+                        sum_gx += gh * ((double)xr[j] - mu) * rs;
+                    }
+                    double mean_g = sum_g / (double)d, mean_gx = sum_gx / (double)d;
+                    T *xg = pdx + r * d;
+                    for (int64_t j = 0; j < d; j++) {
+                        double gh = (double)gr[j] * (pw ? (double)pw[j] : 1.0);
+                        double xhat = ((double)xr[j] - mu) * rs;
+                        xg[j] += (T)(rs * (gh - mean_g - xhat * mean_gx));
+                    }
                 }
-                double mean_g = sum_g / (double)d, mean_gx = sum_gx / (double)d;
-                T *xg = pdx + r * d;
-                for (int64_t j = 0; j < d; j++) {
-                    double gh = (double)gr[j] * (pw ? (double)pw[j] : 1.0);
-                    double xhat = ((double)xr[j] - mu) * rs;
-                    xg[j] += (T)(rs * (gh - mean_g - xhat * mean_gx));
+                for (int64_t j = 0; j < d && param_grads; j++) {
+                    acc_w[j] += (double)gr[j] * ((double)xr[j] - mu) * rs;
+                    acc_b[j] += (double)gr[j];
                 }
-            }
-            for (int64_t j = 0; j < d && (gw || gb); j++) {
-                acc_w[j] += (double)gr[j] * ((double)xr[j] - mu) * rs;
-                acc_b[j] += (double)gr[j];
             }
         }
-        if (gw)
-            for (int64_t j = 0; j < d; j++)
-                ((T *)lb_tensor_data(gw))[j] += (T)acc_w[j];
-        if (gb)
-            for (int64_t j = 0; j < d; j++)
-                ((T *)lb_tensor_data(gb))[j] += (T)acc_b[j];
+        for (int64_t j = 0; j < d && param_grads; j++) {
+            double sw = 0, sb = 0;
+            for (int64_t blk = 0; blk < n_blocks; blk++) {
+                sw += acc[blk * 2 * d + j];
+                sb += acc[blk * 2 * d + d + j];
+            }
+            if (gw)
+                ((T *)lb_tensor_data(gw))[j] += (T)sw;
+            if (gb)
+                ((T *)lb_tensor_data(gb))[j] += (T)sb;
+        }
     });
-    free(acc_w);
-    free(acc_b);
+    free(acc);
     return LB_OK;
 }
 

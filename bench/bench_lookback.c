@@ -5,8 +5,9 @@
  * --threads sets lb_set_num_threads and openblas_set_num_threads (bench/run also sets
  * OMP_NUM_THREADS and OPENBLAS_NUM_THREADS); --budget caps the timed repetitions of
  * a slow workload (see bench_time in harness.h). Like the lookback command, the
- * program calls lb_keep_freed_memory() first (glibc keeps freed memory instead of
- * re-faulting it every step); bench/torch_reference.py applies the same settings.
+ * program leaves the C allocator at its defaults: each graph's buffer pool keeps the
+ * step's memory (tensor/pool.h). bench/torch_reference.py gives PyTorch glibc
+ * settings that keep freed memory (unless --default-malloc).
  *
  * Workloads (bench/torch_reference.py runs the same ones in PyTorch; bench/run runs
  * both and prints the table). Named dims: B batch, T seq_len, H heads, d head width.
@@ -24,6 +25,15 @@
  *         every hidden state, AdamW; B=16, T=1024
  *   W4    one training step of W1's layer at B=1, T=16384, d=64 (MSE loss, AdamW):
  *         what matters is the peak resident memory of the process
+ *   W6    the same training step at B=1, T=131072, d=64: peak memory (target
+ *         <= 1 GiB) and GFLOP/s of the attention (7·T²·d, K1's count, plus the
+ *         projections' 3 · 3 · 2·T·d²), one timed run without warm-up
+ *   EVAL  per family (transformer, local, lstm, conv; lb_model_config_default sizes,
+ *         16 token ids, 2 classes, head on the last position): evaluation (forward
+ *         with gradients off) of B=8 sequences of T=7000 events, in sequences/s and
+ *         tokens/s, next to the training step's tokens/s (forward, cross-entropy,
+ *         backward, AdamW) at B=32, T=256, the shape the demo trains on; one JSON
+ *         line per family
  *   K1    causal attention kernel forward + backward on q, k, v [B=1, H=4, T=4096,
  *         d=64]: lb_attention_fused when autograd/ops.h has it, lb_attention
  *         otherwise; next to OpenBLAS sgemm 1024³ measured in the same process just
@@ -31,6 +41,11 @@
  *         FLOPs per (B, H): forward 2·T²·d (the causal half of Q Kᵀ, T²·d, plus the
  *         causal half of P V, T²·d), backward 2.5× forward, so 7·T²·d per step (the
  *         same count whatever the implementation computes).
+ *   W2's FLOPs (printed as "gflop", with "gflops" = gflop / median): matrix products
+ *         2·m·n·k, forward + backward = 3× forward; per layer 8·N·d² (q, k, v, output
+ *         projections) + 4·N·d·d_ff (FFN), head 2·N·d·V, N = B·T tokens; attention
+ *         7·B·T²·d per layer (K1's causal count, all heads). Elementwise work,
+ *         LayerNorm, softmax/exp and AdamW are not counted. = 24.9 GFLOP per step.
  *   SGEMM OpenBLAS cblas_sgemm 1024×1024×1024 (row-major, no transposes): GFLOP/s
  *         = 2·n³ / time, best (min) and median of the repetitions.
  *   INFO  the machine and library configuration, one JSON line.
@@ -187,6 +202,15 @@ static int transformer_step(void *ctx)
     return 0;
 }
 
+/* FLOPs of one W2 training step (see the top of the file). */
+static double w2_flop(int64_t b, int64_t t, int layers, int64_t d, int64_t d_ff, int64_t v)
+{
+    double n = (double)(b * t), dd = (double)d;
+    double gemm_fwd = layers * (8.0 * n * dd * dd + 4.0 * n * dd * (double)d_ff) + 2.0 * n * dd * (double)v;
+    double attention = layers * 7.0 * (double)b * (double)t * (double)t * dd;
+    return 3.0 * gemm_fwd + attention;
+}
+
 static int run_w2(const bench_opts *o)
 {
     const int64_t B = 16, T = 1024, V = 32;
@@ -225,9 +249,11 @@ static int run_w2(const bench_opts *o)
     bench_result r;
     if (bench_time(transformer_step, &c, bench_warmup(o, 1), bench_reps(o, 5), o->budget_s, &r) != 0)
         return 1;
-    char extra[160];
-    snprintf(extra, sizeof extra, "\"shape\":\"B=16 T=1024 L=2 d_model=64 H=4 d_ff=256\",\"params\":%lld",
-             (long long)lb_params_numel(lb_model_params(c.model)));
+    char extra[256];
+    double gflop = w2_flop(B, T, cfg.n_layers, cfg.d_model, cfg.d_ff, V) / 1e9;
+    snprintf(extra, sizeof extra,
+             "\"shape\":\"B=16 T=1024 L=2 d_model=64 H=4 d_ff=256\",\"params\":%lld,\"gflop\":%.4g,\"gflops\":%.4g",
+             (long long)lb_params_numel(lb_model_params(c.model)), gflop, gflop / r.median_s);
     bench_print_json("lookback", "W2", o->threads, &r, base, extra);
     lb_graph_free(c.g);
     lb_optim_free(c.opt);
@@ -289,6 +315,92 @@ static int run_w3(const bench_opts *o)
     lb_params_free(&c.ps);
     lb_tensor_free(c.x);
     lb_tensor_free(c.target);
+    return 0;
+}
+
+/* -------------------------------------------------------------------- EVAL ---- */
+
+typedef struct eval_ctx {
+    lb_graph *g;
+    lb_model *model;
+    lb_optim *opt;
+    lb_model_input in;
+    int32_t *targets;
+    int train;
+} eval_ctx;
+
+/* Evaluation of one batch (gradients off), or a training step. */
+static int eval_or_train_step(void *ctx)
+{
+    eval_ctx *c = ctx;
+    lb_var *logits = lb_model_forward(c->g, c->model, &c->in, c->train, NULL, NULL); /* [B, C] */
+    if (!logits)
+        FAIL("EVAL forward");
+    if (c->train) {
+        lb_var *loss = lb_cross_entropy(c->g, logits, c->targets, -100);
+        if (!loss || lb_backward(c->g, loss, NULL) != LB_OK || lb_optim_step(c->opt) != LB_OK)
+            FAIL("EVAL training step");
+        lb_optim_zero_grad(c->opt);
+    }
+    lb_graph_reset(c->g);
+    return 0;
+}
+
+/* Median seconds of eval (train = 0, B sequences of T) or training steps of model m. */
+static int time_model(const bench_opts *o, lb_model *m, int train, int64_t b, int64_t t, bench_result *r)
+{
+    eval_ctx c = {0};
+    c.model = m;
+    c.train = train;
+    int32_t *tokens = malloc((size_t)(b * t) * sizeof *tokens);
+    c.targets = malloc((size_t)b * sizeof *c.targets);
+    c.g = lb_graph_new();
+    c.opt = train ? adamw_over(lb_model_params(m)) : NULL;
+    if (!tokens || !c.targets || !c.g || (train && !c.opt))
+        FAIL("EVAL setup");
+    lb_rng rng;
+    lb_rng_seed(&rng, 17);
+    for (int64_t i = 0; i < b * t; i++)
+        tokens[i] = (int32_t)lb_rng_below(&rng, 16);
+    for (int64_t i = 0; i < b; i++)
+        c.targets[i] = (int32_t)lb_rng_below(&rng, 2);
+    c.in = (lb_model_input){b, t, tokens, NULL, NULL};
+    lb_graph_set_grad_enabled(c.g, train);
+    int rc = bench_time(eval_or_train_step, &c, bench_warmup(o, 1), bench_reps(o, 5), o->budget_s / 4, r);
+    lb_graph_free(c.g);
+    lb_optim_free(c.opt);
+    free(tokens);
+    free(c.targets);
+    return rc;
+}
+
+static int run_eval(const bench_opts *o)
+{
+    const int64_t b_eval = 8, t_eval = 7000, b_train = 32, t_train = 256;
+    for (int kind = LB_MODEL_TRANSFORMER; kind <= LB_MODEL_CONV; kind++) {
+        lb_model_config cfg;
+        lb_model_config_default((lb_model_kind)kind, &cfg);
+        cfg.vocab_size = 16;
+        cfg.num_classes = 2;
+        cfg.max_seq_len = t_eval;
+        lb_model *m = lb_model_new(&cfg);
+        if (!m)
+            FAIL("EVAL model");
+        double base = bench_current_rss_mib();
+        bench_result ev, tr;
+        if (time_model(o, m, 0, b_eval, t_eval, &ev) != 0 || time_model(o, m, 1, b_train, t_train, &tr) != 0)
+            return 1;
+        double eval_tok = (double)(b_eval * t_eval) / ev.median_s, train_tok = (double)(b_train * t_train) / tr.median_s;
+        char extra[384];
+        snprintf(extra, sizeof extra,
+                 "\"family\":\"%s\",\"shape\":\"eval B=%lld T=%lld; train B=%lld T=%lld\",\"eval_seq_per_s\":%.4g,"
+                 "\"eval_tokens_per_s\":%.4g,\"train_step_s\":%.4g,\"train_tokens_per_s\":%.4g,\"params\":%lld",
+                 lb_model_kind_name((lb_model_kind)kind), (long long)b_eval, (long long)t_eval, (long long)b_train,
+                 (long long)t_train, (double)b_eval / ev.median_s, eval_tok, tr.median_s, train_tok,
+                 (long long)lb_params_numel(lb_model_params(m)));
+        bench_print_json("lookback", "EVAL", o->threads, &ev, base, extra);
+        lb_model_free(m);
+    }
     return 0;
 }
 
@@ -489,10 +601,14 @@ static int run_attention(const bench_opts *o, const char *name, int64_t b, int64
     if (bench_time(training_step ? attn_train_step : attn_fwd_bwd, &c, bench_warmup(o, warmup), bench_reps(o, reps),
                    o->budget_s, &r) != 0)
         return 1;
-    char extra[160];
-    snprintf(extra, sizeof extra, "\"shape\":\"B=%lld T=%lld d_model=d_k=d_v=64 causal%s\",\"fused_op_present\":%s",
-             (long long)b, (long long)t, training_step ? " (training step)" : "",
-             LB_BENCH_HAVE_FUSED ? "true" : "false");
+    char extra[256];
+    /* attention 7·T²·d per sequence (K1's count) + q, k, v projections 3 · 2·T·d², times 3 for the backward */
+    double gflop = (double)b * (7.0 * (double)t * (double)t * 64 + 3.0 * 3.0 * 2.0 * (double)t * 64 * 64) / 1e9;
+    snprintf(extra, sizeof extra,
+             "\"shape\":\"B=%lld T=%lld d_model=d_k=d_v=64 causal%s\",\"fused_op_present\":%s,\"gflop\":%.4g,"
+             "\"gflops\":%.4g",
+             (long long)b, (long long)t, training_step ? " (training step)" : "", LB_BENCH_HAVE_FUSED ? "true" : "false",
+             gflop, gflop / r.median_s);
     bench_print_json("lookback", name, o->threads, &r, base, extra);
     attn_free(&c);
     return 0;
@@ -502,11 +618,10 @@ int main(int argc, char **argv)
 {
     bench_opts o;
     if (bench_parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|W4|K1|SGEMM|INFO [--threads N] [--warmup N] "
+        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|W4|W6|EVAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
                         "[--reps N] [--quick] [--budget SECONDS]\n");
         return 2;
     }
-    lb_keep_freed_memory(); /* as the lookback command does: steps reuse their memory */
     bench_set_threads(o.threads);
     const char *w = o.workload;
     if (strcmp(w, "W1a") == 0)
@@ -519,12 +634,16 @@ int main(int argc, char **argv)
         return run_w3(&o);
     if (strcmp(w, "W4") == 0)
         return run_attention(&o, "W4", 1, 16384, 1, 1, 1);
+    if (strcmp(w, "W6") == 0)
+        return run_attention(&o, "W6", 1, 131072, 1, 0, 1);
+    if (strcmp(w, "EVAL") == 0)
+        return run_eval(&o);
     if (strcmp(w, "K1") == 0)
         return run_k1(&o);
     if (strcmp(w, "SGEMM") == 0)
         return run_sgemm(&o);
     if (strcmp(w, "INFO") == 0)
         return run_info();
-    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, W4, K1, SGEMM, INFO)\n", w);
+    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, W4, W6, EVAL, K1, SGEMM, INFO)\n", w);
     return 2;
 }

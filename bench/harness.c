@@ -130,6 +130,17 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Kernel CPU seconds and minor page faults of the process so far. */
+static void sys_and_faults(double *sys, double *faults)
+{
+    struct rusage ru;
+    *sys = *faults = 0;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return;
+    *sys = (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    *faults = (double)ru.ru_minflt;
+}
+
 static double cpu_seconds(void)
 {
     struct rusage ru;
@@ -181,6 +192,8 @@ int bench_time(bench_fn fn, void *ctx, int warmup, int reps, double budget_s, be
         fprintf(stderr, "bench: out of memory for %d timings\n", reps);
         return -1;
     }
+    double sys0, faults0, sys1, faults1;
+    sys_and_faults(&sys0, &faults0);
     double wall = 0, cpu0 = cpu_seconds(), busy0 = machine_busy_seconds();
     for (int i = 0; i < reps; i++) {
         double t0 = bench_now();
@@ -193,6 +206,9 @@ int bench_time(bench_fn fn, void *ctx, int warmup, int reps, double budget_s, be
         }
     }
     double cpu = cpu_seconds() - cpu0, busy1 = machine_busy_seconds();
+    sys_and_faults(&sys1, &faults1);
+    out->sys_per_rep = reps > 0 ? (sys1 - sys0) / reps : 0;
+    out->faults_per_rep = reps > 0 ? (faults1 - faults0) / reps : 0;
     out->cpu_util = wall > 0 ? cpu / wall : 0;
     out->others = wall > 0 && busy0 >= 0 && busy1 >= 0 ? (busy1 - busy0 - cpu) / wall : -1;
     if (out->others < 0 && out->others > -0.2) /* tick rounding */
@@ -223,8 +239,8 @@ void bench_print_json(const char *impl, const char *workload, int threads, const
 {
     printf("{\"impl\":\"%s\",\"workload\":\"%s\",\"threads\":%d,\"median_s\":%.6g,\"min_s\":%.6g,\"max_s\":%.6g,"
            "\"reps\":%d,\"peak_rss_mib\":%.1f,\"base_rss_mib\":%.1f,\"cpu_util\":%.2f,\"others_cpu\":%.2f,"
-           "\"load1\":%.2f%s%s}\n",
+           "\"load1\":%.2f,\"sys_s_per_rep\":%.4f,\"minflt_per_rep\":%.0f%s%s}\n",
            impl, workload, threads, r->median_s, r->min_s, r->max_s, r->reps, bench_peak_rss_mib(), base_rss_mib,
-           r->cpu_util, r->others, load1(), extra && extra[0] ? "," : "", extra ? extra : "");
+           r->cpu_util, r->others, load1(), r->sys_per_rep, r->faults_per_rep, extra && extra[0] ? "," : "", extra ? extra : "");
     fflush(stdout);
 }

@@ -16,7 +16,10 @@
  * others_cpu is the number of CPUs other processes kept busy meanwhile (machine-wide
  * busy time from /proc/stat minus this process's CPU time, over the wall time:
  * about 0 on a quiet machine, 1 when someone else holds a whole core), and load1
- * the 1-minute load average when the measurement ended.
+ * the 1-minute load average when the measurement ended; sys_s_per_rep and
+ * minflt_per_rep are the process's kernel CPU time (ru_stime) and minor page faults
+ * (ru_minflt) per timed repetition: memory mapped and faulted in every step shows
+ * there.
  * Anything else (progress, errors) goes to stderr.
  */
 #ifndef LB_BENCH_HARNESS_H
@@ -38,6 +41,8 @@ typedef struct bench_result {
     int reps;        /* timed repetitions actually run */
     double cpu_util; /* process CPU time / wall time over the timed repetitions */
     double others;   /* CPUs kept busy by other processes meanwhile (/proc/stat), or -1 */
+    double sys_per_rep;    /* kernel CPU seconds of the process per timed repetition */
+    double faults_per_rep; /* minor page faults of the process per timed repetition */
 } bench_result;
 
 /* One repetition of a workload; returns 0 on success, nonzero on failure (the

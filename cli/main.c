@@ -52,7 +52,6 @@ static int empty_argument(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    lb_keep_freed_memory(); /* steps reuse their memory instead of faulting it in anew */
     static const struct {
         const char *name;
         int (*run)(int, char **);

@@ -5,39 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Visits every element of `shape` in row-major order. For each run of the last
- * dimension, BODY sees `n` (run length), and offsets oa, ob, oc of the run's first
- * element in three operands with strides sa, sb, sc (la, lb, lc: last-dim strides). */
-#define LB_STRIDED_LOOP3(ndim_, shape_, sa, sb, sc, oa0, ob0, oc0, ...)                    \
-    do {                                                                                    \
-        int nd_ = (ndim_);                                                                  \
-        int64_t idx_[LB_MAX_DIMS] = {0};                                                    \
-        int64_t n = nd_ ? (shape_)[nd_ - 1] : 1;                                            \
-        int64_t la = nd_ ? (sa)[nd_ - 1] : 0, lb = nd_ ? (sb)[nd_ - 1] : 0,                 \
-                lc = nd_ ? (sc)[nd_ - 1] : 0;                                               \
-        int64_t runs_ = 1;                                                                  \
-        for (int d_ = 0; d_ < nd_ - 1; d_++)                                                \
-            runs_ *= (shape_)[d_];                                                          \
-        int64_t oa = (oa0), ob = (ob0), oc = (oc0);                                         \
-        for (int64_t r_ = 0; r_ < runs_ && n > 0; r_++) {                                   \
-            __VA_ARGS__                                                                     \
-            for (int d_ = nd_ - 2; d_ >= 0; d_--) {                                         \
-                idx_[d_]++;                                                                 \
-                oa += (sa)[d_];                                                             \
-                ob += (sb)[d_];                                                             \
-                oc += (sc)[d_];                                                             \
-                if (idx_[d_] < (shape_)[d_])                                                \
-                    break;                                                                  \
-                oa -= idx_[d_] * (sa)[d_];                                                  \
-                ob -= idx_[d_] * (sb)[d_];                                                  \
-                oc -= idx_[d_] * (sc)[d_];                                                  \
-                idx_[d_] = 0;                                                               \
-            }                                                                               \
-        }                                                                                   \
-        (void)la;                                                                           \
-        (void)lb;                                                                           \
-        (void)lc;                                                                           \
-    } while (0)
+#include "tensor/strided_internal.h"
 
 static lb_status same_dtype(const char *op, const lb_tensor *a, const lb_tensor *b)
 {
@@ -80,7 +48,7 @@ lb_status lb_k_binary(lb_binary_op op, const lb_tensor *a, const lb_tensor *b, l
         const T *pa = (const T *)lb_tensor_data(a) - a->offset;
         const T *pb = (const T *)lb_tensor_data(b) - b->offset;
         T *pc = lb_tensor_data(out);
-        LB_STRIDED_LOOP3(ndim, shape, sa, sb, out->strides, a->offset, b->offset, 0, {
+        LB_STRIDED_LOOP3(1, ndim, shape, sa, sb, out->strides, a->offset, b->offset, 0, {
             const T *x = pa + oa, *y = pb + ob;
             T *z = pc + oc;
             switch (op) {
@@ -113,7 +81,12 @@ lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha)
         T *pd = (T *)lb_tensor_data(dst) - dst->offset;
         const T *ps = (const T *)lb_tensor_data(src) - src->offset;
         T al = (T)alpha;
-        LB_STRIDED_LOOP3(ndim, shape, sd, src->strides, src->strides, dst->offset, src->offset, src->offset, {
+        /* Runs write distinct elements of dst unless dst is broadcast on an outer dim. */
+        int distinct = 1;
+        for (int i = 0; i + 1 < ndim; i++)
+            if (sd[i] == 0 && shape[i] > 1)
+                distinct = 0;
+        LB_STRIDED_LOOP3(distinct, ndim, shape, sd, src->strides, src->strides, dst->offset, src->offset, src->offset, {
             T *d = pd + oa;
             const T *s = ps + ob;
             if (la == 0) { /* reduce the whole run into one element */
@@ -146,6 +119,24 @@ static void scale_inplace(lb_tensor *c, double beta)
         for (int64_t i = 0; i < n; i++)
             p[i] = beta == 0 ? (T)0 : (T)(p[i] * beta);
     });
+}
+
+void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, const void *a, int64_t lda,
+               const void *x, double beta, void *y)
+{
+    if (n <= 0)
+        return;
+    if (beta == 0.0) /* BLAS may compute 0 * y: clear whatever y held (it may be -inf) */
+        memset(y, 0, (size_t)n * lb_dtype_size(dtype));
+    if (k <= 0)
+        return;
+    /* row-major a [n, k]: NoTrans; a stored [k, n]: Trans */
+    int rows = trans_a ? (int)k : (int)n, cols = trans_a ? (int)n : (int)k;
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+    if (dtype == LB_FLOAT32)
+        cblas_sgemv(CblasRowMajor, ta, rows, cols, (float)alpha, a, (int)lda, x, 1, (float)beta, y, 1);
+    else
+        cblas_dgemv(CblasRowMajor, ta, rows, cols, alpha, a, (int)lda, x, 1, beta, y, 1);
 }
 
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,

@@ -5,11 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/pool_internal.h"
+#include "tensor/strided_internal.h"
+
 struct lb_storage {
     void *data;
     size_t nbytes;
     int refcount;
-    uint64_t version; /* in-place writes so far (lb_tensor_version) */
+    lb_pool *pool;     /* where the buffer goes back to; NULL: free() */
+    size_t capacity;   /* of the buffer, >= nbytes */
+    uint64_t version;  /* in-place writes so far (lb_tensor_version) */
 };
 
 size_t lb_dtype_size(lb_dtype dtype) { return dtype == LB_FLOAT32 ? sizeof(float) : sizeof(double); }
@@ -65,25 +70,26 @@ static lb_tensor *tensor_alloc_view(const lb_tensor *base)
     return t;
 }
 
-lb_tensor *lb_tensor_zeros(lb_dtype dtype, int ndim, const int64_t *shape)
+/* A contiguous tensor whose elements are zero (zero != 0) or undefined. */
+static lb_tensor *tensor_new(const char *fn, lb_dtype dtype, int ndim, const int64_t *shape, int zero)
 {
-    if (check_shape("lb_tensor_zeros", ndim, shape) != LB_OK)
+    if (check_shape(fn, ndim, shape) != LB_OK)
         return NULL;
     if (dtype != LB_FLOAT32 && dtype != LB_FLOAT64) {
-        lb_error(LB_ERR_DTYPE, "lb_tensor_zeros: unknown dtype %d", (int)dtype);
+        lb_error(LB_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
         return NULL;
     }
     int64_t n = shape_numel(ndim, shape);
     lb_tensor *t = calloc(1, sizeof *t);
     lb_storage *s = calloc(1, sizeof *s);
     size_t nbytes = (size_t)(n > 0 ? n : 1) * lb_dtype_size(dtype);
-    void *data = (t && s) ? calloc(1, nbytes) : NULL;
+    void *data = (t && s) ? lb_pool_take(nbytes, zero, &s->pool, &s->capacity) : NULL;
     if (!data) {
         free(t);
         free(s);
         char buf[128];
-        lb_error(LB_ERR_MEMORY, "lb_tensor_zeros: cannot allocate %s %s (%zu bytes)",
-                 lb_dtype_name(dtype), lb_shape_str(ndim, shape, buf, sizeof buf), nbytes);
+        lb_error(LB_ERR_MEMORY, "%s: cannot allocate %s %s (%zu bytes)", fn, lb_dtype_name(dtype),
+                 lb_shape_str(ndim, shape, buf, sizeof buf), nbytes);
         return NULL;
     }
     s->data = data;
@@ -99,6 +105,21 @@ lb_tensor *lb_tensor_zeros(lb_dtype dtype, int ndim, const int64_t *shape)
     return t;
 }
 
+lb_tensor *lb_tensor_zeros(lb_dtype dtype, int ndim, const int64_t *shape)
+{
+    return tensor_new("lb_tensor_zeros", dtype, ndim, shape, 1);
+}
+
+lb_tensor *lb_tensor_empty(lb_dtype dtype, int ndim, const int64_t *shape)
+{
+    return tensor_new("lb_tensor_empty", dtype, ndim, shape, 0);
+}
+
+lb_tensor *lb_tensor_empty_like(const lb_tensor *like)
+{
+    return lb_tensor_empty(like->dtype, like->ndim, like->shape);
+}
+
 lb_tensor *lb_tensor_zeros_like(const lb_tensor *like)
 {
     return lb_tensor_zeros(like->dtype, like->ndim, like->shape);
@@ -106,7 +127,7 @@ lb_tensor *lb_tensor_zeros_like(const lb_tensor *like)
 
 lb_tensor *lb_tensor_from_data(lb_dtype dtype, int ndim, const int64_t *shape, const void *values)
 {
-    lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
+    lb_tensor *t = values ? lb_tensor_empty(dtype, ndim, shape) : lb_tensor_zeros(dtype, ndim, shape);
     if (t && values)
         memcpy(t->storage->data, values, (size_t)lb_tensor_numel(t) * lb_dtype_size(dtype));
     return t;
@@ -114,7 +135,7 @@ lb_tensor *lb_tensor_from_data(lb_dtype dtype, int ndim, const int64_t *shape, c
 
 lb_tensor *lb_tensor_from_doubles(lb_dtype dtype, int ndim, const int64_t *shape, const double *values)
 {
-    lb_tensor *t = lb_tensor_zeros(dtype, ndim, shape);
+    lb_tensor *t = lb_tensor_empty(dtype, ndim, shape);
     if (!t)
         return NULL;
     int64_t n = lb_tensor_numel(t);
@@ -136,7 +157,7 @@ void lb_tensor_free(lb_tensor *t)
     if (!t)
         return;
     if (--t->storage->refcount == 0) {
-        free(t->storage->data);
+        lb_pool_give(t->storage->pool, t->storage->data, t->storage->capacity);
         free(t->storage);
     }
     free(t);
@@ -229,17 +250,39 @@ lb_status lb_tensor_copy_into(lb_tensor *dst, const lb_tensor *src)
         return lb_error(LB_ERR_SHAPE, "lb_tensor_copy_into: destination %s and source %s differ",
                         lb_tensor_describe(dst, a, sizeof a), lb_tensor_describe(src, b, sizeof b));
     }
-    int64_t n = lb_tensor_numel(dst);
-    if (n == 0)
+    int64_t count = lb_tensor_numel(dst);
+    if (count == 0)
         return LB_OK;
     dst->storage->version++;
     if (dst->dtype == src->dtype && lb_tensor_is_contiguous(dst) && lb_tensor_is_contiguous(src)) {
-        memmove(lb_tensor_data(dst), lb_tensor_data(src), (size_t)n * lb_dtype_size(dst->dtype));
+        memmove(lb_tensor_data(dst), lb_tensor_data(src), (size_t)count * lb_dtype_size(dst->dtype));
+        return LB_OK;
+    }
+    if (dst->dtype == src->dtype) {
+        /* Each run of dst's last dim is written by one thread unless dst repeats elements. */
+        int distinct = 1;
+        for (int i = 0; i + 1 < dst->ndim; i++)
+            if (dst->strides[i] == 0 && dst->shape[i] > 1)
+                distinct = 0;
+        LB_DISPATCH(dst->dtype, T, {
+            T *pd = dst->storage->data;
+            const T *ps = src->storage->data;
+            LB_STRIDED_LOOP3(distinct, dst->ndim, dst->shape, dst->strides, src->strides, src->strides, dst->offset,
+                             src->offset, src->offset, {
+                                 T *d = pd + oa;
+                                 const T *x = ps + ob;
+                                 if (la == 1 && lb == 1)
+                                     memcpy(d, x, (size_t)n * sizeof *d);
+                                 else
+                                     for (int64_t i = 0; i < n; i++)
+                                         d[i * la] = x[i * lb];
+                             });
+        });
         return LB_OK;
     }
     int64_t idx[LB_MAX_DIMS] = {0};
     int64_t od = dst->offset, os = src->offset;
-    for (int64_t k = 0; k < n; k++) {
+    for (int64_t k = 0; k < count; k++) {
         store(dst, od, load(src, os));
         for (int d = dst->ndim - 1; d >= 0; d--) {
             idx[d]++;
@@ -257,7 +300,7 @@ lb_status lb_tensor_copy_into(lb_tensor *dst, const lb_tensor *src)
 
 lb_tensor *lb_tensor_copy(const lb_tensor *t, lb_dtype dtype)
 {
-    lb_tensor *out = lb_tensor_zeros(dtype, t->ndim, t->shape);
+    lb_tensor *out = lb_tensor_empty(dtype, t->ndim, t->shape);
     if (out && lb_tensor_copy_into(out, t) != LB_OK) {
         lb_tensor_free(out);
         return NULL;

@@ -61,6 +61,11 @@ const char *lb_dtype_name(lb_dtype dtype);
 lb_tensor *lb_tensor_zeros(lb_dtype dtype, int ndim, const int64_t *shape);
 /* A new contiguous tensor with the same dtype and shape as `like`, zeros. */
 lb_tensor *lb_tensor_zeros_like(const lb_tensor *like);
+/* As lb_tensor_zeros and lb_tensor_zeros_like, but the elements are undefined: for
+ * outputs that a kernel overwrites entirely (saves clearing a reused buffer). Memory
+ * comes from the calling thread's buffer pool when it has one (tensor/pool.h). */
+lb_tensor *lb_tensor_empty(lb_dtype dtype, int ndim, const int64_t *shape);
+lb_tensor *lb_tensor_empty_like(const lb_tensor *like);
 /* A new contiguous tensor copied from `values` (row-major, numel elements of the
  * given dtype). */
 lb_tensor *lb_tensor_from_data(lb_dtype dtype, int ndim, const int64_t *shape, const void *values);
@@ -120,10 +125,10 @@ lb_status lb_broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a
                               const int64_t *shape_b, int *out_ndim, int64_t *out_shape);
 
 /* Tells the C allocator (glibc) to keep freed memory in the process instead of
- * returning it to the system. A training loop frees and reallocates the same large
- * tensors every step; returned memory comes back as fresh pages, one page fault each,
- * and with several threads each fault also interrupts the other cores. Programs that
- * train call this once at start (the lookback command and the benchmarks do); it is
+ * returning it to the system (mallopt M_MMAP_THRESHOLD 512 MiB, M_TRIM_THRESHOLD
+ * 1 GiB). Training no longer needs it: each graph's buffer pool (tensor/pool.h) keeps
+ * the step's memory, and neither the lookback command nor the benchmarks call it. It
+ * remains for programs that allocate large tensors outside a graph in a loop; it is
  * process-wide, so the library never calls it by itself. Returns 1 when applied. */
 int lb_keep_freed_memory(void);
 

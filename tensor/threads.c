@@ -45,6 +45,15 @@ int lb_get_num_threads(void)
 #endif
 }
 
+int lb_threads_for(int64_t n, int64_t grain)
+{
+    int max = lb_get_num_threads();
+    int64_t want = grain > 0 ? n / grain : n;
+    if (want < 1)
+        return 1;
+    return want < max ? (int)want : max;
+}
+
 int lb_blas_parallel_kind(void) { return openblas_get_parallel(); }
 
 int lb_blas_serial_begin(void)

@@ -29,6 +29,8 @@
 #ifndef LB_THREADS_H
 #define LB_THREADS_H
 
+#include <stdint.h>
+
 #include "tensor/api.h"
 
 LB_API_BEGIN
@@ -49,6 +51,16 @@ int lb_get_num_threads(void);
  * nothing needs changing and both are no-ops apart from the query. */
 int lb_blas_serial_begin(void);
 void lb_blas_serial_end(int previous);
+
+/* Threads for an OpenMP loop over `n` independent work units, `grain` of which are
+ * worth one thread: min(lb_get_num_threads(), n / grain), at least 1. Elementwise
+ * kernels (tensor/kernels.h, the unary ops, LayerNorm) split their loops with it; each
+ * element is computed by one thread in a fixed order, so their results do not depend
+ * on the thread count. */
+int lb_threads_for(int64_t n, int64_t grain);
+
+/* Elements of a memory-bound loop (a few operations each) worth one thread. */
+enum { LB_GRAIN_ELEMENTS = 32768 };
 
 /* OpenBLAS's threading model: 0 sequential, 1 pthreads, 2 OpenMP. */
 int lb_blas_parallel_kind(void);
