@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/dataset.h"
 #include "tensor/error.h"
 
 int lb_cli_data(int argc, char **argv);
@@ -54,7 +55,10 @@ int lb_cli_set_threads(int n);
 typedef struct lb_progress {
     const char *label;
     int64_t total;
-    double budget; /* seconds; > 0: the bar and ETA follow the time budget instead of `total` */
+    int64_t first;       /* steps already done when this process started (a resumed run):
+                            the rate and ETA count only this process's steps and time */
+    double budget;       /* seconds; > 0: the bar and ETA follow the time budget instead of `total` */
+    double budget_spent; /* seconds of the budget spent before this process (a resumed run) */
     int tty;
     double start, last_print;
 } lb_progress;
@@ -62,6 +66,11 @@ void lb_progress_begin(lb_progress *p, const char *label, int64_t total);
 void lb_progress_update(lb_progress *p, int64_t done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lb_progress_end(lb_progress *p);
 
+/* The MSE of always predicting the mean target over the first n examples of a split
+ * (per-sequence regression targets): the baseline a regression must beat (1/6 for the
+ * adding task, the variance of the sum of two U(0, 1)). NAN when the split has no
+ * regression targets or n < 1. */
+double lb_cli_mean_predictor_mse(const lb_dataset *data, const char *split, int64_t n);
 /* Under mpirun (train, compare): joins the MPI job before `run` and leaves it after.
  * Returns run's exit code. A rank that fails ends every rank (MPI_Abort) with that code;
  * started by mpirun in a build without MPI, it says so and returns 1. */

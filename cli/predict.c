@@ -283,7 +283,9 @@ int lb_cli_predict(int argc, char **argv)
     lb_model *model = lb_cli_load_model(ck);
     int64_t n = lb_dataset_split_size(data, split);
     int code = 0;
-    if (!model || lb_check_data_fits(model, data) != LB_OK || n < 0) {
+    char task[64] = "";
+    if (!model || lb_checkpoint_read_task(ck, task, sizeof task) != LB_OK ||
+        lb_model_data_check(lb_model_get_config(model), task, data) != LB_OK || n < 0) {
         code = lb_cli_fail(cmd);
         goto done;
     }

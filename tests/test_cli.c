@@ -470,7 +470,7 @@ static void test_gradcheck_usage_errors(void)
         {{"gradcheck", "--model", "lstm", "--layers", "x", NULL}, "--layers"},
         {{"gradcheck", "--model", "lstm", "--layers", NULL}, "--layers"},
         {{"gradcheck", "--model", "lstm", "--colour", "red", NULL}, "--colour"},
-        {{"gradcheck", "--model", "transformer", "--heads", "3", NULL}, "n_heads"}, /* 8 not divisible by 3 */
+        {{"gradcheck", "--model", "transformer", "--heads", "3", NULL}, "--d-model 8 is not divisible by --heads 3"},
         {{"gradcheck", "--model", "transformer", "--pos", "wavy", NULL}, "wavy"},
         {{"gradcheck", "--model", "conv", "--atol", "-1", NULL}, "--atol"},
     };
