@@ -19,7 +19,7 @@ static void eval_usage(FILE *out)
           "and the accuracy per distance bin when the file has distances.\n"
           "\n"
           "  --split NAME            train | val | test (default test)\n"
-          "  --examples N            evaluate the first N examples only (default all)\n"
+          "  --examples N            evaluate the first N examples only (default 0: all)\n"
           "  --batch N               examples per forward pass (default 16)\n"
           "  --bins N                distance bins (default 8, at most 16)\n"
           "  --json                  print one JSON object instead of the table\n"
@@ -189,7 +189,11 @@ int lb_cli_eval(int argc, char **argv)
         switch (c) {
         case 'c': ck = optarg; break;
         case 'd': data_path = optarg; break;
-        case 's': split = optarg; break;
+        case 's':
+            split = optarg;
+            if (strcmp(split, "train") != 0 && strcmp(split, "val") != 0 && strcmp(split, "test") != 0)
+                return lb_cli_error(cmd, 2, "--split: unknown split '%s' (expected train, val or test)", split);
+            break;
         case 'n': st = lb_cli_int("--examples", optarg, 0, INT64_MAX, &examples); break;
         case 'b': st = lb_cli_int("--batch", optarg, 1, 1 << 20, &batch); break;
         case 'B': st = lb_cli_int("--bins", optarg, 0, LB_EVAL_MAX_BINS, &bins); break;
@@ -214,6 +218,9 @@ int lb_cli_eval(int argc, char **argv)
     lb_model_config mc;
     if (lb_checkpoint_read_model_config(ck, &mc) != LB_OK)
         return lb_cli_fail(cmd);
+    if (attention_out && mc.kind != LB_MODEL_TRANSFORMER && mc.kind != LB_MODEL_LOCAL)
+        return lb_cli_error(cmd, 1, "--attention-out: %s holds a %s model, which has no attention weights", ck,
+                            lb_model_kind_name(mc.kind));
     char task[64];
     if (lb_checkpoint_read_task(ck, task, sizeof task) != LB_OK)
         return lb_cli_fail(cmd);

@@ -300,6 +300,38 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return remove(path);
 }
 
+/* eval refuses a split name that is not train, val or test as a usage error (exit 2)
+ * before reading any file, and --attention-out of a model without attention before
+ * evaluating, naming the checkpoint; neither writes anything. */
+static void test_eval_option_errors(void)
+{
+    const char *missing_ck = path_in("no-such-checkpoint.h5");
+    const char *split[] = {"eval", "--checkpoint", missing_ck, "--data", spike_file(), "--split", "dev", NULL};
+    run_result r = run(split);
+    EXPECT(r.code == 2 && one_error_line(&r, "eval") && contains(r.err, "--split") && contains(r.err, "'dev'") &&
+               contains(r.err, "train, val or test"),
+           r);
+    run_free(&r);
+
+    const char *dir = path_in("lstm-run");
+    const char *train[] = {"train", "--data", spike_file(), "--model", "lstm", "--hidden", "8", "--layers", "1",
+                           "--steps", "1", "--batch", "8", "--eval-examples", "8", "--out", dir, "--quiet", NULL};
+    r = run(train);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    char ck[512], att[512];
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    snprintf(att, sizeof att, "%s", path_in("lstm-attention.h5"));
+    const char *eval[] = {"eval", "--checkpoint", ck, "--data", spike_file(), "--attention-out", att, NULL};
+    r = run(eval);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") && contains(r.err, ck) && contains(r.err, "lstm") &&
+               contains(r.err, "no attention weights"),
+           r);
+    EXPECT(r.out[0] == '\0', r); /* refused before any evaluation is printed */
+    CU_ASSERT_FALSE(exists(att));
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_train_%d", (int)getpid());
@@ -311,6 +343,7 @@ int main(void)
         {"--init-from starts a new run from a checkpoint's weights", test_init_from},
         {"compare never overwrites and checks its inputs first", test_compare_never_overwrites},
         {"config files are strict JSON with known keys", test_config_file_is_strict},
+        {"eval: unknown split is a usage error; --attention-out needs an attention model", test_eval_option_errors},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_train", cases);
