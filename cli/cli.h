@@ -30,6 +30,10 @@ int lb_cli_error(const char *command, int code, const char *fmt, ...) __attribut
  * [min, max]. LB_ERR_VALUE naming the option (e.g. "--steps") otherwise. */
 lb_status lb_cli_int(const char *option, const char *text, int64_t min, int64_t max, int64_t *out);
 lb_status lb_cli_real(const char *option, const char *text, double min, double max, double *out);
+/* A split name for `option` (e.g. "--split"): train, val or test, checked while the
+ * options are read so that a wrong name is a usage error before any file is opened.
+ * *out is set to `text`; LB_ERR_VALUE naming the option and the three names otherwise. */
+lb_status lb_cli_split(const char *option, const char *text, const char **out);
 
 /* Creates directory `path` (and parents) if missing; LB_ERR_IO naming it otherwise. */
 lb_status lb_cli_mkdir(const char *path);

@@ -79,6 +79,18 @@ lb_status lb_cli_int(const char *option, const char *text, int64_t min, int64_t 
     return LB_OK;
 }
 
+lb_status lb_cli_split(const char *option, const char *text, const char **out)
+{
+    static const char *const names[] = {"train", "val", "test"};
+    for (size_t k = 0; text && k < sizeof names / sizeof names[0]; k++) {
+        if (strcmp(text, names[k]) == 0) {
+            *out = text;
+            return LB_OK;
+        }
+    }
+    return lb_error(LB_ERR_VALUE, "%s: unknown split '%s' (expected train, val or test)", option, text ? text : "");
+}
+
 lb_status lb_cli_real(const char *option, const char *text, double min, double max, double *out)
 {
     char *end = NULL;

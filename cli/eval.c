@@ -189,11 +189,7 @@ int lb_cli_eval(int argc, char **argv)
         switch (c) {
         case 'c': ck = optarg; break;
         case 'd': data_path = optarg; break;
-        case 's':
-            split = optarg;
-            if (strcmp(split, "train") != 0 && strcmp(split, "val") != 0 && strcmp(split, "test") != 0)
-                return lb_cli_error(cmd, 2, "--split: unknown split '%s' (expected train, val or test)", split);
-            break;
+        case 's': st = lb_cli_split("--split", optarg, &split); break;
         case 'n': st = lb_cli_int("--examples", optarg, 0, INT64_MAX, &examples); break;
         case 'b': st = lb_cli_int("--batch", optarg, 1, 1 << 20, &batch); break;
         case 'B': st = lb_cli_int("--bins", optarg, 0, LB_EVAL_MAX_BINS, &bins); break;

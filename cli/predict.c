@@ -246,7 +246,7 @@ int lb_cli_predict(int argc, char **argv)
         switch (c) {
         case 'c': ck = optarg; break;
         case 'd': data_path = optarg; break;
-        case 's': split = optarg; break;
+        case 's': st = lb_cli_split("--split", optarg, &split); break;
         case 'n': st = lb_cli_int("--examples", optarg, 0, INT64_MAX, &examples); break;
         case 'b': st = lb_cli_int("--batch", optarg, 1, 1 << 16, &batch); break;
         case 'o': out = optarg; break;

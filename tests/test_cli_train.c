@@ -300,9 +300,9 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return remove(path);
 }
 
-/* eval refuses a split name that is not train, val or test as a usage error (exit 2)
- * before reading any file, and --attention-out of a model without attention before
- * evaluating, naming the checkpoint; neither writes anything. */
+/* eval and predict refuse a split name that is not train, val or test as a usage
+ * error (exit 2) before reading any file; eval refuses --attention-out of a model
+ * without attention before evaluating, naming the checkpoint. Nothing is written. */
 static void test_eval_option_errors(void)
 {
     const char *missing_ck = path_in("no-such-checkpoint.h5");
@@ -311,6 +311,16 @@ static void test_eval_option_errors(void)
     EXPECT(r.code == 2 && one_error_line(&r, "eval") && contains(r.err, "--split") && contains(r.err, "'dev'") &&
                contains(r.err, "train, val or test"),
            r);
+    run_free(&r);
+    /* predict reads the same option the same way, and writes nothing. */
+    const char *pred_out = path_in("pred.h5");
+    const char *predict[] = {"predict", "--checkpoint", missing_ck, "--data", spike_file(), "-o", pred_out,
+                             "--split", "validation", NULL};
+    r = run(predict);
+    EXPECT(r.code == 2 && one_error_line(&r, "predict") && contains(r.err, "--split") &&
+               contains(r.err, "'validation'") && contains(r.err, "train, val or test"),
+           r);
+    CU_ASSERT_FALSE(exists(pred_out));
     run_free(&r);
 
     const char *dir = path_in("lstm-run");
@@ -343,7 +353,7 @@ int main(void)
         {"--init-from starts a new run from a checkpoint's weights", test_init_from},
         {"compare never overwrites and checks its inputs first", test_compare_never_overwrites},
         {"config files are strict JSON with known keys", test_config_file_is_strict},
-        {"eval: unknown split is a usage error; --attention-out needs an attention model", test_eval_option_errors},
+        {"eval, predict: unknown split is a usage error; --attention-out needs an attention model", test_eval_option_errors},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_train", cases);
