@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "data/dataset.h"
 #include "tensor/error.h"
 
 int lb_cli_data(int argc, char **argv);
@@ -29,6 +30,10 @@ int lb_cli_error(const char *command, int code, const char *fmt, ...) __attribut
  * [min, max]. LB_ERR_VALUE naming the option (e.g. "--steps") otherwise. */
 lb_status lb_cli_int(const char *option, const char *text, int64_t min, int64_t max, int64_t *out);
 lb_status lb_cli_real(const char *option, const char *text, double min, double max, double *out);
+/* A split name for `option` (e.g. "--split"): train, val or test, checked while the
+ * options are read so that a wrong name is a usage error before any file is opened.
+ * *out is set to `text`; LB_ERR_VALUE naming the option and the three names otherwise. */
+lb_status lb_cli_split(const char *option, const char *text, const char **out);
 
 /* Creates directory `path` (and parents) if missing; LB_ERR_IO naming it otherwise. */
 lb_status lb_cli_mkdir(const char *path);
@@ -54,7 +59,10 @@ int lb_cli_set_threads(int n);
 typedef struct lb_progress {
     const char *label;
     int64_t total;
-    double budget; /* seconds; > 0: the bar and ETA follow the time budget instead of `total` */
+    int64_t first;       /* steps already done when this process started (a resumed run):
+                            the rate and ETA count only this process's steps and time */
+    double budget;       /* seconds; > 0: the bar and ETA follow the time budget instead of `total` */
+    double budget_spent; /* seconds of the budget spent before this process (a resumed run) */
     int tty;
     double start, last_print;
 } lb_progress;
@@ -62,6 +70,11 @@ void lb_progress_begin(lb_progress *p, const char *label, int64_t total);
 void lb_progress_update(lb_progress *p, int64_t done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lb_progress_end(lb_progress *p);
 
+/* The MSE of always predicting the mean target over the first n examples of a split
+ * (per-sequence regression targets): the baseline a regression must beat (1/6 for the
+ * adding task, the variance of the sum of two U(0, 1)). NAN when the split has no
+ * regression targets or n < 1. */
+double lb_cli_mean_predictor_mse(const lb_dataset *data, const char *split, int64_t n);
 /* Under mpirun (train, compare): joins the MPI job before `run` and leaves it after.
  * Returns run's exit code. A rank that fails ends every rank (MPI_Abort) with that code;
  * started by mpirun in a build without MPI, it says so and returns 1. */

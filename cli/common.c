@@ -13,6 +13,7 @@
 #include "tensor/threads.h"
 #include "train/distributed.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "train/trainer.h"
 
 /* Library messages may start with the C function that raised them ("lb_dataset_open: ");
@@ -44,7 +45,10 @@ static void print_error(const char *command, int code, const char *message)
 
 int lb_cli_fail(const char *command)
 {
-    print_error(command, 1, lb_last_error()[0] ? user_message(lb_last_error()) : "failed");
+    char message[2048];
+    snprintf(message, sizeof message, "%s", lb_last_error()[0] ? user_message(lb_last_error()) : "failed");
+    lb_cli_name_options(message, sizeof message);
+    print_error(command, 1, message);
     return 1;
 }
 
@@ -55,7 +59,10 @@ int lb_cli_error(const char *command, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    print_error(command, code, user_message(message));
+    char named[2048];
+    snprintf(named, sizeof named, "%s", user_message(message));
+    lb_cli_name_options(named, sizeof named);
+    print_error(command, code, named);
     return code;
 }
 
@@ -70,6 +77,18 @@ lb_status lb_cli_int(const char *option, const char *text, int64_t min, int64_t 
         return lb_error(LB_ERR_VALUE, "%s must be in [%lld, %lld], got %lld", option, (long long)min, (long long)max, v);
     *out = v;
     return LB_OK;
+}
+
+lb_status lb_cli_split(const char *option, const char *text, const char **out)
+{
+    static const char *const names[] = {"train", "val", "test"};
+    for (size_t k = 0; text && k < sizeof names / sizeof names[0]; k++) {
+        if (strcmp(text, names[k]) == 0) {
+            *out = text;
+            return LB_OK;
+        }
+    }
+    return lb_error(LB_ERR_VALUE, "%s: unknown split '%s' (expected train, val or test)", option, text ? text : "");
 }
 
 lb_status lb_cli_real(const char *option, const char *text, double min, double max, double *out)
@@ -144,6 +163,8 @@ void lb_progress_begin(lb_progress *p, const char *label, int64_t total)
     p->total = total;
     p->tty = isatty(STDERR_FILENO);
     p->budget = 0;
+    p->first = 0;
+    p->budget_spent = 0;
     p->start = lb_cli_now();
     p->last_print = 0;
 }
@@ -156,12 +177,14 @@ void lb_progress_update(lb_progress *p, int64_t done, const char *fmt, ...)
     if (!final && now - p->last_print < (p->tty ? 0.1 : 10.0))
         return;
     p->last_print = now;
-    double elapsed = now - p->start, rate = elapsed > 0 ? (double)done / elapsed : 0;
+    /* Only this process's steps and time: a resumed run's earlier steps took other time. */
+    double elapsed = now - p->start, rate = elapsed > 0 ? (double)(done - p->first) / elapsed : 0;
     double eta = rate > 0 ? (double)(p->total - done) / rate : 0;
     double fraction = p->total > 0 ? (double)done / (double)p->total : 1.0;
-    if (p->budget > 0 && elapsed / p->budget > fraction) {
-        fraction = elapsed < p->budget ? elapsed / p->budget : 1.0;
-        eta = p->budget - elapsed > 0 ? p->budget - elapsed : 0;
+    double spent = p->budget_spent + elapsed;
+    if (p->budget > 0 && spent / p->budget > fraction) {
+        fraction = spent < p->budget ? spent / p->budget : 1.0;
+        eta = p->budget - spent > 0 ? p->budget - spent : 0;
     }
     char extra[256] = "";
     if (fmt) {
@@ -204,6 +227,25 @@ lb_status lb_cli_write_json(struct json_object *root, const char *path, const ch
     }
     json_object_put(root);
     return st == LB_OK ? lb_output_commit(tmp, path, what) : st;
+}
+
+double lb_cli_mean_predictor_mse(const lb_dataset *data, const char *split, int64_t n)
+{
+    lb_batch b;
+    double sum = 0, sq = 0;
+    if (n < 1 || lb_dataset_slice(data, split, 0, n, &b) != LB_OK)
+        return NAN;
+    if (!b.target_values) {
+        lb_batch_free(&b);
+        return NAN;
+    }
+    for (int64_t i = 0; i < n; i++)
+        sum += b.target_values[i];
+    double mean = sum / (double)n;
+    for (int64_t i = 0; i < n; i++)
+        sq += (b.target_values[i] - mean) * (b.target_values[i] - mean);
+    lb_batch_free(&b);
+    return sq / (double)n;
 }
 
 lb_model *lb_cli_load_model(const char *checkpoint)

@@ -29,7 +29,8 @@
 
 static void data_usage(FILE *out)
 {
-    fputs("usage: lookback data [--task TASK] [--seq-len T] [task options] [--train N --val N --test N]\n"
+    char tasks[256];
+    fprintf(out, "usage: lookback data [--task TASK] [--seq-len T] [task options] [--train N --val N --test N]\n"
           "                     [--seed S] -o FILE.h5 [--force] [--allow-large] [--quiet]\n"
           "       lookback data info FILE.h5\n"
           "\n"
@@ -37,7 +38,7 @@ static void data_usage(FILE *out)
           "docs/data.md); the file is a pure function of the options, seed included. 'data info'\n"
           "validates a file completely and describes it (exit 1 on a bad file).\n"
           "\n"
-          "  --task TASK        spike (default), recall, copy, adding or local\n"
+          "  --task TASK        %s (default: spike)\n"
           "  -o, --output FILE  the file to write (required)\n"
           "  --force            overwrite FILE if it exists (it is replaced only once complete)\n"
           "  --allow-large      allow splits of more than 16 GiB before compression (reading\n"
@@ -46,7 +47,7 @@ static void data_usage(FILE *out)
           "  --train/--val/--test N   the same as --n-train/--n-val/--n-test N\n"
           "  -h, --help         this help\n"
           "\n",
-          out);
+          lb_task_names_text(tasks, sizeof tasks));
     lb_task_print_help(out);
 }
 
@@ -257,7 +258,8 @@ int lb_cli_data(int argc, char **argv)
             output = value;
         } else if (strcmp(key, "--task") == 0) {
             if (!value) {
-                code = lb_cli_error("data", 2, "--task needs a value (spike, recall, copy, adding or local)");
+                char tasks[256];
+                code = lb_cli_error("data", 2, "--task needs a value (%s)", lb_task_names_text(tasks, sizeof tasks));
                 goto done;
             }
             task_name = value;

@@ -30,6 +30,7 @@ typedef struct eval_file {
     double dmean;
     int64_t examples; /* 0 = the whole test split */
     int regression;   /* scored by MSE instead of accuracy */
+    double baseline;  /* regression: the MSE of predicting the mean target (NAN otherwise) */
 } eval_file;
 
 typedef struct model_result {
@@ -40,25 +41,6 @@ typedef struct model_result {
 
 /* ---- evaluation files ---- */
 
-/* LB_OK when a model trained on `train` can be scored on `eval` (same targets, inputs
- * inside its vocabulary); otherwise an error naming both files. */
-static lb_status check_eval_fits(const lb_dataset *train, const lb_dataset *eval)
-{
-    const char *tp = lb_dataset_path(train), *ep = lb_dataset_path(eval);
-    if (lb_dataset_num_classes(eval) != lb_dataset_num_classes(train) ||
-        lb_dataset_per_position(eval) != lb_dataset_per_position(train))
-        return lb_error(LB_ERR_VALUE, "%s has %lld classes%s but the training file %s has %lld%s", ep,
-                        (long long)lb_dataset_num_classes(eval), lb_dataset_per_position(eval) ? " per position" : "", tp,
-                        (long long)lb_dataset_num_classes(train), lb_dataset_per_position(train) ? " per position" : "");
-    if (lb_dataset_vocab_size(eval) > lb_dataset_vocab_size(train) ||
-        lb_dataset_num_features(eval) != lb_dataset_num_features(train))
-        return lb_error(LB_ERR_VALUE, "%s has inputs (vocabulary %lld, features %lld) that a model of %s (vocabulary "
-                        "%lld, features %lld) cannot read",
-                        ep, (long long)lb_dataset_vocab_size(eval), (long long)lb_dataset_num_features(eval), tp,
-                        (long long)lb_dataset_vocab_size(train), (long long)lb_dataset_num_features(train));
-    return LB_OK;
-}
-
 static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n_models)
 {
     lb_dataset *ds = lb_dataset_open(e->path);
@@ -68,14 +50,22 @@ static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n
     if (lb_dataset_split_size(ds, "test") < 1)
         st = lb_error(LB_ERR_VALUE, "%s: the test split is empty (evaluation files are scored on their test split)",
                       e->path);
+    /* Each model as it will be built from its train file, checked against this file
+     * before anything is trained (the check every command uses). */
     for (int m = 0; m < n_models && st == LB_OK; m++) {
         lb_dataset *train = lb_dataset_open(specs[m].rc.data);
-        st = train ? check_eval_fits(train, ds) : lb_last_status();
+        lb_run_config rc = specs[m].rc;
+        if (train)
+            lb_run_config_fit_data(&rc, train);
+        st = train ? lb_model_data_check(&rc.model, lb_task_name(lb_dataset_task(train)), ds) : lb_last_status();
+        if (st != LB_OK && n_models > 1)
+            lb_error_context("model %s", specs[m].name);
         lb_dataset_close(train);
     }
     e->dmin = e->dmax = 0;
     e->dmean = NAN;
     e->regression = lb_dataset_is_regression(ds);
+    e->baseline = NAN;
     if (st == LB_OK && lb_dataset_has_distance(ds)) {
         if (lb_dataset_distance_range(ds, "test", &e->dmin, &e->dmax) == LB_OK)
             e->dmean = 0.5 * (e->dmin + e->dmax);
@@ -117,6 +107,18 @@ static void print_table(const model_spec *specs, const model_result *res, int n_
         else
             printf(" %8s\n", "-");
     }
+    int any_regression = 0;
+    for (int e = 0; e < n_evals; e++)
+        any_regression |= evals[e].regression;
+    if (any_regression) { /* where chance would be: the baseline a regression must beat */
+        printf("%-14s %10s %11s %10s", "predict mean", "-", "-", "-");
+        for (int e = 0; e < n_evals; e++)
+            if (evals[e].regression)
+                printf(" %8.4f mse", evals[e].baseline);
+            else
+                printf(" %12s", "-");
+        printf(" %8s\n", "-");
+    }
     printf("\n");
     for (int e = 0; e < n_evals; e++)
         if (!isnan(evals[e].dmean))
@@ -154,6 +156,8 @@ static lb_status write_summary(const char *path, const model_spec *specs, const 
             json_object_object_add(r, "distance_min", json_object_new_int64(evals[e].dmin));
             json_object_object_add(r, "distance_max", json_object_new_int64(evals[e].dmax));
             json_object_object_add(r, evals[e].regression ? "mse" : "accuracy", json_object_new_double(res[m].accuracy[e]));
+            if (evals[e].regression)
+                json_object_object_add(r, "baseline_mse", json_object_new_double(evals[e].baseline));
             json_object_array_add(list, r);
         }
         json_object_object_add(o, "evaluations", list);
@@ -163,7 +167,7 @@ static lb_status write_summary(const char *path, const model_spec *specs, const 
     return lb_cli_write_json(root, path, "summary");
 }
 
-/* Validation accuracy against training seconds, read back from a run's metrics.csv. */
+/* Validation accuracy (in percent) against training seconds, read back from a run's metrics.csv. */
 static int read_curve(const char *metrics_path, double *x, double *y, int max)
 {
     FILE *f = fopen(metrics_path, "r");
@@ -179,7 +183,7 @@ static int read_curve(const char *metrics_path, double *x, double *y, int max)
                 8 &&
             strcmp(split, "val") == 0) {
             x[n] = wall;
-            y[n] = acc;
+            y[n] = 100 * acc; /* percent */
             n++;
         }
     }
@@ -215,9 +219,9 @@ static void write_plots(const char *out_dir, const model_spec *specs, const mode
     int regression = n_evals > 0 && evals[0].regression;
     if (regression)
         ; /* the curves plot validation accuracy, which regression does not have */
-    else if (lb_plot_curves(lb_cli_path(path, sizeof path, out_dir, "learning_curves.png"),
-                            "Validation accuracy while training", "training time (s)", "accuracy", n_models, names,
-                            counts, xs, ys) != LB_OK)
+    else if (lb_plot_curves_range(lb_cli_path(path, sizeof path, out_dir, "learning_curves.png"),
+                                  "Validation accuracy while training", "training time (s)", "accuracy (%)", n_models,
+                                  names, counts, xs, ys, 0, 105) != LB_OK)
         fprintf(stderr, "lookback: learning-curve plot skipped: %s\n", lb_last_error());
     else
         NOTE_WRITTEN();
@@ -293,8 +297,10 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
         if (!lb_dist_owns(m))
             continue;
         lb_cli_path(dir, sizeof dir, out_dir, specs[m].name);
-        if (lb_cli_run_training(&specs[m].rc, dir, 0, quiet, &res[m].run, &model) != LB_OK)
-            return lb_cli_fail(cmd);
+        if (lb_cli_run_training(&specs[m].rc, dir, 0, quiet, &res[m].run, &model) != LB_OK) {
+            lb_tensor_free(attention);
+            return lb_cli_run_failed(cmd, &res[m].run);
+        }
         res[m].seconds_per_step = res[m].run.steps ? res[m].run.seconds / (double)res[m].run.steps : 0;
         for (int e = 0; e < n_evals; e++) {
             lb_dataset *ds = lb_dataset_open(evals[e].path);
@@ -310,6 +316,8 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
             }
             if (chance == 0 && lb_dataset_num_classes(ds) > 0)
                 chance = 1.0 / (double)lb_dataset_num_classes(ds);
+            if (evals[e].regression && m == 0)
+                evals[e].baseline = lb_cli_mean_predictor_mse(ds, "test", r.examples);
             res[m].accuracy[e] = evals[e].regression ? r.mse : r.accuracy;
             if (!quiet)
                 fprintf(stderr, "%s on %s: %s %.4f (%lld examples, %.1f s)\n", specs[m].name, evals[e].label,
@@ -407,12 +415,15 @@ static void compare_usage(FILE *out)
           "on the test split of every evaluation file, prints one table and writes DIR/summary.json,\n"
           "one run folder per model and the plots.\n"
           "\n"
-          "  --budget SECONDS   training time per model (default 60; 0 = until --steps)\n"
+          "  --budget SECONDS   training time per model (default 60; 0 = until --steps); the same as\n"
+          "                     --time-budget, so give one of them\n"
           "  --eval-limit N     evaluate at most N test examples per file (default all)\n"
           "  --quiet            no progress display\n"
-          "Options given apply to every model:\n",
+          "Options given apply to every model that uses them (--hidden to the LSTMs, --window to\n"
+          "local attention); an option that none of the models uses is refused.\n"
+          "Exit status: 0 done, 1 failed at run time, 2 bad usage, 128+N stopped by signal N.\n\n",
           out);
-    lb_run_options_help(out, LB_MODEL_TRANSFORMER);
+    lb_run_options_help(out, 0);
 }
 
 int lb_cli_compare(int argc, char **argv)
@@ -429,8 +440,9 @@ int lb_cli_compare(int argc, char **argv)
     const char *train = NULL, *out_dir = NULL;
     double budget = 60;
     int64_t eval_limit = 0;
-    int quiet = 0, n_opts = 0, c;
-    const char *opt_names[128], *opt_values[128];
+    int quiet = 0, c, budget_given = 0;
+    static lb_option_list given; /* one compare per process */
+    lb_option_list_free(&given);
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -440,6 +452,11 @@ int lb_cli_compare(int argc, char **argv)
         case 'e': eval_list = optarg; break;
         case 'o': out_dir = optarg; break;
         case 'b':
+            for (int i = 0; i < given.n; i++)
+                if (strcmp(given.items[i].name, "time-budget") == 0)
+                    return lb_cli_error(cmd, 2, "--budget and --time-budget set the same thing; give only --budget");
+            if (budget_given++)
+                return lb_cli_error(cmd, 2, "--budget is given twice; give it once");
             if (lb_cli_real("--budget", optarg, 0, 1e9, &budget) != LB_OK)
                 return lb_cli_error(cmd, 2, "%s", lb_last_error());
             break;
@@ -454,10 +471,10 @@ int lb_cli_compare(int argc, char **argv)
         default:
             if (strcmp(lb_run_option_name(c), "model") == 0 || strcmp(lb_run_option_name(c), "data") == 0)
                 return lb_cli_error(cmd, 2, "use --models and --train with compare");
-            if (n_opts < 128) {
-                opt_names[n_opts] = lb_run_option_name(c);
-                opt_values[n_opts++] = optarg;
-            }
+            if (strcmp(lb_run_option_name(c), "time-budget") == 0 && budget_given)
+                return lb_cli_error(cmd, 2, "--budget and --time-budget set the same thing; give only --budget");
+            if (lb_option_list_add(&given, lb_run_option_name(c), optarg, NULL) != LB_OK)
+                return lb_cli_error(cmd, 2, "%s", lb_last_error());
         }
     }
     if (optind < argc)
@@ -491,9 +508,19 @@ int lb_cli_compare(int argc, char **argv)
         if (lb_run_config_set(&s->rc, "model", kind) != LB_OK)
             return lb_cli_error(cmd, 2, "%s", lb_last_error());
         s->rc.train.time_budget = budget;
-        for (int i = 0; i < n_opts; i++)
-            if (lb_run_config_set(&s->rc, opt_names[i], opt_values[i]) != LB_OK)
-                return lb_cli_error(cmd, 2, "%s", lb_last_error());
+        if (lb_run_config_apply(&s->rc, &given) != LB_OK)
+            return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    }
+    /* Each option must be used by one of the models at least (--hidden by the LSTMs, ...). */
+    for (int i = 0; i < given.n; i++) {
+        int used = 0;
+        for (int m = 0; m < n_models; m++)
+            used |= lb_run_option_applies(&specs[m].rc, given.items[i].name);
+        if (!used) {
+            lb_option_list one = {.n = 1, .items = {given.items[i]}};
+            lb_run_config_check_used(&specs[0].rc, &one);
+            return lb_cli_error(cmd, 2, "%s", lb_last_error());
+        }
     }
     for (char *tok = eval_list, *next; tok; tok = next) {
         next = strchr(tok, ',');

@@ -19,7 +19,7 @@ static void eval_usage(FILE *out)
           "and the accuracy per distance bin when the file has distances.\n"
           "\n"
           "  --split NAME            train | val | test (default test)\n"
-          "  --examples N            evaluate the first N examples only (default all)\n"
+          "  --examples N            evaluate the first N examples only (default 0: all)\n"
           "  --batch N               examples per forward pass (default 16)\n"
           "  --bins N                distance bins (default 8, at most 16)\n"
           "  --json                  print one JSON object instead of the table\n"
@@ -102,22 +102,6 @@ static lb_status write_attention(const char *path, const lb_tensor *weights, con
     return st;
 }
 
-/* The MSE of always predicting the mean target: the baseline a regression must beat. */
-static double mean_predictor_mse(const lb_dataset *data, const char *split, int64_t n)
-{
-    lb_batch b;
-    double sum = 0, sq = 0;
-    if (n < 1 || lb_dataset_slice(data, split, 0, n, &b) != LB_OK || !b.target_values)
-        return NAN;
-    for (int64_t i = 0; i < n; i++)
-        sum += b.target_values[i];
-    double mean = sum / (double)n;
-    for (int64_t i = 0; i < n; i++)
-        sq += (b.target_values[i] - mean) * (b.target_values[i] - mean);
-    lb_batch_free(&b);
-    return sq / (double)n;
-}
-
 /* How many trailing output indices to report: copy memory's copied symbols (the
  * last copy_symbols positions), 0 for other tasks. */
 static int shown_outputs(const lb_dataset *data, const lb_eval_result *r)
@@ -139,6 +123,8 @@ static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char
     json_object_object_add(o, "loss", json_object_new_double(r->loss));
     if (isnan(r->accuracy)) {
         json_object_object_add(o, "mse", json_object_new_double(r->mse));
+        /* The baseline the text output prints beside the MSE. */
+        json_object_object_add(o, "baseline_mse", json_object_new_double(lb_cli_mean_predictor_mse(ds, split, r->examples)));
         json_object *bins = json_object_new_array();
         for (int k = 0; k < r->n_bins; k++) {
             json_object *bin = json_object_new_object();
@@ -153,6 +139,9 @@ static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char
         json_object_object_add(o, "distance_bins", bins);
     } else {
         json_object_object_add(o, "accuracy", json_object_new_double(r->accuracy));
+        json_object_object_add(o, "chance", lb_dataset_num_classes(ds) > 0
+                                                ? json_object_new_double(1.0 / (double)lb_dataset_num_classes(ds))
+                                                : NULL);
         json_object *bins = json_object_new_array();
         for (int k = 0; k < r->n_bins; k++) {
             json_object *bin = json_object_new_object();
@@ -200,7 +189,7 @@ int lb_cli_eval(int argc, char **argv)
         switch (c) {
         case 'c': ck = optarg; break;
         case 'd': data_path = optarg; break;
-        case 's': split = optarg; break;
+        case 's': st = lb_cli_split("--split", optarg, &split); break;
         case 'n': st = lb_cli_int("--examples", optarg, 0, INT64_MAX, &examples); break;
         case 'b': st = lb_cli_int("--batch", optarg, 1, 1 << 20, &batch); break;
         case 'B': st = lb_cli_int("--bins", optarg, 0, LB_EVAL_MAX_BINS, &bins); break;
@@ -225,12 +214,20 @@ int lb_cli_eval(int argc, char **argv)
     lb_model_config mc;
     if (lb_checkpoint_read_model_config(ck, &mc) != LB_OK)
         return lb_cli_fail(cmd);
+    if (attention_out && mc.kind != LB_MODEL_TRANSFORMER && mc.kind != LB_MODEL_LOCAL)
+        return lb_cli_error(cmd, 1, "--attention-out: %s holds a %s model, which has no attention weights", ck,
+                            lb_model_kind_name(mc.kind));
+    char task[64];
+    if (lb_checkpoint_read_task(ck, task, sizeof task) != LB_OK)
+        return lb_cli_fail(cmd);
     lb_dataset *data = lb_dataset_open(data_path);
     if (!data)
         return lb_cli_fail(cmd);
-    /* A model trained without learned positions reads sequences of any length. */
-    if (mc.max_seq_len < lb_dataset_seq_len(data) && mc.pos != LB_POS_LEARNED)
-        mc.max_seq_len = lb_dataset_seq_len(data);
+    /* The checkpoint's model and the file must fit: checked before any work. */
+    if (lb_model_data_check(&mc, task, data) != LB_OK) {
+        lb_dataset_close(data);
+        return lb_cli_fail(cmd);
+    }
     lb_model *model = lb_model_new(&mc);
     int code = 0;
     lb_eval_result r;
@@ -249,7 +246,7 @@ int lb_cli_eval(int argc, char **argv)
     } else {
         printf("%s on %s (%s split, %lld examples)\n", ck, data_path, split, (long long)r.examples);
         if (isnan(r.accuracy)) {
-            printf("mse %.6f  (predicting the mean of these targets: %.6f)\n", r.mse, mean_predictor_mse(data, split, r.examples));
+            printf("mse %.6f  (predicting the mean of these targets: %.6f)\n", r.mse, lb_cli_mean_predictor_mse(data, split, r.examples));
             if (r.n_bins > 0)
                 printf("%-20s %10s %8s\n", "distance", "mse", "examples");
             for (int k = 0; k < r.n_bins; k++) {

@@ -25,15 +25,30 @@ enum { GC_IGNORE_INDEX = -100 };
 
 typedef struct gc_settings {
     int all;                 /* --model all */
-    lb_model_kind kind;
+    lb_model_config model;   /* the model options (field list), gradcheck's small defaults */
     int have_kind;
-    int64_t layers, d_model, heads, d_ff, hidden, kernel, window, seq_len, batch, features, classes;
-    lb_pos_kind pos;
+    int64_t seq_len, batch, features, classes;
     lb_head_kind head;
     int64_t seed;
     lb_gradcheck_options tol;
     int break_gradient;      /* testing aid: a deliberately wrong backward on the loss */
+    const char *given[64];   /* model options given, to check they apply */
+    int n_given;
 } gc_settings;
+
+/* gradcheck's sizes: small, so that the check runs in about a second per family. */
+static const struct {
+    const char *option, *value;
+} small_model[] = {{"layers", "2"}, {"d-model", "8"}, {"heads", "2"}, {"d-ff", "16"}, {"hidden", "6"},
+                   {"kernel", "3"}, {"window", "3"}, {"pos", "learned"}};
+
+/* Model options gradcheck does not take: dropout is off in the checked forward pass,
+ * and --seed seeds both the model and the data. */
+static int gc_skips(const lb_model_field *f)
+{
+    return !f->option || f->type == LB_FIELD_KIND || strcmp(f->member, "dropout") == 0 ||
+           strcmp(f->member, "seed") == 0;
+}
 
 /* The data and model one check runs on. */
 typedef struct gc_case {
@@ -44,6 +59,14 @@ typedef struct gc_case {
     int32_t *targets;    /* [B] (head last) or [B, T] (head every; -100 past each length) */
     int break_gradient;
 } gc_case;
+
+/* The model fields at gradcheck's small sizes. */
+static void settings_model_default(lb_model_config *m)
+{
+    lb_model_config_default(LB_MODEL_TRANSFORMER, m);
+    for (size_t i = 0; i < sizeof small_model / sizeof small_model[0]; i++)
+        lb_model_field_set(m, lb_model_field_find(small_model[i].option), small_model[i].value);
+}
 
 static void gc_usage(FILE *out)
 {
@@ -57,15 +80,6 @@ static void gc_usage(FILE *out)
           "worst error); exit 0 when all pass, 1 when one fails.\n"
           "\n"
           "  --model NAME     transformer, local (sliding-window attention), lstm, conv, or all\n"
-          "  --layers N       blocks, LSTM layers or conv layers (default 2)\n"
-          "  --d-model D      embedding width (default 8)\n"
-          "  --heads H        attention heads (default 2)\n"
-          "  --d-ff F         feed-forward width (default 16)\n"
-          "  --hidden H       LSTM hidden size (default 6)\n"
-          "  --kernel K       conv kernel size (default 3)\n"
-          "  --window W       local attention window (default 3)\n"
-          "  --pos P          none, sinusoidal, learned or rotary (default learned)\n"
-          "  --head H         last (one prediction per sequence, default) or every (per position)\n"
           "  --features F     input features (default 3)\n"
           "  --classes C      classes (default 4)\n"
           "  --seq-len T      positions per sequence (default 7)\n"
@@ -75,8 +89,25 @@ static void gc_usage(FILE *out)
           "  --atol A         absolute tolerance (default 1e-5)\n"
           "  --rtol R         relative tolerance (default 1e-3)\n"
           "  --break-gradient (testing) scale the loss's backward by 1.01, which must FAIL\n"
-          "  -h, --help       this help\n",
+          "  -h, --help       this help\n"
+          "\n"
+          "Model options ([families] that use them; with one --model, others are refused):\n",
           out);
+    lb_model_config small;
+    settings_model_default(&small);
+    int n;
+    const lb_model_field *fields = lb_model_fields(&n);
+    for (int i = 0; i < n; i++) {
+        if (gc_skips(&fields[i]))
+            continue;
+        char families[96] = "", value[64];
+        for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV && (fields[i].families & LB_FAMILY_ALL) != LB_FAMILY_ALL; k++)
+            if (lb_model_field_in_family(&fields[i], (lb_model_kind)k))
+                snprintf(families + strlen(families), sizeof families - strlen(families), "%s%s",
+                         families[0] ? ", " : " [", lb_model_kind_name((lb_model_kind)k));
+        fprintf(out, "  --%-14s %s%s%s (default %s)\n", fields[i].option, fields[i].help, families,
+                families[0] ? "]" : "", lb_model_field_format(&small, &fields[i], value, sizeof value));
+    }
 }
 
 /* ---- a deliberately wrong backward: y = x forward, dy/dx claimed 1.01 ---- */
@@ -119,18 +150,11 @@ static lb_var *loss_fn(lb_graph *g, lb_var *const *leaves, void *user)
 static void settings_default(gc_settings *s)
 {
     memset(s, 0, sizeof *s);
-    s->layers = 2;
-    s->d_model = 8;
-    s->heads = 2;
-    s->d_ff = 16;
-    s->hidden = 6;
-    s->kernel = 3;
-    s->window = 3;
+    settings_model_default(&s->model);
     s->seq_len = 7;
     s->batch = 2;
     s->features = 3;
     s->classes = 4;
-    s->pos = LB_POS_LEARNED;
     s->head = LB_HEAD_LAST;
     s->seed = 1;
     s->tol = lb_gradcheck_defaults();
@@ -144,13 +168,6 @@ static int apply_option(gc_settings *s, const char *key, const char *value)
         size_t offset;
         int64_t min, max;
     } ints[] = {
-        {"--layers", offsetof(gc_settings, layers), 1, 8},
-        {"--d-model", offsetof(gc_settings, d_model), 1, 256},
-        {"--heads", offsetof(gc_settings, heads), 1, 64},
-        {"--d-ff", offsetof(gc_settings, d_ff), 1, 1024},
-        {"--hidden", offsetof(gc_settings, hidden), 1, 256},
-        {"--kernel", offsetof(gc_settings, kernel), 1, 64},
-        {"--window", offsetof(gc_settings, window), 1, 4096},
         {"--seq-len", offsetof(gc_settings, seq_len), 1, 4096},
         {"--batch", offsetof(gc_settings, batch), 1, 256},
         {"--features", offsetof(gc_settings, features), 1, 256},
@@ -179,13 +196,19 @@ static int apply_option(gc_settings *s, const char *key, const char *value)
     if (strcmp(key, "--model") == 0) {
         s->have_kind = 1;
         s->all = strcmp(value, "all") == 0;
-        if (!s->all && lb_model_kind_parse(value, &s->kind) != LB_OK)
+        if (!s->all && lb_model_kind_parse(value, &s->model.kind) != LB_OK)
             return lb_cli_error("gradcheck", 2, "--model: unknown model '%s' (expected transformer, local, lstm, conv "
                                                 "or all)", value);
         return 0;
     }
-    if (strcmp(key, "--pos") == 0)
-        return lb_pos_kind_parse(value, &s->pos) == LB_OK ? 0 : lb_cli_error("gradcheck", 2, "--pos: %s", lb_last_error());
+    const lb_model_field *f = lb_model_field_find(key + 2);
+    if (f && !gc_skips(f)) {
+        if (lb_model_field_set(&s->model, f, value) != LB_OK)
+            return lb_cli_error("gradcheck", 2, "%s", lb_last_error());
+        if (s->n_given < 64)
+            s->given[s->n_given++] = f->option;
+        return 0;
+    }
     if (strcmp(key, "--head") == 0) {
         if (strcmp(value, "last") == 0)
             s->head = LB_HEAD_LAST;
@@ -213,24 +236,15 @@ static void free_case(gc_case *c)
 static int build_case(const gc_settings *s, lb_model_kind kind, gc_case *c)
 {
     memset(c, 0, sizeof *c);
-    lb_model_config cfg;
-    lb_model_config_default(kind, &cfg);
+    lb_model_config cfg = s->model;
+    cfg.kind = kind;
     cfg.dtype = LB_FLOAT64;
     cfg.vocab_size = 0;
     cfg.input_features = s->features;
     cfg.num_classes = s->classes;
     cfg.head = s->head;
     cfg.max_seq_len = s->seq_len;
-    cfg.n_layers = (int)s->layers;
-    cfg.d_model = s->d_model;
-    cfg.n_heads = (int)s->heads;
-    cfg.d_ff = s->d_ff;
-    cfg.pos = s->pos;
-    cfg.window = s->window;
-    cfg.causal = 1;
     cfg.dropout = 0;
-    cfg.hidden_size = s->hidden;
-    cfg.kernel_size = s->kernel;
     cfg.seed = (uint64_t)s->seed;
     c->model = lb_model_new(&cfg);
     if (!c->model)
@@ -266,17 +280,16 @@ static int build_case(const gc_settings *s, lb_model_kind kind, gc_case *c)
 static void print_header(const gc_settings *s, lb_model_kind kind)
 {
     printf("gradcheck %s: ", lb_model_kind_name(kind));
-    if (kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL) {
-        printf("d_model %lld, heads %lld, d_ff %lld, layers %lld, pos %s", (long long)s->d_model, (long long)s->heads,
-               (long long)s->d_ff, (long long)s->layers, lb_pos_kind_name(s->pos));
-        if (kind == LB_MODEL_LOCAL)
-            printf(", window %lld", (long long)s->window);
-    } else if (kind == LB_MODEL_LSTM) {
-        printf("d_model %lld, hidden %lld, layers %lld", (long long)s->d_model, (long long)s->hidden,
-               (long long)s->layers);
-    } else {
-        printf("d_model %lld, kernel %lld, layers %lld", (long long)s->d_model, (long long)s->kernel,
-               (long long)s->layers);
+    lb_model_config cfg = s->model;
+    cfg.kind = kind;
+    int n, first = 1;
+    const lb_model_field *fields = lb_model_fields(&n);
+    for (int i = 0; i < n; i++) {
+        char value[64];
+        if (gc_skips(&fields[i]) || !lb_model_field_applies(&fields[i], &cfg))
+            continue;
+        printf("%s%s %s", first ? "" : ", ", fields[i].option, lb_model_field_format(&cfg, &fields[i], value, sizeof value));
+        first = 0;
     }
     printf("; float64, batch %lld, seq_len %lld, lengths [", (long long)s->batch, (long long)s->seq_len);
     for (int64_t i = 0; i < s->batch && i < 8; i++)
@@ -355,11 +368,15 @@ int lb_cli_gradcheck(int argc, char **argv)
     }
     if (!s.have_kind)
         return lb_cli_error("gradcheck", 2, "missing --model (transformer, local, lstm, conv or all)");
+    for (int i = 0; i < s.n_given && !s.all; i++)
+        if (!lb_model_field_in_family(lb_model_field_find(s.given[i]), s.model.kind))
+            return lb_cli_error("gradcheck", 2, "--%s does not apply to --model %s (see lookback gradcheck --help)",
+                                s.given[i], lb_model_kind_name(s.model.kind));
 
     static const lb_model_kind every[] = {LB_MODEL_TRANSFORMER, LB_MODEL_LOCAL, LB_MODEL_LSTM, LB_MODEL_CONV};
     int n_params = 0, n_failed = 0, code = 0;
     for (size_t k = 0; k < sizeof every / sizeof every[0]; k++) {
-        if (!s.all && every[k] != s.kind)
+        if (!s.all && every[k] != s.model.kind)
             continue;
         int c = check_model(&s, every[k], &n_params, &n_failed);
         if (c > code)

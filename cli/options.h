@@ -22,17 +22,62 @@ typedef struct lb_run_config {
 /* Model and training defaults for `kind` (data-derived fields stay 0). */
 void lb_run_config_default(lb_run_config *rc, lb_model_kind kind);
 
-/* Sets option `name` (without leading dashes) from text. Changing "model" resets
- * the model fields to that family's defaults, so give it first.
+/* Sets option `name` (without leading dashes) from text. The model options are the
+ * model configuration's field list (layers/model_fields.def); the training options
+ * are listed in cli/options.c. Changing "model" resets the model fields to that
+ * family's defaults (keeping --model-seed), so give it first.
  * Errors: LB_ERR_VALUE naming the option (unknown name, bad value). */
 lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *value);
 
-/* Applies a JSON object file of {"option": value} pairs (the format of config.json).
- * Errors name the file and the key. */
+/* Options as given, in order: from the command line (source NULL) or a JSON file
+ * (source = its path). */
+enum { LB_MAX_OPTION_ITEMS = 256 };
+typedef struct lb_option_item {
+    char name[48];      /* without dashes */
+    char *value;        /* as text */
+    const char *source; /* NULL: the command line; else the file's path (not copied) */
+} lb_option_item;
+typedef struct lb_option_list {
+    int n;
+    lb_option_item items[LB_MAX_OPTION_ITEMS];
+} lb_option_list;
+/* Appends an option. Errors: LB_ERR_VALUE for an unknown name, or a name given twice
+ * by the same source ("lr is given twice ('1e-3', then '3e-3'); give it once"). */
+lb_status lb_option_list_add(lb_option_list *list, const char *name, const char *value, const char *source);
+/* Appends the {"option": value} pairs of a JSON object file (the format of config.json;
+ * its LB_CONFIG_RECORD_KEY object is skipped). Errors name the file and the key:
+ * not strict JSON, an unknown key, a string where a number belongs or the reverse. */
+lb_status lb_option_list_read_json(lb_option_list *list, const char *path);
+void lb_option_list_free(lb_option_list *list);
+/* Sets every option of the list on rc: the last "model" first (it resets the model
+ * fields), then the others in order. Errors as lb_run_config_set, naming the file. */
+lb_status lb_run_config_apply(lb_run_config *rc, const lb_option_list *list);
+/* LB_ERR_VALUE when an option of the list is not used by rc's model, optimizer or
+ * schedule ("--window does not apply to --model transformer (only --model local uses
+ * it); drop it"). A file's option that holds the default changes nothing and passes. */
+lb_status lb_run_config_check_used(const lb_run_config *rc, const lb_option_list *list);
+/* Applies a JSON config file (lb_option_list_read_json + lb_run_config_apply). */
 lb_status lb_run_config_load_json(lb_run_config *rc, const char *path);
-/* Writes every option with its value as a JSON object (written to a temporary file
- * and renamed). */
-lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path);
+/* The key of config.json that records what a run resolved (threads, version, data
+ * checksum, ...): not an option, skipped when the file is read back. */
+#define LB_CONFIG_RECORD_KEY "run"
+/* What a run resolved, recorded in config.json under LB_CONFIG_RECORD_KEY. */
+typedef struct lb_run_record {
+    int threads;           /* the thread count in use (--threads 0 resolved) */
+    const char *version;   /* lookback's version */
+    const char *commit;    /* the git commit it was built from ("unknown" outside git) */
+    const char *data_task; /* the data file's task */
+    uint32_t data_crc32;   /* CRC-32 (zlib) of the data file's bytes */
+    int64_t data_bytes;    /* its size */
+} lb_run_record;
+
+/* The CRC-32 and size of a whole file. Errors: LB_ERR_IO naming it. */
+lb_status lb_cli_file_crc32(const char *path, uint32_t *crc, int64_t *bytes);
+
+/* Writes every option that rc's model and training use, with its value, as a JSON
+ * object, plus the record (may be NULL) under LB_CONFIG_RECORD_KEY; written to a
+ * temporary file and renamed. */
+lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path, const lb_run_record *record);
 
 /* Fills the data-derived model fields (vocabulary, classes, features, head, max
  * length) from an opened data file. */
@@ -43,12 +88,22 @@ void lb_run_config_fit_data(lb_run_config *rc, const lb_dataset *data);
 const struct option *lb_run_options(const struct option *extra, int n_extra);
 /* Name of table option `val` (as given by getopt_long), or NULL. */
 const char *lb_run_option_name(int val);
-/* Prints the table options with their defaults for `kind`. */
-void lb_run_options_help(FILE *out, lb_model_kind kind);
+/* Prints the options with their help, the families that use each model option and
+ * the defaults (per family where they differ). single_run: also --data and --model
+ * (train); compare and demo choose those themselves. */
+void lb_run_options_help(FILE *out, int single_run);
+/* 1 when option `name` is used by rc's model, optimizer and schedule (e.g. --window only
+ * with local attention, --momentum only with sgd), 0 otherwise or when unknown. */
+int lb_run_option_applies(const lb_run_config *rc, const char *name);
 
 /* 1 when option `name` may change on --resume (steps, threads, time-budget,
- * eval-every, checkpoint-every), 0 otherwise. */
+ * eval-every, eval-examples, checkpoint-every, patience, max-skipped), 0 otherwise. */
 int lb_run_option_resumable(const char *name);
+
+/* Rewrites the library's field names in a message as the options a user types:
+ * "d_model = 6 is not divisible by n_heads = 4" -> "--d-model 6 is not divisible by
+ * --heads 4" (each model field "<member> = " with an option becomes "--<option> "). */
+void lb_cli_name_options(char *message, size_t size);
 
 /* What one training run produced. */
 typedef struct lb_cli_run {
@@ -57,7 +112,17 @@ typedef struct lb_cli_run {
     int64_t parameters;     /* scalar parameters of the model */
     lb_eval_result last_val; /* the last validation (examples 0 when none ran) */
     int interrupted;        /* stopped by SIGINT/SIGTERM after saving a checkpoint */
+    int signal;             /* the signal that stopped it (SIGINT, SIGTERM), 0 otherwise */
+    int usage;              /* it failed because of the options given (exit status 2) */
+    int64_t skipped;        /* steps of this run skipped for a non-finite gradient */
+    int64_t best_step;      /* step of the best validation so far (0 = none), in best.h5 */
+    double best_metric;     /* its accuracy, or MSE for regression */
 } lb_cli_run;
+
+/* After lb_cli_run_training failed: prints the error on stderr and returns the exit
+ * status: 128 + N when signal N stopped the run (130 Ctrl-C, 143 SIGTERM), 2 when the
+ * options were at fault, 1 otherwise. */
+int lb_cli_run_failed(const char *command, const lb_cli_run *run);
 
 /* Trains rc's model on rc->data into folder `dir` (config.json, metrics.csv,
  * checkpoint.h5), resuming from dir's checkpoint when `resume`. A new run with

@@ -345,6 +345,13 @@ lb_status lb_plot_curves(const char *png_path, const char *title, const char *x_
                          int n_series, const char *const *names, const int *n_points, const double *const *x,
                          const double *const *y)
 {
+    return lb_plot_curves_range(png_path, title, x_label, y_label, n_series, names, n_points, x, y, NAN, NAN);
+}
+
+lb_status lb_plot_curves_range(const char *png_path, const char *title, const char *x_label, const char *y_label,
+                               int n_series, const char *const *names, const int *n_points, const double *const *x,
+                               const double *const *y, double y_min, double y_max)
+{
     if (n_series < 1 || !names || !n_points || !x || !y)
         return lb_error(LB_ERR_VALUE, "lb_plot_curves: need at least one series with names, counts, x and y (got %d)",
                         n_series);
@@ -367,7 +374,12 @@ lb_status lb_plot_curves(const char *png_path, const char *title, const char *x_
     if (!(c.x0 <= c.x1))
         return lb_error(LB_ERR_VALUE, "lb_plot_curves: no finite point in any of the %d series", n_series);
     pad_range(&c.x0, &c.x1);
-    pad_range(&c.y0, &c.y1);
+    if (isnan(y_min) || isnan(y_max) || !(y_min < y_max)) {
+        pad_range(&c.y0, &c.y1);
+    } else {
+        c.y0 = y_min;
+        c.y1 = y_max;
+    }
     return run_plot("learning-curve plot", png_path, draw_curves, &c);
 }
 

@@ -35,6 +35,13 @@ lb_status lb_plot_curves(const char *png_path, const char *title, const char *x_
                          int n_series, const char *const *names, const int *n_points, const double *const *x,
                          const double *const *y);
 
+/* The same with a fixed y axis from y_min to y_max (when either is NAN, as
+ * lb_plot_curves): accuracy curves use 0 to 105 in percent, so curves of different runs
+ * compare at a glance and 100 % is never cut off. */
+lb_status lb_plot_curves_range(const char *png_path, const char *title, const char *x_label, const char *y_label,
+                               int n_series, const char *const *names, const int *n_points, const double *const *x,
+                               const double *const *y, double y_min, double y_max);
+
 /* Accuracy against clue-to-query distance for n_models models, all measured at the
  * same n_points distances (> 0, in positions), on a logarithmic distance axis
  * (e.g. 100 to 7,000), with markers at the measured points and the chance level as

@@ -246,7 +246,7 @@ int lb_cli_predict(int argc, char **argv)
         switch (c) {
         case 'c': ck = optarg; break;
         case 'd': data_path = optarg; break;
-        case 's': split = optarg; break;
+        case 's': st = lb_cli_split("--split", optarg, &split); break;
         case 'n': st = lb_cli_int("--examples", optarg, 0, INT64_MAX, &examples); break;
         case 'b': st = lb_cli_int("--batch", optarg, 1, 1 << 16, &batch); break;
         case 'o': out = optarg; break;
@@ -283,7 +283,9 @@ int lb_cli_predict(int argc, char **argv)
     lb_model *model = lb_cli_load_model(ck);
     int64_t n = lb_dataset_split_size(data, split);
     int code = 0;
-    if (!model || lb_check_data_fits(model, data) != LB_OK || n < 0) {
+    char task[64] = "";
+    if (!model || lb_checkpoint_read_task(ck, task, sizeof task) != LB_OK ||
+        lb_model_data_check(lb_model_get_config(model), task, data) != LB_OK || n < 0) {
         code = lb_cli_fail(cmd);
         goto done;
     }

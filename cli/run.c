@@ -12,6 +12,7 @@
 
 #include "train/distributed.h"
 #include "cli/cli.h"
+#include "lookback_commit.h"
 #include "cli/options.h"
 #include "data/output.h"
 
@@ -48,12 +49,22 @@ static void on_event(lb_loop_event event, const lb_step_stats *s, const lb_eval_
 /* Ctrl-C (SIGINT) or SIGTERM asks the running trainer to stop after its step and save;
  * a second one ends the process at once. */
 static lb_trainer *volatile active_trainer;
+static volatile sig_atomic_t caught_signal;
 
 static void on_signal(int sig)
 {
     signal(sig, SIG_DFL);
+    caught_signal = sig;
     if (active_trainer)
         lb_trainer_request_stop(active_trainer);
+}
+
+int lb_cli_run_failed(const char *command, const lb_cli_run *run)
+{
+    lb_cli_fail(command);
+    if (run->signal > 0)
+        return 128 + run->signal;
+    return run->usage ? 2 : 1;
 }
 
 /* Keeps the header and the rows of steps <= step (drops what a resumed run repeats).
@@ -76,8 +87,8 @@ static lb_status truncate_metrics(const char *path, int64_t step)
     while (fgets(line, sizeof line, in)) {
         char *end;
         long long row_step = strtoll(line, &end, 10);
-        if (first && end == line) /* the header */
-            bad |= fputs(line, out) < 0;
+        if (first && end == line) /* the header, as this version writes it */
+            bad |= fprintf(out, "%s\n", lb_metrics_header()) < 0;
         else if (end != line && *end == ',' && row_step <= step)
             bad |= fputs(line, out) < 0;
         first = 0;
@@ -97,7 +108,8 @@ static lb_status truncate_metrics(const char *path, int64_t step)
     return lb_output_commit(tmp, path, "metrics");
 }
 
-/* An exclusive lock on DIR/.lock for the life of the run (released when the process ends). */
+/* An exclusive lock on DIR/.lock for the life of the run (released when the process
+ * ends); the file holds the owner's process id, so a refusal can name it. */
 static int lock_run(const char *dir)
 {
     char path[4200];
@@ -108,9 +120,19 @@ static int lock_run(const char *dir)
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
         close(fd);
-        lb_error(LB_ERR_STATE, "%s is in use by another lookback process", dir);
+        lb_error(LB_ERR_STATE, "%s is in use by a running lookback process%s%s%s (wait for it, or stop it first)", dir,
+                 pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
         return -1;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        /* The lock holds without the id; only a refusal message would lack it. */
     }
     return fd;
 }
@@ -156,32 +178,62 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     int ranks = data_parallel ? lb_dist_size() : 1, writer = ranks == 1 || lb_dist_rank() == 0;
     if (!writer)
         quiet = 1;
-    lb_model *model = lb_model_new(&rc->model);
+    /* Options that contradict each other are usage errors (exit 2). */
+    lb_status st = lb_train_config_check(&rc->train);
+    lb_model *model = st == LB_OK ? lb_model_new(&rc->model) : NULL;
+    out->usage = !model && lb_last_status() == LB_ERR_VALUE;
     lb_trainer *trainer = model ? lb_trainer_new(model, data, &rc->train) : NULL;
     FILE *metrics = NULL;
     int lock = -1, created_dir = !lb_cli_exists(dir);
-    lb_status st = trainer ? LB_OK : lb_last_status();
+    st = trainer ? LB_OK : lb_last_status();
     if (st == LB_OK && writer && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lock_run(dir)) < 0)
         st = lb_last_status();
-    if (st == LB_OK && writer && !resume && (lb_cli_exists(config_path) || lb_cli_exists(ckpt_path))) {
+    /* The folder is ours now; what is in it? A run killed before its first checkpoint
+     * leaves config.json (and a header-only metrics.csv) without checkpoint.h5. */
+    int has_ckpt = st == LB_OK && lb_cli_exists(ckpt_path), has_config = st == LB_OK && lb_cli_exists(config_path);
+    if (st == LB_OK && writer && !resume && has_ckpt) {
         close(lock); /* another run got here first: leave its files alone */
         lock = -1;
         st = lb_error(LB_ERR_STATE, "%s already holds a run; continue it with --resume %s or choose another --out",
                       dir, dir);
+    } else if (st == LB_OK && !has_ckpt && has_config) {
+        if (writer) {
+            fprintf(stderr, "%s holds a run stopped before its first checkpoint (config.json only): %s\n", dir,
+                    resume ? "starting it from step 0" : "a new run takes the folder over");
+            st = truncate_metrics(metrics_path, 0);
+        }
+        resume = 0;
+    } else if (st == LB_OK && resume && !has_ckpt) {
+        st = lb_error(LB_ERR_STATE, "%s holds no run to resume (no checkpoint.h5)", dir);
     }
     if (st == LB_OK && !resume && rc->init_from[0] && (st = lb_checkpoint_load_params(rc->init_from, model)) != LB_OK)
         lb_error_context("--init-from");
     if (st == LB_OK && resume && (st = lb_trainer_load(trainer, ckpt_path)) == LB_OK) {
-        if (lb_trainer_steps_done(trainer) > rc->train.steps)
+        double spent = lb_trainer_elapsed(trainer);
+        if (lb_trainer_steps_done(trainer) > rc->train.steps) {
             st = lb_error(LB_ERR_VALUE, "--steps %lld is below the checkpoint's step %lld (--steps is the total)",
                           (long long)rc->train.steps, (long long)lb_trainer_steps_done(trainer));
-        else if (writer)
+            out->usage = 1;
+        } else if (rc->train.time_budget > 0 && spent >= rc->train.time_budget) {
+            st = lb_error(LB_ERR_VALUE, "the run has already trained %.1f s, its whole --time-budget of %g s; give a "
+                          "larger --time-budget to continue", spent, rc->train.time_budget);
+            out->usage = 1;
+        } else if (writer) {
             st = truncate_metrics(metrics_path, lb_trainer_steps_done(trainer));
+        }
     }
+    /* What the run resolved, recorded beside the options. */
+    lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_task_name(lb_dataset_task(data)), 0, 0};
+    if (st == LB_OK && writer)
+        st = lb_cli_file_crc32(rc->data, &record.data_crc32, &record.data_bytes);
+    if (st == LB_OK && !quiet && rc->train.schedule.warmup_steps >= rc->train.steps)
+        fprintf(stderr, "lookback: note: --warmup %lld is not shorter than --steps %lld, so the learning rate never "
+                "reaches --lr %g\n", (long long)rc->train.schedule.warmup_steps, (long long)rc->train.steps,
+                rc->train.optim.lr);
     if (st == LB_OK && ranks > 1)
         st = lb_trainer_distribute(trainer, NULL);
     if (st == LB_OK && writer)
-        st = lb_run_config_save_json(rc, config_path);
+        st = lb_run_config_save_json(rc, config_path, &record);
     if (st == LB_OK && writer && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
         int new_metrics = !lb_cli_exists(metrics_path);
         if (!(metrics = fopen(metrics_path, "a")))
@@ -205,7 +257,10 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         const char *slash = strrchr(dir, '/');
         lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
         ps.bar.budget = rc->train.time_budget;
+        ps.bar.first = lb_trainer_steps_done(trainer);
+        ps.bar.budget_spent = lb_trainer_elapsed(trainer);
         active_trainer = trainer;
+        caught_signal = 0;
         void (*old_int)(int) = signal(SIGINT, on_signal);
         void (*old_term)(int) = signal(SIGTERM, on_signal);
         st = lb_trainer_run(trainer, writer ? ckpt_path : NULL, metrics, on_event, &ps);
@@ -218,15 +273,29 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         out->seconds = lb_trainer_elapsed(trainer);
         out->last_val = ps.last_val;
         out->interrupted = lb_trainer_stopped(trainer);
+        out->signal = out->interrupted ? (int)caught_signal : 0;
         if ((st == LB_ERR_NUMERIC || st == LB_ERR_IO) && lb_cli_exists(ckpt_path))
             lb_error_context("the last good checkpoint is kept in %s", ckpt_path);
         else if (st == LB_OK && out->interrupted)
             st = lb_error(LB_ERR_STATE, "interrupted at step %lld; %s; continue with "
                           "lookback train --resume %s", (long long)out->steps,
                           writer ? "the checkpoint is saved" : "rank 0 saved the checkpoint", dir);
-        else if (st == LB_OK && !quiet)
-            fprintf(stderr, "done: %lld steps in %.1f s; checkpoint %s\n", (long long)out->steps, out->seconds,
-                    ckpt_path);
+        out->skipped = lb_trainer_run_skipped(trainer);
+        out->best_step = lb_trainer_best(trainer, &out->best_metric);
+        if (st == LB_OK && !quiet) {
+            char skipped[64] = "", best[4400] = "";
+            if (out->skipped > 0)
+                snprintf(skipped, sizeof skipped, " (%lld skipped: non-finite gradient)", (long long)out->skipped);
+            if (out->best_step > 0)
+                snprintf(best, sizeof best, "; best validation %s %.4f at step %lld in %s/best.h5",
+                         isnan(out->last_val.accuracy) ? "mse" : "accuracy", out->best_metric,
+                         (long long)out->best_step, dir);
+            if (lb_trainer_stopped_early(trainer))
+                fprintf(stderr, "stopped early: %lld evaluations without a better validation (--patience %lld)\n",
+                        (long long)rc->train.patience, (long long)rc->train.patience);
+            fprintf(stderr, "done: %lld steps in %.1f s%s; checkpoint %s%s\n", (long long)out->steps, out->seconds,
+                    skipped, ckpt_path, best);
+        }
     }
     if (metrics && fclose(metrics) != 0 && st == LB_OK)
         st = lb_error(LB_ERR_IO, "%s: cannot finish writing: %s", metrics_path, strerror(errno));

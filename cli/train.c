@@ -9,32 +9,40 @@
 static void train_usage(FILE *out)
 {
     fputs("usage: lookback train --data FILE.h5 --model transformer|local|lstm|conv [options] --out RUN_DIR\n"
-          "       lookback train --resume RUN_DIR [--steps N] [--threads N] [--time-budget S]\n"
+          "       lookback train --resume RUN_DIR [--steps N] [--threads N] [--time-budget S] ...\n"
           "       lookback train --data FILE.h5 --init-from CK.h5 [options] --out RUN_DIR\n"
           "\n"
           "Trains on the file's train split, validates on its val split, and writes into RUN_DIR:\n"
-          "config.json (the resolved options), metrics.csv (one row per evaluation) and\n"
-          "checkpoint.h5. --steps is the total, also after --resume.\n"
+          "config.json (the resolved options), metrics.csv (a train row with the means over the\n"
+          "interval and a val row per evaluation), checkpoint.h5 (the latest) and best.h5 (the best\n"
+          "validation so far). --steps is the total, also after --resume. A run stops with exit 1\n"
+          "when --max-skipped steps in a row (default 10) or all its steps were skipped for a\n"
+          "non-finite gradient.\n"
           "Under mpirun -np N, N processes train one model on parts of each batch (data\n"
           "parallel; --batch divisible by N x --micro-batches; --threads per process).\n"
           "\n"
           "  --out DIR            run folder (created; must not already hold a run)\n"
-          "  --resume DIR         continue the run in DIR from its checkpoint\n"
+          "  --resume DIR         continue the run in DIR from its checkpoint; only --steps, --threads,\n"
+          "                       --time-budget, --eval-every, --eval-examples, --checkpoint-every,\n"
+          "                       --patience and --max-skipped may change (command line or --config)\n"
           "  --init-from CK.h5    start from the parameters of a checkpoint (of lookback, or written by\n"
           "                       python/lookback_torch.py): its model options, a new optimizer, step 0\n"
           "  --config FILE.json   options as a JSON object {\"option\": value}; the command line wins\n"
-          "  --quiet              no progress display\n",
+          "  --quiet              no progress display\n"
+          "\n"
+          "An option that the chosen model, optimizer or schedule does not use is refused, and so is\n"
+          "an option given twice. Exit status: 0 done, 1 failed at run time, 2 bad usage,\n"
+          "128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM) after saving a checkpoint.\n"
+          "\n",
           out);
-    lb_run_options_help(out, LB_MODEL_TRANSFORMER);
+    lb_run_options_help(out, 1);
 }
 
-/* Parsed command line: table options in the order given, plus the command's own. */
+/* Parsed command line: the run options in the order given, plus the command's own. */
 typedef struct train_args {
     const char *out, *resume, *config, *init_from;
     int quiet;
-    int n;
-    const char *names[256];
-    const char *values[256];
+    lb_option_list given;
 } train_args;
 
 static int parse_args(int argc, char **argv, train_args *a)
@@ -45,25 +53,28 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"help", no_argument, NULL, 'h'}, {"init-from", required_argument, NULL, 'i'},
     };
     const struct option *longopts = lb_run_options(extra, 6);
-    memset(a, 0, sizeof *a);
     optind = 1;
     opterr = 0;
     int c;
+    const char **own[] = {&a->out, &a->resume, &a->config, &a->init_from};
+    const char *own_names[] = {"--out", "--resume", "--config", "--init-from"};
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        int k = c == 'o' ? 0 : c == 'r' ? 1 : c == 'c' ? 2 : c == 'i' ? 3 : -1;
+        if (k >= 0) {
+            if (*own[k])
+                return lb_cli_error(argv[0], 2, "%s is given twice ('%s', then '%s'); give it once", own_names[k],
+                                    *own[k], optarg);
+            *own[k] = optarg;
+            continue;
+        }
         switch (c) {
-        case 'o': a->out = optarg; break;
-        case 'r': a->resume = optarg; break;
-        case 'c': a->config = optarg; break;
-        case 'i': a->init_from = optarg; break;
         case 'q': a->quiet = 1; break;
         case 'h': train_usage(stdout); return 0;
         case ':': return lb_cli_error(argv[0], 2, "option %s needs a value", argv[optind - 1]);
         case '?': return lb_cli_error(argv[0], 2, "unknown option '%s' (see lookback %s --help)", argv[optind - 1], argv[0]);
         default:
-            if (a->n < 256) {
-                a->names[a->n] = lb_run_option_name(c);
-                a->values[a->n++] = optarg;
-            }
+            if (lb_option_list_add(&a->given, lb_run_option_name(c), optarg, NULL) != LB_OK)
+                return lb_cli_error(argv[0], 2, "%s", lb_last_error());
         }
     }
     if (optind < argc)
@@ -80,10 +91,11 @@ static int init_model_from(lb_run_config *rc, const train_args *a, const char *p
         lb_error(LB_ERR_FORMAT, "--init-from: %s", lb_last_error());
         return 1;
     }
-    for (int i = 0; i < a->n; i++)
-        if (strcmp(a->names[i], "model") == 0 && strcmp(a->values[i], lb_model_kind_name(saved.kind)) != 0) {
+    for (int i = 0; i < a->given.n; i++)
+        if (strcmp(a->given.items[i].name, "model") == 0 &&
+            strcmp(a->given.items[i].value, lb_model_kind_name(saved.kind)) != 0) {
             lb_error(LB_ERR_VALUE, "--model %s differs from the %s model of --init-from %s (the model comes from the "
-                     "checkpoint; drop --model)", a->values[i], lb_model_kind_name(saved.kind), path);
+                     "checkpoint; drop --model)", a->given.items[i].value, lb_model_kind_name(saved.kind), path);
             return 1;
         }
     if (strlen(path) >= sizeof rc->init_from) {
@@ -95,68 +107,91 @@ static int init_model_from(lb_run_config *rc, const train_args *a, const char *p
     return 0;
 }
 
+/* Resolves the run's options; returns -1 when fine, else the exit code (printed). */
+static int resolve_options(const char *cmd, const train_args *a, const char *dir, lb_run_config *rc)
+{
+    char config_path[4200], ckpt_path[4200];
+    lb_cli_path(config_path, sizeof config_path, dir, "config.json");
+    lb_cli_path(ckpt_path, sizeof ckpt_path, dir, "checkpoint.h5");
+    lb_option_list file;
+    memset(&file, 0, sizeof file);
+    if (a->config && lb_option_list_read_json(&file, a->config) != LB_OK) {
+        lb_option_list_free(&file);
+        return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    }
+    /* Defaults, then the run's config.json (resume), then --config, then the command line. */
+    memset(rc, 0, sizeof *rc);
+    lb_run_config_default(rc, LB_MODEL_TRANSFORMER);
+    int code = -1;
+    if (a->resume) {
+        if (!lb_cli_exists(config_path))
+            code = lb_cli_error(cmd, 1, "%s holds no run to resume (no config.json)", dir);
+        else if (lb_run_config_load_json(rc, config_path) != LB_OK)
+            code = lb_cli_fail(cmd);
+        /* No option sets these; a run started with --init-from may have any. */
+        lb_model_config saved;
+        if (code < 0 && lb_cli_exists(ckpt_path)) {
+            if (lb_checkpoint_read_model_config(ckpt_path, &saved) != LB_OK)
+                code = lb_cli_fail(cmd);
+            rc->model.dtype = saved.dtype;
+            rc->model.max_seq_len = saved.max_seq_len;
+        }
+        /* The same rule for the command line and a --config file. */
+        const lb_option_list *lists[] = {&file, &a->given};
+        for (int l = 0; l < 2 && code < 0; l++)
+            for (int i = 0; i < lists[l]->n && code < 0; i++) {
+                const lb_option_item *it = &lists[l]->items[i];
+                if (!lb_run_option_resumable(it->name))
+                    code = lb_cli_error(cmd, 2, "%s%s%s cannot change when resuming (only --steps, --threads, "
+                                                "--time-budget, --eval-every, --eval-examples, --checkpoint-every, --patience, --max-skipped)",
+                                        it->source ? it->source : "--", it->source ? ": key " : "", it->name);
+            }
+    } else if (lb_cli_exists(ckpt_path)) {
+        code = lb_cli_error(cmd, 1, "%s already holds a run; continue it with --resume %s or choose another --out",
+                            dir, dir);
+    }
+    if (code < 0 && (lb_run_config_apply(rc, &file) != LB_OK))
+        code = lb_cli_error(cmd, 2, "%s", lb_last_error());
+    if (code < 0 && a->init_from && init_model_from(rc, a, a->init_from) != 0)
+        code = lb_cli_error(cmd, lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
+    if (code < 0 && lb_run_config_apply(rc, &a->given) != LB_OK)
+        code = lb_cli_error(cmd, 2, "%s", lb_last_error());
+    if (code < 0 && (lb_run_config_check_used(rc, &file) != LB_OK || lb_run_config_check_used(rc, &a->given) != LB_OK))
+        code = lb_cli_error(cmd, 2, "%s", lb_last_error());
+    if (code < 0 && !rc->data[0])
+        code = lb_cli_error(cmd, 2, "--data FILE.h5 is required");
+    lb_option_list_free(&file);
+    return code;
+}
+
 int lb_cli_train(int argc, char **argv)
 {
     const char *cmd = "train";
-    train_args a;
-    int rc_code = parse_args(argc, argv, &a);
-    if (rc_code >= 0)
-        return rc_code;
-    if (!a.resume && !a.out)
-        return lb_cli_error(cmd, 2, "--out RUN_DIR is required (or --resume RUN_DIR)");
-    if (a.resume && a.out && strcmp(a.resume, a.out) != 0)
-        return lb_cli_error(cmd, 2, "--resume continues a run in its own folder; drop --out");
-    if (a.resume && a.init_from)
-        return lb_cli_error(cmd, 2, "--init-from starts a new run; --resume continues one: give only one of them");
-    const char *dir = a.resume ? a.resume : a.out;
-    char config_path[4200], ckpt_path[4200], metrics_path[4200];
-    lb_cli_path(config_path, sizeof config_path, dir, "config.json");
-    lb_cli_path(ckpt_path, sizeof ckpt_path, dir, "checkpoint.h5");
-    lb_cli_path(metrics_path, sizeof metrics_path, dir, "metrics.csv");
-
-    /* Options: defaults, then the run's config.json (resume) or --config, then --model, then the rest. */
+    train_args *a = calloc(1, sizeof *a);
+    if (!a)
+        return lb_cli_error(cmd, 1, "out of memory");
+    int code = parse_args(argc, argv, a);
+    if (code < 0 && !a->resume && !a->out)
+        code = lb_cli_error(cmd, 2, "--out RUN_DIR is required (or --resume RUN_DIR)");
+    if (code < 0 && a->resume && a->out && strcmp(a->resume, a->out) != 0)
+        code = lb_cli_error(cmd, 2, "--resume continues a run in its own folder; drop --out");
+    if (code < 0 && a->resume && a->init_from)
+        code = lb_cli_error(cmd, 2, "--init-from starts a new run; --resume continues one: give only one of them");
+    const char *dir = a->resume ? a->resume : a->out;
     lb_run_config rc;
-    memset(&rc, 0, sizeof rc);
-    lb_run_config_default(&rc, LB_MODEL_TRANSFORMER);
-    if (a.resume) {
-        if (!lb_cli_exists(ckpt_path) || !lb_cli_exists(config_path))
-            return lb_cli_error(cmd, 1, "%s holds no run to resume (config.json and checkpoint.h5 are needed)", dir);
-        if (lb_run_config_load_json(&rc, config_path) != LB_OK)
-            return lb_cli_fail(cmd);
-        /* No option sets these; a run started with --init-from may have any. */
-        lb_model_config saved;
-        if (lb_checkpoint_read_model_config(ckpt_path, &saved) != LB_OK)
-            return lb_cli_fail(cmd);
-        rc.model.dtype = saved.dtype;
-        rc.model.max_seq_len = saved.max_seq_len;
-        for (int i = 0; i < a.n; i++)
-            if (!lb_run_option_resumable(a.names[i]))
-                return lb_cli_error(cmd, 2, "--%s cannot change when resuming (only --steps, --threads, --time-budget, "
-                                            "--eval-every, --eval-examples, --checkpoint-every)", a.names[i]);
-    } else {
-        if (lb_cli_exists(config_path) || lb_cli_exists(ckpt_path))
-            return lb_cli_error(cmd, 1, "%s already holds a run; continue it with --resume %s or choose another --out",
-                                dir, dir);
-        if (a.config && lb_run_config_load_json(&rc, a.config) != LB_OK)
-            return lb_cli_fail(cmd);
+    if (code < 0)
+        code = resolve_options(cmd, a, dir, &rc);
+    if (code < 0) {
+        lb_cli_run run;
+        lb_cli_run_set_data_parallel(1);
+        if (lb_cli_run_training(&rc, dir, a->resume != NULL, a->quiet, &run, NULL) == LB_OK)
+            code = 0;
+        else if (run.interrupted && lb_dist_rank() != 0)
+            code = 128 + (run.signal > 0 ? run.signal : 2); /* rank 0 reports it */
+        else
+            code = lb_cli_run_failed(cmd, &run);
     }
-    if (a.init_from && init_model_from(&rc, &a, a.init_from) != 0)
-        return lb_cli_error(cmd, lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
-    for (int i = 0; i < a.n; i++)
-        if (strcmp(a.names[i], "model") == 0 && !a.init_from && lb_run_config_set(&rc, "model", a.values[i]) != LB_OK)
-            return lb_cli_error(cmd, 2, "%s", lb_last_error());
-    for (int i = 0; i < a.n; i++)
-        if (strcmp(a.names[i], "model") != 0 && lb_run_config_set(&rc, a.names[i], a.values[i]) != LB_OK)
-            return lb_cli_error(cmd, 2, "%s", lb_last_error());
-    if (!rc.data[0])
-        return lb_cli_error(cmd, 2, "--data FILE.h5 is required");
-
-    lb_cli_run run;
-    lb_cli_run_set_data_parallel(1);
-    if (lb_cli_run_training(&rc, dir, a.resume != NULL, a.quiet, &run, NULL) == LB_OK)
-        return 0;
-    if (run.interrupted && lb_dist_rank() != 0)
-        return 130; /* rank 0 reports it */
-    lb_cli_fail(cmd);
-    return run.interrupted ? 130 : 1;
+    lb_option_list_free(&a->given);
+    free(a);
+    return code;
 }

@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "data/h5io.h"
+#include "data/h5io_internal.h"
 #include "data/output.h"
 #include "data/options.h"
 #include "data/rows.h"

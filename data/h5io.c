@@ -1,4 +1,4 @@
-#include "data/h5io.h"
+#include "data/h5io_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,16 +1,22 @@
-/* Internal to data/: checked HDF5 calls. Each returns LB_OK or an lb_error whose
- * message names the file, the object and what was expected versus found. All calls
- * are meant to run between lb_h5_quiet_begin and lb_h5_quiet_end, which silence the
- * printing of HDF5's own error stack. */
+/* Checked HDF5 calls, used by the data files (data/), the checkpoints (train/) and the
+ * command's outputs (cli/). Each returns LB_OK or an lb_error whose message names the
+ * file, the object and what was expected versus found. All calls are meant to run
+ * between lb_h5_quiet_begin and lb_h5_quiet_end, which silence the printing of HDF5's
+ * own error stack. Including this header needs HDF5's headers (the installed
+ * lookback.pc lists hdf5, so `pkg-config --cflags lookback` gives their path); the
+ * example-row writers of the data files are internal (data/h5io_internal.h). */
 #ifndef LB_DATA_H5IO_H
 #define LB_DATA_H5IO_H
+
+#include "tensor/api.h"
 
 #include <hdf5.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/rows.h"
 #include "tensor/error.h"
+
+LB_API_BEGIN
 
 typedef struct lb_h5_quiet {
     H5E_auto2_t func;
@@ -65,14 +71,6 @@ lb_status lb_h5_write_attr_string(hid_t loc, const char *name, const char *value
 
 /* Creates group `name` without timestamps; < 0 on failure. */
 hid_t lb_h5_create_group(hid_t loc, const char *name);
-/* Creates dataset `field` of n examples in `group` (chunked by whole examples,
- * shuffle + deflate). *out receives the dataset id. */
-lb_status lb_h5_create_field(hid_t group, const char *group_name, const lb_layout *layout, lb_field field, int64_t n,
-                             hid_t *out, const char *file);
-/* Writes rows (rows->n examples) at example offset `start` into every dataset of
- * dsets[LB_FIELD_COUNT] (absent fields have dsets[f] < 0). */
-lb_status lb_h5_write_rows(const hid_t *dsets, const lb_layout *layout, const lb_rows *rows, int64_t start,
-                           const char *file);
 
 /* ---- reading ---- */
 
@@ -129,5 +127,7 @@ typedef struct lb_h5_info {
 lb_status lb_h5_dataset_info(hid_t dset, const char *where, lb_h5_info *out, const char *file);
 /* Formats "float32 [4, 16]" from an info into buf; returns buf. */
 char *lb_h5_info_str(const lb_h5_info *info, char *buf, size_t size);
+
+LB_API_END
 
 #endif

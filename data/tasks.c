@@ -207,6 +207,22 @@ int lb_task_option_applies(lb_task_kind task, const char *key)
 
 const char *lb_task_name(lb_task_kind task) { return (task >= 0 && task < LB_TASK_COUNT) ? task_names[task] : NULL; }
 
+char *lb_task_names_text(char *buf, size_t size)
+{
+    size_t used = 0;
+    if (!buf || size == 0)
+        return buf;
+    buf[0] = '\0';
+    for (int k = 0; k < LB_TASK_COUNT && used < size; k++) {
+        const char *sep = k == 0 ? "" : k == LB_TASK_COUNT - 1 ? " or " : ", ";
+        int n = snprintf(buf + used, size - used, "%s%s", sep, task_names[k]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    return buf;
+}
+
 lb_status lb_task_parse_name(const char *name, lb_task_kind *out)
 {
     for (int k = 0; name && k < LB_TASK_COUNT; k++) {
@@ -215,8 +231,9 @@ lb_status lb_task_parse_name(const char *name, lb_task_kind *out)
             return LB_OK;
         }
     }
-    return lb_error(LB_ERR_VALUE, "unknown task '%s' (expected spike, recall, copy, adding, local or parity)",
-                    name ? name : "(null)");
+    char names[256];
+    return lb_error(LB_ERR_VALUE, "unknown task '%s' (expected %s)", name ? name : "(null)",
+                    lb_task_names_text(names, sizeof names));
 }
 
 void lb_task_options_default(lb_task_kind task, lb_task_options *opt)
@@ -331,11 +348,12 @@ static lb_status unknown_key(const lb_task_options *opt, const char *key, const 
         return lb_error(LB_ERR_VALUE, "option --task is chosen before the task's options, not among them");
     if (!spec)
         return lb_error(LB_ERR_VALUE, "unknown data option '%s' (see `lookback data --help`)", key ? key : "(null)");
-    char tasks[64] = "";
-    for (int k = 0; k < LB_TASK_COUNT; k++) {
+    char tasks[256] = "";
+    size_t used = 0;
+    for (int k = 0; k < LB_TASK_COUNT && used < sizeof tasks; k++) {
         if (lb_option_applies(spec, (lb_task_kind)k)) {
-            strcat(tasks, tasks[0] ? ", " : "");
-            strcat(tasks, task_names[k]);
+            int n = snprintf(tasks + used, sizeof tasks - used, "%s%s", used ? ", " : "", task_names[k]);
+            used += n > 0 ? (size_t)n : 0;
         }
     }
     return lb_error(LB_ERR_VALUE, "option %s does not apply to task %s (only to %s)",

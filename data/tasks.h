@@ -84,6 +84,11 @@ typedef struct lb_task_options {
 /* Name of a task ("spike", ...), NULL for an invalid kind. */
 const char *lb_task_name(lb_task_kind task);
 
+/* Every task name as English text, "spike, recall, ..., local or parity", into buf
+ * (truncated to size - 1 bytes, always NUL-terminated); returns buf. The one list
+ * that help and error messages print, so a new task appears everywhere. */
+char *lb_task_names_text(char *buf, size_t size);
+
 /* Parses a task name (exact, lower case). LB_ERR_VALUE naming the known tasks
  * when unknown. */
 lb_status lb_task_parse_name(const char *name, lb_task_kind *out);

@@ -53,27 +53,6 @@ lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind)
     return lb_error(LB_ERR_VALUE, "model kind '%s' is not one of transformer, local, lstm, conv", name ? name : "(null)");
 }
 
-void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cfg->kind = kind;
-    cfg->dtype = LB_FLOAT32;
-    cfg->head = LB_HEAD_LAST;
-    cfg->max_seq_len = 1024;
-    cfg->n_layers = kind == LB_MODEL_CONV ? 4 : 2;
-    cfg->d_model = 64;
-    cfg->n_heads = 4;
-    cfg->d_ff = 128;
-    cfg->pos = LB_POS_NONE;
-    cfg->window = kind == LB_MODEL_LOCAL ? 16 : 0;
-    cfg->causal = 1;
-    cfg->dropout = 0.0;
-    cfg->hidden_size = 128;
-    cfg->forget_bias = 0.0;
-    cfg->kernel_size = 3;
-    cfg->seed = 1;
-}
-
 /* ---- validation ---- */
 
 static lb_status check_config(const lb_model_config *c)
@@ -81,55 +60,34 @@ static lb_status check_config(const lb_model_config *c)
 #define BAD(...) lb_error(LB_ERR_VALUE, "model config: " __VA_ARGS__)
     if (c->kind < LB_MODEL_TRANSFORMER || c->kind > LB_MODEL_CONV)
         return BAD("kind = %d is not a model family (transformer, local, lstm or conv)", (int)c->kind);
-    const char *kn = lb_model_kind_name(c->kind);
     if (c->dtype != LB_FLOAT32 && c->dtype != LB_FLOAT64)
         return BAD("dtype = %d is neither float32 nor float64", (int)c->dtype);
-    if (c->vocab_size < 0 || c->input_features < 0 || (c->vocab_size > 0) == (c->input_features > 0))
+    if ((c->vocab_size > 0) == (c->input_features > 0))
         return BAD("set exactly one of vocab_size (token inputs) and input_features (real-valued inputs); "
                    "got vocab_size = %lld, input_features = %lld",
                    (long long)c->vocab_size, (long long)c->input_features);
-    if (c->num_classes < 0)
-        return BAD("num_classes = %lld must be >= 0 (0 = regression)", (long long)c->num_classes);
     if (c->head != LB_HEAD_LAST && c->head != LB_HEAD_EVERY)
         return BAD("head = %d is neither last nor every", (int)c->head);
-    if (c->n_layers < 1)
-        return BAD("n_layers = %d must be >= 1 (%s)", c->n_layers, kn);
-    if (c->d_model < 1)
-        return BAD("d_model = %lld must be >= 1 (it is the embedding width of every family)", (long long)c->d_model);
-    if (!(c->dropout >= 0 && c->dropout < 1))
-        return BAD("dropout = %g must be in [0, 1)", c->dropout);
+    if (lb_model_kind_is_attention(c->kind) && (c->pos < LB_POS_NONE || c->pos > LB_POS_ROTARY))
+        return BAD("pos = %d is not none, sinusoidal, learned or rotary", (int)c->pos);
+    if (lb_model_kind_is_attention(c->kind) && (c->length_scale < LB_LENGTH_SCALE_NONE || c->length_scale > LB_LENGTH_SCALE_SCALABLE))
+        return BAD("length_scale = %d is not none, log-n or scalable", (int)c->length_scale);
+    /* Every field's own range (layers/model_fields.def), for the fields this family uses. */
+    if (lb_model_config_check_ranges(c) != LB_OK)
+        return lb_last_status();
     if (lb_model_kind_is_attention(c->kind)) {
-        if (c->pos < LB_POS_NONE || c->pos > LB_POS_ROTARY)
-            return BAD("pos = %d is not none, sinusoidal, learned or rotary", (int)c->pos);
-        if (c->pos == LB_POS_LEARNED && c->max_seq_len < 1)
-            return BAD("max_seq_len = %lld must be >= 1 with learned positions (rows of pos_embedding)",
-                       (long long)c->max_seq_len);
-        if (c->n_heads < 1)
-            return BAD("n_heads = %d must be >= 1", c->n_heads);
         if (c->d_model % c->n_heads != 0)
-            return BAD("d_model = %lld is not divisible by n_heads = %d (each head is d_model / n_heads wide)",
+            return BAD("d_model = %lld is not divisible by n_heads = %d (every head gets an equal share of the width)",
                        (long long)c->d_model, c->n_heads);
         if (c->pos == LB_POS_ROTARY && (c->d_model / c->n_heads) % 2 != 0)
             return BAD("rotary positions need an even head width, but d_model / n_heads = %lld",
                        (long long)(c->d_model / c->n_heads));
-        if (c->d_ff < 1)
-            return BAD("d_ff = %lld must be >= 1", (long long)c->d_ff);
-        if (c->length_scale < LB_LENGTH_SCALE_NONE || c->length_scale > LB_LENGTH_SCALE_SCALABLE)
-            return BAD("length_scale = %d is not none, log-n or scalable", (int)c->length_scale);
-        if (c->kind == LB_MODEL_LOCAL && c->window < 1)
-            return BAD("window = %lld must be >= 1 for local attention (keys each query sees, itself included)",
-                       (long long)c->window);
     }
-    if (c->kind == LB_MODEL_LSTM) {
-        if (c->hidden_size < 1)
-            return BAD("hidden_size = %lld must be >= 1", (long long)c->hidden_size);
-        if (c->n_layers > LB_LSTM_MAX_LAYERS)
-            return BAD("n_layers = %d exceeds the LSTM's maximum of %d", c->n_layers, (int)LB_LSTM_MAX_LAYERS);
-        if (!isfinite(c->forget_bias))
-            return BAD("forget_bias = %g must be finite", c->forget_bias);
-    }
-    if (c->kind == LB_MODEL_CONV && c->kernel_size < 1)
-        return BAD("kernel_size = %lld must be >= 1", (long long)c->kernel_size);
+    if (c->kind == LB_MODEL_LOCAL && c->window < 1)
+        return BAD("window = %lld must be >= 1 for local attention (keys each query sees, itself included)",
+                   (long long)c->window);
+    if (c->kind == LB_MODEL_LSTM && c->n_layers > LB_LSTM_MAX_LAYERS)
+        return BAD("n_layers = %d exceeds the LSTM's maximum of %d", c->n_layers, (int)LB_LSTM_MAX_LAYERS);
     if (c->kind == LB_MODEL_CONV && c->n_layers > 24)
         return BAD("n_layers = %d is more than 24 conv layers (dilation doubles per layer: 2^23 already)", c->n_layers);
     return LB_OK;

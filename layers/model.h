@@ -12,6 +12,8 @@
 #ifndef LB_MODEL_H
 #define LB_MODEL_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include "tensor/api.h"
 
 #include "autograd/ops.h"
@@ -30,32 +32,80 @@ typedef enum lb_model_kind {
 
 typedef enum lb_head_kind { LB_HEAD_LAST = 0, LB_HEAD_EVERY } lb_head_kind;
 
+/* Bits for the families that use a configuration field. */
+enum {
+    LB_FAMILY_TRANSFORMER = 1 << LB_MODEL_TRANSFORMER,
+    LB_FAMILY_LOCAL = 1 << LB_MODEL_LOCAL,
+    LB_FAMILY_LSTM = 1 << LB_MODEL_LSTM,
+    LB_FAMILY_CONV = 1 << LB_MODEL_CONV,
+    LB_FAMILY_ATTENTION = LB_FAMILY_TRANSFORMER | LB_FAMILY_LOCAL,
+    LB_FAMILY_ALL = LB_FAMILY_ATTENTION | LB_FAMILY_LSTM | LB_FAMILY_CONV
+};
+/* Field flags (layers/model_fields.def). */
+enum { LB_FIELD_INIT = 1 };
+
+/* The type of a configuration field, and the C type of its member. */
+typedef enum lb_field_type {
+    LB_FIELD_INT64, LB_FIELD_INT, LB_FIELD_REAL, LB_FIELD_U64, LB_FIELD_KIND, LB_FIELD_POS, LB_FIELD_HEAD,
+    LB_FIELD_DTYPE, LB_FIELD_SCALE
+} lb_field_type;
+#define LB_FIELD_CTYPE_INT64 int64_t
+#define LB_FIELD_CTYPE_INT int
+#define LB_FIELD_CTYPE_REAL double
+#define LB_FIELD_CTYPE_U64 uint64_t
+#define LB_FIELD_CTYPE_KIND lb_model_kind
+#define LB_FIELD_CTYPE_POS lb_pos_kind
+#define LB_FIELD_CTYPE_HEAD lb_head_kind
+#define LB_FIELD_CTYPE_DTYPE lb_dtype
+#define LB_FIELD_CTYPE_SCALE lb_length_scale
+
+/* A model's configuration: one member per row of layers/model_fields.def, which
+ * documents each (kind, dtype, vocab_size, input_features, num_classes, head,
+ * max_seq_len, n_layers, d_model, n_heads, d_ff, pos, window, causal, length_scale,
+ * dropout, hidden_size, forget_bias, kernel_size, seed, in that order). Start from
+ * lb_model_config_default and set what differs. */
 typedef struct lb_model_config {
-    lb_model_kind kind;
-    lb_dtype dtype;           /* float32 for training, float64 for gradient checks */
-    int64_t vocab_size;       /* > 0: token inputs */
-    int64_t input_features;   /* > 0 (with vocab_size 0): real-valued inputs */
-    int64_t num_classes;      /* > 0: classification logits; 0: regression */
-    lb_head_kind head;
-    int64_t max_seq_len;      /* longest sequence for learned positions; reference N of length_scale */
-    int n_layers;             /* blocks, LSTM layers or conv layers */
-    /* transformer and local */
-    int64_t d_model;          /* also the embedding width for every family */
-    int n_heads;
-    int64_t d_ff;
-    lb_pos_kind pos;
-    int64_t window;           /* LB_MODEL_LOCAL: keys each query sees */
-    int causal;               /* attention masks future positions */
-    lb_length_scale length_scale; /* logits times ln(keys seen) / ln(max_seq_len), or x s learned per head
-                                     (layers/attention.h) */
-    double dropout;
-    /* lstm */
-    int64_t hidden_size;
-    double forget_bias;       /* added to the forget-gate biases at init (0 = PyTorch init) */
-    /* conv */
-    int64_t kernel_size;      /* dilation doubles per layer: 1, 2, 4, ... */
-    uint64_t seed;            /* parameter initialisation */
+#define LB_MODEL_FIELD(member, option, type, families, when, def, min, max, flags, help) LB_FIELD_CTYPE_##type member;
+#include "layers/model_fields.def"
+#undef LB_MODEL_FIELD
 } lb_model_config;
+
+/* One row of the field list, as data: what parsing, --help, JSON, checkpoints and
+ * validation read. */
+typedef struct lb_model_field {
+    const char *member;  /* C member and checkpoint attribute "model.<member>" */
+    const char *option;  /* option name ("d-model"), NULL when the program sets the field */
+    lb_field_type type;
+    unsigned families;   /* LB_FAMILY_* bits of the families that use it */
+    double min, max;     /* accepted range of a number */
+    unsigned flags;      /* LB_FIELD_INIT */
+    const char *help;
+    size_t offset;       /* of the member in lb_model_config */
+} lb_model_field;
+
+/* The field list in order; *count receives its length. */
+const lb_model_field *lb_model_fields(int *count);
+/* The field with this option name ("d-model") or, failing that, member name
+ * ("d_model"); NULL when there is none. */
+const lb_model_field *lb_model_field_find(const char *name);
+/* 1 when family `kind` uses the field at all (its families bit). */
+int lb_model_field_in_family(const lb_model_field *f, lb_model_kind kind);
+/* 1 when the model `cfg` uses the field: its family does and the field's condition
+ * holds (max_seq_len only with learned positions or log-n length scaling). */
+int lb_model_field_applies(const lb_model_field *f, const lb_model_config *cfg);
+/* Sets a field from text: a whole number or decimal in [min, max], or the name of an
+ * enum value ("rotary", "every", "float64", "lstm", "log-n"). Setting "kind" does not reset the
+ * other fields. Errors: LB_ERR_VALUE naming the option as "--<option>" (or the member)
+ * and the accepted range. Nothing is changed on error. */
+lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, const char *text);
+/* The field's value as text ("64", "0.1", "rotary") into buf; returns buf. Reals use
+ * the shortest text that reads back to the same double. */
+char *lb_model_field_format(const lb_model_config *cfg, const lb_model_field *f, char *buf, size_t size);
+/* The field's value as a double (enums as their index); for range checks and JSON. */
+double lb_model_field_number(const lb_model_config *cfg, const lb_model_field *f);
+/* LB_OK when every field that cfg uses is inside its range; else LB_ERR_VALUE naming
+ * the field, its value, the range and the family. */
+lb_status lb_model_config_check_ranges(const lb_model_config *cfg);
 
 /* Defaults for a family (small sizes suitable for the synthetic tasks). */
 void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg);

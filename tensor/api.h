@@ -2,7 +2,7 @@
  * every public (installed) header puts its declarations between LB_API_BEGIN and
  * LB_API_END, which gives them default visibility: liblookback.so exports exactly
  * the functions declared in the installed headers. Internal headers (op_table.h,
- * *_internal.h, data/h5io.h, data/rows.h, data/options.h) do not use the markers, so
+ * *_internal.h, data/rows.h, data/options.h) do not use the markers, so
  * their functions link inside the library, the static library's users (the
  * `lookback` command, the tests) included, but are not exported. LB_API marks one
  * declaration outside such a block. */

@@ -121,6 +121,24 @@ static void scale_inplace(lb_tensor *c, double beta)
     });
 }
 
+void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, const void *a, int64_t lda,
+               const void *x, double beta, void *y)
+{
+    if (n <= 0)
+        return;
+    if (beta == 0.0) /* BLAS may compute 0 * y: clear whatever y held (it may be -inf) */
+        memset(y, 0, (size_t)n * lb_dtype_size(dtype));
+    if (k <= 0)
+        return;
+    /* row-major a [n, k]: NoTrans; a stored [k, n]: Trans */
+    int rows = trans_a ? (int)k : (int)n, cols = trans_a ? (int)n : (int)k;
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+    if (dtype == LB_FLOAT32)
+        cblas_sgemv(CblasRowMajor, ta, rows, cols, (float)alpha, a, (int)lda, x, 1, (float)beta, y, 1);
+    else
+        cblas_dgemv(CblasRowMajor, ta, rows, cols, alpha, a, (int)lda, x, 1, beta, y, 1);
+}
+
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {

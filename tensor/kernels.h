@@ -37,6 +37,14 @@ lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha);
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 
+/* The matrix-vector product for one row, where gemm's packing would cost more than
+ * the product itself (a decoding step's single query against a key tile):
+ *   y [n] = alpha * op(a) x + beta * y,  op(a) [n, k] = a (stored [n, k]) or, with
+ *   trans_a, aᵀ (a stored [k, n]); lda the row stride of a; x [k] and y [n] contiguous.
+ * beta = 0 overwrites y whatever it held. n <= 0 does nothing. (cblas ?gemv.) */
+void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, const void *a, int64_t lda,
+               const void *x, double beta, void *y);
+
 /* dst [cols] += Σ_r src[r, :] over the rows of a row-major src [rows, cols], summed
  * in double (the gradient of a bias added to every row). Errors: LB_ERR_MEMORY. */
 lb_status lb_k_add_row_sums(lb_dtype dtype, int64_t rows, int64_t cols, const void *src, void *dst);

@@ -406,7 +406,10 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
         for (int64_t j0 = tr.lo / LB_ATTN_FWD_BK * LB_ATTN_FWD_BK; j0 <= tr.hi; j0 += LB_ATTN_FWD_BK) {
             int64_t bk = p->tk - j0 < LB_ATTN_FWD_BK ? p->tk - j0 : LB_ATTN_FWD_BK;
             /* S [bq, bk] = scale * Q_t K_tᵀ */
-            lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
+            if (bq == 1) /* one query (a decoding step): S [bk] = scale * K_t q, no packing */
+                lb_k_gemv(p->dtype, 0, bk, d, p->scale, kh + (size_t)(j0 * d) * es, d, qt, 0.0, w->s);
+            else
+                lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->s, NULL);
             if (tile_needs_mask(&h, &tr, j0, bk))
@@ -436,7 +439,10 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
                 }
             });
             /* O_t [bq, Dv] += P [bq, bk] V_t [bk, Dv] */
-            lb_k_gemm(p->dtype, 0, 0, bq, dv, bk, 1.0, w->s, bk, vh + (size_t)(j0 * dv) * es, dv, 1.0, ot, dv);
+            if (bq == 1) /* O [Dv] += V_tᵀ p */
+                lb_k_gemv(p->dtype, 1, dv, bk, 1.0, vh + (size_t)(j0 * dv) * es, dv, w->s, 1.0, ot);
+            else
+                lb_k_gemm(p->dtype, 0, 0, bq, dv, bk, 1.0, w->s, bk, vh + (size_t)(j0 * dv) * es, dv, 1.0, ot, dv);
         }
     }
     LB_DISPATCH(p->dtype, T, {

@@ -8,6 +8,7 @@
  * are drawn directly: PNG signature and size, the SVG fallback, and bad arguments.
  */
 #include "cli_support.h"
+#include "data/tasks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -182,6 +183,22 @@ static void test_data_help(void)
                               "--max-distance", "--sensors", "--n-train", "--seed", "--force", "default: spike 1024"};
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         EXPECT(contains(r.out, expected[i]), r);
+    /* The --task line names every task the generator knows, and so does the error for a
+     * --task without a value. */
+    const char *line = strstr(r.out, "\n  --task TASK");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+    const char *end = strchr(line + 1, '\n');
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    const char *bare[] = {"data", "--task", NULL};
+    run_result missing = run(bare);
+    EXPECT(missing.code == 2 && one_error_line(&missing, "data"), missing);
+    for (int k = 0; k < LB_TASK_COUNT; k++) {
+        const char *name = lb_task_name((lb_task_kind)k);
+        const char *at = strstr(line, name);
+        EXPECT(at && at < end, r);
+        EXPECT(contains(missing.err, name), missing);
+    }
+    run_free(&missing);
     run_free(&r);
 }
 
@@ -397,7 +414,7 @@ static void count_results(const char *out, int *pass, int *fail)
 {
     *pass = *fail = 0;
     for (const char *line = out; line && *line;) {
-        const char *end = strchr(line, '\n');
+        const char *end = strchr(line + 1, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
         if (len >= 4 && strncmp(line + len - 4, "PASS", 4) == 0)
             ++*pass;
@@ -470,7 +487,7 @@ static void test_gradcheck_usage_errors(void)
         {{"gradcheck", "--model", "lstm", "--layers", "x", NULL}, "--layers"},
         {{"gradcheck", "--model", "lstm", "--layers", NULL}, "--layers"},
         {{"gradcheck", "--model", "lstm", "--colour", "red", NULL}, "--colour"},
-        {{"gradcheck", "--model", "transformer", "--heads", "3", NULL}, "n_heads"}, /* 8 not divisible by 3 */
+        {{"gradcheck", "--model", "transformer", "--heads", "3", NULL}, "--d-model 8 is not divisible by --heads 3"},
         {{"gradcheck", "--model", "transformer", "--pos", "wavy", NULL}, "wavy"},
         {{"gradcheck", "--model", "conv", "--atol", "-1", NULL}, "--atol"},
     };

@@ -32,6 +32,14 @@ static const char *recall_file(void)
 
 static int exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* `lookback train` options of every run here (steps and folder added by the caller). */
+#define TRAIN_OPTIONS                                                                                            \
+    "train", "--data", recall_file(), "--layers", "1", "--d-model", "16", "--heads", "2", "--d-ff", "32", "--batch", \
+        "8", "--lr", "3e-3", "--schedule", "constant", "--warmup", "2", "--threads", "1", "--eval-every", "3", "--eval-examples", "0", "--quiet"
+
+#ifdef LB_MPIEXEC
+#define MPIRUN LB_MPIEXEC, "--allow-run-as-root", "--oversubscribe"
+
 static double seconds_now(void)
 {
     struct timespec ts;
@@ -47,13 +55,6 @@ static int count_occurrences(const char *text, const char *what)
     return n;
 }
 
-/* `lookback train` options of every run here (steps and folder added by the caller). */
-#define TRAIN_OPTIONS                                                                                            \
-    "train", "--data", recall_file(), "--layers", "1", "--d-model", "16", "--heads", "2", "--d-ff", "32", "--batch", \
-        "8", "--lr", "3e-3", "--schedule", "constant", "--warmup", "2", "--threads", "1", "--eval-every", "3", "--eval-examples", "0", "--quiet"
-
-#ifdef LB_MPIEXEC
-#define MPIRUN LB_MPIEXEC, "--allow-run-as-root", "--oversubscribe"
 
 /* The metrics rows of two run folders: same steps and splits, values within 1e-6. */
 static int same_metrics(const char *dir_a, const char *dir_b, int expect_rows)

@@ -269,7 +269,7 @@ static void test_metrics_write_fails_mid_run(void)
         int commas = 0;
         for (char *c = line; *c; c++)
             commas += *c == ',';
-        CU_ASSERT_EQUAL(commas, 7);
+        CU_ASSERT_EQUAL(commas, 8);
     }
     CU_ASSERT_TRUE(rows > 10);
     free(text);

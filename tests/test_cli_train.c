@@ -75,7 +75,7 @@ static void test_run_folder_rules(void)
     /* --steps below the checkpoint, or a changed option, are errors. */
     const char *below[] = {"train", "--resume", dir, "--steps", "5", NULL};
     r = run(below);
-    EXPECT(r.code == 1 && contains(r.err, "below the checkpoint's step 20"), r);
+    EXPECT(r.code == 2 && contains(r.err, "below the checkpoint's step 20"), r);
     run_free(&r);
     const char *changed[] = {"train", "--resume", dir, "--lr", "0.1", "--steps", "30", NULL};
     r = run(changed);
@@ -177,7 +177,7 @@ static void test_init_from(void)
                            path_in("run-bad3"), NULL};
     r = run(shape);
     EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "--init-from") &&
-               contains(r.err, "d_model = 16") && contains(r.err, "d_model = 32"),
+               contains(r.err, "--d-model 16") && contains(r.err, "--d-model 32"),
            r);
     run_free(&r);
     CU_ASSERT_FALSE(exists(path_in("run-bad3")));
@@ -211,7 +211,7 @@ static void test_interrupt_saves_checkpoint(void)
     /* The checkpoint is complete and the run continues from it. */
     const char *resume[] = {"train", "--resume", dir, "--steps", "1", "--quiet", NULL};
     run_result r = run(resume);
-    EXPECT(r.code == 1 && contains(r.err, "below the checkpoint's step"), r); /* it did train some steps */
+    EXPECT(r.code == 2 && contains(r.err, "below the checkpoint's step"), r); /* it did train some steps */
     run_free(&r);
     const char *eval[] = {"eval", "--checkpoint", ck, "--data", spike_file(), NULL};
     r = run(eval);
@@ -256,7 +256,7 @@ static void test_compare_never_overwrites(void)
     const char *mismatch[] = {"compare", "--train", spike_file(), "--models", "transformer", "--eval", adding, "--out",
                               r4, "--budget", "30", NULL};
     r = run(mismatch);
-    EXPECT(r.code == 1 && contains(r.err, "adding.h5") && contains(r.err, "classes"), r);
+    EXPECT(r.code == 1 && contains(r.err, "adding.h5") && contains(r.err, "holds the adding task but the model was trained on the spike task"), r);
     run_free(&r);
     CU_ASSERT_FALSE(exists(r4)); /* refused before anything was trained or written */
 }
@@ -288,6 +288,48 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return remove(path);
 }
 
+/* eval and predict refuse a split name that is not train, val or test as a usage
+ * error (exit 2) before reading any file; eval refuses --attention-out of a model
+ * without attention before evaluating, naming the checkpoint. Nothing is written. */
+static void test_eval_option_errors(void)
+{
+    const char *missing_ck = path_in("no-such-checkpoint.h5");
+    const char *split[] = {"eval", "--checkpoint", missing_ck, "--data", spike_file(), "--split", "dev", NULL};
+    run_result r = run(split);
+    EXPECT(r.code == 2 && one_error_line(&r, "eval") && contains(r.err, "--split") && contains(r.err, "'dev'") &&
+               contains(r.err, "train, val or test"),
+           r);
+    run_free(&r);
+    /* predict reads the same option the same way, and writes nothing. */
+    const char *pred_out = path_in("pred.h5");
+    const char *predict[] = {"predict", "--checkpoint", missing_ck, "--data", spike_file(), "-o", pred_out,
+                             "--split", "validation", NULL};
+    r = run(predict);
+    EXPECT(r.code == 2 && one_error_line(&r, "predict") && contains(r.err, "--split") &&
+               contains(r.err, "'validation'") && contains(r.err, "train, val or test"),
+           r);
+    CU_ASSERT_FALSE(exists(pred_out));
+    run_free(&r);
+
+    const char *dir = path_in("lstm-run");
+    const char *train[] = {"train", "--data", spike_file(), "--model", "lstm", "--hidden", "8", "--layers", "1",
+                           "--steps", "1", "--batch", "8", "--eval-examples", "8", "--out", dir, "--quiet", NULL};
+    r = run(train);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    char ck[512], att[512];
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    snprintf(att, sizeof att, "%s", path_in("lstm-attention.h5"));
+    const char *eval[] = {"eval", "--checkpoint", ck, "--data", spike_file(), "--attention-out", att, NULL};
+    r = run(eval);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") && contains(r.err, ck) && contains(r.err, "lstm") &&
+               contains(r.err, "no attention weights"),
+           r);
+    EXPECT(r.out[0] == '\0', r); /* refused before any evaluation is printed */
+    CU_ASSERT_FALSE(exists(att));
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_train_%d", (int)getpid());
@@ -299,6 +341,7 @@ int main(void)
         {"--init-from starts a new run from a checkpoint's weights", test_init_from},
         {"compare never overwrites and checks its inputs first", test_compare_never_overwrites},
         {"config files are strict JSON with known keys", test_config_file_is_strict},
+        {"eval, predict: unknown split is a usage error; --attention-out needs an attention model", test_eval_option_errors},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_train", cases);

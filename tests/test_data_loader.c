@@ -1,5 +1,6 @@
 /* The batch loader: shuffled epochs cover every example once, drop_last, seeded
- * order, batches hold the right examples, and saved state resumes bit for bit. */
+ * order, batches hold the right examples, saved state resumes bit for bit, and shards
+ * (one per data-parallel rank) partition every batch. */
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/tasks.h"
@@ -226,6 +227,52 @@ static void test_feature_batches(void)
     lb_dataset_close(ds);
 }
 
+/* Shards 0..2 of 3 together return the batches of one loader, part by part (batches of
+ * 7 split 2 + 2 + 3; the short last batch of 37 = 5 * 7 + 2 splits 0 + 1 + 1), and a
+ * shard's saved state is the whole loader's. */
+static void test_shards_partition_each_batch(void)
+{
+    lb_dataset *ds = open_task(LB_TASK_SPIKE);
+    lb_loader *whole = lb_loader_new(ds, "train", 7, 1, 0, 5), *part[3];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(whole);
+    for (int k = 0; k < 3; k++) {
+        part[k] = lb_loader_new(ds, "train", 7, 1, 0, 5);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(part[k]);
+        CU_ASSERT_EQUAL(lb_loader_set_shard(part[k], k, 3), LB_OK);
+    }
+    lb_batch b;
+    for (int step = 0; step < 8; step++) { /* past the end of the first epoch */
+        int r = lb_loader_next(whole, &b);
+        int64_t expected[7], n = r == 1 ? b.batch_size : 0, got = 0;
+        if (r == 1)
+            memcpy(expected, b.indices, (size_t)n * sizeof *expected);
+        for (int k = 0; k < 3; k++) {
+            lb_batch p;
+            CU_ASSERT_EQUAL(lb_loader_next(part[k], &p), r);
+            if (r != 1)
+                continue;
+            CU_ASSERT_EQUAL(p.batch_size, n * (k + 1) / 3 - n * k / 3);
+            CU_ASSERT_TRUE(batch_matches(ds, &p));
+            for (int64_t i = 0; i < p.batch_size && got + i < 7; i++)
+                CU_ASSERT_EQUAL(p.indices[i], expected[got + i]);
+            got += p.batch_size;
+        }
+        CU_ASSERT_EQUAL(got, n);
+    }
+    lb_loader_state a, c;
+    lb_loader_get_state(whole, &a);
+    lb_loader_get_state(part[2], &c);
+    CU_ASSERT_EQUAL(a.epoch, c.epoch);
+    CU_ASSERT_EQUAL(a.position, c.position);
+    CU_ASSERT_EQUAL(lb_loader_set_shard(part[0], 3, 3), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "shard 3 of 3"));
+    CU_ASSERT_EQUAL(lb_loader_set_shard(part[0], 0, 8), LB_ERR_VALUE); /* more parts than examples */
+    lb_loader_free(whole);
+    for (int k = 0; k < 3; k++)
+        lb_loader_free(part[k]);
+    lb_dataset_close(ds);
+}
+
 static void test_loader_errors(void)
 {
     lb_dataset *ds = open_task(LB_TASK_LOCAL);
@@ -252,6 +299,7 @@ int main(void)
         {"drop_last, file order, small and empty splits", test_drop_last_and_order},
         {"saved state resumes mid-epoch identically", test_state_resumes_identically},
         {"real-valued batches are float32 [B, T, F] tensors", test_feature_batches},
+        {"shards of a loader partition each of its batches", test_shards_partition_each_batch},
         {"bad loader arguments give errors", test_loader_errors},
         {NULL, NULL},
     };

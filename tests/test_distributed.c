@@ -299,8 +299,8 @@ int main(void)
     return rc;
 }
 
-/* Under LeakSanitizer: what Open MPI and its components keep until exit (ctest keeps the
- * components loaded so they can be named: OMPI_MCA_mca_base_component_disable_dlclose). */
+/* Under LeakSanitizer: what Open MPI and its components keep until exit (ctest sets
+ * fast_unwind_on_malloc=0 so that their stacks reach a frame of libmpi to match). */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {

@@ -1,7 +1,8 @@
 /* The round trip with PyTorch (python/lookback_torch.py), for every family:
  *
  *  - a checkpoint trained by lookback, loaded in PyTorch with lookback_torch.load, gives
- *    the outputs of lookback's own forward on the test split (to 1e-5);
+ *    the outputs of lookback's own forward and of `lookback predict` on the test split
+ *    (to 1e-5);
  *  - a model initialised by PyTorch and written with lookback_torch.save, trained one
  *    step by `lookback train --init-from`, equals the same step taken in PyTorch with
  *    the same torch.optim optimizer (to 1e-5).
@@ -183,6 +184,28 @@ static void test_forward_matches(void)
             /* Not all equal: a model that ignored its input would pass too easily. */
             CU_ASSERT_TRUE(lb_tensor_flat(ours, 0) != lb_tensor_flat(ours, lb_tensor_numel(ours) - 1));
         }
+        /* `lookback predict` writes the same numbers (NaN past a sequence's length). */
+        const char *pred = case_path(c, "predict.h5");
+        const char *args[] = {"predict", "--checkpoint", ck, "--data", data_file(cases[c].data), "-o", pred, NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 0, r);
+        run_free(&r);
+        lb_tensor *predicted =
+            lb_test_h5_read_path(pred, strcmp(cases[c].data, "adding") == 0 ? "output" : "logits", LB_FLOAT64);
+        CU_ASSERT_TRUE(predicted && theirs && lb_tensor_numel(predicted) == lb_tensor_numel(theirs));
+        int64_t compared = 0, off = 0;
+        for (int64_t k = 0; predicted && theirs && k < lb_tensor_numel(predicted) && k < lb_tensor_numel(theirs); k++) {
+            double a = lb_tensor_flat(predicted, k), b = lb_tensor_flat(theirs, k);
+            if (isnan(a))
+                continue;
+            compared++;
+            off += !(fabs(a - b) <= 1e-5 + 1e-5 * fabs(b));
+        }
+        CU_ASSERT_TRUE(compared > 0 && off == 0);
+        if (off)
+            fprintf(stderr, "\n  %s: lookback predict differs from PyTorch at %lld of %lld numbers", cases[c].name,
+                    (long long)off, (long long)compared);
+        lb_tensor_free(predicted);
         lb_tensor_free(ours);
         lb_tensor_free(theirs);
     }

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <hdf5.h>
+
 #include "data/tasks.h"
 #include "support.h"
 #include "train/trainer.h"
@@ -308,6 +310,233 @@ static void test_data_model_mismatch(void)
     lb_dataset_close(ds);
 }
 
+/* Checkpoints written by lookback 0.1.0 before the field list existed (a transformer
+ * and an LSTM, d_model 8, trained 2 steps on `lookback data --task spike --seq-len 64`)
+ * load with every field as written. */
+static void test_checkpoints_written_before_load(void)
+{
+    lb_model_config mc;
+    CU_ASSERT_EQUAL_FATAL(lb_checkpoint_read_model_config(lb_fixture_path("checkpoint_v1_transformer.h5"), &mc), LB_OK);
+    CU_ASSERT_EQUAL(mc.kind, LB_MODEL_TRANSFORMER);
+    CU_ASSERT_EQUAL(mc.d_model, 8);
+    CU_ASSERT_EQUAL(mc.n_heads, 2);
+    CU_ASSERT_EQUAL(mc.d_ff, 16);
+    CU_ASSERT_EQUAL(mc.n_layers, 1);
+    CU_ASSERT_EQUAL(mc.max_seq_len, 1024);
+    CU_ASSERT_EQUAL(mc.vocab_size, 26);
+    CU_ASSERT_EQUAL(mc.num_classes, 8);
+    CU_ASSERT_EQUAL(mc.pos, LB_POS_NONE);
+    lb_model *m = lb_model_new(&mc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(lb_fixture_path("checkpoint_v1_transformer.h5"), m), LB_OK);
+    lb_model_free(m);
+    CU_ASSERT_EQUAL_FATAL(lb_checkpoint_read_model_config(lb_fixture_path("checkpoint_v1_lstm.h5"), &mc), LB_OK);
+    CU_ASSERT_EQUAL(mc.kind, LB_MODEL_LSTM);
+    CU_ASSERT_EQUAL(mc.hidden_size, 8);
+    CU_ASSERT_EQUAL(mc.n_layers, 1);
+    m = lb_model_new(&mc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(lb_fixture_path("checkpoint_v1_lstm.h5"), m), LB_OK);
+    CU_ASSERT_EQUAL(lb_params_numel(lb_model_params(m)), 26 * 8 + 2 * (4 * 8 * 8 + 4 * 8) + 8 * 8 + 8);
+    lb_model_free(m);
+}
+
+/* A checkpoint without an attribute for some field (one written before the field
+ * existed) reads that field's default. */
+static void test_checkpoint_missing_field_reads_default(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/older.h5", dir);
+    size_t n;
+    free(train_params(1, 0, NULL, ck, &n));
+    hid_t file = H5Fopen(ck, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(file >= 0);
+    CU_ASSERT_TRUE(H5Adelete(file, "model.dropout") >= 0); /* written as 0.1 */
+    H5Fclose(file);
+    lb_model_config mc;
+    CU_ASSERT_EQUAL(lb_checkpoint_read_model_config(ck, &mc), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(mc.dropout, 0.0, 0);
+    CU_ASSERT_EQUAL(mc.d_model, 16);
+    CU_ASSERT_EQUAL(mc.seed, 5);
+}
+
+/* Length is a limit only for learned positions: a checkpoint of a model without them
+ * loads into the same model built for longer sequences. */
+static void test_checkpoint_length_only_for_learned_positions(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/short.h5", dir);
+    size_t n;
+    free(train_params(1, 0, NULL, ck, &n));
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    mc.max_seq_len = 8192;
+    lb_model *m = lb_model_new(&mc);
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(ck, m), LB_OK);
+    lb_model_free(m);
+    /* With learned positions the table's rows are part of the model. */
+    small_model_config(&mc, ds);
+    mc.pos = LB_POS_LEARNED;
+    lb_model *learned = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 1);
+    lb_trainer *t = lb_trainer_new(learned, ds, &tc);
+    snprintf(ck, sizeof ck, "%s/learned.h5", dir);
+    CU_ASSERT_EQUAL(lb_trainer_save(t, ck), LB_OK);
+    lb_trainer_free(t);
+    mc.max_seq_len = 8192;
+    m = lb_model_new(&mc);
+    CU_ASSERT_EQUAL(lb_checkpoint_load_params(ck, m), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("max_seq_len = 24"));
+    lb_model_free(m);
+    lb_model_free(learned);
+    lb_dataset_close(ds);
+}
+
+/* Steps skipped for a non-finite gradient are counted; 10 in a row stop the run with
+ * LB_ERR_NUMERIC naming them, and a run whose every step was skipped never succeeds. */
+static void test_skipped_steps_stop_the_run(void)
+{
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    mc.dropout = 0;
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 200);
+    tc.optim = lb_optim_defaults(LB_OPTIM_SGD);
+    tc.optim.lr = 1000;
+    tc.schedule = lb_schedule_constant(1000);
+    tc.clip = 0;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(lb_trainer_run(t, NULL, NULL, NULL, NULL), LB_ERR_NUMERIC);
+    CU_ASSERT_TRUE(lb_test_error_has("10 steps in a row"));
+    CU_ASSERT_TRUE(lb_test_error_has("were skipped because the gradient was not finite"));
+    CU_ASSERT_TRUE(lb_trainer_run_skipped(t) >= 10);
+    CU_ASSERT_TRUE(lb_trainer_steps_done(t) < 200);
+    /* Continuing from the same broken parameters: a call whose every step is skipped is
+     * never a success, and one that took a step is not refused for that. */
+    tc.max_skipped = 0;
+    tc.steps = 3;
+    lb_trainer *u = lb_trainer_new(m, ds, &tc);
+    lb_status su = lb_trainer_run(u, NULL, NULL, NULL, NULL);
+    CU_ASSERT_TRUE(lb_trainer_run_skipped(u) >= 1);
+    CU_ASSERT_EQUAL(su == LB_ERR_NUMERIC, lb_trainer_run_skipped(u) == lb_trainer_run_steps(u));
+    if (su == LB_ERR_NUMERIC)
+        CU_ASSERT_TRUE(lb_test_error_has("all 3 steps of this run were skipped"));
+    lb_trainer_free(u);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
+typedef struct loss_log {
+    double loss[64];
+    int n;
+} loss_log;
+
+static void log_losses(lb_loop_event e, const lb_step_stats *s, const lb_eval_result *r, void *user)
+{
+    (void)r;
+    loss_log *log = user;
+    if (e == LB_EVENT_STEP && log->n < 64)
+        log->loss[log->n++] = s->loss;
+}
+
+/* The train row of metrics.csv is the mean over its interval, and counts skipped steps. */
+static void test_train_row_is_interval_mean(void)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/metrics-mean.csv", dir);
+    FILE *f = fopen(path, "w");
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 10);
+    tc.eval_every = 5;
+    tc.eval_examples = 16;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    loss_log log = {{0}, 0};
+    CU_ASSERT_EQUAL(lb_trainer_run(t, NULL, f, log_losses, &log), LB_OK);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(log.n, 10);
+    f = fopen(path, "r");
+    char line[512];
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        long long step, skipped = -1;
+        char split[16];
+        double loss, acc, lr, norm, tps, wall;
+        CU_ASSERT_EQUAL_FATAL(sscanf(line, "%lld,%15[^,],%lf,%lf,%lf,%lf,%lf,%lf,%lld", &step, split, &loss, &acc, &lr,
+                                     &norm, &tps, &wall, &skipped), 9);
+        if (strcmp(split, "train") != 0)
+            continue;
+        double mean = 0;
+        for (int i = (int)step - 5; i < step; i++)
+            mean += log.loss[i] / 5;
+        CU_ASSERT_DOUBLE_EQUAL(loss, mean, 1e-6 * fabs(mean));
+        CU_ASSERT_TRUE(fabs(loss - log.loss[step - 1]) > 1e-7); /* not the last batch's */
+        CU_ASSERT_EQUAL(skipped, 0);
+        rows++;
+    }
+    CU_ASSERT_EQUAL(rows, 2);
+    fclose(f);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
+/* best.h5 keeps the best validation beside the latest checkpoint; --patience stops a
+ * run that no longer improves; the best survives a resume. With lr 0 nothing changes,
+ * so the first evaluation stays the best. */
+static void test_best_checkpoint_and_patience(void)
+{
+    char sub[300], ck[400], best[400];
+    snprintf(sub, sizeof sub, "%s/best-run", dir);
+    mkdir(sub, 0777);
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", sub);
+    snprintf(best, sizeof best, "%s/best.h5", sub);
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 100);
+    tc.optim.lr = 0;
+    tc.schedule = lb_schedule_constant(0);
+    tc.eval_every = 2;
+    tc.patience = 2;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_run(t, ck, NULL, NULL, NULL), LB_OK);
+    CU_ASSERT_TRUE(lb_trainer_stopped_early(t));
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(t), 6); /* evaluations at 2 (best), 4, 6 */
+    double metric;
+    CU_ASSERT_EQUAL(lb_trainer_best(t, &metric), 2);
+    CU_ASSERT_TRUE(metric > 0 && metric <= 1);
+    hid_t f = H5Fopen(best, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(f >= 0);
+    hid_t a = H5Aopen(f, "step", H5P_DEFAULT);
+    long long step = 0;
+    H5Aread(a, H5T_NATIVE_LLONG, &step);
+    H5Aclose(a);
+    H5Fclose(f);
+    CU_ASSERT_EQUAL(step, 2);
+    /* Resumed, the best and the count since it carry on: one more evaluation stops it. */
+    lb_trainer *u = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_load(u, ck), LB_OK);
+    CU_ASSERT_EQUAL(lb_trainer_best(u, NULL), 2);
+    CU_ASSERT_EQUAL(lb_trainer_run(u, ck, NULL, NULL, NULL), LB_OK);
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(u), 8);
+    lb_trainer_free(u);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
 int main(void)
 {
     make_data();
@@ -319,6 +548,12 @@ int main(void)
         {"non-finite loss stops training and keeps the last checkpoint", test_nonfinite_loss_stops_and_keeps_checkpoint},
         {"gradient accumulation equals one large batch", test_gradient_accumulation},
         {"data that does not fit the model is refused", test_data_model_mismatch},
+        {"checkpoints written by 0.1.0 still load", test_checkpoints_written_before_load},
+        {"a checkpoint without a field's attribute reads its default", test_checkpoint_missing_field_reads_default},
+        {"sequence length is compared only for learned positions", test_checkpoint_length_only_for_learned_positions},
+        {"skipped steps are counted and stop a run that keeps skipping", test_skipped_steps_stop_the_run},
+        {"the train row of the metrics is the mean over its interval", test_train_row_is_interval_mean},
+        {"best.h5 and --patience; the best survives a resume", test_best_checkpoint_and_patience},
         {NULL, NULL},
     };
     int rc = lb_test_main("trainer", cases);

@@ -1,7 +1,10 @@
 /* Checkpoints in HDF5 (format: docs/training.md).
  *
  *   /                 attributes: format "lookback-checkpoint", format_version, step,
- *                     elapsed_seconds, data_file, every model config field as
+ *                     elapsed_seconds, data_file, data_task (absent in older checkpoints),
+ *                     interval.* (the metrics' train row so far), best.step / best.metric /
+ *                     best.evals_since (the best validation so far; absent in older
+ *                     checkpoints), every model config field as
  *                     "model.<field>", the optimizer kind and hyperparameters as "optim.<field>"
  *   /params/<name>    every parameter, its dtype and shape
  *   /optim/<name>     every optimizer state tensor (step.<p>, exp_avg.<p>, ...)
@@ -18,6 +21,7 @@
 #include <hdf5.h>
 #include <libgen.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,62 +37,24 @@
 enum { CHECKPOINT_FORMAT_VERSION = 1 };
 static const char *CHECKPOINT_FORMAT = "lookback-checkpoint";
 
-/* ---- the model config as attributes, one table row per field ---- */
-
-typedef enum field_type { F_INT64, F_INT, F_DOUBLE, F_U64, F_KIND, F_POS, F_HEAD, F_DTYPE, F_SCALE } field_type;
-typedef struct config_field {
-    const char *name;
-    field_type type;
-    size_t offset;
-} config_field;
-
-#define FIELD(name, type) {#name, type, offsetof(lb_model_config, name)}
-static const config_field model_fields[] = {
-    FIELD(kind, F_KIND),         FIELD(dtype, F_DTYPE),           FIELD(vocab_size, F_INT64),
-    FIELD(input_features, F_INT64), FIELD(num_classes, F_INT64),  FIELD(head, F_HEAD),
-    FIELD(max_seq_len, F_INT64), FIELD(n_layers, F_INT),          FIELD(d_model, F_INT64),
-    FIELD(n_heads, F_INT),       FIELD(d_ff, F_INT64),            FIELD(pos, F_POS),
-    FIELD(window, F_INT64),      FIELD(causal, F_INT),            FIELD(dropout, F_DOUBLE),
-    FIELD(hidden_size, F_INT64), FIELD(forget_bias, F_DOUBLE),    FIELD(kernel_size, F_INT64),
-    FIELD(seed, F_U64),          FIELD(length_scale, F_SCALE), /* absent in older checkpoints: none */
-};
-#undef FIELD
-
-static const char *head_name(int head) { return head == LB_HEAD_EVERY ? "every" : "last"; }
-
-/* Field value as text (for attributes of enums and for messages). */
-static void field_text(const lb_model_config *cfg, const config_field *f, char *buf, size_t size)
-{
-    const char *p = (const char *)cfg + f->offset;
-    switch (f->type) {
-    case F_INT64: snprintf(buf, size, "%lld", (long long)*(const int64_t *)p); break;
-    case F_INT: snprintf(buf, size, "%d", *(const int *)p); break;
-    case F_DOUBLE: snprintf(buf, size, "%.17g", *(const double *)p); break;
-    case F_U64: snprintf(buf, size, "%llu", (unsigned long long)*(const uint64_t *)p); break;
-    case F_KIND: snprintf(buf, size, "%s", lb_model_kind_name(*(const lb_model_kind *)p)); break;
-    case F_POS: snprintf(buf, size, "%s", lb_pos_kind_name(*(const lb_pos_kind *)p)); break;
-    case F_HEAD: snprintf(buf, size, "%s", head_name(*(const lb_head_kind *)p)); break;
-    case F_DTYPE: snprintf(buf, size, "%s", lb_dtype_name(*(const lb_dtype *)p)); break;
-    case F_SCALE: snprintf(buf, size, "%s", lb_length_scale_name(*(const lb_length_scale *)p)); break;
-    }
-}
+/* ---- the model config as attributes "model.<member>", one per row of the field list ---- */
 
 static lb_status write_model_config(hid_t file, const lb_model_config *cfg, const char *path)
 {
-    for (size_t i = 0; i < sizeof model_fields / sizeof model_fields[0]; i++) {
-        const config_field *f = &model_fields[i];
+    int n;
+    const lb_model_field *fields = lb_model_fields(&n);
+    for (int i = 0; i < n; i++) {
+        const lb_model_field *f = &fields[i];
         const char *p = (const char *)cfg + f->offset;
         char name[96], text[64];
-        snprintf(name, sizeof name, "model.%s", f->name);
+        snprintf(name, sizeof name, "model.%s", f->member);
         lb_status st;
         switch (f->type) {
-        case F_INT64: st = lb_h5_write_attr_int(file, name, *(const int64_t *)p, path); break;
-        case F_INT: st = lb_h5_write_attr_int(file, name, *(const int *)p, path); break;
-        case F_DOUBLE: st = lb_h5_write_attr_real(file, name, *(const double *)p, path); break;
-        case F_U64: st = lb_h5_write_attr_uint(file, name, *(const uint64_t *)p, path); break;
-        default:
-            field_text(cfg, f, text, sizeof text);
-            st = lb_h5_write_attr_string(file, name, text, path);
+        case LB_FIELD_INT64: st = lb_h5_write_attr_int(file, name, *(const int64_t *)p, path); break;
+        case LB_FIELD_INT: st = lb_h5_write_attr_int(file, name, *(const int *)p, path); break;
+        case LB_FIELD_REAL: st = lb_h5_write_attr_real(file, name, *(const double *)p, path); break;
+        case LB_FIELD_U64: st = lb_h5_write_attr_uint(file, name, *(const uint64_t *)p, path); break;
+        default: st = lb_h5_write_attr_string(file, name, lb_model_field_format(cfg, f, text, sizeof text), path);
         }
         if (st != LB_OK)
             return st;
@@ -96,58 +62,66 @@ static lb_status write_model_config(hid_t file, const lb_model_config *cfg, cons
     return LB_OK;
 }
 
+/* Reads "model.kind", starts from that family's defaults, then reads every field the
+ * file has: a checkpoint written before a field existed keeps the field's default. */
 static lb_status read_model_config(hid_t file, lb_model_config *cfg, const char *path)
 {
-    memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < sizeof model_fields / sizeof model_fields[0]; i++) {
-        const config_field *f = &model_fields[i];
+    char text[64];
+    lb_model_kind kind;
+    if (lb_h5_read_attr_string(file, "model.kind", text, sizeof text, path) != LB_OK ||
+        lb_model_kind_parse(text, &kind) != LB_OK)
+        return lb_error(LB_ERR_FORMAT, "%s: model config attribute 'model.kind' is missing or invalid: %s", path,
+                        lb_last_error());
+    lb_model_config_default(kind, cfg);
+    int n;
+    const lb_model_field *fields = lb_model_fields(&n);
+    for (int i = 0; i < n; i++) {
+        const lb_model_field *f = &fields[i];
         char *p = (char *)cfg + f->offset;
-        char name[96], text[64];
+        char name[96];
         int64_t iv = 0;
         lb_status st = LB_OK;
-        snprintf(name, sizeof name, "model.%s", f->name);
-        if (f->type == F_SCALE && !lb_h5_has_attr(file, name))
-            continue; /* written before the option existed: 0 = none */
+        snprintf(name, sizeof name, "model.%s", f->member);
+        if (!lb_h5_has_attr(file, name))
+            continue;
         switch (f->type) {
-        case F_INT64: st = lb_h5_read_attr_int(file, name, LB_H5_I64, (int64_t *)p, path); break;
-        case F_INT:
-            st = lb_h5_read_attr_int(file, name, LB_H5_I64, &iv, path);
+        case LB_FIELD_INT64: st = lb_h5_read_attr_int(file, name, LB_H5_I64, (int64_t *)p, path); break;
+        case LB_FIELD_INT:
+            if ((st = lb_h5_read_attr_int(file, name, LB_H5_I64, &iv, path)) == LB_OK && (iv < INT32_MIN || iv > INT32_MAX))
+                st = lb_error(LB_ERR_FORMAT, "%lld does not fit an int", (long long)iv);
             *(int *)p = (int)iv;
             break;
-        case F_DOUBLE: st = lb_h5_read_attr_real(file, name, LB_H5_F64, (double *)p, path); break;
-        case F_U64: st = lb_h5_read_attr_uint(file, name, LB_H5_U64, (uint64_t *)p, path); break;
+        case LB_FIELD_REAL: st = lb_h5_read_attr_real(file, name, LB_H5_F64, (double *)p, path); break;
+        case LB_FIELD_U64: st = lb_h5_read_attr_uint(file, name, LB_H5_U64, (uint64_t *)p, path); break;
         default:
-            st = lb_h5_read_attr_string(file, name, text, sizeof text, path);
-            if (st != LB_OK)
-                break;
-            if (f->type == F_KIND)
-                st = lb_model_kind_parse(text, (lb_model_kind *)p);
-            else if (f->type == F_POS)
-                st = lb_pos_kind_parse(text, (lb_pos_kind *)p);
-            else if (f->type == F_SCALE)
-                st = lb_length_scale_parse(text, (lb_length_scale *)p);
-            else if (f->type == F_HEAD)
-                *(lb_head_kind *)p = strcmp(text, "every") == 0 ? LB_HEAD_EVERY : LB_HEAD_LAST;
-            else
-                *(lb_dtype *)p = strcmp(text, "float64") == 0 ? LB_FLOAT64 : LB_FLOAT32;
+            if ((st = lb_h5_read_attr_string(file, name, text, sizeof text, path)) == LB_OK)
+                st = lb_model_field_set(cfg, f, text);
         }
         if (st != LB_OK)
-            return lb_error(LB_ERR_FORMAT, "%s: model config attribute '%s' is missing or invalid: %s", path, name,
+            return lb_error(LB_ERR_FORMAT, "%s: model config attribute '%s' is invalid: %s", path, name,
                             lb_last_error());
     }
     return LB_OK;
 }
 
-/* LB_OK when equal, else an error naming the first differing field. */
-static lb_status compare_model_config(const lb_model_config *a, const lb_model_config *b, const char *path)
+/* LB_OK when the two configs describe the same model; else an error naming the first
+ * field that differs. Fields that only affect initialisation, and fields the
+ * checkpoint's model does not use (max_seq_len without learned positions, window
+ * outside local attention, ...), are not compared. */
+static lb_status compare_model_config(const lb_model_config *saved, const lb_model_config *model, const char *path)
 {
-    for (size_t i = 0; i < sizeof model_fields / sizeof model_fields[0]; i++) {
+    int n;
+    const lb_model_field *fields = lb_model_fields(&n);
+    for (int i = 0; i < n; i++) {
+        const lb_model_field *f = &fields[i];
+        if ((f->flags & LB_FIELD_INIT) || !lb_model_field_applies(f, saved))
+            continue;
         char ta[64], tb[64];
-        field_text(a, &model_fields[i], ta, sizeof ta);
-        field_text(b, &model_fields[i], tb, sizeof tb);
-        if (strcmp(ta, tb) != 0 && strcmp(model_fields[i].name, "seed") != 0)
+        lb_model_field_format(saved, f, ta, sizeof ta);
+        lb_model_field_format(model, f, tb, sizeof tb);
+        if (strcmp(ta, tb) != 0)
             return lb_error(LB_ERR_VALUE, "%s: the checkpoint's model has %s = %s but this model has %s = %s", path,
-                            model_fields[i].name, ta, model_fields[i].name, tb);
+                            f->member, ta, f->member, tb);
     }
     return LB_OK;
 }
@@ -316,12 +290,21 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
         (st = lb_h5_write_attr_int(file, "step", t->step, path)) ||
         (st = lb_h5_write_attr_real(file, "elapsed_seconds", t->elapsed, path)) ||
         (st = lb_h5_write_attr_string(file, "data_file", lb_dataset_path(t->data), path)) ||
+        (st = lb_h5_write_attr_string(file, "data_task", lb_task_name(lb_dataset_task(t->data)), path)) ||
         (st = lb_h5_write_attr_string(file, "optim.kind", lb_optim_kind_name(t->cfg.optim.kind), path)) ||
         (st = lb_h5_write_attr_real(file, "optim.lr", t->cfg.optim.lr, path)) ||
         (st = lb_h5_write_attr_real(file, "optim.weight_decay", t->cfg.optim.weight_decay, path)) ||
         (st = lb_h5_write_attr_int(file, "train.batch_size", t->cfg.batch_size, path)) ||
         (st = lb_h5_write_attr_int(file, "train.steps", t->cfg.steps, path)) ||
         (st = lb_h5_write_attr_uint(file, "train.seed", t->cfg.seed, path)) ||
+        (st = lb_h5_write_attr_int(file, "best.step", t->best_step, path)) ||
+        (st = lb_h5_write_attr_real(file, "best.metric", t->best_metric, path)) ||
+        (st = lb_h5_write_attr_int(file, "best.evals_since", t->evals_since_best, path)) ||
+        (st = lb_h5_write_attr_real(file, "interval.loss_sum", t->interval_loss, path)) ||
+        (st = lb_h5_write_attr_real(file, "interval.accuracy_sum", t->interval_acc, path)) ||
+        (st = lb_h5_write_attr_int(file, "interval.steps", t->interval_steps, path)) ||
+        (st = lb_h5_write_attr_int(file, "interval.accuracy_steps", t->interval_acc_steps, path)) ||
+        (st = lb_h5_write_attr_int(file, "interval.skipped", t->interval_skipped, path)) ||
         (st = write_model_config(file, lb_model_get_config(t->model), path)))
         return st;
     hid_t params = lb_h5_create_group(file, "params"), optim = lb_h5_create_group(file, "optim");
@@ -464,6 +447,31 @@ lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg
     return read_isolated(path, read_config_job, &job);
 }
 
+typedef struct task_job {
+    const char *path;
+    char *task;
+    size_t size;
+} task_job;
+
+static lb_status read_task_job(void *ctx)
+{
+    task_job *job = ctx;
+    hid_t file = open_checkpoint(job->path);
+    lb_status st = file < 0 ? lb_last_status() : LB_OK;
+    job->task[0] = '\0';
+    if (st == LB_OK && lb_h5_has_attr(file, "data_task"))
+        st = lb_h5_read_attr_string(file, "data_task", job->task, job->size, job->path);
+    lb_h5_close(file);
+    return st;
+}
+
+lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size)
+{
+    task_job job = {path, task, size};
+    task[0] = '\0';
+    return read_isolated(path, read_task_job, &job);
+}
+
 /* Reads every parameter into new tensors (vals[i]) without touching the model. */
 static lb_status read_params(hid_t file, lb_model *model, lb_tensor **vals, const char *path)
 {
@@ -499,6 +507,10 @@ typedef struct load_job {
     int64_t step, epoch, position;
     double elapsed;
     lb_rng dropout, loader_rng;
+    int64_t best_step, evals_since; /* the best validation so far (0: none, or an older checkpoint) */
+    double best_metric;
+    double interval_loss, interval_acc; /* the metrics' train row so far (0: an older checkpoint) */
+    int64_t interval_steps, interval_acc_steps, interval_skipped;
 } load_job;
 
 static lb_status read_training_state(hid_t file, load_job *job)
@@ -533,6 +545,20 @@ static lb_status read_training_state(hid_t file, load_job *job)
         st = lb_h5_read_attr_int(file, "step", LB_H5_I64, &job->step, path);
     if (st == LB_OK)
         st = lb_h5_read_attr_real(file, "elapsed_seconds", LB_H5_F64, &job->elapsed, path);
+    /* The best validation so far (absent in older checkpoints: none yet). */
+    if (st == LB_OK && lb_h5_has_attr(file, "best.step") &&
+        ((st = lb_h5_read_attr_int(file, "best.step", LB_H5_I64, &job->best_step, path)) != LB_OK ||
+         (st = lb_h5_read_attr_real(file, "best.metric", LB_H5_F64, &job->best_metric, path)) != LB_OK ||
+         (st = lb_h5_read_attr_int(file, "best.evals_since", LB_H5_I64, &job->evals_since, path)) != LB_OK))
+        lb_error_context("%s: the best-validation attributes", path);
+    if (st == LB_OK && lb_h5_has_attr(file, "interval.steps") &&
+        ((st = lb_h5_read_attr_real(file, "interval.loss_sum", LB_H5_F64, &job->interval_loss, path)) != LB_OK ||
+         (st = lb_h5_read_attr_real(file, "interval.accuracy_sum", LB_H5_F64, &job->interval_acc, path)) != LB_OK ||
+         (st = lb_h5_read_attr_int(file, "interval.steps", LB_H5_I64, &job->interval_steps, path)) != LB_OK ||
+         (st = lb_h5_read_attr_int(file, "interval.accuracy_steps", LB_H5_I64, &job->interval_acc_steps, path)) !=
+             LB_OK ||
+         (st = lb_h5_read_attr_int(file, "interval.skipped", LB_H5_I64, &job->interval_skipped, path)) != LB_OK))
+        lb_error_context("%s: the metrics-interval attributes", path);
     lb_h5_close(og);
     lb_h5_close(rg);
     lb_h5_close(lg);
@@ -585,6 +611,14 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path)
         t->dropout_rng = job.dropout;
         t->step = job.step;
         t->elapsed = job.elapsed;
+        t->best_step = job.best_step;
+        t->best_metric = job.best_metric;
+        t->evals_since_best = job.evals_since;
+        t->interval_loss = job.interval_loss;
+        t->interval_acc = job.interval_acc;
+        t->interval_steps = job.interval_steps;
+        t->interval_acc_steps = job.interval_acc_steps;
+        t->interval_skipped = job.interval_skipped;
     }
     free_tensors(job.vals, ps->count + n_state);
     return st;

@@ -45,16 +45,16 @@ void lb_dist_config_default(lb_dist_config *cfg)
     cfg->check_every = 100;
 }
 
+#ifdef LB_HAVE_MPI
+
+static int g_active, g_rank, g_size = 1;
+
 static double seconds_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-#ifdef LB_HAVE_MPI
-
-static int g_active, g_rank, g_size = 1;
 
 /* An MPI error code as an lb_error naming the call. */
 static lb_status mpi_fail(int code, const char *call)

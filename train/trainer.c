@@ -25,6 +25,7 @@ void lb_train_config_default(lb_train_config *cfg)
     cfg->eval_every = 100;
     cfg->eval_examples = 512;
     cfg->seed = 1;
+    cfg->max_skipped = 10;
 }
 
 /* The schedule as run: its peak is the optimizer's lr and a cosine ends at `steps`. */
@@ -54,6 +55,8 @@ lb_status lb_train_config_check(const lb_train_config *cfg)
         return lb_error(LB_ERR_VALUE, "train config: time budget must be >= 0 seconds (got %g)", cfg->time_budget);
     if (cfg->threads < 0)
         return lb_error(LB_ERR_VALUE, "train config: threads must be >= 0 (got %d)", cfg->threads);
+    if (cfg->patience < 0 || cfg->max_skipped < 0)
+        return lb_error(LB_ERR_VALUE, "train config: patience and max_skipped must be >= 0");
     if (lb_optim_config_check(&cfg->optim) != LB_OK)
         return lb_last_status();
     lb_schedule s = effective_schedule(cfg);
@@ -69,36 +72,50 @@ static double now_seconds(void)
 
 /* ---- the task's loss and accuracy ---- */
 
-/* Does the data fit the model? Names both sides when not. */
-static lb_status check_fit(const lb_model *model, const lb_dataset *data)
+lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_task, const lb_dataset *data)
 {
-    const lb_model_config *mc = lb_model_get_config(model);
-    const char *path = lb_dataset_path(data);
+    const char *path = lb_dataset_path(data), *task = lb_task_name(lb_dataset_task(data));
     int64_t vocab = lb_dataset_vocab_size(data), classes = lb_dataset_num_classes(data);
-    int64_t features = lb_dataset_num_features(data);
+    int64_t features = lb_dataset_num_features(data), seq_len = lb_dataset_seq_len(data);
+    if (trained_task && trained_task[0] && strcmp(trained_task, task) != 0)
+        return lb_error(LB_ERR_VALUE, "%s holds the %s task but the model was trained on the %s task", path, task,
+                        trained_task);
+    if (vocab > 0 && mc->vocab_size == 0)
+        return lb_error(LB_ERR_VALUE, "%s: the data has token inputs but the model reads %lld real-valued features",
+                        path, (long long)mc->input_features);
+    if (vocab == 0 && mc->vocab_size > 0)
+        return lb_error(LB_ERR_VALUE, "%s: the data has %lld real-valued features but the model reads tokens", path,
+                        (long long)features);
     if (vocab > 0 && mc->vocab_size < vocab)
-        return lb_error(LB_ERR_VALUE, "%s: the data has vocab_size %lld but the model's embedding has %lld rows",
+        return lb_error(LB_ERR_VALUE, "%s: the data has a vocabulary of %lld but the model's embedding has %lld rows",
                         path, (long long)vocab, (long long)mc->vocab_size);
     if (vocab == 0 && mc->input_features != features)
         return lb_error(LB_ERR_VALUE, "%s: the data has %lld input features but the model expects %lld", path,
                         (long long)features, (long long)mc->input_features);
-    if (vocab > 0 && mc->vocab_size == 0)
-        return lb_error(LB_ERR_VALUE, "%s: the data has token inputs but the model expects real-valued features", path);
+    if ((classes == 0) != (mc->num_classes == 0))
+        return lb_error(LB_ERR_VALUE, "%s: the data is %s but the model does %s", path,
+                        classes == 0 ? "regression" : "classification",
+                        mc->num_classes == 0 ? "regression" : "classification");
     if (classes != mc->num_classes)
-        return lb_error(LB_ERR_VALUE, "%s: the data has %lld classes but the model's head has %lld%s", path,
-                        (long long)classes, (long long)mc->num_classes, classes == 0 ? " (the task is regression)" : "");
+        return lb_error(LB_ERR_VALUE, "%s: the data has %lld classes but the model's head has %lld", path,
+                        (long long)classes, (long long)mc->num_classes);
     int every = lb_dataset_per_position(data);
     if (every != (mc->head == LB_HEAD_EVERY))
         return lb_error(LB_ERR_VALUE, "%s: the data has %s targets but the model's head reads %s", path,
                         every ? "per-position" : "per-sequence", mc->head == LB_HEAD_EVERY ? "every position" : "the last position");
-    if (mc->pos == LB_POS_LEARNED && mc->kind != LB_MODEL_LSTM && mc->kind != LB_MODEL_CONV &&
-        lb_dataset_seq_len(data) > mc->max_seq_len)
-        return lb_error(LB_ERR_VALUE, "%s: sequences of %lld positions exceed the model's learned positions (max_seq_len %lld)",
-                        path, (long long)lb_dataset_seq_len(data), (long long)mc->max_seq_len);
+    /* Length is a limit only for a table indexed by position. */
+    if (mc->pos == LB_POS_LEARNED && mc->kind != LB_MODEL_LSTM && mc->kind != LB_MODEL_CONV && seq_len > mc->max_seq_len)
+        return lb_error(LB_ERR_VALUE, "%s: sequences of %lld positions are longer than the model's --pos learned table "
+                        "of %lld positions (use files of at most %lld positions, or train with --pos none, sinusoidal "
+                        "or rotary, which read any length)",
+                        path, (long long)seq_len, (long long)mc->max_seq_len, (long long)mc->max_seq_len);
     return LB_OK;
 }
 
-lb_status lb_check_data_fits(const lb_model *model, const lb_dataset *data) { return check_fit(model, data); }
+lb_status lb_check_data_fits(const lb_model *model, const lb_dataset *data)
+{
+    return lb_model_data_check(lb_model_get_config(model), NULL, data);
+}
 
 /* A view of examples [start, start + count) of a batch. */
 static lb_batch batch_part(const lb_batch *b, int64_t start, int64_t count, lb_tensor **features_view)
@@ -239,7 +256,7 @@ lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *
     out->accuracy = out->mse = NAN;
     if (attention_out)
         *attention_out = NULL;
-    if (check_fit(model, data) != LB_OK)
+    if (lb_model_data_check(lb_model_get_config(model), NULL, data) != LB_OK)
         return lb_last_status();
     int64_t n = lb_dataset_split_size(data, split);
     if (n < 0)
@@ -337,7 +354,7 @@ lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *
 
 lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg)
 {
-    if (lb_train_config_check(cfg) != LB_OK || check_fit(model, data) != LB_OK)
+    if (lb_train_config_check(cfg) != LB_OK || lb_model_data_check(lb_model_get_config(model), NULL, data) != LB_OK)
         return NULL;
     int64_t n_train = lb_dataset_split_size(data, "train");
     if (n_train < 1) {
@@ -495,20 +512,20 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
 
 const char *lb_metrics_header(void)
 {
-    return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds";
+    return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped";
 }
 
 /* One row of metrics.csv, written whole with write(2) or not at all: when the write
  * fails (a full disk) the file is cut back to its previous end, so the rows before
  * stay whole, and LB_ERR_IO is returned. */
 static lb_status write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr,
-                               double norm, double tps, double wall)
+                               double norm, double tps, double wall, int64_t skipped)
 {
     if (!f)
         return LB_OK;
     char line[512];
-    int len = snprintf(line, sizeof line, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f\n", (long long)step, split, loss,
-                       acc, lr, norm, tps, wall);
+    int len = snprintf(line, sizeof line, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%lld\n", (long long)step, split, loss,
+                       acc, lr, norm, tps, wall, (long long)skipped);
     int fd = fileno(f);
     off_t before = (fflush(f) == 0 && fd >= 0) ? lseek(fd, 0, SEEK_END) : (off_t)-1;
     int err = before < 0 ? (errno ? errno : EIO) : 0;
@@ -533,12 +550,50 @@ static lb_status write_metrics(FILE *f, int64_t step, const char *split, double 
                     path, split, (long long)step, strerror(err));
 }
 
+int64_t lb_trainer_run_steps(const lb_trainer *t) { return t->run_steps; }
+int64_t lb_trainer_run_skipped(const lb_trainer *t) { return t->run_skipped; }
+int lb_trainer_stopped_early(const lb_trainer *t) { return t->stopped_early; }
+
+int64_t lb_trainer_best(const lb_trainer *t, double *metric)
+{
+    if (metric)
+        *metric = t->best_metric;
+    return t->best_step;
+}
+
+/* "DIR/best.h5" for checkpoint "DIR/NAME". */
+static void best_path(const char *checkpoint_path, char *buf, size_t size)
+{
+    const char *slash = strrchr(checkpoint_path, '/');
+    if (slash)
+        snprintf(buf, size, "%.*s/best.h5", (int)(slash - checkpoint_path), checkpoint_path);
+    else
+        snprintf(buf, size, "best.h5");
+}
+
+/* Records an evaluation; 1 when it is the best so far. */
+static int note_validation(lb_trainer *t, const lb_eval_result *r)
+{
+    int regression = isnan(r->accuracy);
+    double metric = regression ? r->mse : r->accuracy;
+    int better = t->best_step == 0 || (regression ? metric < t->best_metric : metric > t->best_metric);
+    if (better) {
+        t->best_step = t->step;
+        t->best_metric = metric;
+        t->evals_since_best = 0;
+    } else {
+        t->evals_since_best++;
+    }
+    return better;
+}
+
 lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user)
 {
     const lb_train_config *c = &t->cfg;
     double lr = 0, norm = 0, tokens = 0, seconds = 0;
-    t->stopped = 0;
+    t->stopped = t->stopped_early = 0;
     t->stop_requested = 0;
+    t->run_steps = t->run_skipped = t->skipped_in_row = 0;
     while (t->step < c->steps) {
         if (c->time_budget > 0 && t->elapsed >= c->time_budget)
             break;
@@ -550,39 +605,79 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         lb_status st = lb_trainer_step(t, &s);
         if (st != LB_OK)
             return st;
+        t->run_steps++;
+        if (s.skipped) {
+            t->run_skipped++;
+            t->interval_skipped++;
+            if (c->max_skipped > 0 && ++t->skipped_in_row >= c->max_skipped)
+                return lb_error(LB_ERR_NUMERIC, "%lld steps in a row (steps %lld..%lld) were skipped because the "
+                                "gradient was not finite, so the run stops (try a lower --lr, or --clip 1)",
+                                (long long)t->skipped_in_row, (long long)(t->step - t->skipped_in_row + 1),
+                                (long long)t->step);
+        } else {
+            t->skipped_in_row = 0;
+        }
         lr = s.lr;
         norm = s.grad_norm;
         tokens += (double)s.tokens;
         seconds += s.seconds;
+        /* The train row of the metrics: means over the steps since the last row. */
+        t->interval_loss += s.loss;
+        t->interval_steps++;
+        if (!isnan(s.accuracy)) {
+            t->interval_acc += s.accuracy;
+            t->interval_acc_steps++;
+        }
         if (cb)
             cb(LB_EVENT_STEP, &s, NULL, user);
         int last = t->step == c->steps || (c->time_budget > 0 && t->elapsed >= c->time_budget);
         int eval_now = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
+        int ckpt_due = last || (c->checkpoint_every > 0 ? t->step % c->checkpoint_every == 0 : eval_now);
+        int improved = 0, judged = 0;
         if (eval_now) {
             lb_eval_result r;
-            st = write_metrics(metrics, t->step, "train", s.loss, s.accuracy, lr, norm,
-                               seconds > 0 ? tokens / seconds : 0, t->elapsed);
+            st = write_metrics(metrics, t->step, "train", t->interval_loss / (double)t->interval_steps,
+                               t->interval_acc_steps > 0 ? t->interval_acc / (double)t->interval_acc_steps : NAN, lr,
+                               norm, seconds > 0 ? tokens / seconds : 0, t->elapsed, t->interval_skipped);
             if (st != LB_OK)
                 return st;
-            tokens = seconds = 0;
+            tokens = seconds = t->interval_loss = t->interval_acc = 0;
+            t->interval_steps = t->interval_acc_steps = t->interval_skipped = 0;
             if (lb_dataset_split_size(t->data, "val") > 0) {
                 st = t->dist ? lb_dist_evaluate(t, "val", c->eval_examples, c->batch_size, &r)
                              : lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
                 if (st != LB_OK)
                     return st;
-                if ((st = write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed)) != LB_OK)
+                /* The best and --patience are judged where a checkpoint is written. */
+                judged = ckpt_due;
+                improved = judged && note_validation(t, &r);
+                if ((st = write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed, 0)) != LB_OK)
                     return st;
                 if (cb)
                     cb(LB_EVENT_EVAL, &s, &r, user);
             }
         }
-        int ckpt_now = last || (c->checkpoint_every > 0 ? t->step % c->checkpoint_every == 0 : eval_now);
+        if (improved && checkpoint_path) {
+            char best[4200];
+            best_path(checkpoint_path, best, sizeof best);
+            if ((st = lb_trainer_save(t, best)) != LB_OK)
+                return st;
+        }
+        int early = judged && c->patience > 0 && t->evals_since_best >= c->patience;
+        int ckpt_now = ckpt_due || early;
         if (ckpt_now && checkpoint_path) {
             if ((st = lb_trainer_save(t, checkpoint_path)) != LB_OK)
                 return st;
             if (cb)
                 cb(LB_EVENT_CHECKPOINT, &s, NULL, user);
         }
+        if (early) {
+            t->stopped_early = 1;
+            break;
+        }
     }
+    if (t->run_steps > 0 && t->run_skipped == t->run_steps)
+        return lb_error(LB_ERR_NUMERIC, "all %lld steps of this run were skipped because the gradient was not finite: "
+                        "nothing was learned (try a lower --lr, or --clip 1)", (long long)t->run_steps);
     return LB_OK;
 }

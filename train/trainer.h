@@ -40,11 +40,15 @@ typedef struct lb_train_config {
     double time_budget;      /* seconds of training after which the run stops (0 = none) */
     uint64_t seed;           /* data order and dropout */
     int threads;             /* BLAS / OpenMP threads (0 = leave as is) */
+    int64_t patience;        /* stop after this many evaluations without a better validation
+                                metric (0 = never stop early) */
+    int64_t max_skipped;     /* stop when this many steps in a row were skipped for a
+                                non-finite gradient (0 = never) */
 } lb_train_config;
 
 /* Defaults: 1000 steps, batch 32, AdamW lr 1e-3 weight decay 0.01, warm-up 100
  * steps then cosine decay to 10%, clip 1.0, evaluation every 100 steps on 512
- * validation examples, seed 1. */
+ * validation examples, seed 1, no early stopping, stop after 10 skipped steps in a row. */
 void lb_train_config_default(lb_train_config *cfg);
 /* Checks a configuration; LB_ERR_VALUE naming the field. */
 lb_status lb_train_config_check(const lb_train_config *cfg);
@@ -79,9 +83,8 @@ typedef struct lb_eval_result {
 lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
                       int64_t batch_size, int n_bins, lb_eval_result *out, lb_tensor **attention_out);
 
-/* Whether `data` fits `model`: vocabulary, input features, classes, per-position vs
- * per-sequence targets, learned positions long enough. Errors (LB_ERR_VALUE) name the
- * file and both sides. */
+/* Whether `data` fits `model`: lb_model_data_check(lb_model_get_config(model), NULL,
+ * data), without the task check (see lb_model_data_check). */
 lb_status lb_check_data_fits(const lb_model *model, const lb_dataset *data);
 
 /* Statistics of one optimizer step. */
@@ -139,6 +142,20 @@ lb_status lb_trainer_save(const lb_trainer *t, const char *path);
  * (names the field or parameter, checkpoint vs model). Nothing is changed on error. */
 lb_status lb_trainer_load(lb_trainer *t, const char *path);
 
+/* The one check of whether a model can train on, or be evaluated on, a data file (every
+ * command uses it, before any work): the task (when trained_task is not NULL or "",
+ * the name of the task it was trained on), token inputs vs real-valued features, the
+ * vocabulary (the file's must fit the embedding), the input features, regression vs
+ * classification, the classes, per-position vs per-sequence targets, and the length:
+ * sequences longer than max_seq_len only for a model with learned positions (a table
+ * indexed by position); models with no, sinusoidal or rotary positions, the LSTM and the
+ * conv stack read any length. Errors: LB_ERR_VALUE naming the file and both sides. */
+lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_task, const lb_dataset *data);
+
+/* The task a checkpoint's model was trained on ("spike", ...) into task (size bytes);
+ * "" for checkpoints written before it was recorded. Errors as reading the config. */
+lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size);
+
 /* Reads the model config stored in a checkpoint (to build the model before loading). */
 lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg);
 /* Loads only the parameters of a checkpoint into a model built from its config. */
@@ -150,12 +167,34 @@ typedef void (*lb_loop_callback)(lb_loop_event event, const lb_step_stats *step,
                                  void *user);
 
 /* Trains until cfg->steps or the time budget, evaluating every eval_every steps,
- * appending a row per evaluation to `metrics` (CSV, may be NULL) and saving
- * `checkpoint_path` (may be NULL) at checkpoints. A non-finite loss stops the loop
- * with LB_ERR_NUMERIC after keeping the last good checkpoint untouched. A metrics row
- * or a checkpoint that cannot be written (a full disk) stops it with LB_ERR_IO; the
- * rows written before and the last good checkpoint stay as they were. */
+ * appending rows to `metrics` (CSV, may be NULL) and saving `checkpoint_path` (may be
+ * NULL) at checkpoints.
+ *
+ * Metrics: at every evaluation a "train" row with the MEAN loss and accuracy over the
+ * steps since the previous row (not the last batch's), and a "val" row; the last
+ * column counts the steps of the interval skipped for a non-finite gradient.
+ * Best checkpoint: the validation metric (accuracy for classification, MSE for
+ * regression) is judged at the evaluations where a checkpoint is written (every
+ * evaluation unless cfg->checkpoint_every is set); with checkpoint_path the best so far
+ * is also saved as "best.h5" in the same folder.
+ * Early stopping: with cfg->patience > 0 the run stops after that many judged
+ * evaluations in a row without improvement, saving its checkpoint
+ * (lb_trainer_stopped_early).
+ * Errors: LB_ERR_NUMERIC when the loss is not finite (the last good checkpoint is left
+ * untouched), when cfg->max_skipped steps in a row were skipped, or when every step of
+ * this call was skipped; the message names the steps and what to try. LB_ERR_IO when a
+ * metrics row or a checkpoint cannot be written (a full disk); the rows written before
+ * and the last good checkpoint stay as they were. */
 lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user);
+
+/* Of the last lb_trainer_run: the steps it ran and how many of them were skipped. */
+int64_t lb_trainer_run_steps(const lb_trainer *t);
+int64_t lb_trainer_run_skipped(const lb_trainer *t);
+/* 1 when the last lb_trainer_run ended by cfg->patience. */
+int lb_trainer_stopped_early(const lb_trainer *t);
+/* The best validation so far (also across resumes): its step (0 = no evaluation yet)
+ * and metric (accuracy, or MSE for regression). */
+int64_t lb_trainer_best(const lb_trainer *t, double *metric);
 
 /* The CSV header line written before the first metrics row. */
 const char *lb_metrics_header(void);

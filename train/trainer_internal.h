@@ -20,6 +20,16 @@ struct lb_trainer {
     double elapsed;     /* training seconds, across resumes */
     volatile sig_atomic_t stop_requested; /* set by lb_trainer_request_stop */
     int stopped;        /* the last run ended on request */
+    /* The best validation so far (saved in checkpoints): best_step 0 = none yet. */
+    int64_t best_step;
+    double best_metric;    /* accuracy (classification, higher is better) or MSE (lower) */
+    int64_t evals_since_best;
+    int stopped_early;     /* the last run ended by --patience */
+    int64_t run_steps, run_skipped, skipped_in_row; /* of the last lb_trainer_run */
+    /* The metrics' train row: sums over the steps since the last row (saved in
+     * checkpoints, so a resumed run writes the same rows as an uninterrupted one). */
+    double interval_loss, interval_acc;
+    int64_t interval_steps, interval_acc_steps, interval_skipped;
     lb_dist_state *dist; /* data-parallel replicas (NULL: one process) */
 };
 

@@ -1,0 +1,598 @@
+/* The command line's model options come from one field list: --help, config.json,
+ * gradcheck and checkpoints agree with it, checkpoints written before still load, and
+ * a model without a position table reads sequences of any length. */
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "cli_support.h"
+
+extern char **environ;
+
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* `lookback data` into the work folder; returns the path (static per name). */
+static const char *make_data(const char *name, const char *const *options)
+{
+    static char paths[8][512];
+    static int used;
+    char *path = paths[used++ % 8];
+    snprintf(path, 512, "%s", path_in(name));
+    const char *args[32] = {"data"};
+    int n = 1;
+    while (options[n - 1] && n < 28) {
+        args[n] = options[n - 1];
+        n++;
+    }
+    args[n++] = "-o";
+    args[n++] = path;
+    args[n++] = "--quiet";
+    args[n] = NULL;
+    run_result r = run(args);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    return path;
+}
+
+/* The file the 0.1.0 checkpoints in tests/fixtures were trained on. */
+static const char *spike64(void)
+{
+    static const char *path;
+    static const char *const options[] = {"--task", "spike", "--seq-len", "64", "--train", "64", "--val", "16",
+                                          "--test", "16", NULL};
+    if (!path)
+        path = make_data("spike64.h5", options);
+    return path;
+}
+
+/* Checkpoints written by lookback 0.1.0 evaluate to the figures 0.1.0 printed. */
+static void test_old_checkpoints_evaluate_as_before(void)
+{
+    static const struct {
+        const char *fixture, *line;
+    } cases[] = {
+        {"checkpoint_v1_transformer.h5", "loss 2.5396  accuracy 0.0000  (chance 0.1250)"},
+        {"checkpoint_v1_lstm.h5", "loss 2.1038  accuracy 0.0625  (chance 0.1250)"},
+    };
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"eval", "--checkpoint", lb_fixture_path(cases[i].fixture), "--data", spike64(), NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 0 && contains(r.out, cases[i].line), r);
+        run_free(&r);
+    }
+}
+
+/* Train short, test long: the 0.1.0 transformer (no positions, max_seq_len 1024 in its
+ * attributes) and LSTM evaluate on 1,500-event sequences. */
+static void test_train_short_test_long(void)
+{
+    static const char *const options[] = {"--task", "spike", "--seq-len", "1500", "--train", "4", "--val", "4",
+                                          "--test", "4", NULL};
+    const char *long_file = make_data("spike1500.h5", options);
+    const char *fixtures[] = {"checkpoint_v1_transformer.h5", "checkpoint_v1_lstm.h5"};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"eval", "--checkpoint", lb_fixture_path(fixtures[i]), "--data", long_file, "--json", NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 0 && contains(r.out, "\"examples\":4"), r);
+        run_free(&r);
+    }
+}
+
+/* --help lists each model option with the families that use it and each family's default. */
+static void test_help_from_the_field_list(void)
+{
+    const char *args[] = {"train", "--help", NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 0, r);
+    EXPECT(contains(r.out, "--layers             transformer blocks, LSTM layers or conv layers (default 2; conv 4)"), r);
+    EXPECT(contains(r.out, "--window             keys each query sees, itself included [local] (default 16)"), r);
+    EXPECT(contains(r.out, "--hidden             LSTM hidden_size [lstm] (default 128)"), r);
+    EXPECT(contains(r.out, "--heads              attention heads (d-model must divide by it) [transformer, local] (default 4)"), r);
+    EXPECT(!contains(r.out, "Defaults shown are the transformer's"), r);
+    run_free(&r);
+    const char *gc[] = {"gradcheck", "--help", NULL};
+    r = run(gc);
+    EXPECT(r.code == 0 && contains(r.out, "--hidden") && contains(r.out, "(default 6)") && contains(r.out, "[conv]"), r);
+    EXPECT(!contains(r.out, "--dropout"), r); /* the checked forward pass has no dropout */
+    run_free(&r);
+}
+
+/* config.json holds the options the model uses, not the other families' fields. */
+static void test_config_json_has_only_used_options(void)
+{
+    static const struct {
+        const char *model, *has, *lacks[3];
+    } cases[] = {
+        {"transformer", "\"heads\"", {"\"window\"", "\"hidden\"", "\"kernel\""}},
+        {"lstm", "\"hidden\"", {"\"heads\"", "\"window\"", "\"pos\""}},
+    };
+    for (int i = 0; i < 2; i++) {
+        char dir[512], cfg[600];
+        snprintf(dir, sizeof dir, "%s-%s", path_in("cfg"), cases[i].model);
+        const char *args[] = {"train", "--data", spike64(), "--model", cases[i].model, "--d-model", "8", "--steps", "1",
+                              "--batch", "4", "--eval-examples", "4", "--out", dir, "--quiet", NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 0, r);
+        run_free(&r);
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        char *text = read_all(cfg, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+        CU_ASSERT_TRUE(contains(text, cases[i].has));
+        CU_ASSERT_TRUE(contains(text, "\"d-model\": 8"));
+        for (int k = 0; k < 3; k++)
+            CU_ASSERT_FALSE(contains(text, cases[i].lacks[k]));
+        free(text);
+    }
+}
+
+/* gradcheck takes the same model options, with the same ranges and families. */
+static void test_gradcheck_options_from_the_list(void)
+{
+    const char *wrong_family[] = {"gradcheck", "--model", "lstm", "--window", "3", NULL};
+    run_result r = run(wrong_family);
+    EXPECT(r.code == 2 && one_error_line(&r, "gradcheck") && contains(r.err, "--window does not apply to --model lstm"), r);
+    run_free(&r);
+    const char *range[] = {"gradcheck", "--model", "conv", "--kernel", "0", NULL};
+    r = run(range);
+    EXPECT(r.code == 2 && contains(r.err, "--kernel must be in [1, 1024], got 0"), r);
+    run_free(&r);
+    const char *ok[] = {"gradcheck", "--model", "lstm", "--hidden", "3", "--layers", "1", "--forget-bias", "1", NULL};
+    r = run(ok);
+    EXPECT(r.code == 0 && contains(r.out, "gradcheck lstm: layers 1, d-model 8, hidden 3, forget-bias 1") &&
+               contains(r.out, "parameters passed"), r);
+    run_free(&r);
+}
+
+/* Runs `lookback train` on spike64 with extra arguments (NULL-terminated) into dir. */
+static run_result train_into(const char *dir, const char *const *extra)
+{
+    const char *args[48] = {"train", "--data", spike64(), "--d-model", "8", "--batch", "4", "--eval-examples", "4"};
+    int n = 9;
+    for (int i = 0; extra[i] && n < 44; i++)
+        args[n++] = extra[i];
+    args[n++] = "--out";
+    args[n++] = dir;
+    args[n] = NULL;
+    return run(args);
+}
+
+/* An option the chosen model, optimizer or schedule does not use is refused, naming it
+ * as typed and who uses it; nothing is created. */
+static void test_unused_options_refused(void)
+{
+    static const struct {
+        const char *args[8], *message;
+    } cases[] = {
+        {{"--model", "transformer", "--window", "8", NULL},
+         "--window does not apply to --model transformer (only --model local uses it); drop it"},
+        {{"--window", "8", NULL}, "--window does not apply to --model transformer"},
+        {{"--model", "lstm", "--heads", "2", NULL},
+         "--heads does not apply to --model lstm (only --model transformer and --model local uses it)"},
+        {{"--model", "conv", "--hidden", "8", NULL}, "--hidden does not apply to --model conv (only --model lstm"},
+        {{"--momentum", "0.9", NULL}, "--momentum does not apply to --optim adamw (only --optim sgd uses it)"},
+        {{"--optim", "sgd", "--beta2", "0.9", NULL}, "--beta2 does not apply to --optim sgd"},
+        {{"--schedule", "constant", "--min-lr-ratio", "0.5", NULL}, "--min-lr-ratio does not apply to --schedule constant"},
+        {{"--gamma", "0.5", NULL}, "--gamma does not apply to --schedule cosine (only --schedule step uses it)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s-%zu", path_in("unused"), i);
+        run_result r = train_into(dir, cases[i].args);
+        EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, cases[i].message), r);
+        run_free(&r);
+        CU_ASSERT_FALSE(exists(dir));
+    }
+    /* Where the option is used, it is accepted. */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("used"));
+    const char *ok[] = {"--model", "local", "--window", "8", "--optim", "sgd", "--momentum", "0.9", "--steps", "1", "--quiet", NULL};
+    run_result r = train_into(dir, ok);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+}
+
+/* Two options that set the same thing: refused, whichever way they are given. */
+static void test_duplicate_options_refused(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("dup"));
+    const char *twice[] = {"--lr", "1e-3", "--lr", "3e-3", NULL};
+    run_result r = train_into(dir, twice);
+    EXPECT(r.code == 2 && contains(r.err, "--lr is given twice ('1e-3', then '3e-3'); give it once"), r);
+    run_free(&r);
+    const char *out_twice[] = {"--out", path_in("elsewhere"), NULL};
+    r = train_into(dir, out_twice);
+    EXPECT(r.code == 2 && contains(r.err, "--out is given twice"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(dir));
+    const char *budgets[] = {"compare", "--train", spike64(), "--models", "lstm", "--eval", spike64(), "--out",
+                             path_in("cmp-dup"), "--budget", "5", "--time-budget", "5", NULL};
+    r = run(budgets);
+    EXPECT(r.code == 2 && contains(r.err, "--budget and --time-budget set the same thing"), r);
+    run_free(&r);
+    const char *unused[] = {"compare", "--train", spike64(), "--models", "transformer,lstm", "--eval", spike64(), "--out",
+                            path_in("cmp-unused"), "--kernel", "5", NULL};
+    r = run(unused);
+    EXPECT(r.code == 2 && contains(r.err, "--kernel does not apply"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(path_in("cmp-dup")) || exists(path_in("cmp-unused")));
+}
+
+/* Library field names in messages become the options a user types; contradicting
+ * options are usage errors (exit 2). */
+static void test_messages_name_options(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("msg"));
+    const char *bad[] = {"--heads", "3", NULL};
+    run_result r = train_into(dir, bad);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "--d-model 8 is not divisible by --heads 3") &&
+               !contains(r.err, "d_model") && !contains(r.err, "n_heads"),
+           r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(dir));
+}
+
+/* --config follows the command line's rules: on --resume only the resumable options
+ * may change, and an unused option is refused unless it holds the default. */
+static void test_config_file_same_rules(void)
+{
+    char dir[512], cfg[512], cfg_path[600];
+    snprintf(dir, sizeof dir, "%s", path_in("cfgrun"));
+    snprintf(cfg, sizeof cfg, "%s", path_in("change.json"));
+    const char *first[] = {"--model", "lstm", "--hidden", "8", "--steps", "2", "--quiet", NULL};
+    run_result r = train_into(dir, first);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *lr_change = "{\"lr\": 0.1}";
+    write_all(cfg, lr_change, strlen(lr_change));
+    const char *resume[] = {"train", "--resume", dir, "--config", cfg, "--quiet", NULL};
+    r = run(resume);
+    EXPECT(r.code == 2 && contains(r.err, "change.json: key lr cannot change when resuming"), r);
+    run_free(&r);
+    const char *more_steps = "{\"steps\": 3}";
+    write_all(cfg, more_steps, strlen(more_steps));
+    r = run(resume);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    char *json = read_all(cfg_path, NULL);
+    CU_ASSERT_TRUE(contains(json, "\"steps\": 3"));
+    free(json);
+    /* A file carrying another family's field at its default changes nothing: accepted. */
+    const char *template = "{\"model\": \"transformer\", \"window\": 0, \"steps\": 1}";
+    write_all(cfg, template, strlen(template));
+    char dir2[512];
+    snprintf(dir2, sizeof dir2, "%s", path_in("cfgrun2"));
+    const char *from_file[] = {"--config", cfg, "--quiet", NULL};
+    r = train_into(dir2, from_file);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *set = "{\"model\": \"transformer\", \"window\": 8, \"steps\": 1}";
+    write_all(cfg, set, strlen(set));
+    snprintf(dir2, sizeof dir2, "%s", path_in("cfgrun3"));
+    r = train_into(dir2, from_file);
+    EXPECT(r.code == 2 && contains(r.err, "'window' in ") && contains(r.err, "does not apply to --model transformer"), r);
+    run_free(&r);
+    /* The same family named again keeps what the file set. */
+    const char *hidden = "{\"model\": \"lstm\", \"hidden\": 12, \"steps\": 1}";
+    write_all(cfg, hidden, strlen(hidden));
+    snprintf(dir2, sizeof dir2, "%s", path_in("cfgrun4"));
+    const char *again[] = {"--config", cfg, "--model", "lstm", "--quiet", NULL};
+    r = train_into(dir2, again);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir2);
+    json = read_all(cfg_path, NULL);
+    CU_ASSERT_TRUE(contains(json, "\"hidden\": 12"));
+    free(json);
+}
+
+/* A warm-up longer than the run and a time budget already spent are said. */
+static void test_warmup_and_spent_budget(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("warm"));
+    const char *args[] = {"--model", "lstm", "--steps", "3", "--warmup", "10", "--time-budget", "1000", NULL};
+    run_result r = train_into(dir, args);
+    EXPECT(r.code == 0 && contains(r.err, "--warmup 10 is not shorter than --steps 3"), r);
+    run_free(&r);
+    const char *resume[] = {"train", "--resume", dir, "--steps", "5", "--time-budget", "0.000001", "--quiet", NULL};
+    r = run(resume);
+    EXPECT(r.code == 2 && contains(r.err, "its whole --time-budget of 1e-06 s"), r);
+    run_free(&r);
+}
+
+/* A run killed before its first checkpoint left config.json only: --resume starts it
+ * from step 0, and a new run may take the folder over; a folder in use says so. */
+static void test_folder_left_by_a_kill(void)
+{
+    char dir[512], ck[600], lock[600];
+    snprintf(dir, sizeof dir, "%s", path_in("killed"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    const char *args[] = {"--model", "lstm", "--steps", "2", "--quiet", NULL};
+    run_result r = train_into(dir, args);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    unlink(ck); /* as a kill before the first checkpoint leaves it */
+    const char *resume[] = {"train", "--resume", dir, NULL};
+    r = run(resume);
+    EXPECT(r.code == 0 && contains(r.err, "stopped before its first checkpoint") && contains(r.err, "from step 0") &&
+               contains(r.err, "steps 0..2"),
+           r);
+    run_free(&r);
+    CU_ASSERT_TRUE(exists(ck));
+    unlink(ck);
+    r = train_into(dir, args);
+    EXPECT(r.code == 0 && contains(r.err, "a new run takes the folder over"), r);
+    run_free(&r);
+    /* Another process holds the folder: in use, naming it, not "no checkpoint". */
+    unlink(ck);
+    int fd = open(lock, O_RDWR);
+    CU_ASSERT_TRUE_FATAL(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    CU_ASSERT_TRUE(ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) == len);
+    r = run(resume);
+    pid[len - 1] = '\0';
+    EXPECT(r.code == 1 && contains(r.err, "in use by a running lookback process (pid ") && contains(r.err, pid), r);
+    run_free(&r);
+    close(fd);
+}
+
+/* SIGTERM stops a run with a checkpoint and exit status 128 + 15. */
+static void test_sigterm_exit_status(void)
+{
+    char dir[512], ck[600];
+    snprintf(dir, sizeof dir, "%s", path_in("term"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    const char *argv[] = {LB_LOOKBACK_BIN, "train", "--data", spike64(), "--model", "lstm", "--hidden", "8",
+                          "--d-model", "8", "--batch", "4", "--steps", "1000000", "--checkpoint-every", "2",
+                          "--threads", "1", "--out", dir, "--quiet", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    CU_ASSERT_EQUAL_FATAL(posix_spawn(&pid, LB_LOOKBACK_BIN, &fa, NULL, (char *const *)argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    for (int i = 0; i < 3000 && !exists(ck); i++)
+        usleep(10000);
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 143);
+}
+
+/* A run folder written by 0.1.0 (config.json with every option, checkpoint.h5)
+ * resumes: the other families' fields it records hold their defaults. */
+static void test_old_run_folder_resumes(void)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s", path_in("old-run"));
+    mkdir(dir, 0777);
+    size_t size;
+    char *ck = read_all(lb_fixture_path("checkpoint_v1_lstm.h5"), &size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ck);
+    snprintf(path, sizeof path, "%s/checkpoint.h5", dir);
+    write_all(path, ck, size);
+    free(ck);
+    char *cfg = read_all(lb_fixture_path("config_v1_lstm.json"), NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+    char *at = strstr(cfg, "\"DATA\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s\"%s\"%s", (int)(at - cfg), cfg, spike64(), at + 6);
+    free(cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_all(path, text, strlen(text));
+    const char *resume[] = {"train", "--resume", dir, "--steps", "4", "--eval-every", "2", NULL};
+    run_result r = run(resume);
+    EXPECT(r.code == 0 && contains(r.err, "steps 2..4"), r);
+    run_free(&r);
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    char *metrics = read_all(path, NULL);
+    CU_ASSERT_TRUE(contains(metrics, "\n4,val,"));
+    free(metrics);
+}
+
+/* One check decides whether a checkpoint fits a data file, before any work, in eval
+ * and compare alike: the task, inputs, regression vs classification, and the length
+ * only for learned positions. */
+static void test_checkpoint_data_compatibility(void)
+{
+    char dir[512], ck[600];
+    snprintf(dir, sizeof dir, "%s", path_in("compat"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    const char *args[] = {"--model", "transformer", "--heads", "2", "--pos", "learned", "--steps", "1", "--quiet", NULL};
+    run_result r = train_into(dir, args);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    /* Same vocabulary size and classes, another task: refused, naming both. */
+    static const char *const local_opts[] = {"--task", "local", "--seq-len", "64", "--train", "8", "--val", "8",
+                                             "--test", "8", NULL};
+    const char *local = make_data("local64.h5", local_opts);
+    const char *eval_local[] = {"eval", "--checkpoint", ck, "--data", local, NULL};
+    r = run(eval_local);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") &&
+               contains(r.err, "holds the local task but the model was trained on the spike task"),
+           r);
+    run_free(&r);
+    /* Learned positions: a table of max(1024, 64) rows; longer files are refused by name. */
+    static const char *const long_opts[] = {"--task", "spike", "--seq-len", "1500", "--train", "4", "--val", "4",
+                                            "--test", "4", NULL};
+    const char *long_file = make_data("spike1500b.h5", long_opts);
+    const char *eval_long[] = {"eval", "--checkpoint", ck, "--data", long_file, NULL};
+    r = run(eval_long);
+    EXPECT(r.code == 1 && contains(r.err, "sequences of 1500 positions are longer than the model's --pos learned "
+                                          "table of 1024 positions"),
+           r);
+    run_free(&r);
+    /* compare refuses the same before training anything. */
+    char out[512];
+    snprintf(out, sizeof out, "%s", path_in("compat-cmp"));
+    const char *cmp[] = {"compare", "--train", spike64(), "--models", "transformer", "--pos", "learned", "--eval",
+                         long_file, "--out", out, "--budget", "30", NULL};
+    r = run(cmp);
+    EXPECT(r.code == 1 && contains(r.err, "--pos learned table of 1024 positions") && !contains(r.err, "training"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(out));
+    /* Regression vs classification, inputs: a 0.1.0 checkpoint (no task recorded) on the adding task. */
+    static const char *const adding_opts[] = {"--task", "adding", "--seq-len", "32", "--train", "8", "--val", "8",
+                                              "--test", "8", NULL};
+    const char *adding = make_data("adding32.h5", adding_opts);
+    const char *eval_adding[] = {"eval", "--checkpoint", lb_fixture_path("checkpoint_v1_lstm.h5"), "--data", adding, NULL};
+    r = run(eval_adding);
+    EXPECT(r.code == 1 && contains(r.err, "real-valued features but the model reads tokens"), r);
+    run_free(&r);
+}
+
+/* The rate in the last progress line ("step N (P%, R/s, ...") of stderr, or -1. */
+static double last_rate(const char *err)
+{
+    double rate = -1;
+    for (const char *p = err ? strstr(err, ": step ") : NULL; p; p = strstr(p + 1, ": step ")) {
+        const char *comma = strstr(p, "%, ");
+        if (comma)
+            rate = strtod(comma + 3, NULL);
+    }
+    return rate;
+}
+
+/* After --resume the rate counts only this process's steps: resuming 200 steps for one
+ * more step must not report 201 steps' worth of speed. */
+static void test_rate_after_resume(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("rate"));
+    const char *args[] = {"--model", "lstm", "--hidden", "8", "--steps", "200", "--eval-every", "200", "--threads", "1",
+                          NULL};
+    run_result r = train_into(dir, args);
+    double first = last_rate(r.err);
+    EXPECT(r.code == 0 && first > 0, r);
+    run_free(&r);
+    const char *resume[] = {"train", "--resume", dir, "--steps", "201", NULL};
+    r = run(resume);
+    double again = last_rate(r.err);
+    EXPECT(r.code == 0 && again > 0 && again < 20 * first, r);
+    if (again >= 20 * first)
+        fprintf(stderr, "\n  rate %.1f/s before, %.1f/s after resuming one step\n", first, again);
+    run_free(&r);
+}
+
+/* config.json records what the run resolved: the thread count, version, commit, and the
+ * data file's task and checksum; the run resumes with it. */
+static void test_config_records_resolved_values(void)
+{
+    char dir[512], cfg[600];
+    snprintf(dir, sizeof dir, "%s", path_in("record"));
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    const char *args[] = {"--model", "lstm", "--steps", "1", "--threads", "0", "--quiet", NULL};
+    run_result r = train_into(dir, args);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    size_t size;
+    unsigned char *bytes = (unsigned char *)read_all(spike64(), &size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
+    char crc[64], length[64];
+    snprintf(crc, sizeof crc, "\"data_crc32\": \"%08lx\"", (unsigned long)crc32(crc32(0L, Z_NULL, 0), bytes, (uInt)size));
+    snprintf(length, sizeof length, "\"data_bytes\": %zu", size);
+    free(bytes);
+    char *json = read_all(cfg, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(json);
+    CU_ASSERT_TRUE(contains(json, "\"threads\": 0")); /* the option as given */
+    CU_ASSERT_TRUE(contains(json, "\"run\": {"));
+    CU_ASSERT_TRUE(contains(json, "\"threads\": 2")); /* resolved: OMP_NUM_THREADS of the test */
+    CU_ASSERT_TRUE(contains(json, "\"version\": \"0.1.0\""));
+    CU_ASSERT_TRUE(contains(json, "\"commit\": \""));
+    CU_ASSERT_TRUE(contains(json, "\"data_task\": \"spike\""));
+    CU_ASSERT_TRUE(contains(json, crc));
+    CU_ASSERT_TRUE(contains(json, length));
+    free(json);
+    const char *resume[] = {"train", "--resume", dir, "--steps", "2", "--quiet", NULL};
+    r = run(resume);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+}
+
+/* The number after `key` in text (e.g. "\"baseline_mse\":"), or NAN. */
+static double number_after(const char *text, const char *key)
+{
+    const char *p = text ? strstr(text, key) : NULL;
+    return p ? strtod(p + strlen(key), NULL) : NAN;
+}
+
+/* Regression reports show the mean-predictor baseline where chance would be, and
+ * eval --json carries every figure the text prints (baseline and chance included). */
+static void test_reports_carry_baselines(void)
+{
+    static const char *const adding_opts[] = {"--task", "adding", "--seq-len", "24", "--train", "64", "--val", "16",
+                                              "--test", "64", NULL};
+    const char *adding = make_data("adding24.h5", adding_opts);
+    char out[512], ck[600];
+    snprintf(out, sizeof out, "%s", path_in("cmp-add"));
+    snprintf(ck, sizeof ck, "%s/lstm/checkpoint.h5", out);
+    const char *cmp[] = {"compare", "--train", adding, "--models", "lstm", "--eval", adding, "--out", out, "--budget",
+                         "0", "--steps", "2", "--batch", "4", "--hidden", "8", "--d-model", "8", "--quiet", NULL};
+    run_result r = run(cmp);
+    EXPECT(r.code == 0 && contains(r.out, "predict mean"), r);
+    run_free(&r);
+    const char *text[] = {"eval", "--checkpoint", ck, "--data", adding, NULL};
+    r = run(text);
+    double printed = number_after(r.out, "(predicting the mean of these targets: ");
+    EXPECT(r.code == 0 && printed > 0.1 && printed < 0.25, r); /* about 1/6 */
+    run_free(&r);
+    const char *json[] = {"eval", "--checkpoint", ck, "--data", adding, "--json", NULL};
+    r = run(json);
+    double in_json = number_after(r.out, "\"baseline_mse\":");
+    EXPECT(r.code == 0 && fabs(in_json - printed) < 1e-6, r);
+    run_free(&r);
+    char summary[600];
+    snprintf(summary, sizeof summary, "%s/summary.json", out);
+    char *sum = read_all(summary, NULL);
+    CU_ASSERT_TRUE(fabs(number_after(sum, "\"baseline_mse\": ") - printed) < 1e-4);
+    free(sum);
+    /* Classification: the chance level printed is in the JSON too. */
+    const char *cls[] = {"eval", "--checkpoint", lb_fixture_path("checkpoint_v1_lstm.h5"), "--data", spike64(),
+                         "--json", NULL};
+    r = run(cls);
+    EXPECT(r.code == 0 && contains(r.out, "\"chance\":0.125"), r);
+    run_free(&r);
+}
+
+int main(void)
+{
+    snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_options_%d", (int)getpid());
+    mkdir(work_dir, 0777);
+    const lb_test_case cases[] = {
+        {"checkpoints written by 0.1.0 evaluate as before", test_old_checkpoints_evaluate_as_before},
+        {"train short, test long: no length limit without a position table", test_train_short_test_long},
+        {"--help comes from the field list (families, per-family defaults)", test_help_from_the_field_list},
+        {"config.json holds only the options the model uses", test_config_json_has_only_used_options},
+        {"gradcheck's model options come from the field list", test_gradcheck_options_from_the_list},
+        {"options the model, optimizer or schedule do not use are refused", test_unused_options_refused},
+        {"options given twice, or two setting one thing, are refused", test_duplicate_options_refused},
+        {"messages name options as typed; contradictions exit 2", test_messages_name_options},
+        {"--config follows the command line's rules, also on --resume", test_config_file_same_rules},
+        {"a warm-up longer than the run and a spent time budget are said", test_warmup_and_spent_budget},
+        {"run folders a kill left behind: resume from 0, take over, in use", test_folder_left_by_a_kill},
+        {"SIGTERM: checkpoint and exit status 143", test_sigterm_exit_status},
+        {"a run folder written by 0.1.0 resumes", test_old_run_folder_resumes},
+        {"one check of checkpoint and data file, before any work", test_checkpoint_data_compatibility},
+        {"after --resume the rate counts this process's steps only", test_rate_after_resume},
+        {"config.json records threads, version, commit, data task and checksum", test_config_records_resolved_values},
+        {"regression baselines in tables; eval --json carries every figure", test_reports_carry_baselines},
+        {NULL, NULL},
+    };
+    int rc = lb_test_main("cli_options", cases);
+    remove_tree(work_dir);
+    return rc;
+}
