@@ -1,10 +1,10 @@
 /* Data-parallel scaling of the W2 training step (bench/run_distributed runs it with 1
  * and 2 processes and prints the table; see docs/distributed.md).
  *
- *   mpirun -np N bench_distributed DATA.h5 [--reps R] [--warmup W] [--bucket-bytes BYTES]
+ *   mpirun -np N bench_distributed DATA.h5 [--batch B] [--reps R] [--warmup W] [--bucket-bytes BYTES]
  *
  * The model is W2's (bench_lookback.c): a 2-layer pre-norm causal transformer, d_model
- * 64, 4 heads, d_ff 256, a linear head on every position; global batch B=16 of T=1024
+ * 64, 4 heads, d_ff 256, a linear head on every position; global batch B=16 (--batch) of T=1024
  * positions from DATA.h5 (a recall file, bench/run_distributed writes it), AdamW, one
  * thread per process. Each step goes through lb_trainer_step, so with N > 1 it includes
  * the loader's shard, the gradient allreduce and the step agreement. Rank 0 prints one
@@ -41,10 +41,11 @@ static double median(double *v, int n)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: mpirun -np N bench_distributed DATA.h5 [--reps R] [--warmup W] [--bucket-bytes B]\n");
+        fprintf(stderr, "usage: mpirun -np N bench_distributed DATA.h5 [--batch B] [--reps R] [--warmup W] "
+                        "[--bucket-bytes BYTES]\n");
         return 2;
     }
-    int reps = 5, warmup = 1;
+    int reps = 5, warmup = 1, batch = 16;
     lb_dist_config dc;
     lb_dist_config_default(&dc);
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -52,11 +53,13 @@ int main(int argc, char **argv)
             reps = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--warmup") == 0)
             warmup = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--batch") == 0)
+            batch = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--bucket-bytes") == 0)
             dc.bucket_bytes = atoll(argv[i + 1]);
     }
-    if (reps < 1 || reps > 1000 || warmup < 0) {
-        fprintf(stderr, "bench_distributed: --reps must be in [1, 1000] and --warmup >= 0\n");
+    if (reps < 1 || reps > 1000 || warmup < 0 || batch < 1) {
+        fprintf(stderr, "bench_distributed: --reps must be in [1, 1000], --warmup >= 0 and --batch >= 1\n");
         return 2;
     }
     lb_keep_freed_memory();
@@ -84,7 +87,7 @@ int main(int argc, char **argv)
     lb_train_config tc;
     lb_train_config_default(&tc);
     tc.steps = warmup + reps;
-    tc.batch_size = 16;
+    tc.batch_size = batch;
     tc.threads = 1;
     lb_model *model = data ? lb_model_new(&mc) : NULL;
     lb_trainer *t = model ? lb_trainer_new(model, data, &tc) : NULL;
@@ -134,10 +137,10 @@ int main(int argc, char **argv)
     }
 #endif
     if (lb_dist_rank() == 0)
-        printf("{\"impl\":\"lookback\",\"workload\":\"W2-dp\",\"processes\":%d,\"threads\":1,\"reps\":%d,"
+        printf("{\"impl\":\"lookback\",\"workload\":\"W2-dp\",\"processes\":%d,\"batch\":%d,\"threads\":1,\"reps\":%d,"
                "\"median_s\":%.6f,\"tokens_per_s\":%.1f,\"params\":%lld,\"bytes_reduced_per_step\":%lld,"
                "\"buckets\":%lld,\"allreduce_median_s\":%.6f,\"allreduce_alone_s\":%.6f}\n",
-               lb_dist_size(), reps, step_median, (double)tokens / step_median,
+               lb_dist_size(), batch, reps, step_median, (double)tokens / step_median,
                (long long)lb_params_numel(lb_model_params(model)), (long long)ds.bytes_per_step,
                (long long)ds.buckets, comm_median, alone_median);
     free(step);

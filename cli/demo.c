@@ -3,11 +3,15 @@
  * metrics, plots). The demo is compare with its data and models chosen: attention
  * versus the LSTM on a clue from about 100, 1,000 and 7,000 events back. */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "data/tasks.h"
 #include "cli/cli.h"
@@ -413,7 +417,8 @@ static void compare_usage(FILE *out)
           "Trains each model (transformer, local, lstm, conv; a name may repeat as name=kind, e.g.\n"
           "big=transformer) on the train file with the same options and time budget, evaluates each\n"
           "on the test split of every evaluation file, prints one table and writes DIR/summary.json,\n"
-          "one run folder per model and the plots.\n"
+          "one run folder per model and the plots. Under mpirun -np N the models are shared out\n"
+          "over the N processes (model i on process i mod N) and process 0 writes the report.\n"
           "\n"
           "  --budget SECONDS   training time per model (default 60; 0 = until --steps); the same as\n"
           "                     --time-budget, so give one of them\n"
@@ -547,19 +552,9 @@ typedef struct demo_file {
 } demo_file;
 
 /* Generates the file unless a valid one with the same name is cached. */
-static lb_status ensure_demo_file(const char *dir, const demo_file *f, uint64_t seed, char *path, size_t size, int quiet)
+/* The generator options of a demo file. */
+static lb_task_options demo_options(const demo_file *f, uint64_t seed)
 {
-    if (snprintf(path, size, "%s/%s.h5", dir, f->name) >= (int)size)
-        return lb_error(LB_ERR_VALUE, "data folder path too long: %s", dir);
-    if (lb_cli_exists(path)) {
-        lb_dataset *ds = lb_dataset_open(path);
-        if (ds) {
-            lb_dataset_close(ds);
-            return LB_OK;
-        }
-        if (!quiet)
-            fprintf(stderr, "regenerating %s: %s\n", path, lb_last_error());
-    }
     lb_task_options o;
     lb_task_options_default(LB_TASK_SPIKE, &o);
     o.seq_len = f->seq_len;
@@ -569,10 +564,78 @@ static lb_status ensure_demo_file(const char *dir, const demo_file *f, uint64_t 
     o.n_val = f->n_val;
     o.n_test = f->n_test;
     o.seed = seed;
+    return o;
+}
+
+/* "" when a cached file was made with options `want` (read from the file's own
+ * attributes), else what differs, e.g. "seq_len 64, not 256". */
+static void cache_mismatch(const lb_dataset *ds, const lb_task_options *want, char *why, size_t size)
+{
+    const lb_task_options *got = lb_dataset_options(ds);
+    why[0] = '\0';
+    if (lb_dataset_task(ds) != want->task)
+        snprintf(why, size, "task %s, not %s", lb_task_name(lb_dataset_task(ds)), lb_task_name(want->task));
+#define SAME(field)                                                                                              \
+    else if (got->field != want->field) snprintf(why, size, #field " %lld, not %lld", (long long)got->field,      \
+                                                 (long long)want->field)
+    SAME(seq_len);
+    SAME(min_distance);
+    SAME(max_distance);
+    SAME(n_train);
+    SAME(n_val);
+    SAME(n_test);
+    SAME(seed);
+    SAME(readings);
+    SAME(noise_types);
+    SAME(sensors);
+#undef SAME
+}
+
+/* Generates the file unless a valid one made with the same options is cached. */
+static lb_status ensure_demo_file(const char *dir, const demo_file *f, uint64_t seed, char *path, size_t size, int quiet)
+{
+    if (snprintf(path, size, "%s/%s.h5", dir, f->name) >= (int)size)
+        return lb_error(LB_ERR_VALUE, "data folder path too long: %s", dir);
+    lb_task_options o = demo_options(f, seed);
+    if (lb_cli_exists(path)) {
+        lb_dataset *ds = lb_dataset_open(path);
+        char why[160] = "";
+        if (ds)
+            cache_mismatch(ds, &o, why, sizeof why);
+        lb_dataset_close(ds);
+        if (ds && !why[0])
+            return LB_OK;
+        /* Said even with --quiet: a file the user may have put there is replaced. */
+        fprintf(stderr, "regenerating %s: %s\n", path, ds ? why : lb_last_error());
+    }
     if (!quiet)
         fprintf(stderr, "generating %s (spike, seq_len %lld, clue %lld..%lld events back)\n", path,
                 (long long)f->seq_len, (long long)f->min_distance, (long long)f->max_distance);
     return lb_task_generate(&o, path, NULL, NULL);
+}
+
+/* An exclusive lock on the data cache (DIR/.lock) while the demo checks and makes its
+ * files: a second demo on the same cache waits, saying so, and then finds them made.
+ * Returns the descriptor (kept until the process ends) or -1 with an error. */
+static int lock_cache(const char *dir, int quiet)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        lb_error(LB_ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (!quiet)
+            fprintf(stderr, "waiting for another lookback demo that is preparing the data in %s\n", dir);
+        if (flock(fd, LOCK_EX) != 0) {
+            close(fd);
+            lb_error(LB_ERR_IO, "%s: cannot lock: %s", path, strerror(errno));
+            return -1;
+        }
+    }
+    return fd;
 }
 
 /* Picks spec's learning rate from {3e-3, 1e-3, 3e-4} by validation accuracy after
@@ -617,10 +680,13 @@ static void demo_usage(FILE *out)
           "100, 1,000 and 7,000 events back. A second LSTM trained on short sequences shows the\n"
           "baseline works when the clue is near.\n"
           "\n"
-          "  --out DIR         report folder (default lookback-demo; must not hold a report)\n"
+          "  --out DIR         report folder (default lookback-demo, or lookback-demo-quick with\n"
+          "                    --quick; must not hold a report)\n"
           "  --budget SECONDS  training time per model (default 45; --quick 8); each LSTM's\n                    learning-rate search takes 3/4 of it again\n"
           "  --quick           a smaller version for smoke tests (under a minute)\n"
-          "  --data-dir DIR    where the generated data is cached (default ~/.cache/lookback/demo)\n"
+          "  --data-dir DIR    where the generated data is cached (default ~/.cache/lookback/demo,\n"
+          "                    demo-quick for --quick); a cached file made with other options is\n"
+          "                    regenerated, and a second demo on the same cache waits for the first\n"
           "  --threads N       threads (default OMP_NUM_THREADS or all processors)\n"
           "  --quiet           no progress display\n",
           out);
@@ -628,7 +694,7 @@ static void demo_usage(FILE *out)
 
 int lb_cli_demo(int argc, char **argv)
 {
-    const char *cmd = "demo", *out_dir = "lookback-demo", *data_dir_opt = NULL;
+    const char *cmd = "demo", *out_dir = NULL, *data_dir_opt = NULL;
     double budget = -1;
     int64_t threads = 0;
     int quick = 0, quiet = 0, c;
@@ -660,6 +726,8 @@ int lb_cli_demo(int argc, char **argv)
         return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
     if (budget < 0)
         budget = quick ? 8 : 45;
+    if (!out_dir) /* --quick and the full demo keep their reports apart */
+        out_dir = quick ? "lookback-demo-quick" : "lookback-demo";
     int code = check_out_dir(cmd, out_dir);
     if (code >= 0)
         return code;
@@ -674,6 +742,9 @@ int lb_cli_demo(int argc, char **argv)
     else
         snprintf(data_dir, sizeof data_dir, "%s/.cache/lookback/demo%s", home && *home ? home : ".", quick ? "-quick" : "");
     if (lb_cli_mkdir(data_dir) != LB_OK)
+        return lb_cli_fail(cmd);
+    int cache_lock = lock_cache(data_dir, quiet);
+    if (cache_lock < 0)
         return lb_cli_fail(cmd);
     const int64_t n_eval = quick ? 64 : 200;
     const demo_file files[] = {

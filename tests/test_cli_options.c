@@ -568,6 +568,69 @@ static void test_reports_carry_baselines(void)
     run_free(&r);
 }
 
+/* Starts `lookback demo --quick --data-dir dir --out out` with stderr into err_path. */
+static pid_t start_demo(const char *dir, const char *out, const char *err_path)
+{
+    const char *argv[] = {LB_LOOKBACK_BIN, "demo", "--quick", "--data-dir", dir, "--out", out, "--threads", "1", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    if (posix_spawn(&pid, LB_LOOKBACK_BIN, &fa, NULL, (char *const *)argv, environ) != 0)
+        pid = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+}
+
+/* Waits up to `seconds` for `text` in the file; returns 1 when it appeared. */
+static int wait_for_text(const char *path, const char *text, int seconds)
+{
+    for (int i = 0; i < seconds * 20; i++) {
+        char *got = read_all(path, NULL);
+        int found = contains(got, text);
+        free(got);
+        if (found)
+            return 1;
+        usleep(50000);
+    }
+    return 0;
+}
+
+/* The demo's data cache: a cached file made with other options is regenerated (read
+ * from the file's own attributes), and a second demo on the same cache waits. */
+static void test_demo_cache(void)
+{
+    char dir[512], cached[600], err_a[512], err_b[512];
+    snprintf(dir, sizeof dir, "%s", path_in("demo-cache"));
+    mkdir(dir, 0777);
+    snprintf(cached, sizeof cached, "%s/train.h5", dir);
+    snprintf(err_a, sizeof err_a, "%s", path_in("demo-a.err"));
+    snprintf(err_b, sizeof err_b, "%s", path_in("demo-b.err"));
+    const char *other[] = {"data", "--task", "spike", "--seq-len", "64", "--train", "8", "--val", "8", "--test", "8",
+                           "-o", cached, "--quiet", NULL};
+    run_result r = run(other);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    pid_t a = start_demo(dir, path_in("demo-out-a"), err_a);
+    CU_ASSERT_TRUE_FATAL(a > 0);
+    char expect[700];
+    snprintf(expect, sizeof expect, "regenerating %s: seq_len 64, not 256", cached);
+    CU_ASSERT_TRUE(wait_for_text(err_a, expect, 30));
+    pid_t b = start_demo(dir, path_in("demo-out-b"), err_b);
+    CU_ASSERT_TRUE(b > 0);
+    CU_ASSERT_TRUE(wait_for_text(err_b, "waiting for another lookback demo that is preparing the data in", 30));
+    kill(a, SIGKILL);
+    kill(b, SIGKILL);
+    waitpid(a, NULL, 0);
+    waitpid(b, NULL, 0);
+    /* --quick and the full demo report into different folders by default. */
+    const char *help[] = {"demo", "--help", NULL};
+    r = run(help);
+    EXPECT(r.code == 0 && contains(r.out, "lookback-demo-quick with"), r);
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_options_%d", (int)getpid());
@@ -590,6 +653,7 @@ int main(void)
         {"after --resume the rate counts this process's steps only", test_rate_after_resume},
         {"config.json records threads, version, commit, data task and checksum", test_config_records_resolved_values},
         {"regression baselines in tables; eval --json carries every figure", test_reports_carry_baselines},
+        {"the demo regenerates cached files made otherwise; a second demo waits", test_demo_cache},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_options", cases);

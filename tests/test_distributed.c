@@ -178,15 +178,16 @@ static void test_equivalence(void) { check_equivalence(1); }
 static void test_equivalence_micro_batches(void) { check_equivalence(2); }
 
 /* Trains 5 steps (distributed or not), saves on rank 0, continues to STEPS in a new
- * trainer (distributed or not) and returns the largest difference from one process. */
-static double stop_and_resume(int first_distributed, int second_distributed)
+ * trainer (distributed or not) and returns the largest difference from a run straight
+ * to STEPS (distributed when ref_distributed). */
+static double stop_and_resume(int first_distributed, int second_distributed, int ref_distributed)
 {
     char ckpt[400];
     snprintf(ckpt, sizeof ckpt, "%s/half.h5", paths.dir);
     replica ref, first, second;
     lb_step_stats s;
     double diff = INFINITY;
-    if (!replica_new(&ref, 1, 0, 0) || lb_trainer_run(ref.trainer, NULL, NULL, NULL, NULL) != LB_OK ||
+    if (!replica_new(&ref, 1, ref_distributed, 0) || lb_trainer_run(ref.trainer, NULL, NULL, NULL, NULL) != LB_OK ||
         !replica_new(&first, 1, first_distributed, 0))
         return diff;
     for (int i = 0; i < 5; i++)
@@ -210,11 +211,13 @@ static double stop_and_resume(int first_distributed, int second_distributed)
 }
 
 /* Stopping at step 5 with one rank count and continuing with another gives the run
- * of one process. */
+ * of one process; continuing with the same ranks gives their uninterrupted run exactly. */
 static void test_resume_with_other_rank_count(void)
 {
-    CU_ASSERT_TRUE(stop_and_resume(1, 0) <= 1e-6);
-    CU_ASSERT_TRUE(stop_and_resume(0, 1) <= 1e-6);
+    CU_ASSERT_TRUE(stop_and_resume(1, 0, 0) <= 1e-6);
+    CU_ASSERT_TRUE(stop_and_resume(0, 1, 0) <= 1e-6);
+    /* with the same number of ranks, bit for bit */
+    CU_ASSERT_EQUAL(stop_and_resume(1, 1, 1), 0.0);
 }
 
 /* A rank whose parameters drift is caught at the next check, naming the step and rank. */
@@ -281,7 +284,7 @@ int main(void)
     static const lb_test_case cases[] = {
         {"2 ranks equal 1 process (parameters, metrics)", test_equivalence},
         {"2 ranks x 2 micro-batches equal 1 process", test_equivalence_micro_batches},
-        {"resume with another number of ranks", test_resume_with_other_rank_count},
+        {"resume with the same or another number of ranks", test_resume_with_other_rank_count},
         {"divergence caught, naming step and rank", test_divergence_is_caught},
         {"batch not divisible, options differ", test_bad_setups},
         {"whole items gathered from their ranks", test_gather_items},

@@ -112,11 +112,6 @@ lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_tas
     return LB_OK;
 }
 
-lb_status lb_check_data_fits(const lb_model *model, const lb_dataset *data)
-{
-    return lb_model_data_check(lb_model_get_config(model), NULL, data);
-}
-
 /* A view of examples [start, start + count) of a batch. */
 static lb_batch batch_part(const lb_batch *b, int64_t start, int64_t count, lb_tensor **features_view)
 {

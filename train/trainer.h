@@ -83,10 +83,6 @@ typedef struct lb_eval_result {
 lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
                       int64_t batch_size, int n_bins, lb_eval_result *out, lb_tensor **attention_out);
 
-/* Whether `data` fits `model`: lb_model_data_check(lb_model_get_config(model), NULL,
- * data), without the task check (see lb_model_data_check). */
-lb_status lb_check_data_fits(const lb_model *model, const lb_dataset *data);
-
 /* Statistics of one optimizer step. */
 typedef struct lb_step_stats {
     int64_t step;        /* steps completed after this one */
