@@ -88,6 +88,13 @@ void lb_cli_run_set_data_parallel(int on);
  * message on error. */
 typedef struct lb_model lb_model;
 lb_model *lb_cli_load_model(const char *checkpoint);
+/* 1 when the model has attention layers (transformer, local attention), 0 otherwise. */
+struct lb_model_config;
+int lb_cli_has_attention(const struct lb_model_config *mc);
+/* --max-context N (N > 0) bounds the key-value cache of an attention model's streaming
+ * state; a checkpoint of another family (LSTM, conv) has no such cache, so the option is
+ * refused rather than ignored: LB_ERR_VALUE naming the checkpoint and its model kind. */
+lb_status lb_cli_check_max_context(const char *checkpoint, const struct lb_model_config *mc, int64_t max_context);
 
 /* Monotonic seconds. */
 double lb_cli_now(void);

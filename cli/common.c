@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "data/output.h"
+#include "layers/model.h"
 #include "tensor/threads.h"
 #include "train/distributed.h"
 #include "cli/cli.h"
@@ -259,4 +260,18 @@ lb_model *lb_cli_load_model(const char *checkpoint)
         return NULL;
     }
     return model;
+}
+
+int lb_cli_has_attention(const struct lb_model_config *mc)
+{
+    return mc->kind == LB_MODEL_TRANSFORMER || mc->kind == LB_MODEL_LOCAL;
+}
+
+lb_status lb_cli_check_max_context(const char *checkpoint, const struct lb_model_config *mc, int64_t max_context)
+{
+    if (max_context > 0 && !lb_cli_has_attention(mc))
+        return lb_error(LB_ERR_VALUE,
+                        "--max-context: %s holds a %s model, which keeps no attention cache to bound (drop the option)",
+                        checkpoint, lb_model_kind_name(mc->kind));
+    return LB_OK;
 }

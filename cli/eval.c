@@ -214,7 +214,7 @@ int lb_cli_eval(int argc, char **argv)
     lb_model_config mc;
     if (lb_checkpoint_read_model_config(ck, &mc) != LB_OK)
         return lb_cli_fail(cmd);
-    if (attention_out && mc.kind != LB_MODEL_TRANSFORMER && mc.kind != LB_MODEL_LOCAL)
+    if (attention_out && !lb_cli_has_attention(&mc))
         return lb_cli_error(cmd, 1, "--attention-out: %s holds a %s model, which has no attention weights", ck,
                             lb_model_kind_name(mc.kind));
     char task[64];

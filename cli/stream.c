@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "layers/stream.h"
@@ -180,17 +181,24 @@ int lb_cli_stream(int argc, char **argv)
     stream_run r = {NULL, mc, every, 0, 0, json};
     lb_stream_options so = {0, max_context, 0};
     FILE *in = strcmp(input, "-") == 0 ? stdin : fopen(input, "r");
+    struct stat sb;
     if (mc->vocab_size == 0) {
         code = lb_cli_error(cmd, 1, "%s: the model reads real-valued features, but stream reads token ids", ck);
+    } else if (lb_cli_check_max_context(ck, mc, max_context) != LB_OK) {
+        code = lb_cli_fail(cmd);
     } else if (!in) {
         code = lb_cli_error(cmd, 1, "%s: cannot open: %s", input, strerror(errno));
+    } else if (fstat(fileno(in), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        code = lb_cli_error(cmd, 1, "%s: is a folder, not a file of token ids", input);
     } else if (!(r.state = lb_model_state_new(model, 1, &so))) {
         code = lb_cli_fail(cmd);
     } else {
         code = stream_read(&r, in, strcmp(input, "-") == 0 ? "standard input" : input, strict);
-        fprintf(stderr, "lookback stream: %lld events, %lld bad ids skipped; state %zu bytes (%zu allocated)\n",
-                (long long)r.events, (long long)r.skipped, lb_model_state_bytes(r.state, 0),
-                lb_model_state_allocated(r.state));
+        /* The summary follows a complete read only: a failure is its one error line. */
+        if (code == 0)
+            fprintf(stderr, "lookback stream: %lld events, %lld bad ids skipped; state %zu bytes (%zu allocated)\n",
+                    (long long)r.events, (long long)r.skipped, lb_model_state_bytes(r.state, 0),
+                    lb_model_state_allocated(r.state));
     }
     if (in && in != stdin)
         fclose(in);
