@@ -30,6 +30,7 @@
 #include "data/output.h"
 #include "data/tasks.h"
 #include "layers/conv.h"
+#include "layers/stream.h"
 
 enum { MAX_TESTS = 4, MAX_LRS = 3, MAX_SEEDS = 16, CONV_KERNEL = 3 };
 
@@ -98,6 +99,9 @@ static char *study_path(const lb_study *s, char *buf, size_t size, const char *f
     va_end(ap);
     return lb_cli_path(buf, size, s->out, rel);
 }
+
+/* When the running job started (lb_study_run_job), for its "job_seconds". */
+static double job_start;
 
 /* Writes root (the caller keeps its reference) through lb_cli_write_json. */
 static lb_status write_json(json_object *root, const char *path)
@@ -432,6 +436,7 @@ static lb_status run_data_job(lb_study *s, const job *j)
         return st;
     json_object *r = json_object_new_object();
     json_object_object_add(r, "task", json_object_new_string(task->name));
+    json_object_object_add(r, "job_seconds", json_object_new_double(lb_cli_now() - job_start));
     st = write_json(r, job_result_path(s, j, path, sizeof path));
     json_object_put(r);
     return st;
@@ -540,6 +545,7 @@ static lb_status run_lr_job(lb_study *s, const job *j)
     json_object_object_add(r, "steps", json_object_new_int64(run.steps));
     json_object_object_add(r, "val_accuracy", json_real(run.last_val.accuracy));
     json_object_object_add(r, "val_loss", json_real(run.last_val.loss));
+    json_object_object_add(r, "job_seconds", json_object_new_double(lb_cli_now() - job_start));
     st = write_json(r, job_result_path(s, j, path, sizeof path));
     json_object_put(r);
     return st;
@@ -604,6 +610,46 @@ static double copied_accuracy(const lb_eval_result *r, int64_t symbols, json_obj
     return n ? (double)ok / (double)n : NAN;
 }
 
+/* Streaming inference over the first test sequence of ds (len events, one stream,
+ * layers/stream.h): the first len - STREAM_TIMED events go in as one chunk (prefill),
+ * then the last STREAM_TIMED one event per call, timed: microseconds per event with
+ * about len events of context, and the bytes of decoding state after the last event,
+ * into t. A model that cannot stream gets "stream_error". */
+enum { STREAM_TIMED = 64 };
+static void measure_streaming(lb_model *model, const lb_dataset *ds, int64_t len, json_object *t)
+{
+    lb_batch b;
+    lb_model_state *state = NULL;
+    int64_t timed = len < STREAM_TIMED ? len : STREAM_TIMED, prefill = len - timed;
+    lb_status st = lb_dataset_slice(ds, "test", 0, 1, &b);
+    if (st == LB_OK && !(state = lb_model_state_new(model, 1, NULL)))
+        st = lb_last_status();
+    if (st == LB_OK && prefill > 0) {
+        lb_model_input in = {1, prefill, b.tokens, NULL, NULL};
+        lb_tensor *out = lb_model_step_chunk(state, &in);
+        st = out ? LB_OK : lb_last_status();
+        lb_tensor_free(out);
+    }
+    double t0 = lb_cli_now();
+    for (int64_t i = prefill; st == LB_OK && i < len; i++) {
+        lb_tensor *out = lb_model_step(state, b.tokens + i);
+        if (!out)
+            st = lb_last_status();
+        lb_tensor_free(out);
+    }
+    double seconds = lb_cli_now() - t0;
+    if (st == LB_OK) {
+        json_object_object_add(t, "stream_us_per_event", json_object_new_double(1e6 * seconds / (double)timed));
+        json_object_object_add(t, "stream_state_bytes", json_object_new_int64((int64_t)lb_model_state_bytes(state, 0)));
+    } else {
+        json_object_object_add(t, "stream_error", json_object_new_string(lb_last_error()));
+        lb_clear_error();
+    }
+    lb_model_state_free(state);
+    if (b.tokens || b.features)
+        lb_batch_free(&b);
+}
+
 static lb_status evaluate_tests(lb_study *s, const job *j, lb_model *model, const lb_run_config *rc,
                                 json_object *tests)
 {
@@ -636,6 +682,8 @@ static lb_status evaluate_tests(lb_study *s, const job *j, lb_model *model, cons
             lb_clear_error();
         }
         json_object_object_add(t, "state_floats", json_real(state_floats(rc, len)));
+        if (i == task->n_tests - 1)
+            measure_streaming(model, ds, len, t);
         json_object_array_add(tests, t);
         lb_dataset_close(ds);
     }
@@ -679,6 +727,7 @@ static lb_status run_cell_job(lb_study *s, const job *j)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     json_object_object_add(r, "peak_rss_mb", json_object_new_double((double)ru.ru_maxrss / 1024.0));
+    json_object_object_add(r, "job_seconds", json_object_new_double(lb_cli_now() - job_start));
     if (st == LB_OK)
         st = write_json(r, job_result_path(s, j, path, sizeof path));
     json_object_put(r);
@@ -692,6 +741,7 @@ lb_status lb_study_run_job(lb_study *s, lb_study_phase phase, int index)
     if (lb_study_job_done(s, phase, index))
         return LB_OK;
     const job *j = &s->jobs[phase][index];
+    job_start = lb_cli_now();
     lb_status st = phase == LB_STUDY_DATA ? run_data_job(s, j)
                    : phase == LB_STUDY_LR ? run_lr_job(s, j)
                                           : run_cell_job(s, j);
@@ -738,6 +788,7 @@ typedef struct cell_stats {
     double loss[MAX_TESTS];     /* mean test loss */
     double us_per_event[MAX_TESTS];
     double ms_per_step, peak_mb, params, state[MAX_TESTS], steps;
+    double stream_us, stream_bytes; /* streaming at the longest length (NAN: not measured) */
     double lr;
     char recipe[256], lr_choice[256];
 } cell_stats;
@@ -745,6 +796,7 @@ typedef struct cell_stats {
 static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, json_object *cells)
 {
     memset(c, 0, sizeof *c);
+    c->stream_bytes = NAN;
     const study_task *task = &s->tasks[t];
     for (int i = 0; i < MAX_TESTS; i++) {
         c->lo[i] = INFINITY;
@@ -779,6 +831,10 @@ static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, j
                 c->loss[i] += json_num(x, "loss");
                 c->us_per_event[i] += json_num(x, "us_per_event");
                 c->state[i] = json_num(x, "state_floats");
+                if (i == task->n_tests - 1) {
+                    c->stream_us += json_num(x, "stream_us_per_event");
+                    c->stream_bytes = json_num(x, "stream_state_bytes");
+                }
             }
         if (cells)
             json_object_array_add(cells, r);
@@ -788,6 +844,7 @@ static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, j
     if (c->n == 0)
         return;
     c->ms_per_step /= c->n;
+    c->stream_us /= c->n;
     c->peak_mb /= c->n;
     c->steps /= c->n;
     for (int i = 0; i < task->n_tests; i++) {
@@ -812,9 +869,10 @@ static double copy_baseline(const study_task *t)
     return (double)t->train.copy_symbols * log((double)t->train.alphabet) / (double)t->train.seq_len;
 }
 
-/* Whether a method's result at the longest test length is clearly better than
- * guessing: accuracy above chance by two standard errors of a chance-level score on
- * the test examples (and at least 2 points); copy: loss 2% below the memoryless one. */
+/* Whether a method clearly learnt the task: at the training length (the first test
+ * length) and at the longest, accuracy above chance by two standard errors of a
+ * chance-level score on the test examples (and at least 2 points); copy: loss 2% below
+ * the memoryless one. */
 static int above_chance(const lb_study *s, task_id t, const cell_stats *c)
 {
     const study_task *task = &s->tasks[t];
@@ -822,7 +880,8 @@ static int above_chance(const lb_study *s, task_id t, const cell_stats *c)
     if (task->copy)
         return c->loss[last] < 0.98 * copy_baseline(task);
     double p = task_chance(task), n = (double)s->eval_examples * (c->n > 0 ? c->n : 1);
-    return c->mean[last] > p + fmax(0.02, 2 * sqrt(p * (1 - p) / n));
+    double bar = p + fmax(0.02, 2 * sqrt(p * (1 - p) / n));
+    return c->mean[0] > bar && c->mean[last] > bar;
 }
 
 /* The method the numbers pick for task t: the best mean accuracy at the longest test
@@ -884,12 +943,13 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
         fprintf(f, " %s @ %lld |", task->copy ? "symbols" : "accuracy", (long long)task->test_len[i]);
     if (task->copy)
         fprintf(f, " loss |");
-    fprintf(f, " steps | ms / step | eval us / event @ %lld | peak MB | parameters | state floats @ %lld | lr |\n",
-            (long long)task->test_len[last], (long long)task->test_len[last]);
+    fprintf(f, " steps | ms / step | eval us / event @ %lld | stream us / event @ %lld | state KB @ %lld | peak MB | "
+               "parameters | lr |\n",
+            (long long)task->test_len[last], (long long)task->test_len[last], (long long)task->test_len[last]);
     fprintf(f, "|---|---|");
     for (int i = 0; i < task->n_tests + (task->copy ? 1 : 0); i++)
         fprintf(f, "---|");
-    fprintf(f, "---|---|---|---|---|---|---|\n");
+    fprintf(f, "---|---|---|---|---|---|---|---|\n");
     for (int m = 0; m < M_COUNT; m++) {
         if (!s->method_on[m] || !method_applies((method_id)m, t))
             continue;
@@ -901,13 +961,21 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
             fprintf(f, " %s |", a);
         }
         if (!c->n) {
-            fprintf(f, "%s - | - | - | - | - | - | - |\n", task->copy ? " - |" : "");
+            fprintf(f, "%s - | - | - | - | - | - | - | - |\n", task->copy ? " - |" : "");
             continue;
         }
         if (task->copy)
             fprintf(f, " %.4f |", c->loss[last]);
-        fprintf(f, " %.0f | %.1f | %.2f | %.0f | %.0f | %.0f | %g |\n", c->steps, c->ms_per_step,
-                c->us_per_event[last], c->peak_mb, c->params, c->state[last], c->lr);
+        char stream[32], state[32];
+        if (isfinite(c->stream_us))
+            snprintf(stream, sizeof stream, "%.1f", c->stream_us);
+        else
+            snprintf(stream, sizeof stream, "-");
+        /* measured through the streaming API when it ran, else from the configuration */
+        double bytes = isfinite(c->stream_bytes) ? c->stream_bytes : 4 * c->state[last];
+        snprintf(state, sizeof state, "%.1f%s", bytes / 1024, isfinite(c->stream_bytes) ? "" : " (computed)");
+        fprintf(f, " %.0f | %.1f | %.2f | %s | %s | %.0f | %.0f | %g |\n", c->steps, c->ms_per_step,
+                c->us_per_event[last], stream, state, c->peak_mb, c->params, c->lr);
     }
     int pick = best_fit(s, t, st);
     fprintf(f, "\n**Best fit, measured:** ");
@@ -916,9 +984,10 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
         return;
     }
     if (pick == -2)
-        fprintf(f, "none: no method is clearly above %s at %lld (the budget is too short for this task, or every "
+        fprintf(f, "none: no method is clearly above %s at %s%lld (the budget is too short for this task, or every "
                    "method fails it).\n",
-                task->copy ? "the memoryless baseline" : "chance", (long long)task->test_len[last]);
+                task->copy ? "the memoryless baseline" : "chance", task->copy || last == 0 ? "" : "the training length and at ",
+                (long long)task->test_len[last]);
     else if (task->copy)
         fprintf(f, "%s (%s), loss %.4f against the memoryless %.4f, %.1f%% of the copied symbols.", method_names[pick],
                 method_rows[pick], st[pick].loss[last], copy_baseline(task), 100 * st[pick].mean[last]);
@@ -936,6 +1005,25 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
             fprintf(f, "- %s: %s; %s.\n", method_names[m], st[m].recipe, st[m].lr_choice);
 }
 
+/* Seconds the stored jobs took, summed (across the runs that made them). */
+static double stored_job_seconds(const lb_study *s)
+{
+    double total = 0;
+    int timed = 0;
+    for (int p = 0; p < LB_STUDY_PHASES; p++)
+        for (int i = 0; i < s->n_jobs[p]; i++) {
+            char path[4200];
+            json_object *r = json_object_from_file(job_result_path(s, &s->jobs[p][i], path, sizeof path));
+            double v = json_num(r, "job_seconds");
+            if (isfinite(v)) {
+                total += v;
+                timed++;
+            }
+            json_object_put(r);
+        }
+    return timed ? total : NAN; /* NAN: no stored job has its time */
+}
+
 static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], double seconds, FILE *f)
 {
     fprintf(f, "# The method study, measured\n\n");
@@ -945,6 +1033,9 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
             s->quick ? " --quick" : "", s->seeds, s->quick ? "quick study:" : "a", s->budget, s->probe_budget);
     if (seconds >= 0)
         fprintf(f, " Wall time of this run: %.1f min.", seconds / 60);
+    double job_seconds = stored_job_seconds(s);
+    if (isfinite(job_seconds))
+        fprintf(f, " The stored jobs took %.1f min in all.", job_seconds / 60);
     fprintf(f, "\n\n## The source's table with measured columns\n\n");
     fprintf(f, "Each method's accuracy at the longest test length of each task (copy: loss, lower is better; "
                "memoryless %.4f).\n\n| method | the source's best fit |",
@@ -983,11 +1074,11 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
         }
         fprintf(f, " %s |\n", won[0] ? won : "-");
     }
-    fprintf(f, "\nCosts per cell are in each task's table: training time per step, evaluation time per event "
-               "(a full forward pass over the test sequence, divided by its events), peak resident memory of the "
-               "cell's process (data included), parameters, and the decoding state a streaming model keeps per "
-               "sequence (floats, computed from the configuration: key-value cache, (h, c), or each conv layer's "
-               "past inputs). Inference through the streaming API is not measured here.\n");
+    fprintf(f, "\nCosts per cell are in each task's table: training time per step; evaluation time per event "
+               "(a full forward pass over the test sequence, divided by its events); streaming inference time per "
+               "event (the last 64 events of one test sequence of the longest length fed one at a time through the "
+               "streaming API, after the rest as one chunk) and the decoding state it holds after that sequence (key-value cache, (h, c), or each conv layer's past "
+               "inputs); peak resident memory of the cell's process (data included); parameters.\n");
     fprintf(f, "\n## Per task\n");
     for (int t = 0; t < T_COUNT; t++)
         if (s->task_on[t])
@@ -1049,6 +1140,7 @@ lb_status lb_study_report(lb_study *s, double seconds)
     json_object_object_add(opts, "threads", json_object_new_int(s->threads));
     json_object_object_add(root, "options", opts);
     json_object_object_add(root, "wall_seconds", seconds >= 0 ? json_object_new_double(seconds) : NULL);
+    json_object_object_add(root, "job_seconds", json_real(stored_job_seconds(s)));
     for (int t = 0; t < T_COUNT; t++) {
         if (!s->task_on[t])
             continue;
@@ -1249,20 +1341,20 @@ int lb_cli_study(int argc, char **argv)
     if (lb_dist_rank() != 0 && !(s = lb_study_new(&o)))
         return lb_cli_error(cmd, 1, "%s", lb_last_error());
 
-    /* Budgeted seconds still to run, for the ETA; the overhead per job (data loading,
-     * evaluation) is learnt as jobs finish. */
-    int total_cells = lb_study_jobs(s, LB_STUDY_CELL), done_cells = 0, failed = 0, ran = 0;
-    double remaining = 0, overhead = 3, overhead_sum = 0;
+    /* Per phase: jobs left, their budgets, and the overhead per job measured so far
+     * (data loading, evaluation, start-up; 3 s until a job of the phase has run). */
+    int total_cells = lb_study_jobs(s, LB_STUDY_CELL), done_cells = 0, failed = 0, ran = 0, left = 0;
+    int left_in[LB_STUDY_PHASES] = {0}, ran_in[LB_STUDY_PHASES] = {0};
+    double budget_left[LB_STUDY_PHASES] = {0}, overhead_sum[LB_STUDY_PHASES] = {0};
     for (int p = 0; p < LB_STUDY_PHASES; p++)
         for (int i = 0; i < lb_study_jobs(s, p); i++)
-            if (!lb_study_job_done(s, p, i))
-                remaining += lb_study_job_budget(s, p, i);
-            else if (p == LB_STUDY_CELL)
+            if (!lb_study_job_done(s, p, i)) {
+                budget_left[p] += lb_study_job_budget(s, p, i);
+                left_in[p]++;
+                left++;
+            } else if (p == LB_STUDY_CELL) {
                 done_cells++;
-    int left = 0;
-    for (int p = 0; p < LB_STUDY_PHASES; p++)
-        for (int i = 0; i < lb_study_jobs(s, p); i++)
-            left += !lb_study_job_done(s, p, i);
+            }
     if (!quiet)
         fprintf(stderr, "study in %s: %d cells (%d already stored), %d jobs to run\n", o.out, total_cells, done_cells,
                 left);
@@ -1277,14 +1369,17 @@ int lb_cli_study(int argc, char **argv)
             if (lb_study_job_done(s, p, i))
                 continue;
             if (!lb_dist_owns(i)) { /* under mpirun: job i of each phase runs on rank i mod N */
-                remaining -= lb_study_job_budget(s, p, i);
-                left--;
+                budget_left[p] -= lb_study_job_budget(s, p, i);
+                left_in[p]--;
                 continue;
             }
             double budget = lb_study_job_budget(s, p, i);
             if (!quiet) {
                 char eta[32], elapsed[32];
-                format_duration(remaining + overhead * left, eta, sizeof eta);
+                double rest = 0;
+                for (int q = 0; q < LB_STUDY_PHASES; q++)
+                    rest += budget_left[q] + left_in[q] * (ran_in[q] ? overhead_sum[q] / ran_in[q] : 3.0);
+                format_duration(rest, eta, sizeof eta);
                 format_duration(lb_cli_now() - start, elapsed, sizeof elapsed);
                 fprintf(stderr, "[cell %d/%d] %s %s (%s elapsed, ETA %s)\n", done_cells, total_cells, phase_names[p],
                         lb_study_job_name(s, p, i), elapsed, eta);
@@ -1292,11 +1387,11 @@ int lb_cli_study(int argc, char **argv)
             double t0 = lb_cli_now();
             int bad = run_in_child(s, p, i);
             double took = lb_cli_now() - t0;
-            remaining -= budget;
-            left--;
+            budget_left[p] -= budget;
+            left_in[p]--;
+            ran_in[p]++;
             ran++;
-            overhead_sum += took - budget > 0 ? took - budget : 0;
-            overhead = overhead_sum / ran;
+            overhead_sum[p] += took - budget > 0 ? took - budget : 0;
             if (bad) {
                 failed++;
                 if (!stop_requested)
@@ -1345,7 +1440,7 @@ int lb_cli_study(int argc, char **argv)
                 done_cells, total_cells, o.out);
         lb_study_report(s, -1);
         lb_study_free(s);
-        return 1;
+        return 130; /* as a shell reports Ctrl-C */
     }
     lb_status st = lb_study_report(s, ran ? seconds : -1);
     if (st != LB_OK) {

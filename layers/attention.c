@@ -253,17 +253,11 @@ lb_status lb_mha_set_length_scale(lb_mha *a, lb_params *ps, const char *prefix, 
     return LB_OK;
 }
 
-/* ln(n) per query, [B, 1, Tq, 1] in `dtype`: n = keys query i may see under the
- * mask's causal, window and key_lengths limits (see lb_length_scale). */
-static lb_tensor *log_key_counts(int64_t B, int64_t Tq, int64_t Tk, const lb_attn_mask *mask,
-                                 const lb_attn_queries *queries, lb_dtype dtype)
+/* ln(n) of query i of item b, n = the keys it may see under the mask's causal, window
+ * and key_lengths limits (see lb_length_scale), into logn [B, Tq]. */
+static void log_key_counts(int64_t B, int64_t Tq, int64_t Tk, const lb_attn_mask *mask, const lb_attn_queries *queries,
+                           double *logn)
 {
-    int64_t shape[4] = {B, 1, Tq, 1};
-    double *logn = malloc((size_t)(B * Tq) * sizeof *logn);
-    if (!logn) {
-        lb_error(LB_ERR_MEMORY, "attention length scale: out of memory");
-        return NULL;
-    }
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < Tq; i++) {
             int64_t n = Tk;
@@ -277,22 +271,15 @@ static lb_tensor *log_key_counts(int64_t B, int64_t Tq, int64_t Tk, const lb_att
                 n = mask->key_lengths[b];
             logn[b * Tq + i] = n > 1 ? log((double)n) : 0.0;
         }
-    lb_tensor *t = lb_tensor_from_doubles(dtype, 4, shape, logn);
-    free(logn);
-    return t;
 }
 
-/* q [B, H, Tq, d_head] times ln(n) (and the per-head s): the length-scaled queries. */
-static lb_var *scale_by_length(lb_graph *g, const lb_mha *a, lb_var *q, int64_t Tk, const lb_attn_mask *mask,
-                               const lb_attn_queries *queries)
+/* q [B, H, Tq, d_head] times the length scale f of each query: ln(n) / ln(N), or the
+ * per-head s times ln(n); logn [B, Tq] holds ln(n). */
+static lb_var *apply_length_scale(lb_graph *g, const lb_mha *a, lb_var *q, const double *logn)
 {
-    if (!q || a->length_scale == LB_LENGTH_SCALE_NONE)
-        return q;
     const int64_t *s = q->value->shape;
-    lb_tensor *logn = log_key_counts(s[0], s[2], Tk, mask, queries, q->value->dtype);
-    if (!logn)
-        return NULL;
-    lb_var *factor = lb_input(g, logn, 0); /* [B, 1, Tq, 1] */
+    int64_t shape[4] = {s[0], 1, s[2], 1};
+    lb_var *factor = lb_input(g, lb_tensor_from_doubles(q->value->dtype, 4, shape, logn), 0); /* [B, 1, Tq, 1] */
     if (!a->softmax_scale) {
         factor = lb_scale(g, factor, 1.0 / a->log_reference);
     } else {
@@ -300,6 +287,24 @@ static lb_var *scale_by_length(lb_graph *g, const lb_mha *a, lb_var *q, int64_t 
         factor = lb_mul(g, factor, lb_reshape(g, a->softmax_scale, 4, hs)); /* [B, H, Tq, 1] */
     }
     return lb_mul(g, q, factor);
+}
+
+/* The length-scaled queries of lb_mha_forward (q unchanged without a length scale). */
+static lb_var *scale_by_length(lb_graph *g, const lb_mha *a, lb_var *q, int64_t Tk, const lb_attn_mask *mask,
+                               const lb_attn_queries *queries)
+{
+    if (!q || a->length_scale == LB_LENGTH_SCALE_NONE)
+        return q;
+    const int64_t *s = q->value->shape;
+    double *logn = malloc((size_t)(s[0] * s[2]) * sizeof *logn);
+    if (!logn) {
+        lb_error(LB_ERR_MEMORY, "attention length scale: out of memory");
+        return NULL;
+    }
+    log_key_counts(s[0], s[2], Tk, mask, queries, logn);
+    lb_var *out = apply_length_scale(g, a, q, logn);
+    free(logn);
+    return out;
 }
 
 /* [B, T, d_model] -> [B, H, T, d_head] */
@@ -551,6 +556,22 @@ lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cac
     if (a->rotary) {
         q = lb_rotary(g, q, chunk->positions, ROTARY_BASE);
         k = lb_rotary(g, k, chunk->positions, ROTARY_BASE);
+    }
+    if (q && a->length_scale != LB_LENGTH_SCALE_NONE) {
+        /* Query i of stream b sees its cached rows and the chunk's rows up to itself, at
+         * most the window: the n of the full causal computation. */
+        double *logn = malloc((size_t)(b * n) * sizeof *logn);
+        for (int64_t bi = 0; logn && bi < b; bi++)
+            for (int64_t i = 0; i < n; i++) {
+                int64_t keys = cache->length[bi] + i + 1;
+                if (cache->window > 0 && keys > cache->window)
+                    keys = cache->window;
+                logn[bi * n + i] = keys > 1 ? log((double)keys) : 0.0;
+            }
+        q = logn ? apply_length_scale(g, a, q, logn) : NULL;
+        if (!logn)
+            lb_error(LB_ERR_MEMORY, "attention length scale: out of memory");
+        free(logn);
     }
     lb_var *out = NULL;
     if (q && k && v) {

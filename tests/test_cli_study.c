@@ -45,6 +45,7 @@ static void check_cell(json_object *cell)
     CU_ASSERT_TRUE(lr == 3e-3 || lr == 1e-3); /* the quick search's candidates */
     CU_ASSERT_TRUE(json_object_get_double(get(cell, "seconds_per_step")) > 0);
     CU_ASSERT_TRUE(json_object_get_double(get(cell, "peak_rss_mb")) > 1);
+    CU_ASSERT_TRUE(json_object_get_double(get(cell, "job_seconds")) >= json_object_get_double(get(cell, "train_seconds")));
     CU_ASSERT_TRUE(json_object_get_int64(get(cell, "parameters")) > 1000);
     json_object *tests = get(cell, "tests");
     CU_ASSERT_EQUAL_FATAL(json_object_array_length(tests), 3);
@@ -76,6 +77,7 @@ static void test_study_outputs_and_resume(void)
     json_object *cells = get(root, "cells"), *tasks = get(root, "tasks"), *lr = get(root, "lr_search");
     CU_ASSERT_EQUAL_FATAL(json_object_array_length(cells), 2);
     CU_ASSERT_EQUAL(json_object_array_length(lr), 4); /* 2 methods x 2 learning rates */
+    CU_ASSERT_TRUE(json_object_get_double(get(root, "wall_seconds")) >= json_object_get_double(get(root, "job_seconds")));
     for (size_t i = 0; i < 2; i++)
         check_cell(json_object_array_get_idx(cells, i));
     CU_ASSERT_EQUAL_FATAL(json_object_array_length(tasks), 1);

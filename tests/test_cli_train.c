@@ -111,6 +111,18 @@ static void test_run_folder_rules(void)
     r = run(eval_empty);
     EXPECT(r.code == 1 && contains(r.err, "empty"), r);
     run_free(&r);
+    /* A model without learned positions is evaluated on longer sequences than it saw. */
+    char long_file[512];
+    snprintf(long_file, sizeof long_file, "%s", path_in("long.h5"));
+    const char *gen_long[] = {"data", "--task", "spike", "--seq-len", "2000", "--train", "0", "--val", "0", "--test",
+                              "4", "-o", long_file, NULL};
+    r = run(gen_long);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *eval_long[] = {"eval", "--checkpoint", ck, "--data", long_file, NULL};
+    r = run(eval_long);
+    EXPECT(r.code == 0 && contains(r.out, "4 examples") && contains(r.out, "accuracy"), r);
+    run_free(&r);
 }
 
 /* 1 when dataset params/<name> holds the same values in both checkpoints. */

@@ -686,9 +686,11 @@ static void test_length_scale(void)
         lb_model_free(none);
         lb_model_free(logn);
         lb_model_free(ssmax);
-        /* Gradients, the learned scale included: causal, padding, both heads. */
-        for (int head = 0; head < 2; head++) {
+        /* Gradients, the learned scale included: causal, padding; the readout head for
+         * full attention, every position for local attention. */
+        {
             lb_model_config g = tiny((lb_model_kind)kind);
+            int head = kind == LB_MODEL_TRANSFORMER ? LB_HEAD_LAST : LB_HEAD_EVERY;
             g.length_scale = LB_LENGTH_SCALE_SCALABLE;
             g.head = (lb_head_kind)head;
             g.pos = LB_POS_ROTARY;

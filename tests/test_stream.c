@@ -107,11 +107,23 @@ static double stream_max_diff(lb_model *m, const lb_model_input *in, const lb_te
     return worst;
 }
 
+/* Streamed outputs of model c equal the full forward's, for chunks 1, 7, 128, whole. */
+static void check_config(const lb_model_config *c, lb_model *m);
+
 static void check_family(lb_model_kind kind, lb_pos_kind pos, lb_dtype dtype)
 {
     lb_model_config c = config(kind, pos, dtype);
     lb_model *m = lb_model_new(&c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    check_config(&c, m);
+    lb_model_free(m);
+}
+
+static void check_config(const lb_model_config *c, lb_model *m)
+{
+    lb_model_kind kind = c->kind;
+    lb_pos_kind pos = c->pos;
+    lb_dtype dtype = c->dtype;
     int32_t tokens[NB * NT];
     random_tokens(tokens, NB * NT, 100 + (uint64_t)kind);
     lb_model_input in = {NB, NT, tokens, NULL, lengths};
@@ -126,7 +138,26 @@ static void check_family(lb_model_kind kind, lb_pos_kind pos, lb_dtype dtype)
         CU_ASSERT_TRUE(d <= tol);
     }
     lb_tensor_free(full);
-    lb_model_free(m);
+}
+
+/* Length-scaled logits (log n, scalable softmax with a different s per head) stream
+ * exactly: each streamed query counts the keys it sees as the full forward does. */
+static void test_length_scale(void)
+{
+    for (int kind = LB_MODEL_TRANSFORMER; kind <= LB_MODEL_LOCAL; kind++)
+        for (int scale = LB_LENGTH_SCALE_LOG_N; scale <= LB_LENGTH_SCALE_SCALABLE; scale++) {
+            lb_model_config c = config((lb_model_kind)kind, LB_POS_ROTARY, LB_FLOAT64);
+            c.length_scale = (lb_length_scale)scale;
+            lb_model *m = lb_model_new(&c);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+            lb_params *ps = lb_model_params(m);
+            for (int i = 0; i < ps->count; i++)
+                if (strstr(ps->items[i]->name, "softmax_scale"))
+                    for (int64_t h = 0; h < ps->items[i]->value->shape[0]; h++)
+                        lb_tensor_set(ps->items[i]->value, &h, 0.15 + 0.2 * (double)h + 0.05 * i);
+            check_config(&c, m);
+            lb_model_free(m);
+        }
 }
 
 static void test_transformer(void)
@@ -384,6 +415,7 @@ int main(void)
     const lb_test_case cases[] = {
         {"transformer, every position kind, chunks 1/7/128/whole, float32 and float64", test_transformer},
         {"local attention, every position kind, chunks 1/7/128/whole", test_local},
+        {"length-scaled logits (log n, scalable softmax) stream exactly", test_length_scale},
         {"lstm carried (h, c), chunks 1/7/128/whole", test_lstm},
         {"conv histories, chunks 1/7/128/whole", test_conv},
         {"feature inputs and regression heads, every family", test_features_regression},
