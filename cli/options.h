@@ -123,6 +123,9 @@ typedef struct lb_cli_run {
  * status: 128 + N when signal N stopped the run (130 Ctrl-C, 143 SIGTERM), 2 when the
  * options were at fault, 1 otherwise. */
 int lb_cli_run_failed(const char *command, const lb_cli_run *run);
+/* The signal (SIGINT or SIGTERM) that stopped the last lb_cli_run_training of this process,
+ * or 0 when none did. */
+int lb_cli_caught_signal(void);
 
 /* Trains rc's model on rc->data into folder `dir` (config.json, metrics.csv,
  * checkpoint.h5), resuming from dir's checkpoint when `resume`. A new run with

@@ -59,6 +59,11 @@ static void on_signal(int sig)
         lb_trainer_request_stop(active_trainer);
 }
 
+int lb_cli_caught_signal(void)
+{
+    return (int)caught_signal;
+}
+
 int lb_cli_run_failed(const char *command, const lb_cli_run *run)
 {
     lb_cli_fail(command);

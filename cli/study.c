@@ -1228,6 +1228,11 @@ static int run_in_child(lb_study *s, lb_study_phase phase, int i)
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         lb_status st = lb_study_run_job(s, phase, i);
+        int sig = lb_cli_caught_signal();
+        if (st != LB_OK && sig) { /* the study itself reports the stop and how to go on */
+            fflush(NULL);
+            _exit(128 + sig);
+        }
         if (st != LB_OK)
             fprintf(stderr, "lookback study: %s\n", lb_last_error());
         fflush(NULL);
@@ -1238,7 +1243,7 @@ static int run_in_child(lb_study *s, lb_study_phase phase, int i)
         ;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
-    if (WIFSIGNALED(status))
+    if (WIFSIGNALED(status) && !(stop_requested && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM)))
         fprintf(stderr, "lookback study: job %s ended by signal %d\n", lb_study_job_name(s, phase, i), WTERMSIG(status));
     return -1;
 }

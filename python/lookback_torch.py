@@ -23,11 +23,17 @@ its layout. The full table is in docs/pytorch.md.
 """
 import math
 
-import h5py
-import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
+try:
+    import h5py
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ModuleNotFoundError as missing:  # one clear line instead of a traceback
+    raise SystemExit(
+        f"lookback_torch needs the Python module '{missing.name}': "
+        "apt-get install python3-torch python3-h5py python3-numpy"
+    ) from None
 
 FORMAT = "lookback-checkpoint"
 FORMAT_VERSION = 1

@@ -34,14 +34,14 @@ static const char *spike_file(void)
 /* A checkpoint of `model` trained for a few steps (2 layers, small widths). */
 static const char *checkpoint(const char *model, const char *pos)
 {
-    static char paths[8][512];
+    static char paths[8][600];
     static int used;
     char dir[512];
     snprintf(dir, sizeof dir, "%s", path_in(model));
     strcat(dir, "-");
     strcat(dir, pos);
     char *ck = paths[used++ % 8];
-    snprintf(ck, 512, "%s/checkpoint.h5", dir);
+    snprintf(ck, sizeof paths[0], "%s/checkpoint.h5", dir);
     if (access(ck, F_OK) == 0)
         return ck;
     int attention = strcmp(model, "transformer") == 0 || strcmp(model, "local") == 0;
