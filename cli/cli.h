@@ -25,6 +25,10 @@ int lb_cli_stream(int argc, char **argv);
 int lb_cli_fail(const char *command);
 /* Prints "lookback <command>: <formatted message>" on stderr and returns `code`. */
 int lb_cli_error(const char *command, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The usage error for getopt_long's return c after an option it could not take (':' a
+ * missing value, anything else an unknown option; argv[optind - 1] is the option), naming
+ * `lookback <command> --help`. Returns 2. */
+int lb_cli_bad_option(const char *command, int c, char *const *argv);
 
 /* Strict number parsing for option values: the whole text must be a number in
  * [min, max]. LB_ERR_VALUE naming the option (e.g. "--steps") otherwise. */

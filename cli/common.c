@@ -67,6 +67,13 @@ int lb_cli_error(const char *command, int code, const char *fmt, ...)
     return code;
 }
 
+int lb_cli_bad_option(const char *command, int c, char *const *argv)
+{
+    if (c == ':')
+        return lb_cli_error(command, 2, "option %s needs a value", argv[optind - 1]);
+    return lb_cli_error(command, 2, "unknown option '%s' (see lookback %s --help)", argv[optind - 1], command);
+}
+
 lb_status lb_cli_int(const char *option, const char *text, int64_t min, int64_t max, int64_t *out)
 {
     char *end = NULL;

@@ -471,8 +471,8 @@ int lb_cli_compare(int argc, char **argv)
             break;
         case 'q': quiet = 1; break;
         case 'h': compare_usage(stdout); return 0;
-        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
-        case '?': return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback compare --help)", argv[optind - 1]);
+        case ':':
+        case '?': return lb_cli_bad_option(cmd, c, argv);
         default:
             if (strcmp(lb_run_option_name(c), "model") == 0 || strcmp(lb_run_option_name(c), "data") == 0)
                 return lb_cli_error(cmd, 2, "use --models and --train with compare");
@@ -716,8 +716,7 @@ int lb_cli_demo(int argc, char **argv)
         case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
         case 'q': quiet = 1; break;
         case 'h': demo_usage(stdout); return 0;
-        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
-        default: return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback demo --help)", argv[optind - 1]);
+        default: return lb_cli_bad_option(cmd, c, argv);
         }
         if (st != LB_OK)
             return lb_cli_error(cmd, 2, "%s", lb_last_error());

@@ -198,8 +198,7 @@ int lb_cli_eval(int argc, char **argv)
         case 'A': st = lb_cli_int("--attention-examples", optarg, 1, 1024, &attention_examples); break;
         case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
         case 'h': eval_usage(stdout); return 0;
-        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
-        default: return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback eval --help)", argv[optind - 1]);
+        default: return lb_cli_bad_option(cmd, c, argv);
         }
     }
     if (st != LB_OK)

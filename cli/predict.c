@@ -256,8 +256,7 @@ int lb_cli_predict(int argc, char **argv)
         case 'f': force = 1; break;
         case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
         case 'h': predict_usage(stdout); return 0;
-        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
-        default: return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback predict --help)", argv[optind - 1]);
+        default: return lb_cli_bad_option(cmd, c, argv);
         }
     }
     if (st != LB_OK)

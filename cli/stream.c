@@ -160,8 +160,7 @@ int lb_cli_stream(int argc, char **argv)
         case 'm': st = lb_cli_int("--max-context", optarg, 1, INT32_MAX, &max_context); break;
         case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
         case 'h': stream_usage(stdout); return 0;
-        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
-        default: return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback stream --help)", argv[optind - 1]);
+        default: return lb_cli_bad_option(cmd, c, argv);
         }
     }
     if (st != LB_OK)

@@ -1326,8 +1326,7 @@ int lb_cli_study(int argc, char **argv)
             break;
         case 'q': quiet = 1; break;
         case 'h': study_usage(stdout); return 0;
-        case ':': return lb_cli_error(cmd, 2, "option %s needs a value", argv[optind - 1]);
-        default: return lb_cli_error(cmd, 2, "unknown option '%s' (see lookback study --help)", argv[optind - 1]);
+        default: return lb_cli_bad_option(cmd, c, argv);
         }
         if (st != LB_OK)
             return lb_cli_error(cmd, 2, "%s", lb_last_error());

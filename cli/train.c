@@ -70,8 +70,8 @@ static int parse_args(int argc, char **argv, train_args *a)
         switch (c) {
         case 'q': a->quiet = 1; break;
         case 'h': train_usage(stdout); return 0;
-        case ':': return lb_cli_error(argv[0], 2, "option %s needs a value", argv[optind - 1]);
-        case '?': return lb_cli_error(argv[0], 2, "unknown option '%s' (see lookback %s --help)", argv[optind - 1], argv[0]);
+        case ':':
+        case '?': return lb_cli_bad_option(argv[0], c, argv);
         default:
             if (lb_option_list_add(&a->given, lb_run_option_name(c), optarg, NULL) != LB_OK)
                 return lb_cli_error(argv[0], 2, "%s", lb_last_error());
