@@ -165,6 +165,13 @@ double lb_cli_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double lb_cli_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ((double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec) / lb_get_num_threads();
+}
+
 void lb_progress_begin(lb_progress *p, const char *label, int64_t total)
 {
     p->label = label;
