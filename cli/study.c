@@ -1162,6 +1162,14 @@ static void write_plots(const lb_study *s, cell_stats st[T_COUNT][M_COUNT])
 lb_status lb_study_report(lb_study *s, double seconds)
 {
     static cell_stats st[T_COUNT][M_COUNT];
+    if (seconds < 0) { /* only the report is rewritten: keep the last measured wall time */
+        char path[4200];
+        json_object *old = json_object_from_file(study_path(s, path, sizeof path, "study.json"));
+        double kept = json_num(old, "wall_seconds");
+        if (isfinite(kept))
+            seconds = kept;
+        json_object_put(old);
+    }
     json_object *root = json_object_new_object(), *cells = json_object_new_array(), *tasks = json_object_new_array();
     json_object *lr = json_object_new_array(), *opts = json_object_new_object();
     json_object_object_add(opts, "quick", json_object_new_boolean(s->quick));
