@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/kernels.h"
@@ -186,6 +187,98 @@ static void gate_grad_row_d(int64_t H, double *gr, const double *ct, const doubl
 #define GATE_GRAD_ROW(H, gr, ...) \
     _Generic((gr), float *: gate_grad_row_f, default: gate_grad_row_d)(H, gr, __VA_ARGS__)
 
+/* ---- the recurrent products, float32, on the weights in place ----
+ * Every step multiplies a [B, K] block of rows by the same [K, N] matrix (W_hhᵀ in
+ * the forward, W_hh in the backward). OpenBLAS packs that matrix again in each call
+ * (256 KiB per step at H = 128, as much time as the product), so float32 with AVX2
+ * or AVX-512 uses its own loops instead, reading the matrix k-major as it lies:
+ *   c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ bk [k, n]
+ * (bk row-major, row stride n; beta 0 or 1). Tiles of 4 rows x 4 vectors keep 16
+ * sums in registers; each sum runs over k in order with fused multiply-adds, so the
+ * result depends on the instruction set (as OpenBLAS's does) but not on anything
+ * else. n must be a multiple of 4 vectors (32 or 64 floats); other shapes, float64
+ * and other CPUs go to lb_k_gemm. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define LSTM_X86 1
+
+/* One ISA's loops from its vector type V of L lanes and its load, store, broadcast,
+ * fused multiply-add, add and zero. */
+#define LSTM_DEFINE_REC_GEMM(name, isa, V, L, LOAD, STORE, SET1, FMA, ADD, ZERO)                             \
+    __attribute__((target(isa))) static void name(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, \
+                                                      const float *bk, int beta, float *c, int64_t ldc)            \
+    {                                                                                                              \
+        for (int64_t j0 = 0; j0 < n; j0 += 4 * L)                                                                  \
+            for (int64_t i0 = 0; i0 < m; i0 += 4) {                                                                \
+                /* rows past m repeat row i0; their sums are not stored */                                        \
+                const float *a0 = a + i0 * lda, *a1 = i0 + 1 < m ? a0 + lda : a0;                                  \
+                const float *a2 = i0 + 2 < m ? a0 + 2 * lda : a0, *a3 = i0 + 3 < m ? a0 + 3 * lda : a0;            \
+                V s[4][4];                                                                                         \
+                for (int r = 0; r < 4; r++)                                                                        \
+                    s[r][0] = s[r][1] = s[r][2] = s[r][3] = ZERO();                                                \
+                for (int64_t p = 0; p < k; p++) {                                                                  \
+                    const float *w = bk + p * n + j0;                                                              \
+                    const V w0 = LOAD(w), w1 = LOAD(w + L), w2 = LOAD(w + 2 * L), w3 = LOAD(w + 3 * L);             \
+                    const V x0 = SET1(a0[p]), x1 = SET1(a1[p]), x2 = SET1(a2[p]), x3 = SET1(a3[p]);                \
+                    s[0][0] = FMA(x0, w0, s[0][0]), s[0][1] = FMA(x0, w1, s[0][1]);                                \
+                    s[0][2] = FMA(x0, w2, s[0][2]), s[0][3] = FMA(x0, w3, s[0][3]);                                \
+                    s[1][0] = FMA(x1, w0, s[1][0]), s[1][1] = FMA(x1, w1, s[1][1]);                                \
+                    s[1][2] = FMA(x1, w2, s[1][2]), s[1][3] = FMA(x1, w3, s[1][3]);                                \
+                    s[2][0] = FMA(x2, w0, s[2][0]), s[2][1] = FMA(x2, w1, s[2][1]);                                \
+                    s[2][2] = FMA(x2, w2, s[2][2]), s[2][3] = FMA(x2, w3, s[2][3]);                                \
+                    s[3][0] = FMA(x3, w0, s[3][0]), s[3][1] = FMA(x3, w1, s[3][1]);                                \
+                    s[3][2] = FMA(x3, w2, s[3][2]), s[3][3] = FMA(x3, w3, s[3][3]);                                \
+                }                                                                                                  \
+                for (int r = 0; r < 4 && i0 + r < m; r++)                                                          \
+                    for (int v = 0; v < 4; v++) {                                                                  \
+                        float *cr = c + (i0 + r) * ldc + j0 + v * L;                                               \
+                        STORE(cr, beta ? ADD(LOAD(cr), s[r][v]) : s[r][v]);                                        \
+                    }                                                                                              \
+            }                                                                                                      \
+    }
+
+LSTM_DEFINE_REC_GEMM(rec_gemm_avx512, "avx512f,fma", __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps,
+                     _mm512_fmadd_ps, _mm512_add_ps, _mm512_setzero_ps)
+LSTM_DEFINE_REC_GEMM(rec_gemm_avx2, "avx2,fma", __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
+                     _mm256_fmadd_ps, _mm256_add_ps, _mm256_setzero_ps)
+#endif
+
+typedef void (*rec_gemm_fn)(int64_t, int64_t, int64_t, const float *, int64_t, const float *, int, float *, int64_t);
+
+/* The loops for this CPU and n, or NULL (use lb_k_gemm). */
+static rec_gemm_fn rec_gemm_for(lb_dtype dtype, int64_t n)
+{
+#ifdef LSTM_X86
+    static int isa = -1; /* 2 AVX-512, 1 AVX2 + FMA, 0 neither */
+    if (isa < 0) {
+        __builtin_cpu_init();
+        isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    if (dtype != LB_FLOAT32 || n <= 0)
+        return NULL;
+    if (isa == 2 && n % 64 == 0)
+        return rec_gemm_avx512;
+    if (isa >= 1 && n % 32 == 0)
+        return rec_gemm_avx2;
+#endif
+    (void)dtype;
+    (void)n;
+    return NULL;
+}
+
+/* c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ op(b): through `fast`
+ * on bk (op(b) stored k-major [k, n]) when there is one, else lb_k_gemm on b with
+ * op(b) = bᵀ when trans_b (b [n, k], row stride ldb) or b ([k, n]). beta is 0 or 1. */
+static void rec_product(rec_gemm_fn fast, const void *bk, lb_dtype dtype, int trans_b, int64_t m, int64_t n,
+                        int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                        int64_t ldc)
+{
+    if (fast)
+        fast(m, n, k, a, lda, bk, beta != 0.0, c, ldc);
+    else
+        lb_k_gemm(dtype, 0, trans_b, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
 void lb_k_lstm_projection(lb_dtype dtype, int64_t rows, int64_t n_in, int64_t G, const void *x, const void *w_ih,
                           const void *b_ih, const void *b_hh, void *p)
 {
@@ -204,6 +297,15 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
                           const void *h0, const void *c0, void *y, void *cells, int keep_cells, void *c_last)
 {
     const int64_t G = 4 * H;
+    /* the fast loops read W_hhᵀ k-major: [H, G], transposed once here */
+    rec_gemm_fn fast = rec_gemm_for(dtype, G);
+    float *w_t = fast ? malloc((size_t)(G * H) * sizeof *w_t) : NULL;
+    if (w_t)
+        for (int64_t k = 0; k < H; k++)
+            for (int64_t j = 0; j < G; j++)
+                w_t[k * G + j] = ((const float *)w_hh)[j * H + k];
+    else
+        fast = NULL;
     LB_DISPATCH(dtype, real, {
         real *gate = gates;    /* [B, T, G]: pre-activations in, activated gates out */
         real *yd = y;          /* [B, T, H] */
@@ -213,9 +315,9 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
         for (int64_t t = 0; t < T; t++) {
             /* P[:, t] [B, G] (row stride T*G) += h_{t-1} [B, H] (row stride T*H) @ W_hhᵀ [H, G] */
             if (t > 0)
-                lb_k_gemm(dtype, 0, 1, B, G, H, 1.0, yd + (t - 1) * H, T * H, w_hh, H, 1.0, gate + t * G, T * G);
+                rec_product(fast, w_t, dtype, 1, B, G, H, yd + (t - 1) * H, T * H, w_hh, H, 1.0, gate + t * G, T * G);
             else if (h0d)
-                lb_k_gemm(dtype, 0, 1, B, G, H, 1.0, h0d, H, w_hh, H, 1.0, gate, T * G);
+                rec_product(fast, w_t, dtype, 1, B, G, H, h0d, H, w_hh, H, 1.0, gate, T * G);
             for (int64_t b = 0; b < B; b++) {
                 real *gr = gate + (b * T + t) * G; /* [G] i, f, g, o of (b, t) */
                 real *ct = keep_cells ? c + (b * T + t) * H : c + ((t & 1) * B + b) * H; /* [H] c_t */
@@ -230,6 +332,7 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
             memcpy(cl + b * H, keep_cells ? c + (b * T + T - 1) * H : c + (((T - 1) & 1) * B + b) * H,
                    (size_t)H * sizeof(real));
     });
+    free(w_t);
 }
 
 void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void *gates,
@@ -237,6 +340,7 @@ void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t
                                    void *dc, int want_dh0)
 {
     const int64_t G = 4 * H;
+    rec_gemm_fn fast = rec_gemm_for(dtype, H); /* W_hh [G, H] is k-major for dP W_hh as it lies */
     LB_DISPATCH(dtype, real, {
         real *gate = gates;                    /* [B, T, G]: gates in, dP out */
         const real *c = cells, *dyd = dy;      /* [B, T, H] each */
@@ -253,7 +357,7 @@ void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t
             }
             /* dh_rec [B, H] = dP[:, t] [B, G] (row stride T*G) @ W_hh [G, H] */
             if (t > 0 || want_dh0)
-                lb_k_gemm(dtype, 0, 0, B, H, G, 1.0, gate + t * G, T * G, w_hh, H, 0.0, dhr, H);
+                rec_product(fast, w_hh, dtype, 0, B, H, G, gate + t * G, T * G, w_hh, H, 0.0, dhr, H);
         }
     });
 }

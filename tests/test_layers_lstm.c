@@ -457,25 +457,31 @@ static void test_float32_gates_match_float64(void)
     CU_ASSERT_TRUE(!isnan(y32[8]) && !isnan(y32[10]) && fabsf(p32[2 * H + 9] - tanhf(0.25f)) <= 1e-7f);
 }
 
-/* float32 fused against float64 fused with the same (rounded) parameters. */
+/* float32 fused against float64 fused with the same (rounded) parameters, at hidden
+ * sizes whose recurrent products take each path of the float32 kernels (tensor/
+ * kernels_lstm.h): H = 6 (lb_k_gemm), 8 (4H = 32: AVX2 loops), 32 and 64 (AVX-512
+ * loops forward; AVX2, then AVX-512, backward), 40 steps, 2 layers, given state. */
 static void test_float32_matches_float64(void)
 {
-    lb_params p64, p32;
-    lb_lstm l64, l32;
-    make_lstm(&l64, &p64, 3, 6, 2, LB_FLOAT64, 41);
-    make_lstm(&l32, &p32, 3, 6, 2, LB_FLOAT32, 41);
-    for (int i = 0; i < p64.count; i++) /* the float64 copy gets exactly the float32 values */
-        lb_tensor_copy_into(p64.items[i]->value, p32.items[i]->value);
-    lstm_run a, b;
-    CU_ASSERT_TRUE_FATAL(run_lstm(lb_lstm_forward, &l64, &p64, 3, 40, 1, 7, &a));
-    CU_ASSERT_TRUE_FATAL(run_lstm(lb_lstm_forward, &l32, &p32, 3, 40, 1, 7, &b));
-    /* the inputs differ by float32 rounding too, so compare loosely */
-    double worst = compare_runs(&b, &a, &p64, 1e-4, 1e-4);
-    printf("\n    float32 vs float64, T = 40: max difference %.3g", worst);
-    run_free(&a);
-    run_free(&b);
-    lb_params_free(&p64);
-    lb_params_free(&p32);
+    static const int64_t hidden[] = {6, 8, 32, 64};
+    for (int h = 0; h < 4; h++) {
+        lb_params p64, p32;
+        lb_lstm l64, l32;
+        make_lstm(&l64, &p64, 3, hidden[h], 2, LB_FLOAT64, 41);
+        make_lstm(&l32, &p32, 3, hidden[h], 2, LB_FLOAT32, 41);
+        for (int i = 0; i < p64.count; i++) /* the float64 copy gets exactly the float32 values */
+            lb_tensor_copy_into(p64.items[i]->value, p32.items[i]->value);
+        lstm_run a, b;
+        CU_ASSERT_TRUE_FATAL(run_lstm(lb_lstm_forward, &l64, &p64, 3, 40, 1, 7, &a));
+        CU_ASSERT_TRUE_FATAL(run_lstm(lb_lstm_forward, &l32, &p32, 3, 40, 1, 7, &b));
+        /* the inputs differ by float32 rounding too, so compare loosely */
+        double worst = compare_runs(&b, &a, &p64, 1e-4, 1e-4);
+        printf("\n    float32 vs float64, H = %lld, T = 40: max difference %.3g", (long long)hidden[h], worst);
+        run_free(&a);
+        run_free(&b);
+        lb_params_free(&p64);
+        lb_params_free(&p32);
+    }
 }
 
 /* ---- semantics ---- */
@@ -657,7 +663,7 @@ int main(void)
         {"values equal the scalar LSTM equations (given h0, c0)", test_scalar_equations},
         {"gradcheck 2 layers, B3 T5 I4 H3: output, h_n, c_n w.r.t. x, h0, c0, params", test_gradcheck_two_layers},
         {"fused BPTT equals the elementary-op reference, float64 and float32", test_fused_matches_reference},
-        {"float32 agrees with float64 over 40 steps", test_float32_matches_float64},
+        {"float32 agrees with float64 over 40 steps, H = 6, 8, 32, 64", test_float32_matches_float64},
         {"float32 gate loops (vectors, tails, |x| up to 100, NaN) match float64", test_float32_gates_match_float64},
         {"NULL initial state equals explicit zeros; h_n[L-1] is the last output", test_zero_state_equals_explicit_zeros},
         {"batch items independent, outputs causal", test_batch_independent_and_causal},
