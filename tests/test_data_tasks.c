@@ -198,6 +198,20 @@ static void test_option_resolve(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "sensors"));
 }
 
+/* lb_task_print_options of `task`'s defaults, separated by commas, is `expected`. */
+static void expect_default_options(lb_task_kind task, const char *expected)
+{
+    char *text = NULL;
+    size_t size = 0;
+    lb_task_options o;
+    lb_task_options_default(task, &o);
+    FILE *f = open_memstream(&text, &size);
+    lb_task_print_options(&o, ",", f);
+    fclose(f);
+    CU_ASSERT_STRING_EQUAL(text, expected);
+    free(text);
+}
+
 static void test_help_and_options_text(void)
 {
     char *text = NULL;
@@ -211,21 +225,10 @@ static void test_help_and_options_text(void)
     for (int i = 0; must[i]; i++)
         CU_ASSERT_PTR_NOT_NULL(strstr(text, must[i]));
     free(text);
-    lb_task_options o;
-    lb_task_options_default(LB_TASK_LOCAL, &o);
-    f = open_memstream(&text, &size);
-    lb_task_print_options(&o, ",", f);
-    fclose(f);
-    CU_ASSERT_STRING_EQUAL(text, "seq_len=64,variable_length=0,min_length=auto,alphabet=8,window=3,classes=8,"
-                                 "n_train=10000,n_val=1000,n_test=1000,seed=1");
-    free(text);
-    lb_task_options_default(LB_TASK_MODSUM, &o);
-    f = open_memstream(&text, &size);
-    lb_task_print_options(&o, ",", f);
-    fclose(f);
-    CU_ASSERT_STRING_EQUAL(text, "seq_len=64,variable_length=0,min_length=auto,modulus=5,"
-                                 "n_train=10000,n_val=1000,n_test=1000,seed=1");
-    free(text);
+    expect_default_options(LB_TASK_LOCAL, "seq_len=64,variable_length=0,min_length=auto,alphabet=8,window=3,"
+                                          "classes=8,n_train=10000,n_val=1000,n_test=1000,seed=1");
+    expect_default_options(LB_TASK_MODSUM, "seq_len=64,variable_length=0,min_length=auto,modulus=5,"
+                                           "n_train=10000,n_val=1000,n_test=1000,seed=1");
     CU_ASSERT_TRUE(lb_task_option_applies(LB_TASK_SPIKE, "--sensors"));
     CU_ASSERT_FALSE(lb_task_option_applies(LB_TASK_COPY, "sensors"));
 }
