@@ -1313,7 +1313,8 @@ static void format_duration(double seconds, char *buf, size_t size)
 
 static void study_usage(FILE *out)
 {
-    fputs("usage: lookback study [--quick] [--seeds N] [--tasks LIST] [--methods LIST] [--threads N] --out DIR\n"
+    fputs("usage: lookback study [--quick] [--seeds N] [--tasks LIST] [--methods LIST] [--jobs N] [--threads N]\n"
+          "                      --out DIR\n"
           "\n"
           "The source's table of alternatives, measured: full attention (transformer), local attention,\n"
           "the LSTM and a dilated causal convolution (plus two length-robust attention variants on\n"
