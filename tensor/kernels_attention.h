@@ -26,7 +26,11 @@
  * the number of key tiles), never on the thread count.
  *
  * Tiles: forward 128 queries x 128 keys, backward 64 queries x 128 keys (tuned on a
- * 2-core AMD EPYC with OpenBLAS 0.3.21; see the report in docs/autograd.md).
+ * 2-core AMD EPYC with OpenBLAS 0.3.21; see the report in docs/autograd.md). A
+ * sliding window of W < 64 keys (local attention) gets band tiles instead: query
+ * tiles (and the backward's key tiles) of W rounded up to a multiple of 16, and each
+ * query tile's keys taken from the first one its rows may see, so a query tile
+ * computes bq + W - 1 scores per row rather than one or two 128-key tiles.
  *
  * Masks are read per tile (lb_attn_kmask). Key tiles that the causal, window and
  * padding limits exclude for every query of a query tile are skipped, never
