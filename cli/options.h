@@ -127,6 +127,11 @@ int lb_cli_run_failed(const char *command, const lb_cli_run *run);
 /* The signal (SIGINT or SIGTERM) that stopped the last lb_cli_run_training of this process,
  * or 0 when none did. */
 int lb_cli_caught_signal(void);
+/* An exclusive lock on DIR/.lock (DIR must exist) held while the returned descriptor is
+ * open, by this process and its children (released when they end); the file holds the
+ * owner's process id. -1 with the error set (LB_ERR_STATE naming that process when another
+ * one holds it, LB_ERR_IO when the file cannot be made). */
+int lb_cli_lock_dir(const char *dir);
 
 /* Trains rc's model on rc->data into folder `dir` (config.json, metrics.csv,
  * checkpoint.h5), resuming from dir's checkpoint when `resume`. A new run with

@@ -113,9 +113,7 @@ static lb_status truncate_metrics(const char *path, int64_t step)
     return lb_output_commit(tmp, path, "metrics");
 }
 
-/* An exclusive lock on DIR/.lock for the life of the run (released when the process
- * ends); the file holds the owner's process id, so a refusal can name it. */
-static int lock_run(const char *dir)
+int lb_cli_lock_dir(const char *dir)
 {
     char path[4200];
     lb_cli_path(path, sizeof path, dir, ".lock");
@@ -191,7 +189,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     FILE *metrics = NULL;
     int lock = -1, created_dir = !lb_cli_exists(dir);
     st = trainer ? LB_OK : lb_last_status();
-    if (st == LB_OK && writer && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lock_run(dir)) < 0)
+    if (st == LB_OK && writer && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lb_cli_lock_dir(dir)) < 0)
         st = lb_last_status();
     /* The folder is ours now; what is in it? A run killed before its first checkpoint
      * leaves config.json (and a header-only metrics.csv) without checkpoint.h5. */

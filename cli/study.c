@@ -1268,11 +1268,22 @@ lb_status lb_study_report(lb_study *s, double seconds)
 
 /* ---- the command ---- */
 
+/* The signal (SIGINT or SIGTERM) that asked the study to stop, 0 while none did. */
 static volatile sig_atomic_t stop_requested;
 static void on_stop(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    stop_requested = sig;
+}
+
+/* Catches SIGINT and SIGTERM without restarting waitpid, so a stop is seen at once. */
+static void catch_stop(struct sigaction old[2])
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
 }
 
 /* Starts job i of a phase in a child process, so each cell's peak memory is its own
@@ -1286,6 +1297,9 @@ static pid_t start_child(lb_study *s, lb_study_phase phase, int i)
         return -1;
     }
     if (pid == 0) {
+        /* Its own process group: Ctrl-C reaches the study only, which passes the stop on
+         * once (a second signal would end the job without its checkpoint). */
+        setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         lb_status st = lb_study_run_job(s, phase, i);
@@ -1299,6 +1313,7 @@ static pid_t start_child(lb_study *s, lb_study_phase phase, int i)
         fflush(NULL);
         _exit(st == LB_OK ? 0 : 1);
     }
+    setpgid(pid, pid);
     return pid;
 }
 
@@ -1431,6 +1446,11 @@ int lb_cli_study(int argc, char **argv)
     int64_t made = s != NULL;
     if (lb_dist_rank() == 0 && !s)
         return lb_cli_error(cmd, lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
+    /* One study command per folder: two would run the same jobs into the same run folders. */
+    if (lb_dist_rank() == 0 && lb_cli_lock_dir(o.out) < 0) {
+        lb_study_free(s);
+        return lb_cli_error(cmd, 1, "%s", lb_last_error());
+    }
     if (lb_dist_sum(&made, 1) != LB_OK)
         return lb_cli_fail(cmd);
     if (lb_dist_rank() != 0 && !(s = lb_study_new(&o)))
@@ -1454,8 +1474,9 @@ int lb_cli_study(int argc, char **argv)
         fprintf(stderr, "study in %s: %d cells (%d already stored), %d jobs to run\n", o.out, total_cells, done_cells,
                 left);
     stop_requested = 0;
-    void (*old_int)(int) = signal(SIGINT, on_stop);
-    void (*old_term)(int) = signal(SIGTERM, on_stop);
+    struct sigaction old_actions[2];
+    catch_stop(old_actions);
+    int stop_passed = 0; /* the running jobs were asked to stop */
     double start = lb_cli_now();
     static const char *const phase_names[] = {"data", "lr probe", "cell"};
     enum { MAX_RUNNING = 64 };
@@ -1504,6 +1525,11 @@ int lb_cli_study(int argc, char **argv)
                     break;
                 continue;
             }
+            if (stop_requested && !stop_passed) { /* each job saves its checkpoint and ends */
+                for (int k = 0; k < n_running; k++)
+                    kill(running[k].pid, stop_requested);
+                stop_passed = 1;
+            }
             /* Wait for one of them. */
             int status = 0;
             pid_t pid = waitpid(-1, &status, 0);
@@ -1548,11 +1574,11 @@ int lb_cli_study(int argc, char **argv)
         int64_t stop = stop_requested;
         if (lb_dist_sum(&stop, 1) != LB_OK)
             return lb_cli_fail(cmd);
-        if (stop)
-            stop_requested = 1;
+        if (stop && !stop_requested)
+            stop_requested = SIGINT;
     }
-    signal(SIGINT, old_int);
-    signal(SIGTERM, old_term);
+    sigaction(SIGINT, &old_actions[0], NULL);
+    sigaction(SIGTERM, &old_actions[1], NULL);
     double seconds = lb_cli_now() - start;
     if (lb_dist_size() > 1) { /* rank 0 reports for all */
         int64_t counts[2] = {failed, ran};
@@ -1565,7 +1591,7 @@ int lb_cli_study(int argc, char **argv)
             done_cells += lb_study_job_done(s, LB_STUDY_CELL, i);
         if (lb_dist_rank() != 0) {
             lb_study_free(s);
-            return stop_requested ? 130 : failed ? 1 : 0;
+            return stop_requested ? 128 + stop_requested : failed ? 1 : 0;
         }
     }
     if (stop_requested) {
@@ -1574,7 +1600,7 @@ int lb_cli_study(int argc, char **argv)
                 done_cells, total_cells, o.out);
         lb_study_report(s, -1);
         lb_study_free(s);
-        return 130; /* as a shell reports Ctrl-C */
+        return 128 + stop_requested; /* as a shell reports the signal: 130 Ctrl-C, 143 SIGTERM */
     }
     lb_status st = lb_study_report(s, ran ? seconds : -1);
     if (st != LB_OK) {

@@ -2,11 +2,14 @@
  * outputs' structure and values (study.json cells, study.md's table and best-fit
  * line, plots), resumption that skips finished cells and reruns a missing one, and
  * the refusal of a folder made with other options. */
+#include <fcntl.h>
 #include <ftw.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -220,6 +223,38 @@ static void test_study_usage_errors(void)
     CU_ASSERT_FALSE(exists(path_in("never")));
 }
 
+/* SIGTERM to the study alone (not its process group) stops its running jobs at once
+ * (each saves its checkpoint), exits 143 and leaves no job running. A second study command on a folder in use is refused. */
+static void test_study_sigterm_and_lock(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("study-term"));
+    const char *args[] = {LB_LOOKBACK_BIN, "study", "--quick", "--tasks", "local", "--methods", "lstm,conv",
+                          "--budget", "60", "--eval-examples", "8", "--jobs", "2", "--threads", "1", "--out", dir,
+                          NULL};
+    pid_t pid = start_program(args);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/runs/local.lstm.lr-0.003/checkpoint.h5", dir);
+    for (int i = 0; i < 6000 && !exists(ck); i++)
+        usleep(10000);
+    CU_ASSERT_TRUE_FATAL(exists(ck)); /* a probe of 60 s is training */
+    kill(pid, SIGTERM);
+    run_result r = finish_program(pid, 60);
+    EXPECT(r.code == 143 && contains(r.err, "interrupted") && contains(r.err, "run the same command again"), r);
+    run_free(&r);
+    CU_ASSERT_EQUAL(kill(-pid, 0), -1); /* no job of it is left running */
+    /* Held by another process: refused, naming the folder. */
+    char lock[600];
+    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    int fd = open(lock, O_RDWR | O_CREAT, 0644);
+    CU_ASSERT_TRUE_FATAL(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    r = run(args + 1);
+    EXPECT(r.code == 1 && one_error_line(&r, "study") && contains(r.err, "in use by a running lookback process"), r);
+    run_free(&r);
+    close(fd);
+}
+
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -235,6 +270,8 @@ int main(void)
     const lb_test_case cases[] = {
         {"study: outputs, values, resumption, options check", test_study_outputs_and_resume},
         {"study: usage errors name the option", test_study_usage_errors},
+        {"study: SIGTERM stops the jobs (143); a folder in use is refused",
+         test_study_sigterm_and_lock},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_study", cases);
