@@ -186,6 +186,45 @@ LB_INLINE float expf_poly(float x)
     return x != x ? x : y;
 }
 
+/* Folds l [n] (n = 16 or 8) onto its first 4 lanes by adding (or taking the larger of)
+ * the upper half onto the lower half on 8- and 4-lane vectors, then the last 4 in a
+ * fixed order: the horizontal sum and max of a vector in few instructions. */
+typedef float lb_f8 __attribute__((vector_size(32)));
+typedef float lb_f4 __attribute__((vector_size(16)));
+typedef int32_t lb_i8 __attribute__((vector_size(32)));
+typedef int32_t lb_i4 __attribute__((vector_size(16)));
+
+#define LB_FOLD(l, n, F, I, op)                                                                                   \
+    do {                                                                                                       \
+        F lo_, hi_;                                                                                            \
+        memcpy(&lo_, l, sizeof lo_);                                                                           \
+        memcpy(&hi_, l + (n), sizeof hi_);                                                                     \
+        if (op) {                                                                                              \
+            I bigger_ = hi_ > lo_;                                                                             \
+            lo_ = (F)((bigger_ & (I)hi_) | (~bigger_ & (I)lo_));                                               \
+        } else {                                                                                               \
+            lo_ += hi_;                                                                                        \
+        }                                                                                                      \
+        memcpy(l, &lo_, sizeof lo_);                                                                           \
+    } while (0)
+
+LB_INLINE float lb_fold_sum(float *l, int n)
+{
+    if (n == 16)
+        LB_FOLD(l, 8, lb_f8, lb_i8, 0);
+    LB_FOLD(l, 4, lb_f4, lb_i4, 0);
+    return (l[0] + l[2]) + (l[1] + l[3]);
+}
+
+LB_INLINE float lb_fold_max(float *l, int n)
+{
+    if (n == 16)
+        LB_FOLD(l, 8, lb_f8, lb_i8, 1);
+    LB_FOLD(l, 4, lb_f4, lb_i4, 1);
+    float a = l[1] > l[0] ? l[1] : l[0], b = l[3] > l[2] ? l[3] : l[2];
+    return b > a ? b : a;
+}
+
 #define LB_VL 8
 #include "tensor/kernels_attention_rows_internal.h"
 #undef LB_VL

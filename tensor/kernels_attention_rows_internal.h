@@ -3,7 +3,8 @@
  * baseline builds, 16: AVX-512) with LB_VL defined; each inclusion defines
  *   vf<LB_VL>_load, vf<LB_VL>_store, expf_v<LB_VL>, vf<LB_VL>_sum,
  *   row_max_f<LB_VL>, row_exp_f<LB_VL>, row_ds_f<LB_VL>, row_scale_f<LB_VL>
- * from the same text. Needs expf_poly, LB_EXPF_LO/HI, LB_EXPF_POLY and LB_INLINE.
+ * from the same text. Needs expf_poly, LB_EXPF_LO/HI, LB_EXPF_POLY, lb_fold_sum,
+ * lb_fold_max and LB_INLINE.
  * Row tails run the vector loops' operations on scalars, so every element goes through
  * one sequence of IEEE operations whatever its position in the row. */
 
@@ -44,15 +45,13 @@ LB_INLINE VF LB_VW(expf_v, LB_VL)(const VF *xp)
     return VF_SELECT(nan, x, y);
 }
 
-/* Horizontal sum of the lanes, in a fixed order (upper half onto lower half, repeated). */
+/* Horizontal sum of the lanes, in a fixed order: the upper half added onto the lower
+ * half, repeatedly (lb_fold_sum). */
 LB_INLINE float LB_VW(VF, _sum)(const VF *v)
 {
     float l[LB_VL];
     memcpy(l, v, sizeof l);
-    for (int w = LB_VL / 2; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++)
-            l[i] += l[i + w];
-    return l[0];
+    return lb_fold_sum(l, LB_VL);
 }
 
 /* Largest element of s [n] (-inf when all are). */
@@ -65,10 +64,9 @@ LB_INLINE float LB_VW(row_max_f, LB_VL)(const float *s, int64_t n)
         VI bigger = x > mv;
         mv = VF_SELECT(bigger, x, mv);
     }
-    float l[LB_VL], mx = -INFINITY;
+    float l[LB_VL];
     memcpy(l, &mv, sizeof l);
-    for (int i = 0; i < LB_VL; i++)
-        mx = l[i] > mx ? l[i] : mx;
+    float mx = lb_fold_max(l, LB_VL);
     for (; c < n; c++)
         mx = s[c] > mx ? s[c] : mx;
     return mx;
