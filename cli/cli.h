@@ -102,5 +102,9 @@ lb_status lb_cli_check_max_context(const char *checkpoint, const struct lb_model
 
 /* Monotonic seconds. */
 double lb_cli_now(void);
+/* CPU seconds of the process (every thread) divided by the thread count in use
+ * (lb_get_num_threads): the time a measurement took on its own cores, whatever else
+ * the machine runs (the clock of --budget-clock cpu). */
+double lb_cli_cpu_now(void);
 
 #endif

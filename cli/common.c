@@ -104,8 +104,10 @@ lb_status lb_cli_real(const char *option, const char *text, double min, double m
     char *end = NULL;
     errno = 0;
     double v = text ? strtod(text, &end) : 0;
-    if (!text || !*text || isspace((unsigned char)*text) || *end || errno == ERANGE || !isfinite(v))
-        return lb_error(LB_ERR_VALUE, "%s expects a number, got '%s'", option, text ? text : "");
+    /* decimal only: strtod also reads hexadecimal ("0x10" = 16) */
+    if (!text || !*text || isspace((unsigned char)*text) || *end || errno == ERANGE || !isfinite(v) ||
+        strpbrk(text, "xX"))
+        return lb_error(LB_ERR_VALUE, "%s expects a decimal number, got '%s'", option, text ? text : "");
     if (v < min || v > max)
         return lb_error(LB_ERR_VALUE, "%s must be in [%g, %g], got %g", option, min, max, v);
     *out = v;
@@ -163,6 +165,13 @@ double lb_cli_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double lb_cli_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ((double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec) / lb_get_num_threads();
 }
 
 void lb_progress_begin(lb_progress *p, const char *label, int64_t total)

@@ -13,7 +13,7 @@
 
 /* The run's options: "data", every model field that has an option (the field list of
  * layers/model_fields.def, in its order), then the training options below. */
-typedef enum opt_type { T_INT64, T_INT, T_REAL, T_U64, T_OPTIM, T_SCHEDULE, T_STRING } opt_type;
+typedef enum opt_type { T_INT64, T_INT, T_REAL, T_U64, T_OPTIM, T_SCHEDULE, T_CLOCK, T_STRING } opt_type;
 
 /* When a training option is used. */
 typedef enum opt_when { W_ALWAYS, W_SGD, W_ADAM, W_COSINE, W_STEP } opt_when;
@@ -49,6 +49,8 @@ static const train_option train_options[] = {
     {"eval-examples", T_INT64, TR(eval_examples), 0, 1e12, W_ALWAYS, "validation examples per evaluation (0 = all)"},
     {"checkpoint-every", T_INT64, TR(checkpoint_every), 0, 1e12, W_ALWAYS, "steps between checkpoints (0 = at validations)"},
     {"time-budget", T_REAL, TR(time_budget), 0, 1e9, W_ALWAYS, "stop after this many seconds of training (0 = none)"},
+    {"budget-clock", T_CLOCK, TR(budget_clock), 0, 0, W_ALWAYS,
+     "what --time-budget counts: wall | cpu (process CPU seconds / threads: the same work on a busy machine)"},
     {"seed", T_U64, TR(seed), 0, 0, W_ALWAYS, "data order and dropout seed"},
     {"threads", T_INT, TR(threads), 0, 1024, W_ALWAYS, "threads (0 = OMP_NUM_THREADS or all processors)"},
     {"patience", T_INT64, TR(patience), 0, 1e12, W_ALWAYS, "stop after N evaluations without a better validation (0 = off)"},
@@ -160,6 +162,7 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
         break;
     }
     case T_SCHEDULE: st = lb_schedule_kind_parse(value, (lb_schedule_kind *)p); break;
+    case T_CLOCK: st = lb_budget_clock_parse(value, (lb_budget_clock *)p); break;
     case T_STRING:
         if (strlen(value) >= sizeof rc->data)
             return lb_error(LB_ERR_VALUE, "%s: path too long", flag);
@@ -229,6 +232,7 @@ static json_object *option_json(const lb_run_config *rc, const run_option *ro)
     case T_REAL: return json_double(*(const double *)p);
     case T_OPTIM: return json_object_new_string(lb_optim_kind_name(*(const lb_optim_kind *)p));
     case T_SCHEDULE: return json_object_new_string(lb_schedule_kind_name(*(const lb_schedule_kind *)p));
+    case T_CLOCK: return json_object_new_string(lb_budget_clock_name(*(const lb_budget_clock *)p));
     case T_STRING: return json_object_new_string(p);
     }
     return NULL;

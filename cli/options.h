@@ -109,6 +109,7 @@ void lb_cli_name_options(char *message, size_t size);
 typedef struct lb_cli_run {
     int64_t steps;          /* steps completed */
     double seconds;         /* training seconds (without evaluations) */
+    double budget_seconds;  /* of them, on the run's budget clock (lb_trainer_budget_spent) */
     int64_t parameters;     /* scalar parameters of the model */
     lb_eval_result last_val; /* the last validation (examples 0 when none ran) */
     int interrupted;        /* stopped by SIGINT/SIGTERM after saving a checkpoint */

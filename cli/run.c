@@ -214,7 +214,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     if (st == LB_OK && !resume && rc->init_from[0] && (st = lb_checkpoint_load_params(rc->init_from, model)) != LB_OK)
         lb_error_context("--init-from");
     if (st == LB_OK && resume && (st = lb_trainer_load(trainer, ckpt_path)) == LB_OK) {
-        double spent = lb_trainer_elapsed(trainer);
+        double spent = lb_trainer_budget_spent(trainer);
         if (lb_trainer_steps_done(trainer) > rc->train.steps) {
             st = lb_error(LB_ERR_VALUE, "--steps %lld is below the checkpoint's step %lld (--steps is the total)",
                           (long long)rc->train.steps, (long long)lb_trainer_steps_done(trainer));
@@ -263,7 +263,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
         ps.bar.budget = rc->train.time_budget;
         ps.bar.first = lb_trainer_steps_done(trainer);
-        ps.bar.budget_spent = lb_trainer_elapsed(trainer);
+        ps.bar.budget_spent = lb_trainer_budget_spent(trainer);
         active_trainer = trainer;
         caught_signal = 0;
         void (*old_int)(int) = signal(SIGINT, on_signal);
@@ -276,6 +276,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
             lb_progress_end(&ps.bar);
         out->steps = lb_trainer_steps_done(trainer);
         out->seconds = lb_trainer_elapsed(trainer);
+        out->budget_seconds = lb_trainer_budget_spent(trainer);
         out->last_val = ps.last_val;
         out->interrupted = lb_trainer_stopped(trainer);
         out->signal = out->interrupted ? (int)caught_signal : 0;

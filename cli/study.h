@@ -33,6 +33,7 @@ typedef struct lb_study_options {
     const char *tasks;    /* comma-separated task names, NULL = all */
     const char *methods;  /* comma-separated method names, NULL = all */
     int threads;          /* threads per job (0 = OMP_NUM_THREADS or all processors) */
+    int jobs;             /* jobs the driver runs at once (recorded in the report; 0 = 1) */
     int zoology;          /* recall at the scale of Arora et al. 2023 (vocabulary 8,192, T 512, 64 pairs) */
     double budget;        /* training seconds per cell (0 = 15 with quick, else 45) */
     int64_t eval_examples;/* test sequences per test length (0 = 100 with quick, else 200) */

@@ -123,8 +123,9 @@ lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, cons
     }
     case LB_FIELD_REAL: {
         double v = strtod(text, &end);
-        if (!*text || isspace((unsigned char)*text) || *end || errno == ERANGE || !isfinite(v))
-            return lb_error(LB_ERR_VALUE, "%s expects a number, got '%s'", label, text);
+        /* decimal only: strtod also reads hexadecimal ("0x10" = 16) */
+        if (!*text || isspace((unsigned char)*text) || *end || errno == ERANGE || !isfinite(v) || strpbrk(text, "xX"))
+            return lb_error(LB_ERR_VALUE, "%s expects a decimal number, got '%s'", label, text);
         if (v < f->min || v > f->max)
             return lb_error(LB_ERR_VALUE, "%s must be in [%g, %g], got %g", label, f->min, f->max, v);
         *(double *)p = v;

@@ -208,6 +208,15 @@ static void test_duplicate_options_refused(void)
     run_result r = train_into(dir, twice);
     EXPECT(r.code == 2 && contains(r.err, "--lr is given twice ('1e-3', then '3e-3'); give it once"), r);
     run_free(&r);
+    /* strtod reads hexadecimal; options take decimal numbers only */
+    const char *hex[] = {"--lr", "0x10", NULL};
+    r = train_into(dir, hex);
+    EXPECT(r.code == 2 && contains(r.err, "--lr expects a decimal number, got '0x10'"), r);
+    run_free(&r);
+    const char *hex_field[] = {"--dropout", "0x0.1p1", NULL};
+    r = train_into(dir, hex_field);
+    EXPECT(r.code == 2 && contains(r.err, "--dropout expects a decimal number"), r);
+    run_free(&r);
     const char *out_twice[] = {"--out", path_in("elsewhere"), NULL};
     r = train_into(dir, out_twice);
     EXPECT(r.code == 2 && contains(r.err, "--out is given twice"), r);

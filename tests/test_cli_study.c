@@ -29,6 +29,14 @@ static run_result run_study(const char *budget)
     return run(args);
 }
 
+/* The same study, one job at a time. */
+static run_result run_study_serial(const char *budget)
+{
+    const char *args[] = {"study", "--quick", "--tasks", "local", "--methods", "lstm,conv", "--budget", budget,
+                          "--eval-examples", "16", "--jobs", "1", "--out", study_dir(), NULL};
+    return run(args);
+}
+
 static json_object *get(json_object *o, const char *key)
 {
     json_object *v = NULL;
@@ -77,7 +85,12 @@ static void test_study_outputs_and_resume(void)
     json_object *cells = get(root, "cells"), *tasks = get(root, "tasks"), *lr = get(root, "lr_search");
     CU_ASSERT_EQUAL_FATAL(json_object_array_length(cells), 2);
     CU_ASSERT_EQUAL(json_object_array_length(lr), 4); /* 2 methods x 2 learning rates */
-    CU_ASSERT_TRUE(json_object_get_double(get(root, "wall_seconds")) >= json_object_get_double(get(root, "job_seconds")));
+    /* ctest sets OMP_NUM_THREADS=2: with --threads 1, two jobs run at once */
+    json_object *options = get(root, "options");
+    CU_ASSERT_EQUAL(json_object_get_int(get(options, "jobs")), 2);
+    CU_ASSERT_EQUAL(json_object_get_int(get(options, "threads")), 1);
+    CU_ASSERT_TRUE(2 * json_object_get_double(get(root, "wall_seconds")) >=
+                   json_object_get_double(get(root, "job_seconds")));
     for (size_t i = 0; i < 2; i++)
         check_cell(json_object_array_get_idx(cells, i));
     CU_ASSERT_EQUAL_FATAL(json_object_array_length(tasks), 1);
@@ -111,10 +124,11 @@ static void test_study_outputs_and_resume(void)
     CU_ASSERT_TRUE(before && after && strcmp(before, after) == 0);
     free(after);
 
-    /* A missing cell (as after a kill) is the only job run again. */
+    /* A missing cell (as after a kill) is the only job run again (here one job at a
+     * time, with every thread: the options file does not hold --jobs or --threads). */
     snprintf(path, sizeof path, "%s/jobs/local.conv.seed-1.json", study_dir());
     CU_ASSERT_EQUAL(unlink(path), 0);
-    r = run_study("0.4");
+    r = run_study_serial("0.4");
     EXPECT(r.code == 0 && contains(r.err, "(1 already stored), 1 jobs to run") && contains(r.err, "local.conv.seed-1"),
            r);
     EXPECT(!contains(r.err, "lr probe"), r);
@@ -146,6 +160,11 @@ static void test_study_usage_errors(void)
     r = run(bad_seeds);
     EXPECT(r.code == 2 && contains(r.err, "--seeds"), r);
     run_free(&r);
+    const char *bad_jobs[] = {"study", "--jobs", "0", "--out", path_in("never"), NULL};
+    r = run(bad_jobs);
+    EXPECT(r.code == 2 && one_error_line(&r, "study") && contains(r.err, "--jobs"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(path_in("never")));
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

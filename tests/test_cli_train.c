@@ -292,6 +292,43 @@ static void test_config_file_is_strict(void)
     CU_ASSERT_FALSE(exists(r5));
 }
 
+/* --budget-clock cpu: the run trains for its budget of CPU seconds, records the clock
+ * in config.json and the spent budget in its checkpoint; an unknown clock is a usage
+ * error that leaves nothing behind. */
+static void test_budget_clock(void)
+{
+    char dir[512], bad[512], cfg[600];
+    snprintf(dir, sizeof dir, "%s", path_in("run-cpu"));
+    snprintf(bad, sizeof bad, "%s", path_in("run-gpu"));
+    const char *wrong[] = {"train", "--data", spike_file(), "--time-budget", "1", "--budget-clock", "gpu", "--out", bad,
+                           NULL};
+    run_result r = run(wrong);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "--budget-clock") && contains(r.err, "'gpu'"),
+           r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(bad));
+    const char *args[] = {"train", "--data", spike_file(), "--model", "lstm", "--hidden", "8", "--steps", "1000000",
+                          "--time-budget", "0.5", "--budget-clock", "cpu", "--threads", "1", "--out", dir, "--quiet",
+                          NULL};
+    r = run(args);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    char *text = read_all(cfg, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_TRUE(contains(text, "\"budget-clock\": \"cpu\"") || contains(text, "\"budget-clock\":\"cpu\""));
+    free(text);
+    /* The whole budget is spent: resuming with the same budget is refused, with a larger one it trains on. */
+    const char *again[] = {"train", "--resume", dir, "--quiet", NULL};
+    r = run(again);
+    EXPECT(r.code == 2 && contains(r.err, "--time-budget"), r);
+    run_free(&r);
+    const char *more[] = {"train", "--resume", dir, "--time-budget", "0.8", "--quiet", NULL};
+    r = run(more);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+}
+
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -347,6 +384,7 @@ int main(void)
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_train_%d", (int)getpid());
     mkdir(work_dir, 0777);
     const lb_test_case cases[] = {
+        {"--budget-clock cpu: trained, recorded, resumed; a bad clock refused", test_budget_clock},
         {"a failed start leaves no files behind", test_failed_start_leaves_nothing},
         {"run folders: no overwrite, resume checks, metrics after resume, eval", test_run_folder_rules},
         {"SIGINT stops training with a checkpoint (exit 130)", test_interrupt_saves_checkpoint},

@@ -1,5 +1,7 @@
 /* The training loop, evaluation and checkpoints, on small generated data. */
 #include <math.h>
+#include <sched.h>
+#include <time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -543,11 +545,95 @@ static void test_best_checkpoint_and_patience(void)
     lb_dataset_close(ds);
 }
 
+static double process_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A time budget on the CPU clock counts the process's CPU seconds (per thread), not
+ * the wall time: with two busy processes per CPU, the run takes well over its budget
+ * in wall time and trains for its whole budget of CPU time.
+ * The clock's spent seconds survive a checkpoint; a bad clock value is refused. */
+static void test_cpu_budget_clock(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/cpu-clock.h5", dir);
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 1000000);
+    tc.batch_size = 256; /* steps of several scheduler slices */
+    tc.time_budget = 0.4;
+    tc.budget_clock = (lb_budget_clock)7;
+    CU_ASSERT_PTR_NULL(lb_trainer_new(m, ds, &tc));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "budget clock"));
+    tc.budget_clock = LB_BUDGET_CPU;
+    lb_budget_clock parsed;
+    CU_ASSERT_EQUAL(lb_budget_clock_parse("cpu", &parsed), LB_OK);
+    CU_ASSERT_EQUAL(parsed, LB_BUDGET_CPU);
+    CU_ASSERT_EQUAL(lb_budget_clock_parse("gpu", &parsed), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "'gpu'"));
+    CU_ASSERT_STRING_EQUAL(lb_budget_clock_name(LB_BUDGET_WALL), "wall");
+
+    /* Two busy processes per CPU this process may use: it gets a fraction of a CPU. */
+    cpu_set_t cpus;
+    int n_busy = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? 2 * CPU_COUNT(&cpus) : 4;
+    if (n_busy > 16)
+        n_busy = 16;
+    pid_t busy[16];
+    int started = 0;
+    for (int i = 0; i < n_busy; i++) {
+        pid_t pid = fork();
+        if (pid == 0)
+            for (volatile unsigned long x = 0;; x++)
+                ;
+        if (pid > 0)
+            busy[started++] = pid;
+    }
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    double cpu0 = process_cpu_seconds();
+    CU_ASSERT_EQUAL(lb_trainer_run(t, ck, NULL, NULL, NULL), LB_OK);
+    double cpu = process_cpu_seconds() - cpu0;
+    for (int i = 0; i < started; i++) {
+        kill(busy[i], SIGKILL);
+        waitpid(busy[i], NULL, 0);
+    }
+    double spent = lb_trainer_budget_spent(t), wall = lb_trainer_elapsed(t);
+    CU_ASSERT_TRUE(lb_trainer_steps_done(t) >= 1);
+    CU_ASSERT_TRUE(spent >= tc.time_budget);
+    CU_ASSERT_TRUE(spent <= cpu + 1e-3); /* one thread: CPU seconds of the steps */
+    if (started == n_busy) /* the steps had well under a whole CPU */
+        CU_ASSERT_TRUE(spent < 0.8 * wall);
+    lb_trainer *u = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_load(u, ck), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(lb_trainer_budget_spent(u), spent, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(lb_trainer_elapsed(u), wall, 1e-12);
+    lb_trainer_free(u);
+
+    /* The wall clock: the budget is the steps' wall time. */
+    tc.budget_clock = LB_BUDGET_WALL;
+    tc.time_budget = 0.2;
+    lb_trainer *w = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_run(w, NULL, NULL, NULL, NULL), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(lb_trainer_budget_spent(w), lb_trainer_elapsed(w), 1e-12);
+    CU_ASSERT_TRUE(lb_trainer_budget_spent(w) >= 0.2);
+    lb_trainer_free(w);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
 int main(void)
 {
     make_data();
     const lb_test_case cases[] = {
         {"training reduces loss and reaches high accuracy; distance bins", test_training_learns},
+        {"a CPU-clock time budget counts CPU seconds and survives a checkpoint", test_cpu_budget_clock},
         {"resume from a checkpoint equals an uninterrupted run bit for bit", test_resume_is_bit_exact},
         {"a killed run resumes exactly from an intact checkpoint", test_kill_and_resume},
         {"checkpoint of a different model: clear error, nothing changed", test_checkpoint_mismatch_errors},

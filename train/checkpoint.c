@@ -1,7 +1,8 @@
 /* Checkpoints in HDF5 (format: docs/training.md).
  *
  *   /                 attributes: format "lookback-checkpoint", format_version, step,
- *                     elapsed_seconds, data_file, data_task (absent in older checkpoints),
+ *                     elapsed_seconds, budget_spent_seconds (absent in older checkpoints:
+ *                     elapsed_seconds), data_file, data_task (absent in older checkpoints),
  *                     interval.* (the metrics' train row so far), best.step / best.metric /
  *                     best.evals_since (the best validation so far; absent in older
  *                     checkpoints), every model config field as
@@ -289,6 +290,7 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
         (st = lb_h5_write_attr_int(file, "format_version", CHECKPOINT_FORMAT_VERSION, path)) ||
         (st = lb_h5_write_attr_int(file, "step", t->step, path)) ||
         (st = lb_h5_write_attr_real(file, "elapsed_seconds", t->elapsed, path)) ||
+        (st = lb_h5_write_attr_real(file, "budget_spent_seconds", t->budget_spent, path)) ||
         (st = lb_h5_write_attr_string(file, "data_file", lb_dataset_path(t->data), path)) ||
         (st = lb_h5_write_attr_string(file, "data_task", lb_task_name(lb_dataset_task(t->data)), path)) ||
         (st = lb_h5_write_attr_string(file, "optim.kind", lb_optim_kind_name(t->cfg.optim.kind), path)) ||
@@ -508,7 +510,7 @@ typedef struct load_job {
     const lb_trainer *t; /* NULL: parameters only */
     lb_tensor **vals;    /* [params + optimizer states] */
     int64_t step, epoch, position;
-    double elapsed;
+    double elapsed, budget_spent;
     lb_rng dropout, loader_rng;
     int64_t best_step, evals_since; /* the best validation so far (0: none, or an older checkpoint) */
     double best_metric;
@@ -548,6 +550,9 @@ static lb_status read_training_state(hid_t file, load_job *job)
         st = lb_h5_read_attr_int(file, "step", LB_H5_I64, &job->step, path);
     if (st == LB_OK)
         st = lb_h5_read_attr_real(file, "elapsed_seconds", LB_H5_F64, &job->elapsed, path);
+    job->budget_spent = job->elapsed; /* older checkpoints: the wall clock */
+    if (st == LB_OK && lb_h5_has_attr(file, "budget_spent_seconds"))
+        st = lb_h5_read_attr_real(file, "budget_spent_seconds", LB_H5_F64, &job->budget_spent, path);
     /* The best validation so far (absent in older checkpoints: none yet). */
     if (st == LB_OK && lb_h5_has_attr(file, "best.step") &&
         ((st = lb_h5_read_attr_int(file, "best.step", LB_H5_I64, &job->best_step, path)) != LB_OK ||
@@ -614,6 +619,7 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path)
         t->dropout_rng = job.dropout;
         t->step = job.step;
         t->elapsed = job.elapsed;
+        t->budget_spent = job.budget_spent;
         t->best_step = job.best_step;
         t->best_metric = job.best_metric;
         t->evals_since_best = job.evals_since;

@@ -454,11 +454,14 @@ lb_status lb_dist_reduce_step(lb_trainer *t, lb_status local, double *loss_sum, 
     return reduce_gradients(d, ps, v + 5);
 }
 
-lb_status lb_dist_end_step(lb_trainer *t, double *seconds)
+lb_status lb_dist_end_step(lb_trainer *t, double *seconds, double *budget_seconds)
 {
     lb_dist_state *d = t->dist;
-    double mine = *seconds;
-    MPI_CHECK(MPI_Allreduce(&mine, seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    /* The slowest rank's times, so that every rank stops at the same step. */
+    double mine[2] = {*seconds, *budget_seconds}, all[2];
+    MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    *seconds = all[0];
+    *budget_seconds = all[1];
     d->stats.steps++;
     if (d->cfg.check_every > 0 && t->step % d->cfg.check_every == 0)
         return compare_checksums(t, t->step);
@@ -522,7 +525,7 @@ lb_status lb_dist_reduce_step(lb_trainer *t, lb_status local, double *loss_sum, 
 {
     return local;
 }
-lb_status lb_dist_end_step(lb_trainer *t, double *seconds) { return LB_OK; }
+lb_status lb_dist_end_step(lb_trainer *t, double *seconds, double *budget_seconds) { return LB_OK; }
 lb_status lb_dist_evaluate(lb_trainer *t, const char *split, int64_t max_examples, int64_t batch_size,
                            lb_eval_result *out)
 {

@@ -51,6 +51,8 @@ lb_status lb_train_config_check(const lb_train_config *cfg)
         return lb_error(LB_ERR_VALUE, "train config: clip must be a finite value >= 0 (got %g)", cfg->clip);
     if (cfg->eval_every < 0 || cfg->eval_examples < 0 || cfg->checkpoint_every < 0)
         return lb_error(LB_ERR_VALUE, "train config: eval-every, eval-examples and checkpoint-every must be >= 0");
+    if (!lb_budget_clock_name(cfg->budget_clock))
+        return lb_error(LB_ERR_VALUE, "train config: budget clock must be wall or cpu (got %d)", (int)cfg->budget_clock);
     if (!(cfg->time_budget >= 0))
         return lb_error(LB_ERR_VALUE, "train config: time budget must be >= 0 seconds (got %g)", cfg->time_budget);
     if (cfg->threads < 0)
@@ -68,6 +70,30 @@ static double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the process (all threads). */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *lb_budget_clock_name(lb_budget_clock c)
+{
+    return c == LB_BUDGET_WALL ? "wall" : c == LB_BUDGET_CPU ? "cpu" : NULL;
+}
+
+lb_status lb_budget_clock_parse(const char *name, lb_budget_clock *out)
+{
+    if (name && strcmp(name, "wall") == 0)
+        *out = LB_BUDGET_WALL;
+    else if (name && strcmp(name, "cpu") == 0)
+        *out = LB_BUDGET_CPU;
+    else
+        return lb_error(LB_ERR_VALUE, "budget clock '%s': expected wall or cpu", name ? name : "(null)");
+    return LB_OK;
 }
 
 /* ---- the task's loss and accuracy ---- */
@@ -401,6 +427,7 @@ int64_t lb_trainer_steps_done(const lb_trainer *t) { return t->step; }
 void lb_trainer_request_stop(lb_trainer *t) { t->stop_requested = 1; }
 int lb_trainer_stopped(const lb_trainer *t) { return t->stopped; }
 double lb_trainer_elapsed(const lb_trainer *t) { return t->elapsed; }
+double lb_trainer_budget_spent(const lb_trainer *t) { return t->budget_spent; }
 lb_optim *lb_trainer_optim(lb_trainer *t) { return t->optim; }
 const lb_train_config *lb_trainer_config(const lb_trainer *t) { return &t->cfg; }
 
@@ -430,7 +457,7 @@ static int64_t scored_targets(const lb_batch *b)
 
 lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
 {
-    double t0 = now_seconds();
+    double t0 = now_seconds(), cpu0 = t->cfg.budget_clock == LB_BUDGET_CPU ? cpu_seconds() : 0;
     memset(stats, 0, sizeof *stats);
     lb_batch b;
     lb_status st = next_batch(t, &b);
@@ -499,9 +526,11 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
     stats->lr = lr;
     stats->tokens = t->cfg.batch_size * b.seq_len; /* the global batch, also when each rank holds a part */
     stats->seconds = now_seconds() - t0;
-    if (t->dist && (st = lb_dist_end_step(t, &stats->seconds)) != LB_OK)
+    double budget = t->cfg.budget_clock == LB_BUDGET_CPU ? (cpu_seconds() - cpu0) / lb_get_num_threads() : stats->seconds;
+    if (t->dist && (st = lb_dist_end_step(t, &stats->seconds, &budget)) != LB_OK)
         return st;
     t->elapsed += stats->seconds;
+    t->budget_spent += budget;
     return LB_OK;
 }
 
@@ -590,7 +619,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
     t->stop_requested = 0;
     t->run_steps = t->run_skipped = t->skipped_in_row = 0;
     while (t->step < c->steps) {
-        if (c->time_budget > 0 && t->elapsed >= c->time_budget)
+        if (c->time_budget > 0 && t->budget_spent >= c->time_budget)
             break;
         if (t->dist ? lb_dist_stop_agreed(t) : t->stop_requested) {
             t->stopped = 1;
@@ -625,7 +654,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         }
         if (cb)
             cb(LB_EVENT_STEP, &s, NULL, user);
-        int last = t->step == c->steps || (c->time_budget > 0 && t->elapsed >= c->time_budget);
+        int last = t->step == c->steps || (c->time_budget > 0 && t->budget_spent >= c->time_budget);
         int eval_now = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
         int ckpt_due = last || (c->checkpoint_every > 0 ? t->step % c->checkpoint_every == 0 : eval_now);
         int improved = 0, judged = 0;

@@ -26,6 +26,20 @@
 
 LB_API_BEGIN
 
+/* What a time budget counts.
+ * LB_BUDGET_WALL: wall-clock seconds of the training steps (CLOCK_MONOTONIC).
+ * LB_BUDGET_CPU: CPU seconds of the whole process during the training steps
+ *   (CLOCK_PROCESS_CPUTIME_ID, every thread), divided by the thread count in use
+ *   (lb_get_num_threads). On an idle machine with every thread busy this is the wall
+ *   time; on a shared machine a run gets the same amount of computation however long
+ *   it waits for a core, so budgeted comparisons stay fair (slower, not worse). */
+typedef enum lb_budget_clock { LB_BUDGET_WALL = 0, LB_BUDGET_CPU = 1 } lb_budget_clock;
+
+/* "wall" / "cpu"; NULL for a value out of range. */
+const char *lb_budget_clock_name(lb_budget_clock c);
+/* Parses "wall" or "cpu"; LB_ERR_VALUE naming the value otherwise. */
+lb_status lb_budget_clock_parse(const char *name, lb_budget_clock *out);
+
 typedef struct lb_train_config {
     int64_t steps;           /* total optimizer steps (a resumed run continues to this total) */
     int64_t batch_size;      /* examples per optimizer step */
@@ -37,7 +51,9 @@ typedef struct lb_train_config {
     int64_t eval_every;      /* steps between evaluations on the validation split (0 = at the end only) */
     int64_t eval_examples;   /* validation examples per evaluation (0 = the whole split) */
     int64_t checkpoint_every;/* steps between checkpoints (0 = at evaluations and the end) */
-    double time_budget;      /* seconds of training after which the run stops (0 = none) */
+    double time_budget;      /* seconds of training after which the run stops (0 = none),
+                                counted on budget_clock */
+    lb_budget_clock budget_clock; /* what time_budget counts (default LB_BUDGET_WALL) */
     uint64_t seed;           /* data order and dropout */
     int threads;             /* BLAS / OpenMP threads (0 = leave as is) */
     int64_t patience;        /* stop after this many evaluations without a better validation
@@ -115,6 +131,9 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats);
 int64_t lb_trainer_steps_done(const lb_trainer *t);
 /* Seconds of training accumulated (across resumes). */
 double lb_trainer_elapsed(const lb_trainer *t);
+/* Seconds of the time budget spent so far, across resumes, on the configuration's
+ * budget_clock (LB_BUDGET_WALL: the same as lb_trainer_elapsed). */
+double lb_trainer_budget_spent(const lb_trainer *t);
 lb_optim *lb_trainer_optim(lb_trainer *t);
 const lb_train_config *lb_trainer_config(const lb_trainer *t);
 

@@ -18,6 +18,7 @@ struct lb_trainer {
     lb_rng dropout_rng; /* dropout masks, saved in checkpoints */
     int64_t step;       /* optimizer steps completed */
     double elapsed;     /* training seconds, across resumes */
+    double budget_spent; /* seconds of the time budget spent (cfg.budget_clock), across resumes */
     volatile sig_atomic_t stop_requested; /* set by lb_trainer_request_stop */
     int stopped;        /* the last run ended on request */
     /* The best validation so far (saved in checkpoints): best_step 0 = none yet. */
@@ -53,7 +54,7 @@ lb_status lb_dist_reduce_step(lb_trainer *t, lb_status local, double *loss_sum, 
                               int64_t *counted);
 /* After the optimizer step: the step's time is the slowest rank's; every check_every
  * steps the parameters' checksums are compared. */
-lb_status lb_dist_end_step(lb_trainer *t, double *seconds);
+lb_status lb_dist_end_step(lb_trainer *t, double *seconds, double *budget_seconds);
 /* A stop request seen by the ranks together at the last step. */
 int lb_dist_stop_agreed(const lb_trainer *t);
 /* lb_evaluate with the batches split over the ranks and the sums reduced. */
