@@ -26,7 +26,10 @@
  * the number of key tiles), never on the thread count.
  *
  * Tiles: forward 128 queries x 128 keys, backward 64 queries x 128 keys (tuned on a
- * 2-core AMD EPYC with OpenBLAS 0.3.21; see the report in docs/autograd.md).
+ * 2-core AMD EPYC with OpenBLAS 0.3.21, see the report in docs/autograd.md; measured
+ * again with the AVX-512 build on an Intel Xeon, family 6 model 207: forward 64 or 256
+ * by 128 or 256 and backward 32 to 128 by 64 to 256 were no faster, see
+ * docs/performance.md).
  *
  * Masks are read per tile (lb_attn_kmask). Key tiles that the causal, window and
  * padding limits exclude for every query of a query tile are skipped, never
