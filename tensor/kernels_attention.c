@@ -260,7 +260,8 @@ LB_INLINE void row_scale_f(int wide, float *o, int64_t n, float a)
         row_scale_f8(o, n, a);
 }
 
-/* ---- float64 row loops (libm exp; the float64 path serves checks, not speed) ---- */
+/* ---- float64 row loops (libm exp; the float64 path serves checks, not speed) ----
+ * They take the float32 loops' width argument (unused) so that one call serves both. */
 
 LB_INLINE double row_max_d(int wide, const double *s, int64_t n)
 {
