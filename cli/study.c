@@ -876,6 +876,16 @@ static double task_chance(const study_task *t)
     return 1.0 / (double)lb_task_num_classes(&o);
 }
 
+/* Whether the best-fit method has learnt the task: for accuracy, at least half-way from
+ * chance to 100 % at the longest test length (copy: a pick is already below the
+ * memoryless loss). A leader short of that is the ranking after a short training, not
+ * a verdict on the methods. */
+static int pick_learnt(const study_task *task, const cell_stats *c, int last)
+{
+    double chance = task_chance(task);
+    return task->copy || c->mean[last] >= chance + 0.5 * (1 - chance);
+}
+
 /* Memoryless loss of copy memory: C ln A / T (blanks predicted, outputs guessed). */
 static double copy_baseline(const study_task *t)
 {
@@ -1008,7 +1018,13 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
     else
         fprintf(f, "%s (%s), %.1f%% at %lld.", method_names[pick], method_rows[pick], 100 * st[pick].mean[last],
                 (long long)task->test_len[last]);
-    if (pick >= 0 && strcmp(method_text_row[pick], task->text_pick) == 0)
+    int learnt = pick >= 0 && pick_learnt(task, &st[pick], last);
+    if (pick >= 0 && !learnt)
+        fprintf(f, " No method has learnt the task within the budget (the leader is below half-way from chance to "
+                   "100 %%), so this is the ranking after a short training, not a verdict on the methods; the "
+                   "source's table names \"%s\" for this kind of task.\n",
+                task->text_pick);
+    else if (pick >= 0 && strcmp(method_text_row[pick], task->text_pick) == 0)
         fprintf(f, " This agrees with the source's table (\"%s\" for this kind of task).\n", task->text_pick);
     else if (pick >= 0)
         fprintf(f, " **This disagrees with the source's table**, which names \"%s\" for this kind of task.\n",
@@ -1086,7 +1102,8 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
             else
                 fprintf(f, " %.1f%% |", 100 * c->mean[last]);
             if (best_fit(s, (task_id)t, st[t]) == m)
-                snprintf(won + strlen(won), sizeof won - strlen(won), "%s%s", won[0] ? ", " : "", s->tasks[t].name);
+                snprintf(won + strlen(won), sizeof won - strlen(won), "%s%s%s", won[0] ? ", " : "", s->tasks[t].name,
+                         pick_learnt(&s->tasks[t], c, last) ? "" : " (leads, not learnt)");
         }
         fprintf(f, " %s |\n", won[0] ? won : "-");
     }
@@ -1145,6 +1162,14 @@ static void write_plots(const lb_study *s, cell_stats st[T_COUNT][M_COUNT])
 lb_status lb_study_report(lb_study *s, double seconds)
 {
     static cell_stats st[T_COUNT][M_COUNT];
+    if (seconds < 0) { /* only the report is rewritten: keep the last measured wall time */
+        char path[4200];
+        json_object *old = json_object_from_file(study_path(s, path, sizeof path, "study.json"));
+        double kept = json_num(old, "wall_seconds");
+        if (isfinite(kept))
+            seconds = kept;
+        json_object_put(old);
+    }
     json_object *root = json_object_new_object(), *cells = json_object_new_array(), *tasks = json_object_new_array();
     json_object *lr = json_object_new_array(), *opts = json_object_new_object();
     json_object_object_add(opts, "quick", json_object_new_boolean(s->quick));
@@ -1184,6 +1209,9 @@ lb_status lb_study_report(lb_study *s, double seconds)
         json_object_object_add(o, "best_fit_measured", pick >= 0    ? json_object_new_string(method_names[pick])
                                                        : pick == -2 ? json_object_new_string("none above chance")
                                                                     : NULL);
+        if (pick >= 0)
+            json_object_object_add(o, "best_fit_learnt",
+                                   json_object_new_boolean(pick_learnt(task, &st[t][pick], task->n_tests - 1)));
         json_object_array_add(tasks, o);
     }
     for (int k = 0; k < s->n_jobs[LB_STUDY_LR]; k++) {

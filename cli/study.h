@@ -69,9 +69,10 @@ lb_status lb_study_run_job(lb_study *s, lb_study_phase phase, int index);
 void lb_study_job_summary(const lb_study *s, lb_study_phase phase, int index, char *buf, size_t size);
 
 /* Writes DIR/study.json, DIR/study.md and the PNG plots from the stored results
- * (cells not yet run are reported as missing). `seconds` (the study's wall time, or
- * a negative value when unknown) is recorded. Errors: LB_ERR_IO. Plots that cannot
- * be drawn are noted on stderr and skipped. */
+ * (cells not yet run are reported as missing). `seconds` (the wall time of the run
+ * that ran jobs) is recorded; a negative value (a run that ran none, only rewriting
+ * the report) keeps the wall time the previous study.json recorded. Errors: LB_ERR_IO.
+ * Plots that cannot be drawn are noted on stderr and skipped. */
 lb_status lb_study_report(lb_study *s, double seconds);
 
 #endif

@@ -71,6 +71,20 @@ static void check_cell(json_object *cell)
     }
 }
 
+/* Sets every test length's accuracy of a stored cell (as if it had measured it). */
+static void set_cell_accuracy(const char *cell, double accuracy)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/jobs/%s.json", study_dir(), cell);
+    json_object *root = json_object_from_file(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+    json_object *tests = get(root, "tests");
+    for (size_t i = 0; i < json_object_array_length(tests); i++)
+        json_object_object_add(json_object_array_get_idx(tests, i), "accuracy", json_object_new_double(accuracy));
+    CU_ASSERT_EQUAL(json_object_to_file(path, root), 0);
+    json_object_put(root);
+}
+
 static void test_study_outputs_and_resume(void)
 {
     run_result r = run_study("0.4");
@@ -89,8 +103,8 @@ static void test_study_outputs_and_resume(void)
     json_object *options = get(root, "options");
     CU_ASSERT_EQUAL(json_object_get_int(get(options, "jobs")), 2);
     CU_ASSERT_EQUAL(json_object_get_int(get(options, "threads")), 1);
-    CU_ASSERT_TRUE(2 * json_object_get_double(get(root, "wall_seconds")) >=
-                   json_object_get_double(get(root, "job_seconds")));
+    double wall = json_object_get_double(get(root, "wall_seconds"));
+    CU_ASSERT_TRUE(wall > 0 && 2 * wall >= json_object_get_double(get(root, "job_seconds")));
     for (size_t i = 0; i < 2; i++)
         check_cell(json_object_array_get_idx(cells, i));
     CU_ASSERT_EQUAL_FATAL(json_object_array_length(tasks), 1);
@@ -123,6 +137,12 @@ static void test_study_outputs_and_resume(void)
     char *after = read_all(cell, NULL);
     CU_ASSERT_TRUE(before && after && strcmp(before, after) == 0);
     free(after);
+    /* The rewritten report keeps the wall time of the run that ran the jobs. */
+    snprintf(path, sizeof path, "%s/study.json", study_dir());
+    root = json_object_from_file(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+    CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(get(root, "wall_seconds")), wall, 1e-9);
+    json_object_put(root);
 
     /* A missing cell (as after a kill) is the only job run again (here one job at a
      * time, with every thread: the options file does not hold --jobs or --threads). */
@@ -138,6 +158,39 @@ static void test_study_outputs_and_resume(void)
     CU_ASSERT_TRUE(before && after && strcmp(before, after) == 0);
     free(before);
     free(after);
+
+    /* The report is decided by the stored numbers: with the LSTM's cell at 30 % and the
+     * conv's at chance, the LSTM leads but has not learnt the task (chance 12.5 %: half-way
+     * is 56.25 %); at 95 % it is the best fit, which disagrees with the source's table. */
+    set_cell_accuracy("local.conv.seed-1", 0.125);
+    set_cell_accuracy("local.lstm.seed-1", 0.30);
+    r = run_study("0.4");
+    EXPECT(r.code == 0 && contains(r.err, "0 jobs to run"), r);
+    run_free(&r);
+    snprintf(path, sizeof path, "%s/study.md", study_dir());
+    md = read_all(path, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(md);
+    CU_ASSERT_TRUE(contains(md, "**Best fit, measured:** lstm (LSTM), 30.0% at 1024. No method has learnt the task"));
+    CU_ASSERT_TRUE(contains(md, "| local (leads, not learnt) |"));
+    CU_ASSERT_FALSE(contains(md, "disagrees"));
+    free(md);
+    set_cell_accuracy("local.lstm.seed-1", 0.95);
+    r = run_study("0.4");
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    md = read_all(path, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(md);
+    CU_ASSERT_TRUE(contains(md, "**Best fit, measured:** lstm (LSTM), 95.0% at 1024. **This disagrees with the "
+                                "source's table**, which names \"1D convolution\""));
+    CU_ASSERT_TRUE(contains(md, "| local |"));
+    free(md);
+    snprintf(path, sizeof path, "%s/study.json", study_dir());
+    root = json_object_from_file(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+    task = json_object_array_get_idx(get(root, "tasks"), 0);
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(get(task, "best_fit_measured")), "lstm");
+    CU_ASSERT_TRUE(json_object_get_boolean(get(task, "best_fit_learnt")));
+    json_object_put(root);
 
     /* Other budgets would mix results: refused, nothing changed. */
     r = run_study("0.5");
