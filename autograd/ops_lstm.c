@@ -37,16 +37,21 @@ lb_status lb_lstm_projection_backward(lb_var *node)
         LB_GRAD_BUFFER_OR_RETURN(gw, w);
         lb_k_gemm(dt, 1, 0, G, n_in, BT, 1.0, dpd, G, lb_tensor_data(x->value), n_in, 1.0, lb_tensor_data(gw), n_in);
     }
-    for (int i = 2; i < 4; i++) { /* db_ih, db_hh [G] += Σ_rows dP */
-        lb_var *b = node->inputs[i];
-        if (!b->requires_grad)
-            continue;
-        LB_GRAD_BUFFER_OR_RETURN(gb, b);
-        lb_status st = lb_k_add_row_sums(dt, BT, G, dpd, lb_tensor_data(gb));
-        if (st != LB_OK)
-            return st;
-    }
-    return LB_OK;
+    /* db_ih, db_hh [G] += Σ_rows dP: the sums are made once (one pass over dP) and
+     * added to each bias that needs them. */
+    lb_var *b_ih = node->inputs[2], *b_hh = node->inputs[3];
+    if (!b_ih->requires_grad && !b_hh->requires_grad)
+        return LB_OK;
+    int64_t sg[1] = {G};
+    lb_tensor *sums = lb_tensor_zeros(dt, 1, sg);
+    if (!sums)
+        return lb_last_status();
+    lb_status st = lb_k_add_row_sums(dt, BT, G, dpd, lb_tensor_data(sums));
+    for (int i = 2; i < 4 && st == LB_OK; i++)
+        if (node->inputs[i]->requires_grad)
+            st = lb_accumulate_grad(node->inputs[i], sums);
+    lb_tensor_free(sums);
+    return st;
 }
 
 static lb_var *lstm_projection(lb_graph *g, lb_var *x, lb_var *w_ih, lb_var *b_ih, lb_var *b_hh)

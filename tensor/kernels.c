@@ -170,12 +170,23 @@ lb_status lb_k_add_row_sums(lb_dtype dtype, int64_t rows, int64_t cols, const vo
     double *acc = calloc((size_t)(cols > 0 ? cols : 1), sizeof *acc);
     if (!acc)
         return lb_error(LB_ERR_MEMORY, "row sums: out of memory for %lld columns", (long long)cols);
+    /* Each thread sums one block of columns over every row, in row order: the same
+     * bits for any thread count. Blocks are whole cache lines of acc. */
+    const int nt = lb_threads_for(cols >= 16 ? rows * cols : 0, LB_GRAIN_ELEMENTS);
+    const int64_t width = ((cols + nt - 1) / nt + 7) / 8 * 8;
     LB_DISPATCH(dtype, T, {
         const T *s = src; /* [rows, cols] */
         T *d = dst;       /* [cols] */
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = 0; j < cols; j++)
-                acc[j] += (double)s[r * cols + j];
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")
+        for (int part = 0; part < nt; part++) {
+            const int64_t j0 = part * width, j1 = j0 + width < cols ? j0 + width : cols;
+            for (int64_t r = 0; r < rows; r++) {
+                const T *sr = s + r * cols;
+                _Pragma("omp simd")
+                for (int64_t j = j0; j < j1; j++)
+                    acc[j] += (double)sr[j];
+            }
+        }
         for (int64_t j = 0; j < cols; j++)
             d[j] += (T)acc[j];
     });

@@ -2,15 +2,31 @@
 #include "tensor/kernels_lstm.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/kernels.h"
 
-/* Gate nonlinearities in the precision of their argument. The transcendentals
- * dominate the fused gate loop, and glibc's tanhf (through expm1f) is slow, so
- * float32 computes tanh as 1 - 2/(e^{2x} + 1) with double exp: within float32
- * rounding (absolute error ~1e-16 before rounding) and about 3x faster. float64
- * uses libm's tanh. Both sigmoids avoid overflow for large |x|. */
+/* ---- gate rows: one (b, t) of the recurrence, forward and backward ----
+ * float64 runs the equations in scalars with libm's exp and tanh (the precision
+ * gradcheck needs). float32 runs them on 8-lane vectors (GCC/Clang vector
+ * extensions: an SSE2 pair or one AVX register), whose sigmoid and tanh come from
+ * one exp polynomial below: within a few float32 ulps of the exact values, and about
+ * 10x faster than libm's scalar calls, which dominated the step. Every element, the
+ * last H % 8 of a row included (computed in a zero-padded vector), goes through the
+ * same sequence of IEEE operations, so the result does not depend on H's alignment. */
+
+#define LSTM_INLINE static inline __attribute__((always_inline))
+/* The float32 rows are also compiled for AVX2 and picked at load time (an ifunc);
+ * both builds run the same IEEE operations (no FMA contraction in ISO C mode), so
+ * they give the same bits. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define LSTM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LSTM_CLONES
+#endif
+
 static inline double sigmoid_d(double x)
 {
     if (x >= 0)
@@ -19,21 +35,249 @@ static inline double sigmoid_d(double x)
     return e / (1.0 + e);
 }
 
-static inline float sigmoid_f(float x)
+#pragma GCC diagnostic ignored "-Wpsabi" /* vectors never cross a call boundary: every helper is inlined */
+typedef float vf __attribute__((vector_size(32)));  /* 8 float32 lanes */
+typedef int32_t vi __attribute__((vector_size(32))); /* their bits, or a comparison's lane mask (-1 / 0) */
+enum { VL = 8 };
+
+/* Lanes j .. j+n-1 of p (n <= VL); the lanes past n are 0. */
+LSTM_INLINE vf vload(const float *p, int64_t n)
 {
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
+    vf v = {0};
+    if (n == VL)
+        memcpy(&v, p, sizeof v);
+    else
+        memcpy(&v, p, (size_t)n * sizeof(float));
+    return v;
 }
 
-static inline float tanh_f(float x)
+LSTM_INLINE void vstore(float *p, vf v, int64_t n)
 {
-    return (float)(1.0 - 2.0 / (exp(2.0 * (double)x) + 1.0)); /* exp overflow -> inf -> exactly 1 */
+    if (n == VL)
+        memcpy(p, &v, sizeof v);
+    else
+        memcpy(p, &v, (size_t)n * sizeof(float));
 }
 
-#define SIGMOID(x) _Generic((x), float: sigmoid_f, default: sigmoid_d)(x)
-#define TANH(x) _Generic((x), float: tanh_f, default: tanh)(x)
+/* m ? a : b per lane, m a comparison mask */
+LSTM_INLINE vf vselect(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
+
+LSTM_INLINE vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
+
+/* e^x for lanes x <= 0 (the only arguments the gates pass). n = round(x log2 e),
+ * r = x - n ln 2 with ln 2 split in two (the first part exact in 9 bits, so n * it is
+ * exact), e^r by its Taylor polynomial to degree 7 (|r| <= ln2/2: truncation below
+ * 2e-9 relative), times 2^n made in the exponent bits. x < -87 or NaN is taken as -87
+ * (e^-87 ~ 1.6e-38, the least normal float is 1.2e-38), so n stays in [-126, 0] and
+ * 2^n is a normal float; callers restore NaN themselves. */
+LSTM_INLINE vf vexp_neg(vf x)
+{
+    const vf xc = vselect(x >= -87.0f, x, (vf){0} - 87.0f);
+    const vf n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
+    const vf r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+    vf p = (vf){0} + 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const vi e = (__builtin_convertvector(n, vi) + 127) << 23; /* 2^n */
+    return p * (vf)e;
+}
+
+/* 1 / (1 + e^-x) from e = e^-|x| (no overflow): 1 / (1 + e) for x >= 0, e / (1 + e) below. */
+LSTM_INLINE vf vsigmoid(vf x)
+{
+    const vf e = vexp_neg((vf){0} - vabs(x));
+    const vf s = 1.0f / (1.0f + e);
+    return vselect(x == x, vselect(x >= 0.0f, s, e * s), x);
+}
+
+/* tanh x = sign(x) t(|x|): below |x| = 1/2 the odd Taylor series to x^15 (truncation
+ * below 1e-8 relative there, no cancellation), above it (1 - e) / (1 + e) with
+ * e = e^-2|x| <= e^-1 (1 - e >= 0.63: no cancellation either). */
+LSTM_INLINE vf vtanh(vf x)
+{
+    const vf a = vabs(x), z = a * a, e = vexp_neg(-2.0f * a);
+    vf p = (vf){0} + -929569.0f / 638512875;
+    p = p * z + 21844.0f / 6081075;
+    p = p * z + -1382.0f / 155925;
+    p = p * z + 62.0f / 2835;
+    p = p * z + -17.0f / 315;
+    p = p * z + 2.0f / 15;
+    p = p * z + -1.0f / 3;
+    const vf t = vselect(a < 0.5f, a + a * z * p, (1.0f - e) / (1.0f + e));
+    const vf signed_t = (vf)((vi)t | ((vi)x & INT32_MIN));
+    return vselect(x == x, signed_t, x);
+}
+
+/* One (b, t) forward: gr [4H] i, f, g, o pre-activations in, activated gates out;
+ * cp [H] c_{t-1} (NULL = zeros); ct [H] c_t out; yt [H] h_t out. */
+LSTM_CLONES static void gate_row_f(int64_t H, float *gr, const float *cp, float *ct, float *yt)
+{
+    for (int64_t j = 0; j < H; j += VL) {
+        const int64_t n = H - j < VL ? H - j : VL;
+        const vf ig = vsigmoid(vload(gr + j, n)), fg = vsigmoid(vload(gr + H + j, n));
+        const vf gg = vtanh(vload(gr + 2 * H + j, n)), og = vsigmoid(vload(gr + 3 * H + j, n));
+        const vf cn = fg * (cp ? vload(cp + j, n) : (vf){0}) + ig * gg;
+        vstore(gr + j, ig, n);
+        vstore(gr + H + j, fg, n);
+        vstore(gr + 2 * H + j, gg, n);
+        vstore(gr + 3 * H + j, og, n);
+        vstore(ct + j, cn, n);
+        vstore(yt + j, og * vtanh(cn), n);
+    }
+}
+
+static void gate_row_d(int64_t H, double *gr, const double *cp, double *ct, double *yt)
+{
+    for (int64_t j = 0; j < H; j++) {
+        const double ig = sigmoid_d(gr[j]), fg = sigmoid_d(gr[H + j]);
+        const double gg = tanh(gr[2 * H + j]), og = sigmoid_d(gr[3 * H + j]);
+        const double cn = fg * (cp ? cp[j] : 0.0) + ig * gg;
+        gr[j] = ig;
+        gr[H + j] = fg;
+        gr[2 * H + j] = gg;
+        gr[3 * H + j] = og;
+        ct[j] = cn;
+        yt[j] = og * tanh(cn);
+    }
+}
+
+/* One (b, t) backward: gr [4H] activated gates in, dP out; ct [H] c_t; cp [H]
+ * c_{t-1} (NULL = zeros); dyt [H] dL/dh_t from above; dh [H] dh_rec from step t+1;
+ * dc [H] dc_next in, this step's dc f out. */
+LSTM_CLONES static void gate_grad_row_f(int64_t H, float *gr, const float *ct, const float *cp, const float *dyt,
+                            const float *dh, float *dc)
+{
+    for (int64_t j = 0; j < H; j += VL) {
+        const int64_t n = H - j < VL ? H - j : VL;
+        const vf ig = vload(gr + j, n), fg = vload(gr + H + j, n);
+        const vf gg = vload(gr + 2 * H + j, n), og = vload(gr + 3 * H + j, n);
+        const vf tc = vtanh(vload(ct + j, n)), cprev = cp ? vload(cp + j, n) : (vf){0};
+        const vf dht = vload(dyt + j, n) + vload(dh + j, n);
+        const vf dct = dht * og * ((1.0f - tc) * (1.0f + tc)) + vload(dc + j, n);
+        vstore(gr + j, dct * gg * ig * (1.0f - ig), n);
+        vstore(gr + H + j, dct * cprev * fg * (1.0f - fg), n);
+        vstore(gr + 2 * H + j, dct * ig * ((1.0f - gg) * (1.0f + gg)), n);
+        vstore(gr + 3 * H + j, dht * tc * og * (1.0f - og), n);
+        vstore(dc + j, dct * fg, n);
+    }
+}
+
+static void gate_grad_row_d(int64_t H, double *gr, const double *ct, const double *cp, const double *dyt,
+                            const double *dh, double *dc)
+{
+    for (int64_t j = 0; j < H; j++) {
+        const double ig = gr[j], fg = gr[H + j], gg = gr[2 * H + j], og = gr[3 * H + j];
+        const double tc = tanh(ct[j]), cprev = cp ? cp[j] : 0.0;
+        const double dht = dyt[j] + dh[j];
+        const double dct = dht * og * ((1.0 - tc) * (1.0 + tc)) + dc[j];
+        gr[j] = dct * gg * ig * (1.0 - ig);
+        gr[H + j] = dct * cprev * fg * (1.0 - fg);
+        gr[2 * H + j] = dct * ig * ((1.0 - gg) * (1.0 + gg));
+        gr[3 * H + j] = dht * tc * og * (1.0 - og);
+        dc[j] = dct * fg;
+    }
+}
+
+#define GATE_ROW(H, gr, ...) _Generic((gr), float *: gate_row_f, default: gate_row_d)(H, gr, __VA_ARGS__)
+#define GATE_GRAD_ROW(H, gr, ...) \
+    _Generic((gr), float *: gate_grad_row_f, default: gate_grad_row_d)(H, gr, __VA_ARGS__)
+
+/* ---- the recurrent products, float32, on the weights in place ----
+ * Every step multiplies a [B, K] block of rows by the same [K, N] matrix (W_hhᵀ in
+ * the forward, W_hh in the backward). OpenBLAS packs that matrix again in each call
+ * (256 KiB per step at H = 128, as much time as the product), so float32 with AVX2
+ * or AVX-512 uses its own loops instead, reading the matrix k-major as it lies:
+ *   c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ bk [k, n]
+ * (bk row-major, row stride n; beta 0 or 1). Tiles of 4 rows x 4 vectors keep 16
+ * sums in registers; each sum runs over k in order with fused multiply-adds, so the
+ * result depends on the instruction set (as OpenBLAS's does) but not on anything
+ * else. n must be a multiple of 4 vectors (32 or 64 floats); other shapes, float64
+ * and other CPUs go to lb_k_gemm. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define LSTM_X86 1
+
+/* One ISA's loops from its vector type V of L lanes and its load, store, broadcast,
+ * fused multiply-add, add and zero. */
+#define LSTM_DEFINE_REC_GEMM(name, isa, V, L, LOAD, STORE, SET1, FMA, ADD, ZERO)                             \
+    __attribute__((target(isa))) static void name(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, \
+                                                      const float *bk, int beta, float *c, int64_t ldc)            \
+    {                                                                                                              \
+        for (int64_t j0 = 0; j0 < n; j0 += 4 * L)                                                                  \
+            for (int64_t i0 = 0; i0 < m; i0 += 4) {                                                                \
+                /* rows past m repeat row i0; their sums are not stored */                                        \
+                const float *a0 = a + i0 * lda, *a1 = i0 + 1 < m ? a0 + lda : a0;                                  \
+                const float *a2 = i0 + 2 < m ? a0 + 2 * lda : a0, *a3 = i0 + 3 < m ? a0 + 3 * lda : a0;            \
+                V s[4][4];                                                                                         \
+                for (int r = 0; r < 4; r++)                                                                        \
+                    s[r][0] = s[r][1] = s[r][2] = s[r][3] = ZERO();                                                \
+                for (int64_t p = 0; p < k; p++) {                                                                  \
+                    const float *w = bk + p * n + j0;                                                              \
+                    const V w0 = LOAD(w), w1 = LOAD(w + L), w2 = LOAD(w + 2 * L), w3 = LOAD(w + 3 * L);             \
+                    const V x0 = SET1(a0[p]), x1 = SET1(a1[p]), x2 = SET1(a2[p]), x3 = SET1(a3[p]);                \
+                    s[0][0] = FMA(x0, w0, s[0][0]), s[0][1] = FMA(x0, w1, s[0][1]);                                \
+                    s[0][2] = FMA(x0, w2, s[0][2]), s[0][3] = FMA(x0, w3, s[0][3]);                                \
+                    s[1][0] = FMA(x1, w0, s[1][0]), s[1][1] = FMA(x1, w1, s[1][1]);                                \
+                    s[1][2] = FMA(x1, w2, s[1][2]), s[1][3] = FMA(x1, w3, s[1][3]);                                \
+                    s[2][0] = FMA(x2, w0, s[2][0]), s[2][1] = FMA(x2, w1, s[2][1]);                                \
+                    s[2][2] = FMA(x2, w2, s[2][2]), s[2][3] = FMA(x2, w3, s[2][3]);                                \
+                    s[3][0] = FMA(x3, w0, s[3][0]), s[3][1] = FMA(x3, w1, s[3][1]);                                \
+                    s[3][2] = FMA(x3, w2, s[3][2]), s[3][3] = FMA(x3, w3, s[3][3]);                                \
+                }                                                                                                  \
+                for (int r = 0; r < 4 && i0 + r < m; r++)                                                          \
+                    for (int v = 0; v < 4; v++) {                                                                  \
+                        float *cr = c + (i0 + r) * ldc + j0 + v * L;                                               \
+                        STORE(cr, beta ? ADD(LOAD(cr), s[r][v]) : s[r][v]);                                        \
+                    }                                                                                              \
+            }                                                                                                      \
+    }
+
+LSTM_DEFINE_REC_GEMM(rec_gemm_avx512, "avx512f,fma", __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps,
+                     _mm512_fmadd_ps, _mm512_add_ps, _mm512_setzero_ps)
+LSTM_DEFINE_REC_GEMM(rec_gemm_avx2, "avx2,fma", __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
+                     _mm256_fmadd_ps, _mm256_add_ps, _mm256_setzero_ps)
+#endif
+
+typedef void (*rec_gemm_fn)(int64_t, int64_t, int64_t, const float *, int64_t, const float *, int, float *, int64_t);
+
+/* The loops for this CPU and n, or NULL (use lb_k_gemm). */
+static rec_gemm_fn rec_gemm_for(lb_dtype dtype, int64_t n)
+{
+#ifdef LSTM_X86
+    static int isa = -1; /* 2 AVX-512, 1 AVX2 + FMA, 0 neither */
+    if (isa < 0) {
+        __builtin_cpu_init();
+        isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    if (dtype != LB_FLOAT32 || n <= 0)
+        return NULL;
+    if (isa == 2 && n % 64 == 0)
+        return rec_gemm_avx512;
+    if (isa >= 1 && n % 32 == 0)
+        return rec_gemm_avx2;
+#endif
+    (void)dtype;
+    (void)n;
+    return NULL;
+}
+
+/* c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ op(b): through `fast`
+ * on bk (op(b) stored k-major [k, n]) when there is one, else lb_k_gemm on b with
+ * op(b) = bᵀ when trans_b (b [n, k], row stride ldb) or b ([k, n]). beta is 0 or 1. */
+static void rec_product(rec_gemm_fn fast, const void *bk, lb_dtype dtype, int trans_b, int64_t m, int64_t n,
+                        int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                        int64_t ldc)
+{
+    if (fast)
+        fast(m, n, k, a, lda, bk, beta != 0.0, c, ldc);
+    else
+        lb_k_gemm(dtype, 0, trans_b, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
 
 void lb_k_lstm_projection(lb_dtype dtype, int64_t rows, int64_t n_in, int64_t G, const void *x, const void *w_ih,
                           const void *b_ih, const void *b_hh, void *p)
@@ -53,6 +297,15 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
                           const void *h0, const void *c0, void *y, void *cells, int keep_cells, void *c_last)
 {
     const int64_t G = 4 * H;
+    /* the fast loops read W_hhᵀ k-major: [H, G], transposed once here */
+    rec_gemm_fn fast = rec_gemm_for(dtype, G);
+    float *w_t = fast ? malloc((size_t)(G * H) * sizeof *w_t) : NULL;
+    if (w_t)
+        for (int64_t k = 0; k < H; k++)
+            for (int64_t j = 0; j < G; j++)
+                w_t[k * G + j] = ((const float *)w_hh)[j * H + k];
+    else
+        fast = NULL;
     LB_DISPATCH(dtype, real, {
         real *gate = gates;    /* [B, T, G]: pre-activations in, activated gates out */
         real *yd = y;          /* [B, T, H] */
@@ -62,26 +315,16 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
         for (int64_t t = 0; t < T; t++) {
             /* P[:, t] [B, G] (row stride T*G) += h_{t-1} [B, H] (row stride T*H) @ W_hhᵀ [H, G] */
             if (t > 0)
-                lb_k_gemm(dtype, 0, 1, B, G, H, 1.0, yd + (t - 1) * H, T * H, w_hh, H, 1.0, gate + t * G, T * G);
+                rec_product(fast, w_t, dtype, 1, B, G, H, yd + (t - 1) * H, T * H, w_hh, H, 1.0, gate + t * G, T * G);
             else if (h0d)
-                lb_k_gemm(dtype, 0, 1, B, G, H, 1.0, h0d, H, w_hh, H, 1.0, gate, T * G);
+                rec_product(fast, w_t, dtype, 1, B, G, H, h0d, H, w_hh, H, 1.0, gate, T * G);
             for (int64_t b = 0; b < B; b++) {
                 real *gr = gate + (b * T + t) * G; /* [G] i, f, g, o of (b, t) */
                 real *ct = keep_cells ? c + (b * T + t) * H : c + ((t & 1) * B + b) * H; /* [H] c_t */
                 const real *cp = t > 0 ? (keep_cells ? c + (b * T + t - 1) * H : c + (((t - 1) & 1) * B + b) * H)
                                        : (c0d ? c0d + b * H : NULL); /* [H] c_{t-1}, NULL = zeros */
                 real *yt = yd + (b * T + t) * H;   /* [H] h_t */
-                for (int64_t j = 0; j < H; j++) {
-                    const real ig = SIGMOID(gr[j]), fg = SIGMOID(gr[H + j]);
-                    const real gg = TANH(gr[2 * H + j]), og = SIGMOID(gr[3 * H + j]);
-                    const real cn = fg * (cp ? cp[j] : (real)0) + ig * gg;
-                    gr[j] = ig;
-                    gr[H + j] = fg;
-                    gr[2 * H + j] = gg;
-                    gr[3 * H + j] = og;
-                    ct[j] = cn;
-                    yt[j] = og * TANH(cn);
-                }
+                GATE_ROW(H, gr, cp, ct, yt);
             }
         }
         real *cl = c_last; /* [B, H] */
@@ -89,6 +332,7 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
             memcpy(cl + b * H, keep_cells ? c + (b * T + T - 1) * H : c + (((T - 1) & 1) * B + b) * H,
                    (size_t)H * sizeof(real));
     });
+    free(w_t);
 }
 
 void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void *gates,
@@ -96,6 +340,7 @@ void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t
                                    void *dc, int want_dh0)
 {
     const int64_t G = 4 * H;
+    rec_gemm_fn fast = rec_gemm_for(dtype, H); /* W_hh [G, H] is k-major for dP W_hh as it lies */
     LB_DISPATCH(dtype, real, {
         real *gate = gates;                    /* [B, T, G]: gates in, dP out */
         const real *c = cells, *dyd = dy;      /* [B, T, H] each */
@@ -108,22 +353,11 @@ void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t
                 const real *cp = t > 0 ? c + (b * T + t - 1) * H : (c0d ? c0d + b * H : NULL); /* [H] c_{t-1} */
                 const real *dyt = dyd + (b * T + t) * H;    /* [H] dL/dh_t from above */
                 real *dhb = dhr + b * H, *dcb = dcd + b * H; /* [H] from step t+1 */
-                for (int64_t j = 0; j < H; j++) {
-                    const double ig = gr[j], fg = gr[H + j], gg = gr[2 * H + j], og = gr[3 * H + j];
-                    const double tc = TANH(ct[j]);
-                    const double cprev = cp ? (double)cp[j] : 0.0;
-                    const double dht = (double)dyt[j] + (double)dhb[j];
-                    const double dct = dht * og * (1.0 - tc * tc) + (double)dcb[j];
-                    gr[j] = (real)(dct * gg * ig * (1.0 - ig));
-                    gr[H + j] = (real)(dct * cprev * fg * (1.0 - fg));
-                    gr[2 * H + j] = (real)(dct * ig * (1.0 - gg * gg));
-                    gr[3 * H + j] = (real)(dht * tc * og * (1.0 - og));
-                    dcb[j] = (real)(dct * fg);
-                }
+                GATE_GRAD_ROW(H, gr, ct, cp, dyt, dhb, dcb);
             }
             /* dh_rec [B, H] = dP[:, t] [B, G] (row stride T*G) @ W_hh [G, H] */
             if (t > 0 || want_dh0)
-                lb_k_gemm(dtype, 0, 0, B, H, G, 1.0, gate + t * G, T * G, w_hh, H, 0.0, dhr, H);
+                rec_product(fast, w_hh, dtype, 0, B, H, G, gate + t * G, T * G, w_hh, H, 0.0, dhr, H);
         }
     });
 }

@@ -10,6 +10,7 @@
 #include "layers/lstm.h"
 #include "support.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels_lstm.h"
 
 /* ---- helpers ---- */
 
@@ -389,25 +390,98 @@ static void test_fused_matches_reference(void)
     }
 }
 
-/* float32 fused against float64 fused with the same (rounded) parameters. */
+/* The float32 gate loops (8-lane vectors with their own exp, sigmoid and tanh)
+ * against the float64 ones (libm), one step from given c0, at H = 13 (a full vector
+ * and a tail of 5) over pre-activations from -100 to 100, the tanh series' switch at
+ * |x| = 1/2, tiny values and exact zeros; then the gate gradients; then NaN. */
+static void test_float32_gates_match_float64(void)
+{
+    enum { B = 3, H = 13, G = 4 * H };
+    static const double special[] = {0.0, -0.0, 1e-6, -3e-4, 0.49999, 0.5, -0.50001, 1.0, -2.5, 9.0,
+                                     -15.0, 30.0, -44.0, 87.5, -100.0, 100.0};
+    double p64[B * G], c064[B * H], dy64[B * H], y64[B * H], cells64[B * H], cl64[B * H];
+    float p32[B * G], c032[B * H], dy32[B * H], y32[B * H], cells32[B * H], cl32[B * H];
+    lb_rng rng;
+    lb_rng_seed(&rng, 5);
+    for (int i = 0; i < B * G; i++) {
+        double v = i % 3 == 0 ? special[(i / 3) % 16] : 12.0 * (lb_rng_uniform(&rng) - 0.5);
+        p32[i] = (float)v;
+        p64[i] = p32[i];
+    }
+    for (int i = 0; i < B * H; i++) {
+        c032[i] = (float)(4.0 * (lb_rng_uniform(&rng) - 0.5));
+        dy32[i] = (float)(lb_rng_uniform(&rng) - 0.5);
+        c064[i] = c032[i];
+        dy64[i] = dy32[i];
+    }
+    double w64[G * H] = {0};
+    float w32[G * H] = {0}; /* T = 1 without h0: W_hh is not read */
+    lb_k_lstm_recurrence(LB_FLOAT64, B, 1, H, p64, w64, NULL, c064, y64, cells64, 1, cl64);
+    lb_k_lstm_recurrence(LB_FLOAT32, B, 1, H, p32, w32, NULL, c032, y32, cells32, 1, cl32);
+    double worst = 0;
+    for (int i = 0; i < B * G; i++) {
+        double d = fabs(p32[i] - p64[i]) / (1e-30 + fabs(p64[i]));
+        worst = d > worst || d != d ? d : worst;
+    }
+    for (int i = 0; i < B * H; i++) {
+        double dc = fabs(cells32[i] - cells64[i]) / (1e-30 + fabs(cells64[i]));
+        double dh = fabs(y32[i] - y64[i]) / (1e-30 + fabs(y64[i]));
+        worst = fmax(worst, fmax(dc, dh));
+        if (dc != dc || dh != dh)
+            worst = INFINITY;
+    }
+    printf("\n    forward: max relative difference %.3g", worst);
+    CU_ASSERT_TRUE(worst <= 1e-6);
+    /* the backward from the same (float32) gates and cells on both sides */
+    for (int i = 0; i < B * G; i++)
+        p64[i] = p32[i];
+    for (int i = 0; i < B * H; i++)
+        cells64[i] = cells32[i];
+    double dh64[B * H] = {0}, dc64[B * H] = {0};
+    float dh32[B * H] = {0}, dc32[B * H] = {0};
+    lb_k_lstm_recurrence_backward(LB_FLOAT64, B, 1, H, p64, cells64, c064, w64, dy64, dh64, dc64, 0);
+    lb_k_lstm_recurrence_backward(LB_FLOAT32, B, 1, H, p32, cells32, c032, w32, dy32, dh32, dc32, 0);
+    worst = 0;
+    for (int i = 0; i < B * G; i++)
+        worst = fmax(worst, fabs(p32[i] - p64[i]) / (1e-6 + fabs(p64[i])));
+    for (int i = 0; i < B * H; i++)
+        worst = fmax(worst, fabs(dc32[i] - dc64[i]) / (1e-6 + fabs(dc64[i])));
+    printf(", backward %.3g", worst);
+    CU_ASSERT_TRUE(worst <= 1e-5);
+    /* NaN in one gate pre-activation reaches c and h of its element only */
+    for (int i = 0; i < G; i++)
+        p32[i] = 0.25f;
+    p32[H + 9] = NAN; /* f of element 9 */
+    lb_k_lstm_recurrence(LB_FLOAT32, 1, 1, H, p32, w32, NULL, c032, y32, cells32, 1, cl32);
+    CU_ASSERT_TRUE(isnan(p32[H + 9]) && isnan(cells32[9]) && isnan(y32[9]));
+    CU_ASSERT_TRUE(!isnan(y32[8]) && !isnan(y32[10]) && fabsf(p32[2 * H + 9] - tanhf(0.25f)) <= 1e-7f);
+}
+
+/* float32 fused against float64 fused with the same (rounded) parameters, at hidden
+ * sizes whose recurrent products take each path of the float32 kernels (tensor/
+ * kernels_lstm.h): H = 6 (lb_k_gemm), 8 (4H = 32: AVX2 loops), 32 and 64 (AVX-512
+ * loops forward; AVX2, then AVX-512, backward), 40 steps, 2 layers, given state. */
 static void test_float32_matches_float64(void)
 {
-    lb_params p64, p32;
-    lb_lstm l64, l32;
-    make_lstm(&l64, &p64, 3, 6, 2, LB_FLOAT64, 41);
-    make_lstm(&l32, &p32, 3, 6, 2, LB_FLOAT32, 41);
-    for (int i = 0; i < p64.count; i++) /* the float64 copy gets exactly the float32 values */
-        lb_tensor_copy_into(p64.items[i]->value, p32.items[i]->value);
-    lstm_run a, b;
-    CU_ASSERT_TRUE_FATAL(run_lstm(lb_lstm_forward, &l64, &p64, 3, 40, 1, 7, &a));
-    CU_ASSERT_TRUE_FATAL(run_lstm(lb_lstm_forward, &l32, &p32, 3, 40, 1, 7, &b));
-    /* the inputs differ by float32 rounding too, so compare loosely */
-    double worst = compare_runs(&b, &a, &p64, 1e-4, 1e-4);
-    printf("\n    float32 vs float64, T = 40: max difference %.3g", worst);
-    run_free(&a);
-    run_free(&b);
-    lb_params_free(&p64);
-    lb_params_free(&p32);
+    static const int64_t hidden[] = {6, 8, 32, 64};
+    for (int h = 0; h < 4; h++) {
+        lb_params p64, p32;
+        lb_lstm l64, l32;
+        make_lstm(&l64, &p64, 3, hidden[h], 2, LB_FLOAT64, 41);
+        make_lstm(&l32, &p32, 3, hidden[h], 2, LB_FLOAT32, 41);
+        for (int i = 0; i < p64.count; i++) /* the float64 copy gets exactly the float32 values */
+            lb_tensor_copy_into(p64.items[i]->value, p32.items[i]->value);
+        lstm_run a, b;
+        CU_ASSERT_TRUE_FATAL(run_lstm(lb_lstm_forward, &l64, &p64, 3, 40, 1, 7, &a));
+        CU_ASSERT_TRUE_FATAL(run_lstm(lb_lstm_forward, &l32, &p32, 3, 40, 1, 7, &b));
+        /* the inputs differ by float32 rounding too, so compare loosely */
+        double worst = compare_runs(&b, &a, &p64, 1e-4, 1e-4);
+        printf("\n    float32 vs float64, H = %lld, T = 40: max difference %.3g", (long long)hidden[h], worst);
+        run_free(&a);
+        run_free(&b);
+        lb_params_free(&p64);
+        lb_params_free(&p32);
+    }
 }
 
 /* ---- semantics ---- */
@@ -589,7 +663,8 @@ int main(void)
         {"values equal the scalar LSTM equations (given h0, c0)", test_scalar_equations},
         {"gradcheck 2 layers, B3 T5 I4 H3: output, h_n, c_n w.r.t. x, h0, c0, params", test_gradcheck_two_layers},
         {"fused BPTT equals the elementary-op reference, float64 and float32", test_fused_matches_reference},
-        {"float32 agrees with float64 over 40 steps", test_float32_matches_float64},
+        {"float32 agrees with float64 over 40 steps, H = 6, 8, 32, 64", test_float32_matches_float64},
+        {"float32 gate loops (vectors, tails, |x| up to 100, NaN) match float64", test_float32_gates_match_float64},
         {"NULL initial state equals explicit zeros; h_n[L-1] is the last output", test_zero_state_equals_explicit_zeros},
         {"batch items independent, outputs causal", test_batch_independent_and_causal},
         {"no-grad mode gives identical values", test_no_grad_same_values},
