@@ -64,6 +64,11 @@ void lb_graph_free(lb_graph *g);
  * buffer pool (lb_pool_trim): buffers released in this step stay cached for the next
  * one, those not reused since the previous reset go back to the system. */
 void lb_graph_reset(lb_graph *g);
+/* lb_graph_reset without ending a step of the pool: the buffers released go to the
+ * cache and nothing cached goes back to the system. For a loop whose passes differ in
+ * shape (an evaluation whose last batch is smaller): clear after each pass and reset
+ * once after the loop, so the next loop finds the buffers of every shape it uses. */
+void lb_graph_clear(lb_graph *g);
 /* The graph's buffer pool (tensor/pool.h), e.g. for lb_pool_get_stats. */
 lb_pool *lb_graph_pool(lb_graph *g);
 /* Gradient mode: with 0 (evaluation), ops record nothing and their results do not

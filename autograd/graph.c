@@ -63,7 +63,7 @@ static void var_free(lb_var *v)
     free(v);
 }
 
-void lb_graph_reset(lb_graph *g)
+void lb_graph_clear(lb_graph *g)
 {
     if (!g)
         return;
@@ -71,6 +71,13 @@ void lb_graph_reset(lb_graph *g)
         var_free(g->nodes[i]);
     g->size = 0;
     g->backward_done = 0;
+}
+
+void lb_graph_reset(lb_graph *g)
+{
+    if (!g)
+        return;
+    lb_graph_clear(g);
     lb_pool_trim(g->pool);
 }
 

@@ -34,6 +34,11 @@
  *         tokens/s, next to the training step's tokens/s (forward, cross-entropy,
  *         backward, AdamW) at B=32, T=256, the shape the demo trains on; one JSON
  *         line per family
+ *   LOCAL one training step (cross-entropy, AdamW) of the study's spike16 recipe at
+ *         B=32, T=256 (d_model 64, 4 heads, d_ff 128, no positions, head on the
+ *         last position): local attention, 2 blocks, window 16, against full causal
+ *         attention with 2 blocks and with 1 block, in steps/s; largest thread
+ *         count only
  *   K1    causal attention kernel forward + backward on q, k, v [B=1, H=4, T=4096,
  *         d=64]: lb_attention_fused when autograd/ops.h has it, lb_attention
  *         otherwise; next to OpenBLAS sgemm 1024³ measured in the same process just
@@ -410,6 +415,54 @@ static int run_eval(const bench_opts *o)
     return 0;
 }
 
+/* ------------------------------------------------------------------- LOCAL ---- */
+
+/* The study's spike16 recipe (d_model 64, 4 heads, d_ff 128, no positions, 16 token
+ * ids, 2 classes, head on the last position), one training step at B=32, T=256:
+ * local attention (2 blocks, window 16) against full causal attention with 2 blocks
+ * (the same work outside the attention) and with 1 block (the study's transformer). */
+static int run_local(const bench_opts *o)
+{
+    const int64_t b = 32, t = 256;
+    struct {
+        lb_model_kind kind;
+        int layers;
+        const char *name;
+    } models[3] = {{LB_MODEL_LOCAL, 2, "local"}, {LB_MODEL_TRANSFORMER, 2, "transformer2"},
+                   {LB_MODEL_TRANSFORMER, 1, "transformer1"}};
+    bench_result r[3];
+    double base = bench_current_rss_mib();
+    for (int i = 0; i < 3; i++) {
+        lb_model_config cfg;
+        lb_model_config_default(models[i].kind, &cfg);
+        cfg.vocab_size = 16;
+        cfg.num_classes = 2;
+        cfg.max_seq_len = t;
+        cfg.d_model = 64;
+        cfg.n_heads = 4;
+        cfg.d_ff = 128;
+        cfg.pos = LB_POS_NONE;
+        cfg.n_layers = models[i].layers;
+        if (models[i].kind == LB_MODEL_LOCAL)
+            cfg.window = 16;
+        lb_model *m = lb_model_new(&cfg);
+        if (!m)
+            FAIL("LOCAL model");
+        int rc = time_model(o, m, 1, b, t, &r[i]);
+        lb_model_free(m);
+        if (rc != 0)
+            return 1;
+    }
+    char extra[384];
+    snprintf(extra, sizeof extra,
+             "\"shape\":\"spike16 recipe, B=%lld T=%lld d_model=64 H=4 d_ff=128 window=16\",\"local_steps_per_s\":%.4g,"
+             "\"transformer2_steps_per_s\":%.4g,\"transformer1_steps_per_s\":%.4g,\"local_over_transformer2\":%.4g",
+             (long long)b, (long long)t, 1 / r[0].median_s, 1 / r[1].median_s, 1 / r[2].median_s,
+             r[0].median_s / r[1].median_s);
+    bench_print_json("lookback", "LOCAL", o->threads, &r[0], base, extra);
+    return 0;
+}
+
 /* ------------------------------------------------------------------- SGEMM ---- */
 
 typedef struct sgemm_ctx {
@@ -626,7 +679,7 @@ int main(int argc, char **argv)
 {
     bench_opts o;
     if (bench_parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|W4|W6|EVAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
+        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|W4|W6|EVAL|LOCAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
                         "[--reps N] [--quick] [--budget SECONDS]\n");
         return 2;
     }
@@ -648,10 +701,12 @@ int main(int argc, char **argv)
         return run_eval(&o);
     if (strcmp(w, "K1") == 0)
         return run_k1(&o);
+    if (strcmp(w, "LOCAL") == 0)
+        return run_local(&o);
     if (strcmp(w, "SGEMM") == 0)
         return run_sgemm(&o);
     if (strcmp(w, "INFO") == 0)
         return run_info();
-    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, W4, W6, EVAL, K1, SGEMM, INFO)\n", w);
+    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, W4, W6, EVAL, LOCAL, K1, SGEMM, INFO)\n", w);
     return 2;
 }

@@ -26,6 +26,12 @@
 #ifndef LB_ATTN_BWD_BK
 #define LB_ATTN_BWD_BK 128
 #endif
+/* Band tiles (a sliding window narrower than LB_ATTN_BAND_MAX keys): square tiles of
+ * the window rounded up to a multiple of LB_ATTN_BAND_MIN (see choose_tiles). */
+#ifndef LB_ATTN_BAND_MIN
+#define LB_ATTN_BAND_MIN 16
+#endif
+#define LB_ATTN_BAND_MAX 64
 /* The backward makes at least this many work items when the shapes allow (see G). */
 #define LB_ATTN_BWD_ITEMS 8
 
@@ -48,7 +54,26 @@ typedef struct attn_problem {
     double scale;
     const char *q, *k, *v;       /* [N, Tq, D], [N, Tk, D], [N, Tk, Dv] */
     lb_attn_kmask mask;          /* zeroed when none */
+    int64_t fbq, fbk, bbq, bbk;  /* tiles, queries x keys: forward, backward (choose_tiles) */
 } attn_problem;
+
+/* The default tiles, or band tiles for a narrow sliding window: a query tile of bq
+ * rows sees bq + window - 1 keys, so with 128-row tiles a 16-key window would use one
+ * score in 9 (and a window straddling two 128-key tiles one in 16). Band tiles of
+ * about the window's width keep about half the computed scores inside the band.
+ * The forward's key tiles stay wide: one gemm covers a band tile's whole key range. */
+static void choose_tiles(attn_problem *p)
+{
+    p->fbq = LB_ATTN_FWD_BQ;
+    p->fbk = LB_ATTN_FWD_BK;
+    p->bbq = LB_ATTN_BWD_BQ;
+    p->bbk = LB_ATTN_BWD_BK;
+    int64_t w = p->mask.window;
+    if (w > 0 && w < LB_ATTN_BAND_MAX) {
+        int64_t band = (w + LB_ATTN_BAND_MIN - 1) / LB_ATTN_BAND_MIN * LB_ATTN_BAND_MIN; /* <= 64 */
+        p->fbq = p->bbq = p->bbk = band;
+    }
+}
 
 typedef struct attn_head {
     int64_t kv_len;              /* keys >= kv_len are padding */
@@ -364,7 +389,7 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
 {
     attn_head h;
     head_of(p, n, &h);
-    const int64_t bq = p->tq - i0 < LB_ATTN_FWD_BQ ? p->tq - i0 : LB_ATTN_FWD_BQ;
+    const int64_t bq = p->tq - i0 < p->fbq ? p->tq - i0 : p->fbq;
     const int64_t d = p->d, dv = p->dv;
     const size_t es = p->es;
     const char *qt = p->q + (size_t)((n * p->tq + i0) * d) * es; /* [bq, D] */
@@ -382,8 +407,9 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
         }
     });
     if (tr.lo <= tr.hi) {
-        for (int64_t j0 = tr.lo / LB_ATTN_FWD_BK * LB_ATTN_FWD_BK; j0 <= tr.hi; j0 += LB_ATTN_FWD_BK) {
-            int64_t bk = p->tk - j0 < LB_ATTN_FWD_BK ? p->tk - j0 : LB_ATTN_FWD_BK;
+        /* key tiles from the first key any row sees (the window's start) to the last */
+        for (int64_t j0 = tr.lo; j0 <= tr.hi; j0 += p->fbk) {
+            int64_t bk = tr.hi + 1 - j0 < p->fbk ? tr.hi + 1 - j0 : p->fbk;
             /* S [bq, bk] = scale * Q_t K_tᵀ */
             if (bq == 1) /* one query (a decoding step): S [bk] = scale * K_t q, no packing */
                 lb_k_gemv(p->dtype, 0, bk, d, p->scale, kh + (size_t)(j0 * d) * es, d, qt, 0.0, w->s);
@@ -465,16 +491,16 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
     head_of(p, n, &h);
     const int64_t d = p->d, dv = p->dv, tq = p->tq, tk = p->tk;
     const size_t es = p->es;
-    const int64_t n_qt = (tq + LB_ATTN_BWD_BQ - 1) / LB_ATTN_BWD_BQ, n_kt = (tk + LB_ATTN_BWD_BK - 1) / LB_ATTN_BWD_BK;
+    const int64_t BQ = p->bbq, BK = p->bbk, n_qt = (tq + BQ - 1) / BQ, n_kt = (tk + BK - 1) / BK;
     for (int64_t qt = 0; qt < n_qt; qt++) {
-        int64_t i0 = qt * LB_ATTN_BWD_BQ, bq = tq - i0 < LB_ATTN_BWD_BQ ? tq - i0 : LB_ATTN_BWD_BQ;
+        int64_t i0 = qt * BQ, bq = tq - i0 < BQ ? tq - i0 : BQ;
         w->ranges[qt] = query_tile_range(p, &h, i0, bq);
     }
     const char *kh = p->k + (size_t)(n * tk * d) * es, *vh = p->v + (size_t)(n * tk * dv) * es; /* [Tk, D], [Tk, Dv] */
     char *dq = a->dq ? a->dq + (size_t)((g * p->heads + n) * tq * d) * es : NULL; /* [Tq, D] of group g */
     int want_ds = a->dq || a->dk;
     for (int64_t kt = g; kt < n_kt; kt += a->groups) {
-        int64_t j0 = kt * LB_ATTN_BWD_BK, bk = tk - j0 < LB_ATTN_BWD_BK ? tk - j0 : LB_ATTN_BWD_BK;
+        int64_t j0 = kt * BK, bk = tk - j0 < BK ? tk - j0 : BK;
         const char *kt_ = kh + (size_t)(j0 * d) * es, *vt = vh + (size_t)(j0 * dv) * es; /* [bk, D], [bk, Dv] */
         char *dkt = a->dk ? a->dk + (size_t)((n * tk + j0) * d) * es : NULL;             /* [bk, D] */
         char *dvt = a->dv ? a->dv + (size_t)((n * tk + j0) * dv) * es : NULL;            /* [bk, Dv] */
@@ -482,7 +508,7 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
             const tile_range *tr = &w->ranges[qt];
             if (tr->lo > tr->hi || tr->hi < j0 || tr->lo > j0 + bk - 1)
                 continue; /* no query of this tile sees these keys */
-            int64_t i0 = qt * LB_ATTN_BWD_BQ, bq = tq - i0 < LB_ATTN_BWD_BQ ? tq - i0 : LB_ATTN_BWD_BQ;
+            int64_t i0 = qt * BQ, bq = tq - i0 < BQ ? tq - i0 : BQ;
             int64_t row0 = n * tq + i0;
             const char *qtile = p->q + (size_t)(row0 * d) * es;     /* [bq, D] */
             const char *dot = a->dout + (size_t)(row0 * dv) * es;    /* [bq, Dv] */
@@ -709,7 +735,8 @@ lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const l
     p.scale = scale;
     if (mask)
         p.mask = *mask;
-    int64_t n_qt = (p.tq + LB_ATTN_FWD_BQ - 1) / LB_ATTN_FWD_BQ, items = p.heads * n_qt;
+    choose_tiles(&p);
+    int64_t n_qt = (p.tq + p.fbq - 1) / p.fbq, items = p.heads * n_qt;
     if (items == 0)
         return LB_OK;
     if (p.tk == 0) { /* no keys: every row is fully masked */
@@ -739,7 +766,7 @@ lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const l
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = items - 1; it >= 0; it--) {
             int64_t n = it % p.heads, qt = it / p.heads;
-            fn(&p, n, qt * LB_ATTN_FWD_BQ, &w, po, pl);
+            fn(&p, n, qt * p.fbq, &w, po, pl);
         }
     }
     lb_blas_serial_end(blas);
@@ -764,7 +791,8 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
     p.scale = scale;
     if (mask)
         p.mask = *mask;
-    int64_t n_kt = (p.tk + LB_ATTN_BWD_BK - 1) / LB_ATTN_BWD_BK, n_qt = (p.tq + LB_ATTN_BWD_BQ - 1) / LB_ATTN_BWD_BQ;
+    choose_tiles(&p);
+    int64_t n_kt = (p.tk + p.bbk - 1) / p.bbk, n_qt = (p.tq + p.bbq - 1) / p.bbq;
     if (p.heads == 0 || n_kt == 0 || n_qt == 0 || (!grad_q && !grad_k && !grad_v))
         return LB_OK;
     /* G groups of key tiles per head: enough items for LB_ATTN_BWD_ITEMS threads. */

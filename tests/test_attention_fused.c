@@ -325,7 +325,9 @@ static void test_fused_fully_masked_rows(void)
  *     (no tile of theirs reaches key 256), rows 256.. see them (NaN: they are real);
  *     item 1 has length 128 and NaN keys 128..: every row finite.
  *  B. causal + window 100, NaN keys 0..127: rows 256..299 (their tiles start at key
- *     157) stay finite; rows 0..127 see the NaN keys. */
+ *     157) stay finite; rows 0..127 see the NaN keys.
+ *  C. causal + window 16 (band tiles of 16 queries), NaN keys 0..31: rows 0..46 see
+ *     them; rows 48.. stay finite (with 128-row tiles rows up to 127 would be NaN). */
 static int rows_finite(const lb_var *out, const lb_var *q, int64_t item, int64_t i, int64_t t)
 {
     int64_t dv = out->value->shape[3], d = q->value->shape[3];
@@ -340,13 +342,14 @@ static int rows_finite(const lb_var *out, const lb_var *q, int64_t item, int64_t
 static void test_fused_skips_tiles(void)
 {
     for (int dt = 0; dt < 2; dt++)
-        for (int sub = 0; sub < 2; sub++) {
+        for (int sub = 0; sub < 3; sub++) {
             lb_dtype dtype = dt ? LB_FLOAT32 : LB_FLOAT64;
             int64_t b = 2, t = 300, d = 8, dv = 4;
             int64_t sq[4] = {b, 1, t, d}, sv[4] = {b, 1, t, dv};
             int32_t lengths[2] = {300, 128};
-            lb_attn_mask mask = sub == 0 ? (lb_attn_mask){.causal = 1, .key_lengths = lengths}
-                                         : (lb_attn_mask){.causal = 1, .window = 100};
+            lb_attn_mask mask = sub == 0   ? (lb_attn_mask){.causal = 1, .key_lengths = lengths}
+                                : sub == 1 ? (lb_attn_mask){.causal = 1, .window = 100}
+                                           : (lb_attn_mask){.causal = 1, .window = 16};
             lb_graph *g = lb_graph_new();
             lb_var *q = lb_input(g, lb_test_uniform(dtype, 4, sq, 61, -1, 1), 1);
             lb_var *k = lb_input(g, lb_test_uniform(dtype, 4, sq, 62, -1, 1), 1);
@@ -355,7 +358,7 @@ static void test_fused_skips_tiles(void)
                 T *pk = lb_tensor_data(k->value), *pv = lb_tensor_data(v->value);
                 for (int64_t bb = 0; bb < b; bb++)
                     for (int64_t j = 0; j < t; j++) {
-                        int hidden = sub == 1 ? j < 128 : bb == 0 ? j >= 256 : j >= 128;
+                        int hidden = sub == 2 ? j < 32 : sub == 1 ? j < 128 : bb == 0 ? j >= 256 : j >= 128;
                         for (int64_t c = 0; hidden && c < d; c++)
                             pk[(bb * t + j) * d + c] = (T)NAN;
                         for (int64_t c = 0; hidden && c < dv; c++)
@@ -370,8 +373,8 @@ static void test_fused_skips_tiles(void)
             for (int64_t bb = 0; bb < b; bb++)
                 for (int64_t i = 0; i < t; i++) {
                     int fin = rows_finite(out, q, bb, i, t);
-                    int should_be_finite = sub == 0 ? (bb == 1 || i < 256) : i >= 256;
-                    int should_be_nan = sub == 0 ? (bb == 0 && i >= 256) : i < 128;
+                    int should_be_finite = sub == 0 ? (bb == 1 || i < 256) : sub == 1 ? i >= 256 : i >= 48;
+                    int should_be_nan = sub == 0 ? (bb == 0 && i >= 256) : sub == 1 ? i < 128 : i <= 46;
                     want_finite += should_be_finite;
                     finite += should_be_finite && fin;
                     want_nan += should_be_nan;

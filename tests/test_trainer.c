@@ -137,6 +137,55 @@ static void test_training_learns(void)
     lb_dataset_close(ds);
 }
 
+/* The trainer's evaluations share one graph: after the first, they take every buffer
+ * from its pool (none from the system), also with a smaller last batch (64 = 48 + 16),
+ * and give what lb_evaluate gives. */
+static void test_trainer_evaluate_reuses_memory(void)
+{
+    lb_dataset *ds = lb_dataset_open(data_path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    mc.d_model = 64; /* [48, 24, 64] activations: large enough for the pool */
+    mc.d_ff = 128;
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 10);
+    tc.batch_size = 48;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_PTR_NULL(lb_trainer_eval_pool(t));
+    lb_eval_result ref, r[3];
+    CU_ASSERT_EQUAL(lb_evaluate(m, ds, "val", 0, 48, 0, &ref, NULL), LB_OK);
+    lb_pool_stats s[3];
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL_FATAL(lb_trainer_evaluate(t, "val", 0, &r[i]), LB_OK);
+        CU_ASSERT_EQUAL(r[i].examples, 64);
+        CU_ASSERT_EQUAL(r[i].loss, ref.loss);
+        CU_ASSERT_EQUAL(r[i].accuracy, ref.accuracy);
+        lb_pool_get_stats(lb_trainer_eval_pool(t), &s[i]);
+        CU_ASSERT_EQUAL(s[i].in_use_bytes, 0);
+    }
+    CU_ASSERT_TRUE(s[0].misses > 0);
+    CU_ASSERT_EQUAL(s[1].misses, s[0].misses);
+    CU_ASSERT_EQUAL(s[2].misses, s[0].misses);
+    CU_ASSERT_TRUE(s[2].hits - s[1].hits >= s[0].misses);
+    CU_ASSERT_EQUAL(s[2].cached_bytes, s[1].cached_bytes);
+    /* A training step in between leaves the evaluation's buffers alone. */
+    lb_step_stats st;
+    CU_ASSERT_EQUAL(lb_trainer_step(t, &st), LB_OK);
+    lb_eval_result after;
+    lb_pool_stats s_after;
+    CU_ASSERT_EQUAL(lb_trainer_evaluate(t, "val", 0, &after), LB_OK);
+    CU_ASSERT_EQUAL(after.examples, 64);
+    CU_ASSERT_NOT_EQUAL(after.loss, ref.loss); /* the step changed the model */
+    lb_pool_get_stats(lb_trainer_eval_pool(t), &s_after);
+    CU_ASSERT_EQUAL(s_after.misses, s[0].misses);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
 static void test_resume_is_bit_exact(void)
 {
     char ck[300];
@@ -633,6 +682,7 @@ int main(void)
     make_data();
     const lb_test_case cases[] = {
         {"training reduces loss and reaches high accuracy; distance bins", test_training_learns},
+        {"the trainer's evaluations reuse one graph's memory", test_trainer_evaluate_reuses_memory},
         {"a CPU-clock time budget counts CPU seconds and survives a checkpoint", test_cpu_budget_clock},
         {"resume from a checkpoint equals an uninterrupted run bit for bit", test_resume_is_bit_exact},
         {"a killed run resumes exactly from an intact checkpoint", test_kill_and_resume},

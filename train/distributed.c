@@ -473,8 +473,10 @@ lb_status lb_dist_evaluate(lb_trainer *t, const char *split, int64_t max_example
 {
     double loss_sum = 0;
     int64_t correct = 0;
-    lb_status st = lb_evaluate_part(t->model, t->data, split, max_examples, batch_size, 0, t->dist->rank,
-                                    t->dist->size, out, &loss_sum, &correct, NULL);
+    lb_graph *g = lb_trainer_eval_graph(t);
+    lb_status st = g ? lb_evaluate_part(t->model, t->data, split, max_examples, batch_size, 0, t->dist->rank,
+                                        t->dist->size, g, out, &loss_sum, &correct, NULL)
+                     : lb_last_status();
     /* Every rank joins the reduction, also after a local failure, so none waits forever. */
     double v[5] = {st != LB_OK, loss_sum, (double)correct, (double)out->scored, (double)out->examples};
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));

@@ -253,8 +253,8 @@ lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split
 {
     double loss_sum = 0;
     int64_t correct = 0;
-    lb_status st = lb_evaluate_part(model, data, split, max_examples, batch_size, n_bins, 0, 1, out, &loss_sum,
-                                    &correct, attention_out);
+    lb_status st = lb_evaluate_part(model, data, split, max_examples, batch_size, n_bins, 0, 1, NULL, out,
+                                    &loss_sum, &correct, attention_out);
     if (st == LB_OK)
         lb_eval_finish(out, loss_sum, correct, lb_dataset_is_regression(data));
     return st;
@@ -270,8 +270,9 @@ void lb_eval_finish(lb_eval_result *out, double loss_sum, int64_t correct, int r
 }
 
 lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
-                           int64_t batch_size, int n_bins, int part, int parts, lb_eval_result *out,
-                           double *loss_sum_out, int64_t *correct_out, lb_tensor **attention_out)
+                           int64_t batch_size, int n_bins, int part, int parts, lb_graph *graph,
+                           lb_eval_result *out, double *loss_sum_out, int64_t *correct_out,
+                           lb_tensor **attention_out)
 {
     memset(out, 0, sizeof *out);
     out->accuracy = out->mse = NAN;
@@ -303,16 +304,17 @@ lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *
     if (!regression && lb_dataset_per_position(data))
         out->n_outputs = (int)(lb_dataset_seq_len(data) < LB_EVAL_MAX_OUTPUTS ? lb_dataset_seq_len(data)
                                                                               : LB_EVAL_MAX_OUTPUTS);
-    lb_graph *g = lb_graph_new();
+    lb_graph *g = graph ? graph : lb_graph_new();
     int64_t *seq_correct = malloc((size_t)batch_size * sizeof *seq_correct);
     int64_t *seq_scored = malloc((size_t)batch_size * sizeof *seq_scored);
     if (!g || !seq_correct || !seq_scored) {
-        lb_graph_free(g);
+        if (g != graph)
+            lb_graph_free(g);
         free(seq_correct);
         free(seq_scored);
         return lb_error(LB_ERR_MEMORY, "evaluate: out of memory");
     }
-    lb_graph_set_grad_enabled(g, 0);
+    int grad_was = lb_graph_set_grad_enabled(g, 0);
     lb_status st = LB_OK;
     double loss_sum = 0;
     int64_t correct = 0;
@@ -361,9 +363,14 @@ lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *
         out->examples += count;
         lb_tensor_free(converted);
         lb_batch_free(&b);
-        lb_graph_reset(g);
+        lb_graph_clear(g); /* one pool step for the whole evaluation: see lb_graph_clear */
     }
-    lb_graph_free(g);
+    if (g == graph) {
+        lb_graph_reset(g);
+        lb_graph_set_grad_enabled(g, grad_was);
+    } else {
+        lb_graph_free(g);
+    }
     free(seq_correct);
     free(seq_scored);
     *loss_sum_out = loss_sum;
@@ -372,6 +379,31 @@ lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *
 }
 
 /* ---- the trainer ---- */
+
+lb_graph *lb_trainer_eval_graph(lb_trainer *t)
+{
+    if (!t->eval_graph)
+        t->eval_graph = lb_graph_new();
+    return t->eval_graph;
+}
+
+lb_status lb_trainer_evaluate(lb_trainer *t, const char *split, int64_t max_examples, lb_eval_result *out)
+{
+    if (t->dist)
+        return lb_dist_evaluate(t, split, max_examples, t->cfg.batch_size, out);
+    lb_graph *g = lb_trainer_eval_graph(t);
+    if (!g)
+        return lb_last_status();
+    double loss_sum = 0;
+    int64_t correct = 0;
+    lb_status st = lb_evaluate_part(t->model, t->data, split, max_examples, t->cfg.batch_size, 0, 0, 1, g, out,
+                                    &loss_sum, &correct, NULL);
+    if (st == LB_OK)
+        lb_eval_finish(out, loss_sum, correct, lb_dataset_is_regression(t->data));
+    return st;
+}
+
+lb_pool *lb_trainer_eval_pool(lb_trainer *t) { return lb_graph_pool(t->eval_graph); }
 
 lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg)
 {
@@ -419,6 +451,7 @@ void lb_trainer_free(lb_trainer *t)
     lb_optim_free(t->optim);
     lb_loader_free(t->loader);
     lb_graph_free(t->graph);
+    lb_graph_free(t->eval_graph);
     lb_dist_state_free(t->dist);
     free(t);
 }
@@ -668,9 +701,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
             tokens = seconds = t->interval_loss = t->interval_acc = 0;
             t->interval_steps = t->interval_acc_steps = t->interval_skipped = 0;
             if (lb_dataset_split_size(t->data, "val") > 0) {
-                st = t->dist ? lb_dist_evaluate(t, "val", c->eval_examples, c->batch_size, &r)
-                             : lb_evaluate(t->model, t->data, "val", c->eval_examples, c->batch_size, 0, &r, NULL);
-                if (st != LB_OK)
+                if ((st = lb_trainer_evaluate(t, "val", c->eval_examples, &r)) != LB_OK)
                     return st;
                 /* The best and --patience are judged where a checkpoint is written. */
                 judged = ckpt_due;

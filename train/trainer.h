@@ -129,6 +129,16 @@ int lb_trainer_stopped(const lb_trainer *t);
  * untouched); a non-finite gradient skips the update (stats->skipped = 1). */
 lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats);
 int64_t lb_trainer_steps_done(const lb_trainer *t);
+/* lb_evaluate of the trainer's model on `split` of its data, in batches of the
+ * training batch size (under data-parallel training, split over the ranks and
+ * reduced as lb_trainer_run's validations are). The trainer keeps one evaluation
+ * graph for all its evaluations: the first maps the memory, later ones reuse its
+ * buffers (tensor/pool.h), so validating during training faults in no new pages.
+ * Errors: as lb_evaluate. */
+lb_status lb_trainer_evaluate(lb_trainer *t, const char *split, int64_t max_examples, lb_eval_result *out);
+/* The buffer pool of the trainer's evaluation graph (NULL before the first
+ * lb_trainer_evaluate), e.g. for lb_pool_get_stats. */
+lb_pool *lb_trainer_eval_pool(lb_trainer *t);
 /* Seconds of training accumulated (across resumes). */
 double lb_trainer_elapsed(const lb_trainer *t);
 /* Seconds of the time budget spent so far, across resumes, on the configuration's

@@ -15,6 +15,7 @@ struct lb_trainer {
     lb_optim *optim;
     lb_loader *loader;
     lb_graph *graph;    /* per-step memory, reset after every micro-batch */
+    lb_graph *eval_graph; /* evaluations' memory, kept from one evaluation to the next (NULL until the first) */
     lb_rng dropout_rng; /* dropout masks, saved in checkpoints */
     int64_t step;       /* optimizer steps completed */
     double elapsed;     /* training seconds, across resumes */
@@ -37,10 +38,14 @@ struct lb_trainer {
 /* lb_evaluate over part `part` of `parts` of the evaluation batches (contiguous blocks
  * of whole batches, so every batch is the one a single process evaluates). Leaves
  * out->loss and out->accuracy to lb_eval_finish; their sums go to *loss_sum (loss
- * times scored targets) and *correct. */
+ * times scored targets) and *correct. `graph` (NULL: a graph of its own, freed at the
+ * end) is cleared after each batch and reset once at the end, its grad mode restored,
+ * so a graph kept across evaluations reuses its buffers. */
 lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
-                           int64_t batch_size, int n_bins, int part, int parts, lb_eval_result *out,
-                           double *loss_sum, int64_t *correct, lb_tensor **attention_out);
+                           int64_t batch_size, int n_bins, int part, int parts, lb_graph *graph,
+                           lb_eval_result *out, double *loss_sum, int64_t *correct, lb_tensor **attention_out);
+/* The trainer's evaluation graph, made at the first call (NULL when out of memory). */
+lb_graph *lb_trainer_eval_graph(lb_trainer *t);
 /* Sets out->loss, accuracy and mse from the sums of lb_evaluate_part. */
 void lb_eval_finish(lb_eval_result *out, double loss_sum, int64_t correct, int regression);
 
