@@ -51,19 +51,23 @@ typedef struct study_task {
 
 /* ---- methods ---- */
 
-typedef enum method_id { M_TRANSFORMER = 0, M_LOCAL, M_LSTM, M_CONV, M_SSMAX, M_MIXED, M_COUNT } method_id;
+typedef enum method_id { M_TRANSFORMER = 0, M_LOCAL, M_LSTM, M_CONV, M_SSMAX, M_MIXED, M_LOGN, M_COUNT } method_id;
 
-static const char *const method_names[M_COUNT] = {"transformer", "local", "lstm", "conv", "ssmax", "mixed"};
+static const char *const method_names[M_COUNT] = {"transformer", "local", "lstm", "conv", "ssmax", "mixed", "logn"};
 static const char *const method_rows[M_COUNT] = {
     "full self-attention", "local attention", "LSTM", "dilated causal conv (TCN)",
-    "full attention + scalable softmax", "full attention + mixed training lengths"};
+    "full attention + scalable softmax", "full attention + mixed training lengths",
+    "full attention + log-n logits, mixed lengths"};
 /* The row of the source's table each method belongs to. */
 static const char *const method_text_row[M_COUNT] = {
     "Full self-attention", "Local or sparse attention", "RNN or LSTM", "1D convolution", "Full self-attention",
-    "Full self-attention"};
+    "Full self-attention", "Full self-attention"};
 
-/* ssmax and mixed are length-robustness variants of the transformer: only on spike16. */
-static int method_applies(method_id m, task_id t) { return (m != M_SSMAX && m != M_MIXED) || t == T_SPIKE16; }
+/* ssmax, mixed and logn are length-robustness variants of the transformer: only on spike16. */
+static int method_applies(method_id m, task_id t)
+{
+    return (m != M_SSMAX && m != M_MIXED && m != M_LOGN) || t == T_SPIKE16;
+}
 
 typedef struct job {
     lb_study_phase phase;
@@ -463,7 +467,7 @@ static void recipe(const lb_study *s, task_id t, method_id m, lb_run_config *rc,
                          : m == M_LOCAL                            ? LB_MODEL_LOCAL
                                                                    : LB_MODEL_TRANSFORMER;
     lb_run_config_default(rc, kind);
-    data_path(s, t, m == M_MIXED ? "train-mixed" : "train", 0, rc->data, sizeof rc->data);
+    data_path(s, t, m == M_MIXED || m == M_LOGN ? "train-mixed" : "train", 0, rc->data, sizeof rc->data);
     lb_model_config *mc = &rc->model;
     mc->d_model = 64;
     if (kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL) {
@@ -475,12 +479,14 @@ static void recipe(const lb_study *s, task_id t, method_id m, lb_run_config *rc,
         mc->n_layers = t == T_SPIKE16 && kind == LB_MODEL_TRANSFORMER ? 1 : 2;
         if (kind == LB_MODEL_LOCAL)
             mc->window = 16;
+        if (m == M_LOGN)
+            mc->length_scale = LB_LENGTH_SCALE_LOG_N;
         if (m == M_SSMAX)
             mc->length_scale = LB_LENGTH_SCALE_SCALABLE;
         snprintf(text, size, "%d block%s, d_model 64, 4 heads, %s positions%s%s%s", mc->n_layers,
                  mc->n_layers == 1 ? "" : "s", lb_pos_kind_name(mc->pos), kind == LB_MODEL_LOCAL ? ", window 16" : "",
-                 m == M_SSMAX ? ", scalable softmax (s per head)" : "",
-                 m == M_MIXED ? ", trained on lengths 64..256" : "");
+                 m == M_SSMAX ? ", scalable softmax (s per head)" : m == M_LOGN ? ", logits x ln(n) / ln(256), n keys seen" : "",
+                 m == M_MIXED || m == M_LOGN ? ", trained on lengths 64..256" : "");
     } else if (kind == LB_MODEL_LSTM) {
         mc->n_layers = 1;
         mc->hidden_size = 128;
@@ -1084,7 +1090,7 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
         "short or medium sequences with unpredictable long-range dependencies",
         "long sequences with structured dependencies", "streaming input or naturally sequential control",
         "local patterns and high-throughput signals", "(length-robust variant of full attention)",
-        "(length-robust variant of full attention)"};
+        "(length-robust variant of full attention)", "(length-robust variant of full attention)"};
     for (int m = 0; m < M_COUNT; m++) {
         if (!s->method_on[m])
             continue;
@@ -1307,7 +1313,8 @@ static void format_duration(double seconds, char *buf, size_t size)
 
 static void study_usage(FILE *out)
 {
-    fputs("usage: lookback study [--quick] [--seeds N] [--tasks LIST] [--methods LIST] [--threads N] --out DIR\n"
+    fputs("usage: lookback study [--quick] [--seeds N] [--tasks LIST] [--methods LIST] [--jobs N] [--threads N]\n"
+          "                      --out DIR\n"
           "\n"
           "The source's table of alternatives, measured: full attention (transformer), local attention,\n"
           "the LSTM and a dilated causal convolution (plus two length-robust attention variants on\n"
@@ -1322,8 +1329,8 @@ static void study_usage(FILE *out)
           "  --quick             1 seed, 15 s per cell, copy at T = 200: about 15 minutes on 2 cores\n"
           "  --seeds N           seeds per (task, method) (default 3; --quick 1)\n"
           "  --tasks LIST        spike16,recall,local,parity,copy (default all)\n"
-          "  --methods LIST      transformer,local,lstm,conv,ssmax,mixed (default all; ssmax and\n"
-          "                      mixed apply to spike16 only)\n"
+          "  --methods LIST      transformer,local,lstm,conv,ssmax,mixed,logn (default all; ssmax,\n"
+          "                      mixed and logn apply to spike16 only)\n"
           "  --budget SECONDS    training time per cell, CPU seconds per thread (default 45; --quick 15)\n"
           "  --eval-examples N   test sequences per test length (default 200; --quick 100)\n"
           "  --recall-scale S    default (T 128, 8 pairs) or zoology (vocabulary 8,192, T 512, 64 pairs)\n"

@@ -72,9 +72,11 @@ static lb_status read_task_and_version(reader *r)
     lb_dataset *ds = r->ds;
     lb_task_kind kind;
     lb_status st = lb_h5_read_attr_string(r->fid, "task", task, sizeof task, r->file);
-    if (st == LB_OK && lb_task_parse_name(task, &kind) != LB_OK)
-        st = lb_error(LB_ERR_FORMAT, "%s: attribute 'task' = '%s' is not a known task (spike, recall, copy, adding, local, parity)",
-                      r->file, task);
+    if (st == LB_OK && lb_task_parse_name(task, &kind) != LB_OK) {
+        char names[256];
+        st = lb_error(LB_ERR_FORMAT, "%s: attribute 'task' = '%s' is not a known task (%s)", r->file, task,
+                      lb_task_names_text(names, sizeof names));
+    }
     if (st == LB_OK)
         st = lb_h5_read_attr_int(r->fid, "format_version", LB_H5_INT, &ds->format_version, r->file);
     if (st == LB_OK && ds->format_version != LB_DATA_FORMAT_VERSION)

@@ -190,13 +190,20 @@ static void recipe_adding(const lb_task_options *o, lb_rng *rng, int64_t L, exam
     ex->distance[0] = (int32_t)d;
 }
 
+/* tok[t] = 1 + U{0..A-1} for t in [0, n), drawn in order: the symbols of local,
+ * parity and modsum (value = token - 1). */
+static void draw_symbols(lb_rng *rng, int64_t A, int64_t n, int32_t *tok)
+{
+    for (int64_t t = 0; t < n; t++)
+        tok[t] = (int32_t)(1 + lb_rng_below(rng, (uint64_t)A));
+}
+
 /* local: symbols 1..A (value = token - 1); target = (sum of the last `window`
  * values) mod classes. */
 static void recipe_local(const lb_task_options *o, lb_rng *rng, int64_t L, example *ex)
 {
     int64_t sum = 0;
-    for (int64_t t = 0; t < L; t++)
-        ex->tokens[t] = (int32_t)(1 + lb_rng_below(rng, (uint64_t)o->alphabet));
+    draw_symbols(rng, o->alphabet, L, ex->tokens);
     for (int64_t t = L - o->window; t < L; t++)
         sum += ex->tokens[t] - 1;
     ex->targets[0] = (int32_t)(sum % o->classes);
@@ -206,15 +213,27 @@ static void recipe_local(const lb_task_options *o, lb_rng *rng, int64_t L, examp
 static void recipe_parity(const lb_task_options *o, lb_rng *rng, int64_t L, example *ex)
 {
     int32_t odd = 0;
-    for (int64_t t = 0; t < L; t++) {
-        ex->tokens[t] = (int32_t)(1 + lb_rng_below(rng, (uint64_t)o->alphabet));
+    draw_symbols(rng, o->alphabet, L, ex->tokens);
+    for (int64_t t = 0; t < L; t++)
         odd ^= ex->tokens[t] == 1;
-    }
     ex->targets[0] = odd;
 }
 
-static const recipe_fn recipes[LB_TASK_COUNT] = {recipe_spike, recipe_recall, recipe_copy, recipe_adding,
-                                                 recipe_local, recipe_parity};
+/* modsum: symbols 1..K (value = token - 1) at [0, L-1), the query token K+1 at L-1;
+ * target = (sum of the L-1 values) mod K. */
+static void recipe_modsum(const lb_task_options *o, lb_rng *rng, int64_t L, example *ex)
+{
+    const int64_t K = o->modulus;
+    int64_t sum = 0;
+    draw_symbols(rng, K, L - 1, ex->tokens);
+    for (int64_t t = 0; t < L - 1; t++)
+        sum = (sum + ex->tokens[t] - 1) % K;
+    ex->tokens[L - 1] = (int32_t)(K + 1);
+    ex->targets[0] = (int32_t)sum;
+}
+
+static const recipe_fn recipes[LB_TASK_COUNT] = {recipe_spike, recipe_recall, recipe_copy,  recipe_adding,
+                                                 recipe_local, recipe_parity, recipe_modsum};
 
 static int64_t recipe_scratch(const lb_task_options *o) { return o->task == LB_TASK_RECALL ? o->pairs : 1; }
 
@@ -227,7 +246,7 @@ static lb_layout task_layout(const lb_task_options *o)
     l.features = lb_task_num_features(o);
     l.per_position = o->task == LB_TASK_RECALL || o->task == LB_TASK_COPY;
     l.regression = o->task == LB_TASK_ADDING;
-    l.has_distance = o->task != LB_TASK_LOCAL && o->task != LB_TASK_PARITY;
+    l.has_distance = o->task != LB_TASK_LOCAL && o->task != LB_TASK_PARITY && o->task != LB_TASK_MODSUM;
     l.has_lengths = o->variable_length != 0;
     return l;
 }

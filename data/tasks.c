@@ -17,7 +17,8 @@
 
 enum { MAX_SEQ_LEN = 1 << 20, MAX_SPLIT = 1 << 30 };
 
-static const char *const task_names[LB_TASK_COUNT] = {"spike", "recall", "copy", "adding", "local", "parity"};
+static const char *const task_names[LB_TASK_COUNT] = {"spike", "recall", "copy",  "adding",
+                                                      "local", "parity", "modsum"};
 
 static const lb_option_spec option_table[] = {
     {"seq_len", NULL, LB_OPT_INT, OPT(seq_len), 2, MAX_SEQ_LEN, 0, ALL_TASKS,
@@ -57,6 +58,8 @@ static const lb_option_spec option_table[] = {
     {"window", NULL, LB_OPT_INT, OPT(window), 1, 1 << 16, 0, TASK_BIT(LB_TASK_LOCAL),
      "target sums the last --window symbols"},
     {"classes", NULL, LB_OPT_INT, OPT(classes), 2, 1 << 20, 0, TASK_BIT(LB_TASK_LOCAL), "target modulus (= num_classes)"},
+    {"modulus", NULL, LB_OPT_INT, OPT(modulus), 2, 1 << 16, 0, TASK_BIT(LB_TASK_MODSUM),
+     "K: symbols 0..K-1, the target is their sum mod K (= num_classes)"},
     {"n_train", "train", LB_OPT_INT, OPT(n_train), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the train split"},
     {"n_val", "val", LB_OPT_INT, OPT(n_val), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the val split"},
     {"n_test", "test", LB_OPT_INT, OPT(n_test), 0, MAX_SPLIT, 0, ALL_TASKS, "sequences in the test split"},
@@ -238,7 +241,7 @@ lb_status lb_task_parse_name(const char *name, lb_task_kind *out)
 
 void lb_task_options_default(lb_task_kind task, lb_task_options *opt)
 {
-    static const int64_t default_seq_len[LB_TASK_COUNT] = {1024, 256, 120, 200, 64, 64};
+    static const int64_t default_seq_len[LB_TASK_COUNT] = {1024, 256, 120, 200, 64, 64, 64};
     if (task < 0 || task >= LB_TASK_COUNT)
         task = LB_TASK_SPIKE;
     memset(opt, 0, sizeof *opt);
@@ -261,6 +264,7 @@ void lb_task_options_default(lb_task_kind task, lb_task_options *opt)
     opt->selective = 0;
     opt->window = 3;
     opt->classes = 8;
+    opt->modulus = 5; /* as Deletang et al. 2023's modular arithmetic */
     if (task == LB_TASK_PARITY)
         opt->alphabet = 2; /* binary strings, as Deletang et al. 2023 */
     opt->n_train = 10000;
@@ -556,6 +560,7 @@ int64_t lb_task_vocab_size(const lb_task_options *o)
     case LB_TASK_COPY: return o->alphabet + 3;
     case LB_TASK_LOCAL: return o->alphabet + 1;
     case LB_TASK_PARITY: return o->alphabet + 1;
+    case LB_TASK_MODSUM: return o->modulus + 2; /* PAD, K symbols, the query */
     default: return 0;
     }
 }
@@ -568,6 +573,7 @@ int64_t lb_task_num_classes(const lb_task_options *o)
     case LB_TASK_COPY: return o->alphabet + (o->blank_targets ? 1 : 0);
     case LB_TASK_LOCAL: return o->classes;
     case LB_TASK_PARITY: return 2;
+    case LB_TASK_MODSUM: return o->modulus;
     default: return 0;
     }
 }
@@ -624,6 +630,7 @@ void lb_task_print_help(FILE *out)
           "  adding  adding problem: sum the two marked values (regression, real-valued inputs)\n"
           "  local   control task: (sum of the last --window symbols) mod --classes\n"
           "  parity  state tracking: is the count of symbol 1 in the whole sequence odd?\n"
+          "  modsum  state tracking: the sum of every symbol mod --modulus, asked at the end\n"
           "Options (--name value; 'auto' where shown):\n",
           out);
     int count = 0;

@@ -1,6 +1,6 @@
 /* Synthetic long-range-dependency tasks and their generator.
  *
- * Six tasks, each described with its exact recipe, chance level and purpose in
+ * Seven tasks, each described with its exact recipe, chance level and purpose in
  * docs/data.md:
  *   spike   (default) a stream of sensor events; one token binds a sensor to its
  *           reading; the last event is an alarm naming a sensor; the target is that
@@ -12,6 +12,9 @@
  *   local   a control task whose answer depends on the last few tokens only.
  *   parity  sequential state tracking: is the count of a marked symbol odd?
  *           (Deletang et al. 2023, "Neural Networks and the Chomsky Hierarchy").
+ *   modsum  sequential state tracking: the sum of every symbol mod K, asked by a
+ *           query token at the end (the additive core of Deletang et al. 2023's
+ *           modular arithmetic and cycle navigation tasks).
  *
  * Token conventions for every token task: id 0 is PAD (never a real event), targets
  * of -100 (LB_IGNORE_INDEX) are ignored, as in torch.nn.CrossEntropyLoss.
@@ -49,6 +52,7 @@ typedef enum lb_task_kind {
     LB_TASK_ADDING,
     LB_TASK_LOCAL,
     LB_TASK_PARITY,
+    LB_TASK_MODSUM,
     LB_TASK_COUNT
 } lb_task_kind;
 
@@ -77,6 +81,7 @@ typedef struct lb_task_options {
     int64_t blank_targets;   /* copy: 0/1, every other position's target is the blank class */
     int64_t window;          /* local: the target sums the last `window` symbols */
     int64_t classes;         /* local: target modulus = num_classes */
+    int64_t modulus;         /* modsum: K, symbols 0..K-1 summed mod K = num_classes */
     int64_t n_train, n_val, n_test; /* split sizes (sequences) */
     uint64_t seed;
 } lb_task_options;
@@ -84,7 +89,7 @@ typedef struct lb_task_options {
 /* Name of a task ("spike", ...), NULL for an invalid kind. */
 const char *lb_task_name(lb_task_kind task);
 
-/* Every task name as English text, "spike, recall, ..., local or parity", into buf
+/* Every task name as English text, "spike, recall, ..., parity or modsum", into buf
  * (truncated to size - 1 bytes, always NUL-terminated); returns buf. The one list
  * that help and error messages print, so a new task appears everywhere. */
 char *lb_task_names_text(char *buf, size_t size);

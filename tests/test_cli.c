@@ -107,6 +107,17 @@ static void test_data_variants(void)
     r = run(info);
     EXPECT(r.code == 0 && contains(r.out, "task      recall") && contains(r.out, "pairs=4"), r);
     run_free(&r);
+    const char *modsum[] = {"data", "--task", "modsum", "--modulus", "7", "--seq-len", "20", "--variable-length",
+                            "--min-length", "2", "--train", "6", "--val", "2", "--test", "2", "-o",
+                            path_in("modsum.h5"), "--quiet", NULL};
+    r = run(modsum);
+    EXPECT(r.code == 0 && contains(r.out, "task modsum, seq_len 20, train 6, val 2, test 2"), r);
+    run_free(&r);
+    const char *modsum_info[] = {"data", "info", path_in("modsum.h5"), NULL};
+    r = run(modsum_info);
+    EXPECT(r.code == 0 && contains(r.out, "task      modsum") && contains(r.out, "modulus=7"), r);
+    EXPECT(contains(r.out, "vocab_size 9, num_classes 7 (chance accuracy 0.1429)"), r);
+    run_free(&r);
 }
 
 static void test_data_no_overwrite(void)
@@ -179,7 +190,7 @@ static void test_data_help(void)
     run_result r = run(args);
     EXPECT(r.code == 0, r);
     /* every task and option, with defaults */
-    const char *expected[] = {"spike", "recall", "copy", "adding", "local", "--seq-len", "--min-distance",
+    const char *expected[] = {"spike", "recall", "copy", "adding", "local", "modsum", "--modulus", "--seq-len", "--min-distance",
                               "--max-distance", "--sensors", "--n-train", "--seed", "--force", "default: spike 1024"};
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         EXPECT(contains(r.out, expected[i]), r);
@@ -266,6 +277,11 @@ static void test_data_messages_for_users(void)
         {{"data", "--task", "recall", "--power_a", "0", "-o", NULL}, "option --power-a: 0 is outside [1e-06, 16]"},
         {{"data", "--seq-len", "64", "--max_distance", "500", "-o", NULL}, "--max-distance 500 exceeds --seq-len - 1 = 63"},
         {{"data", "--readings", "-o", NULL}, "option --readings needs a value"},
+        {{"data", "--task", "modsum", "--modulus", "1", "-o", NULL}, "option --modulus: 1 is outside [2, 65536]"},
+        {{"data", "--task", "modsum", "--alphabet", "4", "-o", NULL},
+         "option --alphabet does not apply to task modsum (only to copy, local, parity)"},
+        {{"data", "--task", "parity", "--modulus", "3", "-o", NULL},
+         "option --modulus does not apply to task parity (only to modsum)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[16];

@@ -571,6 +571,115 @@ static void test_print_info(void)
     remove(path);
 }
 
+/* ---- the modsum task's file ---- */
+
+static int64_t attr_int(hid_t f, const char *name)
+{
+    int64_t v = -1;
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    CU_ASSERT_TRUE(a >= 0 && H5Aread(a, H5T_NATIVE_INT64, &v) >= 0);
+    H5Aclose(a);
+    return v;
+}
+
+/* Rank and dimensions of dataset `where`, which must be int32. */
+static int int32_shape(hid_t f, const char *where, hsize_t *dims)
+{
+    hid_t d = H5Dopen2(f, where, H5P_DEFAULT), type = H5Dget_type(d), space = H5Dget_space(d);
+    CU_ASSERT_TRUE(H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 4 && H5Tget_sign(type) == H5T_SGN_2);
+    int rank = H5Sget_simple_extent_dims(space, dims, NULL);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Dclose(d);
+    return rank;
+}
+
+/* modsum is stored in the common format: inputs int32 [N, T], targets int32 [N],
+ * lengths when variable, no distance; task, vocab_size = K + 2, num_classes = K and
+ * modulus as root attributes. The reader checks its values and attributes. */
+static void test_modsum_file(void)
+{
+    const char *path = tmp_path("modsum");
+    make_small(LB_TASK_MODSUM, path);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(f >= 0);
+    char task[16] = "";
+    hid_t a = H5Aopen(f, "task", H5P_DEFAULT), type = H5Aget_type(a);
+    CU_ASSERT_TRUE(H5Tget_size(type) < sizeof task && H5Aread(a, type, task) >= 0);
+    H5Tclose(type);
+    H5Aclose(a);
+    CU_ASSERT_STRING_EQUAL(task, "modsum");
+    CU_ASSERT_EQUAL(attr_int(f, "vocab_size"), 7);
+    CU_ASSERT_EQUAL(attr_int(f, "num_classes"), 5);
+    CU_ASSERT_EQUAL(attr_int(f, "modulus"), 5);
+    CU_ASSERT_EQUAL(attr_int(f, "seq_len"), 16);
+    CU_ASSERT_EQUAL(H5Aexists(f, "alphabet"), 0); /* only the options that apply are stored */
+    const char *splits[3] = {"/train", "/val", "/test"};
+    const hsize_t sizes[3] = {8, 3, 2};
+    for (int s = 0; s < 3; s++) {
+        char where[32];
+        hsize_t dims[3] = {0, 0, 0};
+        snprintf(where, sizeof where, "%s/inputs", splits[s]);
+        CU_ASSERT_EQUAL(int32_shape(f, where, dims), 2);
+        CU_ASSERT_TRUE(dims[0] == sizes[s] && dims[1] == 16);
+        snprintf(where, sizeof where, "%s/targets", splits[s]);
+        CU_ASSERT_EQUAL(int32_shape(f, where, dims), 1);
+        CU_ASSERT_EQUAL(dims[0], sizes[s]);
+        snprintf(where, sizeof where, "%s/lengths", splits[s]);
+        CU_ASSERT_EQUAL(int32_shape(f, where, dims), 1);
+        CU_ASSERT_EQUAL(dims[0], sizes[s]);
+        snprintf(where, sizeof where, "%s/distance", splits[s]);
+        CU_ASSERT_EQUAL(H5Lexists(f, where, H5P_DEFAULT), 0);
+    }
+    H5Fclose(f);
+
+    lb_dataset *ds = lb_dataset_open(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    CU_ASSERT_EQUAL(lb_dataset_options(ds)->modulus, 5);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    CU_ASSERT_EQUAL(lb_dataset_print_info(ds, out), LB_OK);
+    fclose(out);
+    const char *must[] = {"task      modsum (format_version 1)", "modulus=5",
+                          "vocab_size 7, num_classes 5 (chance accuracy 0.2000)", "label histogram (train)", NULL};
+    for (int i = 0; must[i]; i++)
+        if (!strstr(text, must[i])) {
+            fprintf(stderr, "\n  info lacks '%s':\n%s\n", must[i], text);
+            CU_FAIL("info incomplete");
+        }
+    CU_ASSERT_PTR_NULL(strstr(text, "distance"));
+    free(text);
+    lb_dataset_close(ds);
+
+    struct {
+        const char *where;
+        hsize_t row, col;
+        int32_t value;
+        const char *needle;
+    } values[] = {
+        {"/val/targets", 1, 0, 5, "value 5 at [1] is outside [0, 4] and is not -100"},
+        {"/train/targets", 0, 0, -1, "/train/targets"},
+        {"/test/inputs", 1, 2, 7, "value 7 at [1, 2] is outside [0, 6]"},
+    };
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        make_small(LB_TASK_MODSUM, path);
+        poke_int(path, values[i].where, values[i].row, values[i].col, values[i].value);
+        const char *const needles[] = {path, values[i].where, values[i].needle, NULL};
+        expect_open_error(path, LB_ERR_FORMAT, needles);
+    }
+    make_small(LB_TASK_MODSUM, path);
+    set_attr_int(path, "modulus", 1);
+    const char *const low[] = {path, "attribute 'modulus' = 1 is outside [2, 65536]", NULL};
+    expect_open_error(path, LB_ERR_FORMAT, low);
+    make_small(LB_TASK_MODSUM, path);
+    set_attr_int(path, "modulus", 6);
+    const char *const mismatch[] = {path, "vocab_size 7 / num_classes 5 do not match the task options (expected 8 / 6)",
+                                    NULL};
+    expect_open_error(path, LB_ERR_FORMAT, mismatch);
+    remove(path);
+}
+
 /* ---- values wider than int32, positions in the dataset's rank ---- */
 
 /* Opening fails with a message that ends with `tail` (after the file and dataset). */
@@ -844,6 +953,7 @@ int main(void)
         {"bad or unknown attributes and format_version are rejected", test_bad_attributes},
         {"corrupted files give an error or a valid dataset, never a crash", test_corrupted_corpus},
         {"data info prints task, options, shapes and histogram", test_print_info},
+        {"modsum files: schema, attributes and validation", test_modsum_file},
         {"values wider than int32/float32 are reported as stored, at their index", test_wide_values_reported_as_stored},
         {"messages start with the file, attributes named as stored", test_messages_start_with_the_file},
         {"empty splits: size 0, empty slices and loaders, info", test_empty_splits},

@@ -89,6 +89,19 @@ static void expect_option_error(lb_task_kind task, const char *key, const char *
     }
 }
 
+/* lb_task_set_option(task, key, value) fails with exactly `message`. */
+static void expect_message(lb_task_kind task, const char *key, const char *value, const char *message)
+{
+    lb_task_options o;
+    lb_task_options_default(task, &o);
+    CU_ASSERT_EQUAL(lb_task_set_option(&o, key, value), LB_ERR_VALUE);
+    if (strcmp(lb_last_error(), message) != 0) {
+        fprintf(stderr, "\n  %s %s: got      '%s'\n  expected '%s'\n", key, value ? value : "NULL", lb_last_error(),
+                message);
+        CU_FAIL("unexpected message");
+    }
+}
+
 static void test_option_parsing(void)
 {
     lb_task_options o;
@@ -130,8 +143,8 @@ static void test_option_parsing(void)
 
 static void test_option_resolve(void)
 {
-    static const int64_t vocab[LB_TASK_COUNT] = {1 + 16 + 8 + 1, 1 + 16 + 64 + 64, 8 + 3, 0, 8 + 1, 2 + 1};
-    static const int64_t classes[LB_TASK_COUNT] = {8, 64, 8, 0, 8, 2};
+    static const int64_t vocab[LB_TASK_COUNT] = {1 + 16 + 8 + 1, 1 + 16 + 64 + 64, 8 + 3, 0, 8 + 1, 2 + 1, 5 + 2};
+    static const int64_t classes[LB_TASK_COUNT] = {8, 64, 8, 0, 8, 2, 5};
     for (int k = 0; k < LB_TASK_COUNT; k++) {
         lb_task_options o;
         lb_task_options_default((lb_task_kind)k, &o);
@@ -185,6 +198,20 @@ static void test_option_resolve(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "sensors"));
 }
 
+/* lb_task_print_options of `task`'s defaults, separated by commas, is `expected`. */
+static void expect_default_options(lb_task_kind task, const char *expected)
+{
+    char *text = NULL;
+    size_t size = 0;
+    lb_task_options o;
+    lb_task_options_default(task, &o);
+    FILE *f = open_memstream(&text, &size);
+    lb_task_print_options(&o, ",", f);
+    fclose(f);
+    CU_ASSERT_STRING_EQUAL(text, expected);
+    free(text);
+}
+
 static void test_help_and_options_text(void)
 {
     char *text = NULL;
@@ -193,18 +220,15 @@ static void test_help_and_options_text(void)
     lb_task_print_help(f);
     fclose(f);
     const char *must[] = {"--seq-len", "--max-distance", "--noise-types", "--sensors", "--readings", "--pairs",
-                          "--copy-symbols", "--selective", "--window", "--seed", "auto", "spike 1024", NULL};
+                          "--copy-symbols", "--selective", "--window", "--modulus", "--seed", "auto", "spike 1024",
+                          "modsum 64", "modsum 5", "  modsum  ", NULL};
     for (int i = 0; must[i]; i++)
         CU_ASSERT_PTR_NOT_NULL(strstr(text, must[i]));
     free(text);
-    lb_task_options o;
-    lb_task_options_default(LB_TASK_LOCAL, &o);
-    f = open_memstream(&text, &size);
-    lb_task_print_options(&o, ",", f);
-    fclose(f);
-    CU_ASSERT_STRING_EQUAL(text, "seq_len=64,variable_length=0,min_length=auto,alphabet=8,window=3,classes=8,"
-                                 "n_train=10000,n_val=1000,n_test=1000,seed=1");
-    free(text);
+    expect_default_options(LB_TASK_LOCAL, "seq_len=64,variable_length=0,min_length=auto,alphabet=8,window=3,"
+                                          "classes=8,n_train=10000,n_val=1000,n_test=1000,seed=1");
+    expect_default_options(LB_TASK_MODSUM, "seq_len=64,variable_length=0,min_length=auto,modulus=5,"
+                                           "n_train=10000,n_val=1000,n_test=1000,seed=1");
     CU_ASSERT_TRUE(lb_task_option_applies(LB_TASK_SPIKE, "--sensors"));
     CU_ASSERT_FALSE(lb_task_option_applies(LB_TASK_COPY, "sensors"));
 }
@@ -470,6 +494,125 @@ static void test_parity_recipe(void)
     expect_option_error(LB_TASK_PARITY, "--alphabet", "1", "outside");
 }
 
+/* modsum: symbols 1..K before the query token K+1 at L-1; the target is the sum of
+ * the symbols' values (token - 1) mod K, recomputed here from the stored tokens; no
+ * distance; padding after variable lengths; classes uniform (chance 1/K). */
+static void test_modsum_recipe(void)
+{
+    static const int moduli[] = {2, 5, 7};
+    for (int m = 0; m < 3; m++) {
+        const int64_t K = moduli[m], T = 24;
+        char k[8];
+        snprintf(k, sizeof k, "%d", moduli[m]);
+        const char *kv[] = {"seq_len", "24", "modulus", k, "variable_length", "1", "min_length", "2",
+                            "n_train", "700", "n_val", "0", "n_test", "0", NULL};
+        lb_task_options o = options_of(LB_TASK_MODSUM, kv);
+        CU_ASSERT_EQUAL(o.min_length, 2);
+        lb_dataset *ds = generate_open(&o, "modsum");
+        CU_ASSERT_EQUAL(lb_dataset_task(ds), LB_TASK_MODSUM);
+        CU_ASSERT_FALSE(lb_dataset_has_distance(ds));
+        CU_ASSERT_FALSE(lb_dataset_per_position(ds));
+        CU_ASSERT_TRUE(lb_dataset_has_lengths(ds));
+        CU_ASSERT_EQUAL(lb_dataset_num_classes(ds), K);
+        CU_ASSERT_EQUAL(lb_dataset_vocab_size(ds), K + 2);
+        lb_batch b = whole(ds, "train");
+        CU_ASSERT_PTR_NULL(b.distance);
+        int64_t shortest = T, longest = 0, counts[7] = {0}, all_ok = 1;
+        for (int64_t i = 0; i < b.batch_size; i++) {
+            int64_t L = length_of(&b, i), sum = 0;
+            const int32_t *tok = b.tokens + i * T;
+            int ok = padding_ok(&b, i) && tok[L - 1] == K + 1;
+            for (int64_t t = 0; t < L - 1; t++) {
+                ok &= tok[t] >= 1 && tok[t] <= K;
+                sum += tok[t] - 1;
+            }
+            ok &= b.targets[i] == sum % K;
+            all_ok &= ok;
+            if (b.targets[i] >= 0 && b.targets[i] < K)
+                counts[b.targets[i]]++;
+            shortest = L < shortest ? L : shortest;
+            longest = L > longest ? L : longest;
+        }
+        CU_ASSERT_TRUE(all_ok);
+        CU_ASSERT_TRUE(shortest <= 3); /* lengths reach down to --min-length 2 (one symbol) */
+        CU_ASSERT_EQUAL(longest, T);
+        for (int64_t c = 0; c < K; c++) /* 700 / K expected in each class */
+            CU_ASSERT_TRUE(counts[c] > 0.75 * 700 / K && counts[c] < 1.25 * 700 / K);
+        lb_batch_free(&b);
+        lb_dataset_close(ds);
+    }
+    /* Fixed length: every sequence has T - 1 symbols and the query at T - 1. */
+    const char *fixed[] = {"seq_len", "9", "n_train", "50", "n_val", "5", "n_test", "5", NULL};
+    lb_task_options o = options_of(LB_TASK_MODSUM, fixed);
+    CU_ASSERT_EQUAL(o.modulus, 5);
+    lb_dataset *ds = generate_open(&o, "modsum_fixed");
+    CU_ASSERT_FALSE(lb_dataset_has_lengths(ds));
+    lb_batch b = whole(ds, "val");
+    for (int64_t i = 0; i < b.batch_size; i++) {
+        int64_t sum = 0;
+        for (int64_t t = 0; t < 8; t++)
+            sum += b.tokens[i * 9 + t] - 1;
+        CU_ASSERT_EQUAL(b.tokens[i * 9 + 8], 6);
+        CU_ASSERT_EQUAL(b.targets[i], sum % 5);
+    }
+    lb_batch_free(&b);
+    lb_dataset_close(ds);
+    lb_task_options_default(LB_TASK_MODSUM, &o);
+    CU_ASSERT_EQUAL(o.seq_len, 64);
+    CU_ASSERT_EQUAL(o.modulus, 5);
+}
+
+/* Which options modsum takes (its own --modulus and the shared ones), with one clear
+ * error for every other and for bad values. */
+static void test_modsum_options(void)
+{
+    lb_task_options o;
+    lb_task_options_default(LB_TASK_MODSUM, &o);
+    CU_ASSERT_EQUAL(lb_task_set_option(&o, "--modulus", "65536"), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_set_option(&o, "--modulus", "2"), LB_OK);
+    CU_ASSERT_EQUAL(o.modulus, 2);
+    CU_ASSERT_TRUE(lb_task_option_applies(LB_TASK_MODSUM, "modulus"));
+    CU_ASSERT_TRUE(lb_task_option_applies(LB_TASK_MODSUM, "--variable-length"));
+    const char *const others[] = {"alphabet", "window", "classes", "readings", "min_distance", "pairs", NULL};
+    for (int i = 0; others[i]; i++)
+        CU_ASSERT_FALSE(lb_task_option_applies(LB_TASK_MODSUM, others[i]));
+    for (int k = 0; k < LB_TASK_COUNT; k++)
+        CU_ASSERT_EQUAL(lb_task_option_applies((lb_task_kind)k, "modulus"), k == LB_TASK_MODSUM);
+
+    expect_message(LB_TASK_MODSUM, "--modulus", "1", "option --modulus: 1 is outside [2, 65536]");
+    expect_message(LB_TASK_MODSUM, "--modulus", "65537", "option --modulus: 65537 is outside [2, 65536]");
+    expect_message(LB_TASK_MODSUM, "--modulus", "5x", "option --modulus: '5x' is not a whole number");
+    expect_message(LB_TASK_MODSUM, "--modulus", "auto", "option --modulus: 'auto' is not a whole number");
+    expect_message(LB_TASK_MODSUM, "--modulus", NULL, "option --modulus needs a value");
+    expect_message(LB_TASK_MODSUM, "--alphabet", "5",
+                   "option --alphabet does not apply to task modsum (only to copy, local, parity)");
+    expect_message(LB_TASK_MODSUM, "--classes", "5", "option --classes does not apply to task modsum (only to local)");
+    expect_message(LB_TASK_MODSUM, "--max-distance", "5",
+                   "option --max-distance does not apply to task modsum (only to spike, adding)");
+    expect_message(LB_TASK_LOCAL, "--modulus", "5", "option --modulus does not apply to task local (only to modsum)");
+    expect_message(LB_TASK_PARITY, "--modulus", "5", "option --modulus does not apply to task parity (only to modsum)");
+
+    /* a resolved modulus out of range (as a C caller may set it) is refused too */
+    lb_task_options_default(LB_TASK_MODSUM, &o);
+    o.modulus = 1;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_ERR_VALUE);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "option --modulus: 1 is outside [2, 65536]");
+    lb_task_options_default(LB_TASK_MODSUM, &o);
+    o.variable_length = 1;
+    o.seq_len = 10;
+    o.min_length = 11;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_ERR_VALUE);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "--min-length 11 exceeds --seq-len 10");
+    const char *path = tmp_path("modsum_bad");
+    CU_ASSERT_EQUAL(lb_task_generate(&o, path, NULL, NULL), LB_ERR_VALUE);
+    CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+    /* the shortest sequence is one symbol and the query */
+    lb_task_options_default(LB_TASK_MODSUM, &o);
+    o.seq_len = 2;
+    CU_ASSERT_EQUAL(lb_task_options_resolve(&o), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_raw_bytes(&o), 12000 * (2 + 1) * 4); /* tokens, target; no distance */
+}
+
 /* adding: values in [0, 1), exactly two markers, target = their sum. */
 static void test_adding_recipe(void)
 {
@@ -578,6 +721,17 @@ static void test_same_seed_same_bytes(void)
     set_threads(2);
     CU_ASSERT_EQUAL(lb_task_generate(&p, b, NULL, NULL), LB_OK);
     CU_ASSERT_TRUE(files_equal(c, b));
+    const char *mk[] = {"seq_len", "40", "modulus", "7", "variable_length", "1", "min_length", "2", "n_train", "300",
+                        "n_val", "20", "n_test", "20", NULL};
+    lb_task_options m = options_of(LB_TASK_MODSUM, mk);
+    set_threads(1);
+    CU_ASSERT_EQUAL(lb_task_generate(&m, c, NULL, NULL), LB_OK);
+    set_threads(2);
+    CU_ASSERT_EQUAL(lb_task_generate(&m, b, NULL, NULL), LB_OK);
+    CU_ASSERT_TRUE(files_equal(c, b));
+    m.seed = 2;
+    CU_ASSERT_EQUAL(lb_task_generate(&m, b, NULL, NULL), LB_OK);
+    CU_ASSERT_FALSE(files_equal(c, b)); /* another seed, other bytes */
     o.seed = 2;
     CU_ASSERT_EQUAL(lb_task_generate(&o, c, NULL, NULL), LB_OK);
     CU_ASSERT_FALSE(files_equal(a, c));
@@ -729,19 +883,6 @@ static void test_generate_errors_and_progress(void)
 
 /* ---- messages for command-line users ---- */
 
-/* lb_task_set_option(task, key, value) fails with exactly `message`. */
-static void expect_message(lb_task_kind task, const char *key, const char *value, const char *message)
-{
-    lb_task_options o;
-    lb_task_options_default(task, &o);
-    CU_ASSERT_EQUAL(lb_task_set_option(&o, key, value), LB_ERR_VALUE);
-    if (strcmp(lb_last_error(), message) != 0) {
-        fprintf(stderr, "\n  %s %s: got      '%s'\n  expected '%s'\n", key, value ? value : "NULL", lb_last_error(),
-                message);
-        CU_FAIL("unexpected message");
-    }
-}
-
 /* Messages start with the option as typed (dashed), never a C function name; reals
  * are printed with %g; a non-finite real is called that. */
 static void test_option_messages_for_users(void)
@@ -875,6 +1016,8 @@ int main(void)
         {"local: target is the sum of the last window symbols mod K", test_local_recipe},
         {"copy with blank targets scores every position", test_copy_blank_targets},
         {"parity: target is the count of symbol 1 mod 2", test_parity_recipe},
+        {"modsum: target is the sum of the stored symbols mod K", test_modsum_recipe},
+        {"modsum: its options, and one clear error for the others", test_modsum_options},
         {"same seed gives the same bytes with any thread count", test_same_seed_same_bytes},
         {"splits do not depend on each other's sizes", test_splits_independent},
         {"distances cover their whole range uniformly", test_distance_coverage},
