@@ -36,7 +36,7 @@ enum { MAX_TESTS = 4, MAX_LRS = 3, MAX_SEEDS = 16, CONV_KERNEL = 3 };
 
 /* ---- tasks ---- */
 
-typedef enum task_id { T_SPIKE16 = 0, T_RECALL, T_LOCAL, T_PARITY, T_COPY, T_COUNT } task_id;
+typedef enum task_id { T_SPIKE16 = 0, T_RECALL, T_LOCAL, T_PARITY, T_COPY, T_MODSUM, T_COUNT } task_id;
 
 typedef struct study_task {
     const char *name;
@@ -193,6 +193,15 @@ static void define_tasks(lb_study *s)
     lb_task_options_default(LB_TASK_COPY, o);
     o->seq_len = blank + 20;
     o->blank_targets = 1;
+
+    t[T_MODSUM] = (study_task){"modsum", "the sum of every symbol mod 5, asked at the end (sequential state with 5 "
+                                         "values, Deletang et al. 2023); trained on lengths 2..16, tested up to 16x longer",
+                               "RNN or LSTM", {0}, 3, {16, 64, 256}, 0, 1};
+    o = &t[T_MODSUM].train;
+    lb_task_options_default(LB_TASK_MODSUM, o);
+    o->seq_len = 16;
+    o->variable_length = 1;
+    o->min_length = 2;
 
     for (int k = 0; k < T_COUNT; k++) {
         t[k].train.n_train = n_train;
@@ -1328,7 +1337,7 @@ static void study_usage(FILE *out)
           "  --out DIR           the study folder (required)\n"
           "  --quick             1 seed, 15 s per cell, copy at T = 200: about 15 minutes on 2 cores\n"
           "  --seeds N           seeds per (task, method) (default 3; --quick 1)\n"
-          "  --tasks LIST        spike16,recall,local,parity,copy (default all)\n"
+          "  --tasks LIST        spike16,recall,local,parity,copy,modsum (default all)\n"
           "  --methods LIST      transformer,local,lstm,conv,ssmax,mixed,logn (default all; ssmax,\n"
           "                      mixed and logn apply to spike16 only)\n"
           "  --budget SECONDS    training time per cell, CPU seconds per thread (default 45; --quick 15)\n"
