@@ -73,6 +73,12 @@
 #include "optim/optim.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
+#if defined(__has_include) && __has_include("tensor/kernels_attention.h")
+#include "tensor/kernels_attention.h"
+#define LB_BENCH_ATTENTION_ISA() lb_k_attention_isa()
+#else
+#define LB_BENCH_ATTENTION_ISA() "unknown"
+#endif
 
 #ifndef LB_BENCH_HAVE_FUSED
 #define LB_BENCH_HAVE_FUSED 0
@@ -631,6 +637,8 @@ static int run_info(void)
     json_string(openblas_get_config());
     printf(",\"openblas_core\":");
     json_string(openblas_get_corename());
+    printf(",\"attention_isa\":");
+    json_string(LB_BENCH_ATTENTION_ISA());
     printf(",\"fused_attention_op\":%s,\"lb_set_num_threads\":%s}\n", LB_BENCH_HAVE_FUSED ? "true" : "false",
 #if defined(__has_include) && __has_include("tensor/threads.h")
            "true"

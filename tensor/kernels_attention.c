@@ -162,31 +162,19 @@ static int tile_needs_mask(const attn_head *h, const tile_range *t, int64_t j0, 
     return h->allowed || h->additive || j0 < t->full_lo || j0 + bk - 1 > t->full_hi;
 }
 
-/* ---- float32 row loops on 8-lane vectors ----
- * GCC/Clang vector extensions: one source that compiles to AVX2 (8 lanes) inside the
- * avx2 build of the items and to pairs of SSE2 registers in the baseline build. The
- * compiler will not vectorise these loops by itself without -ffast-math (the clamps
- * and the masks' infinities are floating-point selects it may not if-convert), so
- * they are written on vectors. Row tails run the same operations on scalars, so
- * every element goes through one sequence of IEEE operations. */
+/* ---- float32 row loops on vectors ----
+ * GCC/Clang vector extensions: the loops are written on vectors of 8 and of 16 floats
+ * from one text (kernels_attention_rows_internal.h, included once per width). The
+ * items call the 16-lane loops in their avx512 build (one AVX-512 register per vector)
+ * and the 8-lane loops in the avx2 build (one AVX2 register) and the baseline build
+ * (pairs of SSE2 registers). The compiler will not vectorise these loops by itself
+ * without -ffast-math (the clamps and the masks' infinities are floating-point selects
+ * it may not if-convert), so they are written on vectors. The file is compiled with
+ * -ffp-contract=fast: the builds with FMA fuse a * b + c into one rounding (the baseline
+ * build cannot), so the builds' results differ in the last bits. */
 
 /* The helpers below are always inlined, so no vector crosses a call boundary. */
 #pragma GCC diagnostic ignored "-Wpsabi"
-typedef float vf8 __attribute__((vector_size(32)));
-typedef int32_t vi8 __attribute__((vector_size(32)));
-
-LB_INLINE vf8 vf8_load(const float *p)
-{
-    vf8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-LB_INLINE void vf8_store(float *p, const vf8 *v) { memcpy(p, v, sizeof *v); }
-
-/* m ? a : b, lanewise, for a comparison mask m (-1 or 0 per lane). (Vectors go to
- * helpers by pointer: passing them by value draws GCC's ABI note in the baseline build.) */
-#define VF8_SELECT(m, a, b) ((vf8)(((m) & (vi8)(a)) | (~(m) & (vi8)(b))))
 
 /* exp(x) in float32 (Cephes expf, Moshier 1984): n = round(x / ln 2), r = x - n ln 2
  * with ln 2 split in two constants, exp(r) by a degree-5 polynomial, times 2^n built
@@ -223,94 +211,84 @@ LB_INLINE float expf_poly(float x)
     return x != x ? x : y;
 }
 
-LB_INLINE vf8 expf_poly8(const vf8 *xp)
+/* Folds l [n] (n = 16 or 8) onto its first 4 lanes by adding (or taking the larger of)
+ * the upper half onto the lower half on 8- and 4-lane vectors, then the last 4 in a
+ * fixed order: the horizontal sum and max of a vector in few instructions. */
+typedef float lb_f8 __attribute__((vector_size(32)));
+typedef float lb_f4 __attribute__((vector_size(16)));
+typedef int32_t lb_i8 __attribute__((vector_size(32)));
+typedef int32_t lb_i4 __attribute__((vector_size(16)));
+
+#define LB_FOLD(l, n, F, I, op)                                                                                   \
+    do {                                                                                                       \
+        F lo_, hi_;                                                                                            \
+        memcpy(&lo_, l, sizeof lo_);                                                                           \
+        memcpy(&hi_, l + (n), sizeof hi_);                                                                     \
+        if (op) {                                                                                              \
+            I bigger_ = hi_ > lo_;                                                                             \
+            lo_ = (F)((bigger_ & (I)hi_) | (~bigger_ & (I)lo_));                                               \
+        } else {                                                                                               \
+            lo_ += hi_;                                                                                        \
+        }                                                                                                      \
+        memcpy(l, &lo_, sizeof lo_);                                                                           \
+    } while (0)
+
+LB_INLINE float lb_fold_sum(float *l, int n)
 {
-    vf8 x = *xp;
-    vi8 in_range = x >= LB_EXPF_LO; /* false for NaN */
-    vf8 xc = VF8_SELECT(in_range, x, (vf8){0} + LB_EXPF_LO), n, r, y;
-    vi8 not_above = xc <= LB_EXPF_HI;
-    xc = VF8_SELECT(not_above, xc, (vf8){0} + LB_EXPF_HI);
-    LB_EXPF_POLY(x, xc, n, r, y);
-    vi8 bits = (__builtin_convertvector(n, vi8) + 127) << 23;
-    y = y * (vf8)bits;
-    vi8 below = x < LB_EXPF_LO, nan = x != x;
-    y = VF8_SELECT(below, (vf8){0}, y);
-    return VF8_SELECT(nan, x, y);
+    if (n == 16)
+        LB_FOLD(l, 8, lb_f8, lb_i8, 0);
+    LB_FOLD(l, 4, lb_f4, lb_i4, 0);
+    return (l[0] + l[2]) + (l[1] + l[3]);
 }
 
-/* Horizontal sum of the lanes, in a fixed order. */
-LB_INLINE float vf8_sum(const vf8 *v)
+LB_INLINE float lb_fold_max(float *l, int n)
 {
-    float l[8];
-    memcpy(l, v, sizeof l);
-    return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+    if (n == 16)
+        LB_FOLD(l, 8, lb_f8, lb_i8, 1);
+    LB_FOLD(l, 4, lb_f4, lb_i4, 1);
+    float a = l[1] > l[0] ? l[1] : l[0], b = l[3] > l[2] ? l[3] : l[2];
+    return b > a ? b : a;
 }
 
-/* Largest element of s [n] (-inf when all are). */
-LB_INLINE float row_max_f(const float *s, int64_t n)
+#define LB_VL 8
+#include "tensor/kernels_attention_rows_internal.h"
+#undef LB_VL
+#define LB_VL 16
+#include "tensor/kernels_attention_rows_internal.h"
+#undef LB_VL
+
+/* The row loops of the items' width: wide = the 16-lane loops (a constant in every
+ * build of the items, so the branch folds away). */
+LB_INLINE float row_max_f(int wide, const float *s, int64_t n)
 {
-    vf8 mv = (vf8){0} - INFINITY;
-    int64_t c = 0;
-    for (; c + 8 <= n; c += 8) {
-        vf8 x = vf8_load(s + c);
-        vi8 bigger = x > mv;
-        mv = VF8_SELECT(bigger, x, mv);
-    }
-    float l[8], mx = -INFINITY;
-    memcpy(l, &mv, sizeof l);
-    for (int i = 0; i < 8; i++)
-        mx = l[i] > mx ? l[i] : mx;
-    for (; c < n; c++)
-        mx = s[c] > mx ? s[c] : mx;
-    return mx;
+    return wide ? row_max_f16(s, n) : row_max_f8(s, n);
 }
 
-/* s [n] <- exp(s - shift); returns the sum of the new s. */
-LB_INLINE float row_exp_f(float *s, int64_t n, float shift)
+LB_INLINE float row_exp_f(int wide, float *s, int64_t n, float shift)
 {
-    vf8 acc = {0};
-    int64_t c = 0;
-    for (; c + 8 <= n; c += 8) {
-        vf8 x = vf8_load(s + c) - shift;
-        vf8 e = expf_poly8(&x);
-        vf8_store(s + c, &e);
-        acc += e;
-    }
-    float sum = vf8_sum(&acc);
-    for (; c < n; c++) {
-        float e = expf_poly(s[c] - shift);
-        s[c] = e;
-        sum += e;
-    }
-    return sum;
+    return wide ? row_exp_f16(s, n, shift) : row_exp_f8(s, n, shift);
 }
 
-/* s [n] <- p * (s - dsum): dS from P and dP. */
-LB_INLINE void row_ds_f(float *s, const float *p, int64_t n, float dsum)
+LB_INLINE void row_ds_f(int wide, float *s, const float *p, int64_t n, float dsum)
 {
-    int64_t c = 0;
-    for (; c + 8 <= n; c += 8) {
-        vf8 ds = vf8_load(p + c) * (vf8_load(s + c) - dsum);
-        vf8_store(s + c, &ds);
-    }
-    for (; c < n; c++)
-        s[c] = p[c] * (s[c] - dsum);
+    if (wide)
+        row_ds_f16(s, p, n, dsum);
+    else
+        row_ds_f8(s, p, n, dsum);
 }
 
-LB_INLINE void row_scale_f(float *o, int64_t n, float a)
+LB_INLINE void row_scale_f(int wide, float *o, int64_t n, float a)
 {
-    int64_t c = 0;
-    for (; c + 8 <= n; c += 8) {
-        vf8 x = vf8_load(o + c) * a;
-        vf8_store(o + c, &x);
-    }
-    for (; c < n; c++)
-        o[c] *= a;
+    if (wide)
+        row_scale_f16(o, n, a);
+    else
+        row_scale_f8(o, n, a);
 }
 
-/* ---- float64 row loops (libm exp; the float64 path serves checks, not speed) ---- */
+/* ---- float64 row loops (libm exp; the float64 path serves checks, not speed) ----
+ * They take the float32 loops' width argument (unused) so that one call serves both. */
 
-LB_INLINE double row_max_d(const double *s, int64_t n)
+LB_INLINE double row_max_d(int wide, const double *s, int64_t n)
 {
     double mx = -INFINITY;
     for (int64_t c = 0; c < n; c++)
@@ -318,7 +296,7 @@ LB_INLINE double row_max_d(const double *s, int64_t n)
     return mx;
 }
 
-LB_INLINE double row_exp_d(double *s, int64_t n, double shift)
+LB_INLINE double row_exp_d(int wide, double *s, int64_t n, double shift)
 {
     double sum = 0;
     for (int64_t c = 0; c < n; c++) {
@@ -329,13 +307,13 @@ LB_INLINE double row_exp_d(double *s, int64_t n, double shift)
     return sum;
 }
 
-LB_INLINE void row_ds_d(double *s, const double *p, int64_t n, double dsum)
+LB_INLINE void row_ds_d(int wide, double *s, const double *p, int64_t n, double dsum)
 {
     for (int64_t c = 0; c < n; c++)
         s[c] = p[c] * (s[c] - dsum);
 }
 
-LB_INLINE void row_scale_d(double *o, int64_t n, double a)
+LB_INLINE void row_scale_d(int wide, double *o, int64_t n, double a)
 {
     for (int64_t c = 0; c < n; c++)
         o[c] *= a;
@@ -406,7 +384,8 @@ typedef struct fwd_scratch {
 /* Queries [i0, i0 + bq) of head n:
  *   q_t [bq, D] (rows of q), k [Tk, D], v [Tk, Dv] of head n
  *   -> out_t [bq, Dv], lse_t [bq] */
-LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, char *lse)
+LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, char *lse,
+                             int wide)
 {
     attn_head h;
     head_of(p, n, &h);
@@ -446,17 +425,17 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
                 for (int64_t r = 0; r < bq; r++) {
                     T *sr = s + r * bk; /* [bk] scores of query i0 + r, then its P row */
                     T mo = m[r];
-                    T mx = _Generic((T)0, float: row_max_f, double: row_max_d)(sr, bk);
+                    T mx = _Generic((T)0, float: row_max_f, double: row_max_d)(wide, sr, bk);
                     T mn = mx > mo ? mx : mo;
                     if (mn == -INFINITY) { /* nothing allowed yet: P row = 0 */
                         memset(sr, 0, (size_t)bk * sizeof(T));
                         continue;
                     }
-                    double rs = _Generic((T)0, float: row_exp_f, double: row_exp_d)(sr, bk, mn);
+                    double rs = _Generic((T)0, float: row_exp_f, double: row_exp_d)(wide, sr, bk, mn);
                     if (mn != mo) {
                         double corr = exp((double)mo - (double)mn); /* 0 when mo = -inf */
                         if (w->l[r] > 0) /* O row [Dv] *= e^(m - m') */
-                            _Generic((T)0, float: row_scale_f, double: row_scale_d)(o + r * dv, dv, (T)corr);
+                            _Generic((T)0, float: row_scale_f, double: row_scale_d)(wide, o + r * dv, dv, (T)corr);
                         w->l[r] = w->l[r] * corr + rs;
                         m[r] = mn;
                     } else {
@@ -475,7 +454,7 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
         T *m = w->m, *o = (T *)ot, *ls = (T *)lt; /* [bq], [bq, Dv], [bq] */
         for (int64_t r = 0; r < bq; r++) {
             if (w->l[r] > 0) {
-                _Generic((T)0, float: row_scale_f, double: row_scale_d)(o + r * dv, dv, (T)(1.0 / w->l[r]));
+                _Generic((T)0, float: row_scale_f, double: row_scale_d)(wide, o + r * dv, dv, (T)(1.0 / w->l[r]));
                 ls[r] = (T)((double)m[r] + log(w->l[r]));
             } else { /* no allowed key: zeros, and +inf so that P recomputes to 0 */
                 memset(o + r * dv, 0, (size_t)dv * sizeof(T));
@@ -505,7 +484,8 @@ typedef struct bwd_args {
  *   for each query tile [i0, i0 + bq) that may see key tile [j0, j0 + bk):
  *   q_t [bq, D], do_t [bq, Dv], lse_t [bq], dsum_t [bq]; k_t [bk, D], v_t [bk, Dv]
  *   -> dv_t [bk, Dv] +=, dk_t [bk, D] +=, dq_g [bq, D] += */
-LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g, bwd_scratch *w)
+LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g, bwd_scratch *w,
+                              int wide)
 {
     attn_head h;
     head_of(p, n, &h);
@@ -542,7 +522,7 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                 T *pp = w->p;                           /* [bq, bk] */
                 const T *ls = (const T *)a->lse + row0; /* [bq] */
                 for (int64_t r = 0; r < bq; r++)
-                    _Generic((T)0, float: row_exp_f, double: row_exp_d)(pp + r * bk, bk, ls[r]);
+                    _Generic((T)0, float: row_exp_f, double: row_exp_d)(wide, pp + r * bk, bk, ls[r]);
             });
             /* dV_t [bk, Dv] += Pᵀ dO_t */
             if (dvt)
@@ -555,7 +535,7 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                 T *ds = w->ds;                                          /* [bq, bk] dP in, dS out */
                 const T *pp = w->p, *dsum = (const T *)a->dsum + row0; /* [bq, bk], [bq] */
                 for (int64_t r = 0; r < bq; r++)
-                    _Generic((T)0, float: row_ds_f, double: row_ds_d)(ds + r * bk, pp + r * bk, bk, dsum[r]);
+                    _Generic((T)0, float: row_ds_f, double: row_ds_d)(wide, ds + r * bk, pp + r * bk, bk, dsum[r]);
                 if (p->mask.softcap > 0) { /* dS of the raw scores: times 1 - tanh^2 */
                     const T *dc = w->dcap;
                     for (int64_t e = 0; e < bq * bk; e++)
@@ -572,58 +552,94 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
     }
 }
 
-/* ---- instruction-set variants of the items ---- */
-
-static int force_generic = 0;
-
-static void forward_item_generic(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, char *lse)
-{
-    forward_item(p, n, i0, w, out, lse);
-}
-
-static void backward_item_generic(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g, bwd_scratch *w)
-{
-    backward_item(p, a, n, g, w);
-}
-
-#ifdef LB_ATTN_X86
-__attribute__((target("avx2,fma"))) static void forward_item_avx2(const attn_problem *p, int64_t n, int64_t i0,
-                                                                   fwd_scratch *w, char *out, char *lse)
-{
-    forward_item(p, n, i0, w, out, lse);
-}
-
-__attribute__((target("avx2,fma"))) static void backward_item_avx2(const attn_problem *p, const bwd_args *a,
-                                                                    int64_t n, int64_t g, bwd_scratch *w)
-{
-    backward_item(p, a, n, g, w);
-}
-
-static int cpu_has_avx2(void)
-{
-    static int has = -1;
-    if (has < 0) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return has;
-}
-#endif
+/* ---- instruction-set builds of the items ----
+ * The same items compiled once per instruction set: the always-inlined items and row
+ * loops take on the target of the function they are inlined into. */
 
 typedef void (*forward_item_fn)(const attn_problem *, int64_t, int64_t, fwd_scratch *, char *, char *);
 typedef void (*backward_item_fn)(const attn_problem *, const bwd_args *, int64_t, int64_t, bwd_scratch *);
 
-static int use_avx2(void)
+#define LB_ATTN_ITEMS(isa, attr, wide)                                                                            \
+    attr static void forward_item_##isa(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, \
+                                        char *lse)                                                               \
+    {                                                                                                            \
+        forward_item(p, n, i0, w, out, lse, wide);                                                               \
+    }                                                                                                            \
+    attr static void backward_item_##isa(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g,          \
+                                         bwd_scratch *w)                                                         \
+    {                                                                                                            \
+        backward_item(p, a, n, g, w, wide);                                                                      \
+    }
+
+LB_ATTN_ITEMS(generic, , 0)
+#ifdef LB_ATTN_X86
+LB_ATTN_ITEMS(avx2, __attribute__((target("avx2,fma"))), 0)
+LB_ATTN_ITEMS(avx512, __attribute__((target("avx512f,fma"))), 1)
+#endif
+
+/* Best first; the baseline build last. */
+static const struct attn_isa {
+    const char *name;
+    forward_item_fn forward;
+    backward_item_fn backward;
+} ISAS[] = {
+#ifdef LB_ATTN_X86
+    {"avx512", forward_item_avx512, backward_item_avx512},
+    {"avx2", forward_item_avx2, backward_item_avx2},
+#endif
+    {"generic", forward_item_generic, backward_item_generic},
+};
+enum { N_ISAS = sizeof ISAS / sizeof ISAS[0] };
+
+static int cpu_has(int isa)
 {
 #ifdef LB_ATTN_X86
-    return !force_generic && cpu_has_avx2();
+    static int has[N_ISAS] = {-1, -1, -1};
+    if (has[isa] < 0) {
+        __builtin_cpu_init();
+        has[isa] = isa == 0   ? __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")
+                   : isa == 1 ? __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                              : 1;
+    }
+    return has[isa];
 #else
-    return 0;
+    return 1;
 #endif
 }
 
-const char *lb_k_attention_isa(void) { return use_avx2() ? "avx2" : "generic"; }
-void lb_k_attention_force_generic(int on) { force_generic = on != 0; }
+static int forced_isa = -1; /* index into ISAS, or -1: the best the CPU has */
+
+static const struct attn_isa *chosen_isa(void)
+{
+    if (forced_isa >= 0)
+        return &ISAS[forced_isa];
+    int i = 0;
+    while (!cpu_has(i))
+        i++;
+    return &ISAS[i];
+}
+
+const char *lb_k_attention_isa(void) { return chosen_isa()->name; }
+
+lb_status lb_k_attention_set_isa(const char *name)
+{
+    if (!name || strcmp(name, "auto") == 0) {
+        forced_isa = -1;
+        return LB_OK;
+    }
+    for (int i = 0; i < N_ISAS; i++) {
+        if (strcmp(name, ISAS[i].name) != 0)
+            continue;
+        if (!cpu_has(i))
+            return lb_error(LB_ERR_VALUE, "lb_k_attention_set_isa: this CPU cannot run the \"%s\" build", name);
+        forced_isa = i;
+        return LB_OK;
+    }
+    return lb_error(LB_ERR_VALUE,
+                    "lb_k_attention_set_isa: unknown instruction set \"%s\" (auto, avx512, avx2 or generic; the "
+                    "x86 builds exist on x86-64 only)",
+                    name);
+}
 
 /* ---- checks ---- */
 
@@ -738,11 +754,7 @@ lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const l
     char *slab = malloc(per * (size_t)nth);
     if (!slab)
         return lb_error(LB_ERR_MEMORY, "%s: out of memory for %d tile buffers", op, nth);
-    forward_item_fn fn = use_avx2() ? NULL : forward_item_generic;
-#ifdef LB_ATTN_X86
-    if (!fn)
-        fn = forward_item_avx2;
-#endif
+    forward_item_fn fn = chosen_isa()->forward;
     char *po = lb_tensor_data(out), *pl = lb_tensor_data(lse);
     int blas = lb_blas_serial_begin();
 #pragma omp parallel num_threads(nth)
@@ -808,11 +820,7 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
     bwd_args a = {lb_tensor_data(out), lb_tensor_data(lse), lb_tensor_data(grad_out), dsum,
                   grad_q ? (dq ? dq : lb_tensor_data(grad_q)) : NULL,
                   grad_k ? lb_tensor_data(grad_k) : NULL, grad_v ? lb_tensor_data(grad_v) : NULL, groups};
-    backward_item_fn fn = use_avx2() ? NULL : backward_item_generic;
-#ifdef LB_ATTN_X86
-    if (!fn)
-        fn = backward_item_avx2;
-#endif
+    backward_item_fn fn = chosen_isa()->backward;
     /* Zero the dQ group buffers by writing (not calloc): first touching fresh pages
      * with a write maps them directly, while a gemm's read-then-write would map the
      * zero page and copy it, a fault that needs a TLB shootdown across the threads. */

@@ -26,11 +26,13 @@
  * the number of key tiles), never on the thread count.
  *
  * Tiles: forward 128 queries x 128 keys, backward 64 queries x 128 keys (tuned on a
- * 2-core AMD EPYC with OpenBLAS 0.3.21; see the report in docs/autograd.md). A
- * sliding window of W < 64 keys (local attention) gets band tiles instead: query
- * tiles (and the backward's key tiles) of W rounded up to a multiple of 16, and each
- * query tile's keys taken from the first one its rows may see, so a query tile
- * computes bq + W - 1 scores per row rather than one or two 128-key tiles.
+ * 2-core AMD EPYC with OpenBLAS 0.3.21, see the report in docs/autograd.md; measured
+ * again with the AVX-512 build on an Intel Xeon, family 6 model 207: forward 64 or 256
+ * by 128 or 256 and backward 32 to 128 by 64 to 256 were no faster, see
+ * docs/performance.md). A sliding window of W < 64 keys (local attention) gets band
+ * tiles instead: query tiles (and the backward's key tiles) of W rounded up to a
+ * multiple of 16, and each query tile's keys taken from the first one its rows may see,
+ * so a query tile computes bq + W - 1 scores per row rather than one or two 128-key tiles.
  *
  * Masks are read per tile (lb_attn_kmask). Key tiles that the causal, window and
  * padding limits exclude for every query of a query tile are skipped, never
@@ -43,9 +45,10 @@
  * output element is computed by the same sequence of floating-point operations
  * whatever the number of threads and whichever thread runs an item, so results are
  * bit-for-bit identical for 1, 2 or any number of threads (and from run to run).
- * They can differ between machines: the float32 elementwise loops run in an AVX2
- * build where the CPU has it (chosen at run time) and in a baseline x86-64 build
- * otherwise, and OpenBLAS picks its kernels by CPU too.
+ * They can differ between machines: the float32 elementwise loops run in an AVX-512
+ * or AVX2 build where the CPU has it (chosen at run time, lb_k_attention_isa) and in a
+ * baseline build otherwise (the builds round differently: FMA), and OpenBLAS picks its
+ * kernels by CPU too.
  *
  * Numerics: float32 computes S, P and the products in float32 (gemm accumulates in
  * float32), exp by a Cephes-style polynomial (max relative error about 2 ulp), row
@@ -104,11 +107,16 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
                                   const lb_tensor *grad_out, lb_tensor *grad_q, lb_tensor *grad_k,
                                   lb_tensor *grad_v);
 
-/* The instruction set the float32 elementwise loops use: "avx2" or "generic". */
+/* The build of the float32 elementwise loops the kernels use: "avx512" (AVX-512F with
+ * FMA, 16 float lanes per register), "avx2" (AVX2 with FMA) or "generic" (baseline
+ * x86-64 or any other CPU). By default the best the CPU supports (__builtin_cpu_supports
+ * at the first call). */
 const char *lb_k_attention_isa(void);
-/* Forces the baseline build of those loops (on != 0) or returns to the automatic
- * choice (on == 0); for tests and benchmarks. Not thread-safe against running kernels. */
-void lb_k_attention_force_generic(int on);
+/* Chooses that build: "avx512", "avx2", "generic", or "auto" / NULL to return to the
+ * automatic choice. Errors: LB_ERR_VALUE (choice unchanged) for an unknown name or a
+ * build this CPU cannot run. For tests and benchmarks; not thread-safe against running
+ * kernels. */
+lb_status lb_k_attention_set_isa(const char *name);
 
 LB_API_END
 

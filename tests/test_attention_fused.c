@@ -4,6 +4,8 @@
  * sequence lengths that are not multiples of the tile sizes (forward tiles 128 x 128,
  * backward 64 x 128, so lengths like 130, 200, 300 cut tiles); float64 gradcheck;
  * bit-for-bit reproducibility across runs and thread counts; the layers' default path.
+ * The comparisons, gradchecks and reproducibility checks run under every build of the
+ * kernels' loops the CPU can run (avx512, avx2, generic: lb_k_attention_set_isa).
  *
  * Named dims: B batch, H heads, Tq queries, Tk keys, D = d_k, Dv = d_v. */
 #include <math.h>
@@ -184,6 +186,27 @@ static int results_same_bits(const attn_result *a, const attn_result *b)
     return same_bits(a->out, b->out) && same_bits(a->dq, b->dq) && same_bits(a->dk, b->dk) && same_bits(a->dv, b->dv);
 }
 
+/* ---- every build of the kernels' loops the CPU can run ---- */
+
+static const char *const ISAS[] = {"avx512", "avx2", "generic"};
+enum { N_ISAS = sizeof ISAS / sizeof ISAS[0] };
+
+/* Runs fn once under every build of the kernels' loops this CPU has (at least
+ * "generic"), then returns to the automatic choice. */
+static void for_each_isa(void (*fn)(void))
+{
+    int ran = 0;
+    for (int i = 0; i < N_ISAS; i++) {
+        if (lb_k_attention_set_isa(ISAS[i]) != LB_OK)
+            continue;
+        CU_ASSERT_STRING_EQUAL(lb_k_attention_isa(), ISAS[i]);
+        fn();
+        ran++;
+    }
+    CU_ASSERT_EQUAL(lb_k_attention_set_isa("auto"), LB_OK);
+    CU_ASSERT_TRUE(ran >= 1);
+}
+
 /* Every case avoids the shapes that hide bugs: B >= 2 with different padding, H >= 2
  * (or one head where a shape needs it), Tq, Tk, D and Dv all different, lengths that
  * cut tiles, an asymmetric mask and a fully masked row. */
@@ -228,8 +251,10 @@ static void check_cases(lb_dtype dtype, double tol)
     }
 }
 
-static void test_fused_matches_materialized_f64(void) { check_cases(LB_FLOAT64, 1e-12); }
-static void test_fused_matches_materialized_f32(void) { check_cases(LB_FLOAT32, 1e-5); }
+static void check_cases_f64(void) { check_cases(LB_FLOAT64, 1e-12); }
+static void check_cases_f32(void) { check_cases(LB_FLOAT32, 1e-5); }
+static void test_fused_matches_materialized_f64(void) { for_each_isa(check_cases_f64); }
+static void test_fused_matches_materialized_f32(void) { for_each_isa(check_cases_f32); }
 
 /* Fully masked rows: zeros forward, exactly zero dq backward, no NaN, even when the
  * scores of masked keys overflow. Padding length 0 (item 1), an allowed row of zeros
@@ -394,7 +419,7 @@ static void gradcheck_case(int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t
         lb_param_free(p[i]);
 }
 
-static void test_fused_gradcheck(void)
+static void gradcheck_cases(void)
 {
     /* Small, every mask: q [2, 2, 5, 3], k [2, 2, 7, 3], v [2, 2, 7, 2]. */
     int64_t sm[2] = {5, 7};
@@ -421,6 +446,8 @@ static void test_fused_gradcheck(void)
     lb_tensor_free(additive);
     lb_tensor_free(allowed);
 }
+
+static void test_fused_gradcheck(void) { for_each_isa(gradcheck_cases); }
 
 /* A deliberately wrong backward must fail: scale the gradient of k by 1.01 afterwards. */
 static lb_status wrong_backward(lb_var *node)
@@ -461,7 +488,7 @@ static const fused_case REPRO = {"repro", 2, 3, 300, 300, 32, 32, 1, 0, 1, 0, 0,
 
 /* The same call twice with 2 threads gives identical bits, and 1 thread gives the same
  * bits as 2 (the kernels' work split does not depend on the thread count). */
-static void test_fused_reproducible_across_threads(void)
+static void reproducible_across_threads(void)
 {
     int before = lb_get_num_threads();
     for (int dt = 0; dt < 2; dt++) {
@@ -486,28 +513,52 @@ static void test_fused_reproducible_across_threads(void)
     lb_set_num_threads(before);
 }
 
-/* The baseline (non-AVX2) build of the elementwise loops agrees with the AVX2 one. */
-static void test_fused_generic_isa(void)
+static void test_fused_reproducible_across_threads(void) { for_each_isa(reproducible_across_threads); }
+
+/* Every build of the elementwise loops the CPU can run agrees with the automatic
+ * choice (the best of them); unknown builds are refused. */
+static void test_fused_every_isa(void)
 {
+    const char *best = lb_k_attention_isa();
+    int best_i = -1;
+    for (int i = 0; i < N_ISAS; i++)
+        if (strcmp(best, ISAS[i]) == 0)
+            best_i = i;
+    CU_ASSERT_TRUE(best_i >= 0);
     const fused_case *c = &CASES[14]; /* everything at once */
     case_mask m;
     case_mask_make(c, LB_FLOAT32, 9, &m);
-    attn_result a, b;
+    attn_result a;
     CU_ASSERT_TRUE(run_case(c, LB_FLOAT32, 1, &m.mask, &a));
-    lb_k_attention_force_generic(1);
-    CU_ASSERT_STRING_EQUAL(lb_k_attention_isa(), "generic");
-    CU_ASSERT_TRUE(run_case(c, LB_FLOAT32, 1, &m.mask, &b));
-    lb_k_attention_force_generic(0);
-    CU_ASSERT_TRUE(results_close(&a, &b, 1e-6, "generic vs automatic"));
+    int ran = 0;
+    for (int i = 0; i < N_ISAS; i++) {
+        lb_status st = lb_k_attention_set_isa(ISAS[i]);
+        if (i < best_i) { /* better than the automatic choice: this CPU lacks it */
+            CU_ASSERT_EQUAL(st, LB_ERR_VALUE);
+            CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), ISAS[i]));
+            CU_ASSERT_STRING_EQUAL(lb_k_attention_isa(), best);
+            continue;
+        }
+        CU_ASSERT_EQUAL_FATAL(st, LB_OK);
+        CU_ASSERT_STRING_EQUAL(lb_k_attention_isa(), ISAS[i]);
+        attn_result b;
+        CU_ASSERT_TRUE(run_case(c, LB_FLOAT32, 1, &m.mask, &b));
+        CU_ASSERT_TRUE(results_close(&a, &b, 1e-6, ISAS[i]));
+        if (i == best_i)
+            CU_ASSERT_TRUE(results_same_bits(&a, &b));
+        result_free(&b);
+        ran++;
+    }
+    CU_ASSERT_EQUAL(ran, N_ISAS - best_i);
+    CU_ASSERT_EQUAL(lb_k_attention_set_isa("sse9"), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "sse9"));
+    CU_ASSERT_STRING_EQUAL(lb_k_attention_isa(), "generic"); /* unchanged by the refusal */
+    CU_ASSERT_EQUAL(lb_k_attention_set_isa(NULL), LB_OK);
+    CU_ASSERT_STRING_EQUAL(lb_k_attention_isa(), best);
     result_free(&a);
-    result_free(&b);
     case_mask_free(&m);
 }
 
-/* ---- the mask is copied ---- */
-
-/* The caller frees (and scribbles over) its mask right after the forward; the
- * backward still uses the mask of the forward. */
 static void test_fused_mask_copied(void)
 {
     const fused_case *c = &CASES[14];
@@ -744,17 +795,18 @@ static void test_fused_errors(void)
 int main(void)
 {
     const lb_test_case cases[] = {
-        {"fused = materialized, float64 to 1e-12 (values, dq, dk, dv; 17 mask/shape cases)",
+        {"fused = materialized, float64 to 1e-12 (values, dq, dk, dv; 17 mask/shape cases; every ISA build)",
          test_fused_matches_materialized_f64},
-        {"fused = materialized, float32 to 1e-5 (values, dq, dk, dv; 17 mask/shape cases)",
+        {"fused = materialized, float32 to 1e-5 (values, dq, dk, dv; 17 mask/shape cases; every ISA build)",
          test_fused_matches_materialized_f32},
         {"fully masked rows give zeros and zero gradients, never NaN", test_fused_fully_masked_rows},
         {"tiles outside causal/window/padding limits are skipped (NaN there never reaches the result)",
          test_fused_skips_tiles},
-        {"gradcheck of the fused op w.r.t. q, k, v (float64), masks and tiles", test_fused_gradcheck},
+        {"gradcheck of the fused op w.r.t. q, k, v (float64), masks and tiles; every ISA build", test_fused_gradcheck},
         {"gradcheck fails on a deliberately wrong gradient", test_gradcheck_catches_wrong_gradient},
-        {"bit-for-bit reproducible: twice with 2 threads, and 1 thread = 2 threads", test_fused_reproducible_across_threads},
-        {"generic (non-AVX2) loops agree with the automatic choice", test_fused_generic_isa},
+        {"bit-for-bit reproducible: twice with 2 threads, and 1 thread = 2 threads; every ISA build", test_fused_reproducible_across_threads},
+        {"every build of the loops this CPU has (avx512, avx2, generic) agrees with the automatic one",
+         test_fused_every_isa},
         {"the mask is copied: the caller may free it before backward", test_fused_mask_copied},
         {"q = k = v as one variable", test_fused_same_input_three_times},
         {"masked_softmax query_positions = explicit mask; past the last key; range errors", test_masked_softmax_query_positions},
