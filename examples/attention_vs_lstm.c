@@ -1,7 +1,8 @@
 /* The source article's opening, as a library program: a clue far back in a stream,
  * read by attention and by an LSTM trained on the same data for the same steps.
  *
- *   ./attention_vs_lstm [steps]        (default 600 steps per model)
+ *   ./attention_vs_lstm [steps]        (default 600 steps per model; the accuracy
+ *                                       claims are checked after at least that many)
  *
  * The `spike` task: a stream of sensor events in which each of 4 sensors spikes once,
  * one event binding the sensor to its reading; noise fills the rest, and a final alarm
@@ -15,7 +16,7 @@
 
 #include "example.h"
 
-enum { BINS = 4, SENSORS = 4 };
+enum { BINS = 4, SENSORS = 4, DEFAULT_STEPS = 600 };
 
 /* Builds one model of `kind`, trains it on `data` and evaluates it on the validation
  * splits of `data` (by distance) and `far`. */
@@ -69,7 +70,7 @@ static double bin_accuracy(const lb_eval_result *r, int b) { return (double)r->b
 
 int main(int argc, char **argv)
 {
-    int64_t steps = argc > 1 ? atoll(argv[1]) : 600;
+    int64_t steps = argc > 1 ? atoll(argv[1]) : DEFAULT_STEPS;
     /* Training data: sequences of 64 events, clue 1..60 events before the alarm. A
      * second file asks across 900..1,000 events, far beyond anything seen in training. */
     lb_dataset *data = spike_file("spike_64.h5", 64, 1, 60, 4000, 1000);
@@ -94,13 +95,19 @@ int main(int argc, char **argv)
     printf("%-14s %10lld %10.3f %10.3f   (1,024-event sequences: never seen in training)\n", "900-1000",
            (long long)att_far.examples, att_far.accuracy, lstm_far.accuracy);
 
-    /* What is robust across machines and thread counts: attention retrieves the clue
-     * at every distance, the far ones included; the LSTM's fixed state, trained on
-     * short gaps, does not carry it across 900 updates. */
-    for (int b = 0; b < att.n_bins; b++)
-        CHECK(bin_accuracy(&att, b) > 0.85, "attention at distance bin %d: %g", b, bin_accuracy(&att, b));
-    CHECK(att_far.accuracy > 0.85, "attention far: %g", att_far.accuracy);
-    CHECK(lstm_far.accuracy < att_far.accuracy - 0.3, "the LSTM is behind far away: %g", lstm_far.accuracy);
+    /* Consistent whatever the steps: both models were scored on every sequence. */
+    CHECK(att.examples == 1000 && lstm.examples == 1000 && att_far.examples == 200 && lstm_far.examples == 200,
+          "every validation sequence scored");
+    /* What is robust across machines and thread counts after the default training:
+     * attention retrieves the clue at every distance, the far ones included; the
+     * LSTM's fixed state, after as many steps on short gaps, does not carry it across
+     * 900 updates. (A shorter run, as under the sanitizers, checks only the table.) */
+    if (steps >= DEFAULT_STEPS) {
+        for (int b = 0; b < att.n_bins; b++)
+            CHECK(bin_accuracy(&att, b) > 0.85, "attention at distance bin %d: %g", b, bin_accuracy(&att, b));
+        CHECK(att_far.accuracy > 0.85, "attention far: %g", att_far.accuracy);
+        CHECK(lstm_far.accuracy < att_far.accuracy - 0.3, "the LSTM is behind far away: %g", lstm_far.accuracy);
+    }
     lb_dataset_close(data);
     lb_dataset_close(far);
     remove("spike_64.h5");

@@ -229,10 +229,11 @@ int main(int argc, char **argv)
              * one never holds even one n × n matrix. */
             CHECK(mat.mib >= 2 * score_mib, "n = %lld: materialized peak %.1f MiB below 2 score matrices (%.1f)",
                   (long long)n, mat.mib, 2 * score_mib);
+            CHECK(mat.mib > (n >= 2048 ? 4 : 2) * fused.mib, "n = %lld: memory ratio %.1f", (long long)n,
+                  mat.mib / fused.mib);
             if (n >= 2048)
                 CHECK(fused.mib < score_mib, "n = %lld: fused peak %.1f MiB not below one score matrix (%.1f)",
-                  (long long)n, fused.mib, score_mib);
-            CHECK(mat.mib > 4 * fused.mib, "n = %lld: memory ratio %.1f", (long long)n, mat.mib / fused.mib);
+                      (long long)n, fused.mib, score_mib);
         }
         if (n == n_max && !isnan(prev_mat))
             printf("from n = %lld to %lld: materialized memory x%.1f (quadratic: x4), fused memory x%.1f (linear: x2)\n",
