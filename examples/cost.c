@@ -2,14 +2,14 @@
  *
  *   ./cost            n = 256 ... 2,048 and contexts up to 4,096 (a short run)
  *   ./cost --full     n = 256 ... 16,384 and contexts up to 16,384 (the materialized
- *                     path then needs about 3.6 GiB)
+ *                     path then needs about 4 GiB)
  *
  * Part 1: one forward and backward pass of single-head attention (batch 1, d_k = d_v =
  * 64, float32, no mask) over n positions, two ways with the same result:
  *   - materialized: scores = Q Kᵀ, weights = softmax(scores / 8), output = weights V:
  *     the n × n scores and weights (and their gradients) are held in memory: O(n²);
  *   - fused (lb_attention_fused, FlashAttention-2's tiling): the same arithmetic, tile
- *     by tile, keeping only O(n) numbers per row of output: memory O(n d).
+ *     by tile, keeping a few numbers per query besides its output row: memory O(n d).
  * Both do O(n² d) work: doubling n quadruples the time of either. The fused kernel
  * changes the memory, not the pairwise work.
  *
@@ -175,6 +175,10 @@ static int stream_costs(lb_model_kind kind, int n_contexts, const int64_t *conte
 int main(int argc, char **argv)
 {
     int full = argc > 1 && strcmp(argv[1], "--full") == 0;
+    if (argc > 2 || (argc == 2 && !full)) {
+        fprintf(stderr, "usage: %s [--full]\n", argv[0]);
+        return 2;
+    }
     int64_t n_max = full ? 16384 : 2048;
     printf("part 1: one forward + backward pass of attention, batch 1, d_k = d_v = %d, float32, %d threads\n", D,
            lb_get_num_threads());
