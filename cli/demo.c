@@ -54,6 +54,8 @@ static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n
     if (lb_dataset_split_size(ds, "test") < 1)
         st = lb_error(LB_ERR_VALUE, "%s: the test split is empty (evaluation files are scored on their test split)",
                       e->path);
+    if (st == LB_OK)
+        st = lb_cli_check_scored(ds, "test");
     /* Each model as it will be built from its train file, checked against this file
      * before anything is trained (the check every command uses). */
     for (int m = 0; m < n_models && st == LB_OK; m++) {

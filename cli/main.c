@@ -4,6 +4,7 @@
 
 #include "tensor/tensor.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 
 static void usage(FILE *out)
 {
@@ -41,8 +42,8 @@ static int empty_argument(int argc, char **argv)
         if (argv[i][0] != '\0')
             continue;
         if (argv[i - 1][0] == '-' && i > 2)
-            lb_cli_error(argv[1], 2, "%s needs a value, got an empty string (an empty path names no file)",
-                         argv[i - 1]);
+            lb_cli_error(argv[1], 2, "%s needs a value, got an empty string%s", argv[i - 1],
+                         lb_cli_option_takes_path(argv[i - 1]) ? " (an empty path names no file)" : "");
         else
             lb_cli_error(argv[1], 2, "argument %d is an empty string (an empty path names no file)", i - 1);
         return 1;

@@ -175,6 +175,11 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     lb_dataset *data = lb_dataset_open(rc->data);
     if (!data)
         return lb_last_status();
+    /* Nothing to learn from, or a validation that would score nothing: refused before any work. */
+    if (lb_cli_check_scored(data, "train") != LB_OK || lb_cli_check_scored(data, "val") != LB_OK) {
+        lb_dataset_close(data);
+        return lb_last_status();
+    }
     lb_run_config_fit_data(rc, data);
     int threads = lb_cli_set_threads(rc->train.threads);
     /* With data parallelism, rank 0 alone writes the run folder; every rank reads a resumed checkpoint. */
