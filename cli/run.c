@@ -232,8 +232,14 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     }
     /* What the run resolved, recorded beside the options. */
     lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_task_name(lb_dataset_task(data)), 0, 0};
-    if (st == LB_OK && writer)
+    if (st == LB_OK && (writer || ranks > 1))
         st = lb_cli_file_crc32(rc->data, &record.data_crc32, &record.data_bytes);
+    /* Every rank reads the same data, byte for byte (config.json records rank 0's checksum). */
+    if (st == LB_OK && ranks > 1)
+        st = lb_dist_check_same(record.data_bytes, "the data file's size in bytes (every rank must read the same "
+                                                   "data file)");
+    if (st == LB_OK && ranks > 1)
+        st = lb_dist_check_same(record.data_crc32, "the data file's CRC-32 (every rank must read the same data file)");
     if (st == LB_OK && !quiet && rc->train.schedule.warmup_steps >= rc->train.steps)
         fprintf(stderr, "lookback: note: --warmup %lld is not shorter than --steps %lld, so the learning rate never "
                 "reaches --lr %g\n", (long long)rc->train.schedule.warmup_steps, (long long)rc->train.steps,

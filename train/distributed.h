@@ -63,6 +63,12 @@ void lb_dist_abort(int code);
 /* Waits until every rank reaches it (MPI_Barrier). LB_ERR_STATE when MPI fails. */
 lb_status lb_dist_barrier(void);
 
+/* Checks that every rank passed the same value (a file's size or checksum, a count).
+ * Collective. LB_ERR_STATE when they differ: "the ranks disagree on <what>: rank 0 has A,
+ * rank r has B (ranks differing from rank 0: ...)", or when MPI fails; LB_ERR_MEMORY.
+ * Does nothing when not active. */
+lb_status lb_dist_check_same(int64_t value, const char *what);
+
 /* ---- one model on N ranks ---- */
 
 typedef struct lb_dist_config {
@@ -75,8 +81,9 @@ void lb_dist_config_default(lb_dist_config *cfg);
 
 /* Makes `t` one of lb_dist_size() data-parallel replicas. Collective: every rank calls
  * it, after lb_trainer_load when resuming and before the first step. Broadcasts rank 0's
- * parameters, checks that every rank has the same step, data position and options, and
- * sets this rank's part of each global batch. Does nothing when not active or with one
+ * parameters, checks that every rank has the same step, data position, options and data
+ * (task, seq_len, vocab_size, num_classes, features, target layout, train and val sizes),
+ * and sets this rank's part of each global batch. Does nothing when not active or with one
  * rank. Errors: LB_ERR_VALUE when the batch is not divisible by ranks x micro-batches,
  * LB_ERR_STATE when the ranks disagree (names the ranks and what differs) or MPI fails. */
 lb_status lb_trainer_distribute(lb_trainer *t, const lb_dist_config *cfg);
