@@ -78,8 +78,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) == 0) {
             if (empty_argument(argc, argv))
                 return 2;
-            return commands[i].mpi ? lb_cli_distributed(commands[i].name, commands[i].run, argc - 1, argv + 1)
-                                   : commands[i].run(argc - 1, argv + 1);
+            return lb_cli_run_command(commands[i].name, commands[i].run, commands[i].mpi, argc - 1, argv + 1);
         }
     fprintf(stderr, "lookback: unknown command '%s'\n", argv[1]);
     usage(stderr);

@@ -26,6 +26,17 @@ int lb_dist_launched(void)
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 }
 
+int lb_dist_launch_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
 uint64_t lb_params_checksum(const lb_params *ps)
 {
     uint64_t h = 1469598103934665603ull;
@@ -111,6 +122,30 @@ lb_status lb_dist_barrier(void)
 {
     if (g_active)
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    return LB_OK;
+}
+
+lb_status lb_dist_same_exit(int code, double timeout_seconds)
+{
+    if (!g_active || g_size == 1)
+        return LB_OK;
+    MPI_Request request;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &request));
+    double deadline = seconds_now() + timeout_seconds;
+    int done = 0;
+    while (!done) {
+        MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        if (!done && seconds_now() > deadline)
+            return lb_error(LB_ERR_STATE, "another rank did not finish within %g s of this one", timeout_seconds);
+        if (!done) {
+            struct timespec pause = {0, 2000000}; /* 2 ms */
+            nanosleep(&pause, NULL);
+        }
+    }
+    int range[2] = {code, -code}, all[2];
+    MPI_CHECK(MPI_Allreduce(range, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (all[0] != -all[1])
+        return lb_error(LB_ERR_STATE, "the ranks ended with different exit codes (%d to %d)", -all[1], all[0]);
     return LB_OK;
 }
 
@@ -556,6 +591,7 @@ int lb_dist_size(void) { return 1; }
 void lb_dist_finalize(void) {}
 void lb_dist_abort(int code) { (void)code; }
 lb_status lb_dist_barrier(void) { return LB_OK; }
+lb_status lb_dist_same_exit(int code, double timeout_seconds) { return LB_OK; }
 int lb_dist_owner(int64_t item) { return 0; }
 int lb_dist_owns(int64_t item) { return 1; }
 lb_status lb_dist_share(void *record, size_t item_size, int64_t item) { return LB_OK; }
