@@ -244,6 +244,9 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         fprintf(stderr, "lookback: note: --warmup %lld is not shorter than --steps %lld, so the learning rate never "
                 "reaches --lr %g\n", (long long)rc->train.schedule.warmup_steps, (long long)rc->train.steps,
                 rc->train.optim.lr);
+    if (st == LB_OK && !quiet && lb_dataset_split_size(data, "val") == 0)
+        fprintf(stderr, "lookback: note: %s has no validation examples (its val split is empty): the run will not "
+                "validate and writes no best.h5\n", rc->data);
     if (st == LB_OK && ranks > 1)
         st = lb_trainer_distribute(trainer, NULL);
     if (st == LB_OK && writer)

@@ -243,6 +243,28 @@ static void test_usage_messages(void)
     run_free(&r);
 }
 
+/* A file without validation examples: the run says at its start that it will not
+ * validate nor write best.h5 (before: silence, then "done" without them). */
+static void test_empty_validation_split_said(void)
+{
+    static const char *const options[] = {"--task", "spike", "--seq-len", "32", "--train", "16", "--val", "0",
+                                          "--test", "4", NULL};
+    const char *data = make_data("noval.h5", options);
+    char dir[512], best[600];
+    snprintf(dir, sizeof dir, "%s", path_in("noval-run"));
+    const char *args[] = {"train", "--data", data, "--d-model", "8", "--batch", "4", "--steps", "2", "--warmup", "0",
+                          "--out", dir, NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 0 && count_lines(r.err) >= 2 &&
+               contains(r.err, "has no validation examples (its val split is empty): the run will not validate and "
+                               "writes no best.h5") &&
+               strstr(r.err, "no validation examples") < strstr(r.err, "training transformer"),
+           r);
+    run_free(&r);
+    snprintf(best, sizeof best, "%s/best.h5", dir);
+    CU_ASSERT_FALSE(exists(best));
+}
+
 /* Two options that set the same thing: refused, whichever way they are given. */
 static void test_duplicate_options_refused(void)
 {
@@ -697,6 +719,7 @@ int main(void)
         {"options the model, optimizer or schedule do not use are refused", test_unused_options_refused},
         {"options given twice, or two setting one thing, are refused", test_duplicate_options_refused},
         {"ranges, empty values and options that do not apply: the messages", test_usage_messages},
+        {"an empty validation split is said at the start", test_empty_validation_split_said},
         {"messages name options as typed; contradictions exit 2", test_messages_name_options},
         {"--config follows the command line's rules, also on --resume", test_config_file_same_rules},
         {"a warm-up longer than the run and a spent time budget are said", test_warmup_and_spent_budget},
