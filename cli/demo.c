@@ -260,8 +260,8 @@ static void write_plots(const char *out_dir, const model_spec *specs, const mode
         char title[128];
         snprintf(title, sizeof title, "Where the alarm looked (%s, averaged over %lld heads)", attention_label,
                  (long long)H);
-        if (w && lb_plot_attention(lb_cli_path(path, sizeof path, out_dir, "attention.png"), title, w, Tk,
-                                   spike_position) != LB_OK)
+        if (w && lb_plot_attention_marked(lb_cli_path(path, sizeof path, out_dir, "attention.png"), title, w, Tk,
+                                          spike_position, "clue position") != LB_OK)
             fprintf(stderr, "lookback: attention plot skipped: %s\n", lb_last_error());
         else if (w)
             NOTE_WRITTEN();
