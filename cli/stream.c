@@ -28,7 +28,7 @@ static void stream_usage(FILE *out)
           "  --json                  one JSON object per line: event, token, class and probability\n"
           "                          (or value), state_bytes\n"
           "  --strict                stop at the first bad id (exit 1); by default a bad id is\n"
-          "                          reported on standard error and skipped\n"
+          "                          reported on standard error and skipped (a NUL byte is a bad id)\n"
           "  --max-context N         full attention keeps the last N events only (an approximation:\n"
           "                          bounded memory and time per event; default all)\n"
           "  --threads N             threads (default 1: one event is too little work to share)\n",
