@@ -64,6 +64,8 @@ static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n
         if (train)
             lb_run_config_fit_data(&rc, train);
         st = train ? lb_model_data_check(&rc.model, lb_task_name(lb_dataset_task(train)), ds) : lb_last_status();
+        if (st == LB_OK && (lb_cli_check_scored(train, "train") != LB_OK || lb_cli_check_scored(train, "val") != LB_OK))
+            st = lb_last_status(); /* nothing to train on: said before any model is trained */
         if (st != LB_OK && n_models > 1)
             lb_error_context("model %s", specs[m].name);
         lb_dataset_close(train);

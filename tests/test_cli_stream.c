@@ -398,7 +398,8 @@ static void ignore_every_target(const char *path)
 }
 
 /* A file with no scored target (every target -100) is an error before any work: train
- * creates no run folder, eval prints no table (before: "done", exit 0, loss 0.0000). */
+ * creates no run folder, eval prints no table (before: "done", exit 0, loss 0.0000),
+ * compare trains nothing and creates no report folder. */
 static void test_no_scored_target(void)
 {
     const char *ck = checkpoint("transformer", "rotary");
@@ -428,6 +429,20 @@ static void test_no_scored_target(void)
     r = run(json);
     EXPECT(r.code == 1 && r.out[0] == '\0' && contains(r.err, "the val split has no scored target"), r);
     run_free(&r);
+    /* compare: as its training file or as an evaluation file, refused before any model is trained. */
+    for (int k = 0; k < 2; k++) {
+        char out[512];
+        snprintf(out, sizeof out, "%s-%d", path_in("ignored-compare"), k);
+        const char *compare[] = {"compare", "--train", k == 0 ? ignored : spike_file(), "--models", "a=lstm", "--eval",
+                                 k == 0 ? spike_file() : ignored, "--budget", "0", "--steps", "1", "--d-model", "8",
+                                 "--quiet", "--out", out, NULL};
+        r = run(compare);
+        EXPECT(r.code == 1 && one_error_line(&r, "compare") &&
+                   contains(r.err, k == 0 ? "the train split has no scored target" : "the test split has no scored target"),
+               r);
+        run_free(&r);
+        CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
+    }
 }
 
 /* An input that is a folder is named as such; --max-context is refused (not ignored) for
