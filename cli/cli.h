@@ -80,9 +80,15 @@ void lb_progress_end(lb_progress *p);
  * regression targets or n < 1. */
 double lb_cli_mean_predictor_mse(const lb_dataset *data, const char *split, int64_t n);
 /* Under mpirun (train, compare): joins the MPI job before `run` and leaves it after.
- * Returns run's exit code. A rank that fails ends every rank (MPI_Abort) with that code;
- * started by mpirun in a build without MPI, it says so and returns 1. */
+ * Returns run's exit code. A rank that fails ends every rank (MPI_Abort) with that code,
+ * except a usage error (2) that every rank reached: the job then ends normally with
+ * exit code 2 and rank 0's one line. Started by mpirun in a build without MPI, it says
+ * so and returns 1. */
 int lb_cli_distributed(const char *command, int (*run)(int, char **), int argc, char **argv);
+/* Runs a subcommand: lb_cli_distributed for the distributed ones (train, compare,
+ * study); under mpirun, the others (data, eval, predict, stream, gradcheck, demo) run on
+ * rank 0 only and the other ranks return 0 at once without output. Returns the exit code. */
+int lb_cli_run_command(const char *command, int (*run)(int, char **), int distributed, int argc, char **argv);
 /* Makes lb_cli_run_training train one model on all ranks (train) rather than whole
  * runs per rank (compare). */
 void lb_cli_run_set_data_parallel(int on);

@@ -33,10 +33,10 @@ static const char *user_message(const char *m)
 }
 
 /* One error line; under mpirun it names the rank, and usage errors (the same on every
- * rank) are printed by rank 0 only. */
+ * rank) are printed by rank 0 only, also before the job is joined. */
 static void print_error(const char *command, int code, const char *message)
 {
-    if (lb_dist_size() > 1 && code == 2 && lb_dist_rank() != 0)
+    if (code == 2 && (lb_dist_size() > 1 ? lb_dist_rank() : lb_dist_launch_rank()) != 0)
         return;
     if (lb_dist_size() > 1 && code != 2)
         fprintf(stderr, "lookback %s: rank %d: %s\n", command, lb_dist_rank(), message);

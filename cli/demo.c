@@ -54,6 +54,8 @@ static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n
     if (lb_dataset_split_size(ds, "test") < 1)
         st = lb_error(LB_ERR_VALUE, "%s: the test split is empty (evaluation files are scored on their test split)",
                       e->path);
+    if (st == LB_OK)
+        st = lb_cli_check_scored(ds, "test");
     /* Each model as it will be built from its train file, checked against this file
      * before anything is trained (the check every command uses). */
     for (int m = 0; m < n_models && st == LB_OK; m++) {
@@ -62,6 +64,8 @@ static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n
         if (train)
             lb_run_config_fit_data(&rc, train);
         st = train ? lb_model_data_check(&rc.model, lb_task_name(lb_dataset_task(train)), ds) : lb_last_status();
+        if (st == LB_OK && (lb_cli_check_scored(train, "train") != LB_OK || lb_cli_check_scored(train, "val") != LB_OK))
+            st = lb_last_status(); /* nothing to train on: said before any model is trained */
         if (st != LB_OK && n_models > 1)
             lb_error_context("model %s", specs[m].name);
         lb_dataset_close(train);
@@ -258,8 +262,8 @@ static void write_plots(const char *out_dir, const model_spec *specs, const mode
         char title[128];
         snprintf(title, sizeof title, "Where the alarm looked (%s, averaged over %lld heads)", attention_label,
                  (long long)H);
-        if (w && lb_plot_attention(lb_cli_path(path, sizeof path, out_dir, "attention.png"), title, w, Tk,
-                                   spike_position) != LB_OK)
+        if (w && lb_plot_attention_marked(lb_cli_path(path, sizeof path, out_dir, "attention.png"), title, w, Tk,
+                                          spike_position, "clue position") != LB_OK)
             fprintf(stderr, "lookback: attention plot skipped: %s\n", lb_last_error());
         else if (w)
             NOTE_WRITTEN();

@@ -9,6 +9,7 @@
 #include "data/h5io.h"
 #include "data/output.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "train/trainer.h"
 
 static void eval_usage(FILE *out)
@@ -24,7 +25,8 @@ static void eval_usage(FILE *out)
           "  --bins N                distance bins (default 8, at most 16)\n"
           "  --json                  print one JSON object instead of the table\n"
           "  --attention-out F.h5    write the last attention layer's weights of the first examples\n"
-          "  --attention-examples N  how many examples --attention-out writes (default 4)\n"
+          "  --attention-examples N  how many examples --attention-out writes (default 4; only with\n"
+          "                          --attention-out)\n"
           "  --threads N             threads (default OMP_NUM_THREADS or all processors)\n",
           out);
 }
@@ -172,7 +174,7 @@ int lb_cli_eval(int argc, char **argv)
 {
     const char *cmd = "eval", *ck = NULL, *data_path = NULL, *split = "test", *attention_out = NULL;
     int64_t examples = 0, batch = 16, bins = 8, attention_examples = 4, threads = 0;
-    int json = 0;
+    int json = 0, attention_examples_set = 0;
     static const struct option opts[] = {
         {"checkpoint", required_argument, NULL, 'c'}, {"data", required_argument, NULL, 'd'},
         {"split", required_argument, NULL, 's'},      {"examples", required_argument, NULL, 'n'},
@@ -195,7 +197,10 @@ int lb_cli_eval(int argc, char **argv)
         case 'B': st = lb_cli_int("--bins", optarg, 0, LB_EVAL_MAX_BINS, &bins); break;
         case 'j': json = 1; break;
         case 'a': attention_out = optarg; break;
-        case 'A': st = lb_cli_int("--attention-examples", optarg, 1, 1024, &attention_examples); break;
+        case 'A':
+            st = lb_cli_int("--attention-examples", optarg, 1, 1024, &attention_examples);
+            attention_examples_set = 1;
+            break;
         case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
         case 'h': eval_usage(stdout); return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
@@ -207,6 +212,10 @@ int lb_cli_eval(int argc, char **argv)
         return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
     if (!ck || !data_path)
         return lb_cli_error(cmd, 2, "--checkpoint and --data are required");
+    /* An option that does not apply is refused, as the run options are ("drop it"). */
+    if (attention_examples_set && !attention_out)
+        return lb_cli_error(cmd, 2, "--attention-examples does not apply without --attention-out (it sets how many "
+                                    "examples' attention weights that file gets); drop it, or add --attention-out FILE");
     if (attention_out && lb_cli_exists(attention_out))
         return lb_cli_error(cmd, 1, "%s already exists; choose another --attention-out", attention_out);
     lb_cli_set_threads((int)threads);
@@ -223,7 +232,7 @@ int lb_cli_eval(int argc, char **argv)
     if (!data)
         return lb_cli_fail(cmd);
     /* The checkpoint's model and the file must fit: checked before any work. */
-    if (lb_model_data_check(&mc, task, data) != LB_OK) {
+    if (lb_model_data_check(&mc, task, data) != LB_OK || lb_cli_check_scored(data, split) != LB_OK) {
         lb_dataset_close(data);
         return lb_cli_fail(cmd);
     }
@@ -236,6 +245,10 @@ int lb_cli_eval(int argc, char **argv)
     } else if (lb_evaluate(model, data, split, examples, attention_out ? attention_examples : batch, (int)bins, &r,
                            attention_out ? &weights : NULL) != LB_OK) {
         code = lb_cli_fail(cmd);
+    } else if (!lb_dataset_is_regression(data) && r.scored == 0) {
+        code = lb_cli_error(cmd, 1, "%s: the %lld examples evaluated (%s split) have no scored target (every target is "
+                            "-100, the ignore index): there is nothing to score; evaluate more --examples",
+                            data_path, (long long)r.examples, split);
     } else if (attention_out && !weights) {
         code = lb_cli_error(cmd, 1, "--attention-out: a %s model has no attention weights", lb_model_kind_name(mc.kind));
     } else if (attention_out && write_attention(attention_out, weights, data, split) != LB_OK) {

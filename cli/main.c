@@ -4,6 +4,7 @@
 
 #include "tensor/tensor.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 
 static void usage(FILE *out)
 {
@@ -41,8 +42,8 @@ static int empty_argument(int argc, char **argv)
         if (argv[i][0] != '\0')
             continue;
         if (argv[i - 1][0] == '-' && i > 2)
-            lb_cli_error(argv[1], 2, "%s needs a value, got an empty string (an empty path names no file)",
-                         argv[i - 1]);
+            lb_cli_error(argv[1], 2, "%s needs a value, got an empty string%s", argv[i - 1],
+                         lb_cli_option_takes_path(argv[i - 1]) ? " (an empty path names no file)" : "");
         else
             lb_cli_error(argv[1], 2, "argument %d is an empty string (an empty path names no file)", i - 1);
         return 1;
@@ -77,8 +78,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) == 0) {
             if (empty_argument(argc, argv))
                 return 2;
-            return commands[i].mpi ? lb_cli_distributed(commands[i].name, commands[i].run, argc - 1, argv + 1)
-                                   : commands[i].run(argc - 1, argv + 1);
+            return lb_cli_run_command(commands[i].name, commands[i].run, commands[i].mpi, argc - 1, argv + 1);
         }
     fprintf(stderr, "lookback: unknown command '%s'\n", argv[1]);
     usage(stderr);

@@ -246,6 +246,38 @@ static int option_is_number(const run_option *o)
     return o->train->type == T_INT64 || o->train->type == T_INT || o->train->type == T_U64 || o->train->type == T_REAL;
 }
 
+lb_status lb_cli_check_scored(const lb_dataset *data, const char *split)
+{
+    int64_t n = lb_dataset_split_size(data, split);
+    if (n < 0)
+        return lb_last_status();
+    int64_t classes = lb_dataset_num_classes(data);
+    if (n == 0 || lb_dataset_is_regression(data) || classes <= 0)
+        return LB_OK;
+    int64_t *counts = calloc((size_t)classes, sizeof *counts), ignored = 0, scored = 0;
+    if (!counts)
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory counting the %s split's targets", lb_dataset_path(data), split);
+    lb_status st = lb_dataset_label_histogram(data, split, counts, &ignored);
+    for (int64_t c = 0; c < classes; c++)
+        scored += counts[c];
+    free(counts);
+    if (st == LB_OK && scored == 0)
+        st = lb_error(LB_ERR_VALUE, "%s: the %s split has no scored target (all %lld targets of its %lld examples are "
+                      "-100, the ignore index): there is nothing to %s", lb_dataset_path(data), split,
+                      (long long)ignored, (long long)n, strcmp(split, "train") == 0 ? "train on" : "score");
+    return st;
+}
+
+int lb_cli_option_takes_path(const char *option)
+{
+    static const char *const paths[] = {"-o", "--out", "--output", "--data", "--checkpoint", "--input", "--init-from",
+                                        "--resume", "--config", "--attention-out", "--data-dir", "--train", "--eval"};
+    for (size_t i = 0; option && i < sizeof paths / sizeof paths[0]; i++)
+        if (strcmp(option, paths[i]) == 0)
+            return 1;
+    return 0;
+}
+
 lb_status lb_cli_file_crc32(const char *path, uint32_t *crc, int64_t *bytes)
 {
     FILE *f = fopen(path, "rb");
@@ -486,8 +518,8 @@ lb_status lb_run_config_check_used(const lb_run_config *rc, const lb_option_list
         char label[4200], users[128], why[96];
         users_of(o, users, sizeof users);
         chosen(o, rc, why, sizeof why);
-        return lb_error(LB_ERR_VALUE, "%s does not apply to %s (only %s uses it); drop it",
-                        item_label(it, label, sizeof label), why, users);
+        return lb_error(LB_ERR_VALUE, "%s does not apply to %s (only %s %s it); drop it",
+                        item_label(it, label, sizeof label), why, users, strstr(users, " and ") ? "use" : "uses");
     }
     return LB_OK;
 }

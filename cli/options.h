@@ -71,6 +71,17 @@ typedef struct lb_run_record {
     int64_t data_bytes;    /* its size */
 } lb_run_record;
 
+/* Refuses a split with examples but no scored target (every class target is -100,
+ * the ignore index): a loss and an accuracy over nothing would read as 0 and success.
+ * LB_ERR_VALUE naming the file, the split and the ignored count, before any work;
+ * LB_OK for regression data and for an empty split (callers say what an empty split
+ * means for them). */
+lb_status lb_cli_check_scored(const lb_dataset *data, const char *split);
+
+/* 1 when a command-line option (spelled "--out", "-o") takes a path: its empty value
+ * is then said to name no file; other options are said to need a value. */
+int lb_cli_option_takes_path(const char *option);
+
 /* The CRC-32 and size of a whole file. Errors: LB_ERR_IO naming it. */
 lb_status lb_cli_file_crc32(const char *path, uint32_t *crc, int64_t *bytes);
 

@@ -542,7 +542,7 @@ lb_status lb_plot_accuracy_by_distance(const char *png_path, int n_models, const
 /* ---- attention of one query ---- */
 
 typedef struct attention_ctx {
-    const char *title;
+    const char *title, *mark_label;
     int64_t n_keys, mark, argmax;
     const double *weight; /* [n_keys] */
     const double *log_weight;
@@ -591,6 +591,15 @@ static void draw_attention(const void *p)
         snprintf(text, sizeof text, "largest weight %.3g at key %lld", c->weight[c->argmax], (long long)c->argmax);
         plmtex("t", -1.5, 0.98, 1.0, text);
     }
+    if (c->mark >= 0) { /* the dashed line named in a legend inside the top left corner */
+        PLINT opts[1] = {PL_LEGEND_LINE}, text_colours[1] = {COL_FG}, line_colours[1] = {COL_MARK}, styles[1] = {2};
+        PLFLT widths[1] = {1.5}, w = 0, h = 0;
+        const char *names[1] = {c->mark_label};
+        pllegend(&w, &h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, PL_POSITION_LEFT | PL_POSITION_TOP | PL_POSITION_INSIDE,
+                 0.01, 0.02, 0.06, COL_BG, COL_FG, 1, 0, 0, 1, opts, 1.0, 0.85, 2.0, 0.0, text_colours, names, NULL,
+                 NULL, NULL, NULL, line_colours, styles, widths, NULL, NULL, NULL, NULL);
+        plain_style();
+    }
     if (c->mark >= 0) {
         PLFLT px = (double)c->mark, py = c->weight[c->mark];
         plcol0(COL_MARK);
@@ -638,6 +647,12 @@ static void draw_attention(const void *p)
 lb_status lb_plot_attention(const char *png_path, const char *title, const float *weights, int64_t n_keys,
                             int64_t mark_position)
 {
+    return lb_plot_attention_marked(png_path, title, weights, n_keys, mark_position, "marked key");
+}
+
+lb_status lb_plot_attention_marked(const char *png_path, const char *title, const float *weights, int64_t n_keys,
+                                   int64_t mark_position, const char *mark_label)
+{
     if (!weights || n_keys < 1 || n_keys > INT32_MAX)
         return lb_error(LB_ERR_VALUE, "lb_plot_attention: need weights for 1 to 2^31-1 keys (got %lld%s)",
                         (long long)n_keys, weights ? "" : ", weights NULL");
@@ -647,7 +662,8 @@ lb_status lb_plot_attention(const char *png_path, const char *title, const float
     double *w = malloc((size_t)n_keys * 2 * sizeof *w);
     if (!w)
         return lb_error(LB_ERR_MEMORY, "lb_plot_attention: out of memory for %lld keys", (long long)n_keys);
-    attention_ctx c = {title, n_keys, mark_position, 0, w, w + n_keys, 0, 0, 0};
+    attention_ctx c = {title, mark_label && mark_label[0] ? mark_label : "marked key", n_keys, mark_position, 0, w,
+                       w + n_keys, 0, 0, 0};
     double *lw = w + n_keys, lo = INFINITY, hi = -INFINITY;
     for (int64_t k = 0; k < n_keys; k++) {
         if (!isfinite(weights[k]) || weights[k] < 0) {

@@ -65,10 +65,14 @@ lb_status lb_plot_log_x(const char *png_path, const char *title, const char *x_l
  * n_keys keys: weights[k] for key position k = 0 .. n_keys - 1, as impulses. Top
  * panel linear, bottom panel log10 (weights below 1e-12 drawn at 1e-12), so both
  * the spike and the spread of the rest are visible. mark_position (-1 for none)
- * is highlighted with a dashed line, a marker and its weight (e.g. where the clue
- * was). Weights must be finite and >= 0. */
+ * is highlighted with a dashed line named in a legend, a marker and its weight
+ * (e.g. where the clue was). Weights must be finite and >= 0. */
 lb_status lb_plot_attention(const char *png_path, const char *title, const float *weights, int64_t n_keys,
                             int64_t mark_position);
+/* The same with the marked position's line named `mark_label` in a legend (e.g. "clue
+ * position"); lb_plot_attention names it "marked key". */
+lb_status lb_plot_attention_marked(const char *png_path, const char *title, const float *weights, int64_t n_keys,
+                                   int64_t mark_position, const char *mark_label);
 
 /* Heatmap of an attention matrix weights [Tq, Tk] (row-major; row q = query q's
  * weights over the keys), query 0 at the top, with a colour bar. Matrices larger

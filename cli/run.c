@@ -175,6 +175,11 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     lb_dataset *data = lb_dataset_open(rc->data);
     if (!data)
         return lb_last_status();
+    /* Nothing to learn from, or a validation that would score nothing: refused before any work. */
+    if (lb_cli_check_scored(data, "train") != LB_OK || lb_cli_check_scored(data, "val") != LB_OK) {
+        lb_dataset_close(data);
+        return lb_last_status();
+    }
     lb_run_config_fit_data(rc, data);
     int threads = lb_cli_set_threads(rc->train.threads);
     /* With data parallelism, rank 0 alone writes the run folder; every rank reads a resumed checkpoint. */
@@ -227,12 +232,21 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     }
     /* What the run resolved, recorded beside the options. */
     lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_task_name(lb_dataset_task(data)), 0, 0};
-    if (st == LB_OK && writer)
+    if (st == LB_OK && (writer || ranks > 1))
         st = lb_cli_file_crc32(rc->data, &record.data_crc32, &record.data_bytes);
+    /* Every rank reads the same data, byte for byte (config.json records rank 0's checksum). */
+    if (st == LB_OK && ranks > 1)
+        st = lb_dist_check_same(record.data_bytes, "the data file's size in bytes (every rank must read the same "
+                                                   "data file)");
+    if (st == LB_OK && ranks > 1)
+        st = lb_dist_check_same(record.data_crc32, "the data file's CRC-32 (every rank must read the same data file)");
     if (st == LB_OK && !quiet && rc->train.schedule.warmup_steps >= rc->train.steps)
         fprintf(stderr, "lookback: note: --warmup %lld is not shorter than --steps %lld, so the learning rate never "
                 "reaches --lr %g\n", (long long)rc->train.schedule.warmup_steps, (long long)rc->train.steps,
                 rc->train.optim.lr);
+    if (st == LB_OK && !quiet && lb_dataset_split_size(data, "val") == 0)
+        fprintf(stderr, "lookback: note: %s has no validation examples (its val split is empty): the run will not "
+                "validate and writes no best.h5\n", rc->data);
     if (st == LB_OK && ranks > 1)
         st = lb_trainer_distribute(trainer, NULL);
     if (st == LB_OK && writer)

@@ -28,7 +28,7 @@ static void stream_usage(FILE *out)
           "  --json                  one JSON object per line: event, token, class and probability\n"
           "                          (or value), state_bytes\n"
           "  --strict                stop at the first bad id (exit 1); by default a bad id is\n"
-          "                          reported on standard error and skipped\n"
+          "                          reported on standard error and skipped (a NUL byte is a bad id)\n"
           "  --max-context N         full attention keeps the last N events only (an approximation:\n"
           "                          bounded memory and time per event; default all)\n"
           "  --threads N             threads (default 1: one event is too little work to share)\n",
@@ -99,21 +99,33 @@ static int stream_read(stream_run *r, FILE *in, const char *name, int strict)
     int code = 0;
     while (code == 0 && (len = getline(&line, &cap, in)) != -1) {
         lineno++;
-        char *p = line;
-        while (code == 0 && *p) {
-            while (*p && isspace((unsigned char)*p))
+        /* Every byte of the line counts (len, not the first NUL): a NUL byte is a bad
+         * token of its own, named by its column like any other. */
+        char *p = line, *stop = line + len;
+        while (code == 0 && p < stop) {
+            while (p < stop && *p && isspace((unsigned char)*p))
                 p++;
-            if (!*p)
+            if (p == stop)
                 break;
             char *word = p;
-            while (*p && !isspace((unsigned char)*p))
+            int column = (int)(word - line) + 1;
+            if (*p == '\0') {
                 p++;
-            char saved = *p;
-            *p = '\0';
+                fprintf(stderr, "lookback stream: %s, line %lld, column %d: a NUL byte is not a token id%s\n", name,
+                        (long long)lineno, column, strict ? "" : "; skipped");
+                r->skipped++;
+                if (strict)
+                    code = 1;
+                continue;
+            }
+            while (p < stop && *p && !isspace((unsigned char)*p))
+                p++;
+            char saved = p < stop ? *p : '\0';
+            if (p < stop)
+                *p = '\0';
             char *end = NULL;
             errno = 0;
             long long id = strtoll(word, &end, 10);
-            int column = (int)(word - line) + 1;
             if (*end || errno == ERANGE || id < 0 || id >= vocab) {
                 fprintf(stderr, "lookback stream: %s, line %lld, column %d: '%.40s' is not a token id (a whole number in "
                                 "[0, %lld), the model's vocabulary)%s\n",
@@ -125,7 +137,8 @@ static int stream_read(stream_run *r, FILE *in, const char *name, int strict)
                 code = lb_cli_error(cmd, 1, "%s, line %lld, column %d, event %lld: %s", name, (long long)lineno, column,
                                     (long long)r->events + 1, lb_last_error());
             }
-            *p = saved;
+            if (p < stop)
+                *p = saved;
         }
     }
     if (code == 0 && ferror(in))

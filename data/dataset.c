@@ -28,6 +28,7 @@ struct lb_dataset {
     char *path;
     lb_task_options options;
     int all_options_present;
+    uint64_t recorded; /* bit i: option table row i was read from the file */
     int64_t format_version, vocab_size, num_classes;
     lb_layout layout;
     lb_rows split[LB_SPLIT_COUNT];
@@ -164,6 +165,8 @@ static lb_status read_root_attrs(reader *r)
             continue;
         st = read_option(r, &t[i], &present);
         missing += !present;
+        if (present && i < 64)
+            ds->recorded |= (uint64_t)1 << i;
     }
     ds->options.seq_len = seq_len;
     ds->options.seed = seed;
@@ -515,6 +518,7 @@ typedef struct open_job {
 typedef struct dataset_header {
     lb_task_options options;
     int all_options_present;
+    uint64_t recorded;
     int64_t format_version, vocab_size, num_classes;
     lb_layout layout;
     int64_t n[LB_SPLIT_COUNT];
@@ -532,6 +536,7 @@ static lb_status open_child(void *ctx)
     memset(&h, 0, sizeof h);
     h.options = ds->options;
     h.all_options_present = ds->all_options_present;
+    h.recorded = ds->recorded;
     h.format_version = ds->format_version;
     h.vocab_size = ds->vocab_size;
     h.num_classes = ds->num_classes;
@@ -556,6 +561,7 @@ static lb_status open_receive(void *ctx)
     if (st == LB_OK) {
         ds->options = h.options;
         ds->all_options_present = h.all_options_present;
+        ds->recorded = h.recorded;
         ds->format_version = h.format_version;
         ds->vocab_size = h.vocab_size;
         ds->num_classes = h.num_classes;
@@ -760,8 +766,8 @@ lb_status lb_dataset_print_info(const lb_dataset *ds, FILE *out)
     fprintf(out, "file      %s\n", ds->path);
     fprintf(out, "task      %s (format_version %lld)\n", lb_task_name(o->task), (long long)ds->format_version);
     fputs("options   ", out);
-    lb_task_print_options(o, " ", out);
-    fprintf(out, "%s\n", ds->all_options_present ? "" : "  (some absent from the file: defaults shown)");
+    lb_task_print_recorded_options(o, ds->recorded, " ", out);
+    fputc('\n', out);
     if (ds->layout.regression)
         fprintf(out, "vocab     vocab_size %lld, regression (num_classes 0)\n", (long long)ds->vocab_size);
     else

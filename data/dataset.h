@@ -82,7 +82,8 @@ lb_status lb_dataset_label_histogram(const lb_dataset *ds, const char *split, in
  * distance or the split is empty, LB_ERR_VALUE for an unknown split. */
 lb_status lb_dataset_distance_range(const lb_dataset *ds, const char *split, int32_t *min, int32_t *max);
 
-/* Prints what `lookback data info` shows: file, task, options, vocabulary and
+/* Prints what `lookback data info` shows: file, task, options (those the file does
+ * not record as "name=not recorded", not with the defaults the reader assumes), vocabulary and
  * classes with chance level, dataset shapes, split sizes, distance ranges, length
  * ranges and the train label histogram (regression: target mean and variance, i.e.
  * the MSE of predicting the mean). LB_ERR_IO if writing fails. */

@@ -67,6 +67,8 @@ static const lb_option_spec option_table[] = {
 };
 
 enum { OPTION_COUNT = (int)(sizeof option_table / sizeof option_table[0]) };
+/* A data file's recorded options are a bit mask over this table's rows. */
+_Static_assert(OPTION_COUNT <= 64, "lb_task_print_recorded_options: more than 64 options");
 
 /* ---- table access ---- */
 
@@ -603,6 +605,22 @@ void lb_task_print_options(const lb_task_options *opt, const char *sep, FILE *ou
             continue;
         fprintf(out, "%s%s=", first ? "" : sep, t[i].name);
         print_value(opt, &t[i], out);
+        first = 0;
+    }
+}
+
+void lb_task_print_recorded_options(const lb_task_options *opt, uint64_t recorded, const char *sep, FILE *out)
+{
+    int count = 0, first = 1;
+    const lb_option_spec *t = lb_option_table(&count);
+    for (int i = 0; i < count; i++) {
+        if (!lb_option_applies(&t[i], opt->task))
+            continue;
+        fprintf(out, "%s%s=", first ? "" : sep, t[i].name);
+        if (i < 64 && (recorded >> i & 1u))
+            print_value(opt, &t[i], out);
+        else
+            fputs("not recorded", out);
         first = 0;
     }
 }

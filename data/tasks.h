@@ -132,6 +132,11 @@ int lb_task_option_applies(lb_task_kind task, const char *key);
 /* Writes every option of resolved `opt` that applies to its task as
  * "name=value" separated by `sep`. */
 void lb_task_print_options(const lb_task_options *opt, const char *sep, FILE *out);
+/* The same for the options a data file records: option table row i (lb_option_table)
+ * is printed with its value when bit i of `recorded` is set, as "name=not recorded"
+ * otherwise (a file written without that attribute: the value in `opt` is a default, not
+ * the file's). */
+void lb_task_print_recorded_options(const lb_task_options *opt, uint64_t recorded, const char *sep, FILE *out);
 
 /* Prints the tasks and, for every option, its command-line spelling, range, the
  * tasks it applies to and each task's default. */

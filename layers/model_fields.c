@@ -94,8 +94,25 @@ static lb_status parse_name(const char *label, const char *text, const char *con
     return lb_error(LB_ERR_VALUE, "%s: '%s' is not one of %s", label, text, list);
 }
 
+/* A range bound as text: whole numbers in full for the integer fields (a bound of
+ * INT64_MAX is stored as the double 2^63, one past it, and printed as INT64_MAX), the
+ * shortest form for real fields. */
+static const char *bound_text(const lb_model_field *f, double bound, char *buf, size_t size)
+{
+    if (f->type == LB_FIELD_REAL)
+        snprintf(buf, size, "%g", bound);
+    else if (bound >= 0x1p63)
+        snprintf(buf, size, "%lld", (long long)INT64_MAX);
+    else if (bound <= -0x1p63)
+        snprintf(buf, size, "%lld", (long long)INT64_MIN);
+    else
+        snprintf(buf, size, "%lld", (long long)bound);
+    return buf;
+}
+
 lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, const char *text)
 {
+    char lo[32], hi[32];
     char label[64];
     field_label(f, label, sizeof label);
     if (!cfg || !f || !text)
@@ -112,7 +129,8 @@ lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, cons
         if (!*text || isspace((unsigned char)*text) || *end || errno == ERANGE)
             return lb_error(LB_ERR_VALUE, "%s expects a whole number, got '%s'", label, text);
         if ((double)v < f->min || (double)v > f->max)
-            return lb_error(LB_ERR_VALUE, "%s must be in [%.0f, %.0f], got %lld", label, f->min, f->max, v);
+            return lb_error(LB_ERR_VALUE, "%s must be in [%s, %s], got %lld", label, bound_text(f, f->min, lo, sizeof lo),
+                            bound_text(f, f->max, hi, sizeof hi), v);
         if (f->type == LB_FIELD_INT64)
             *(int64_t *)p = v;
         else if (f->type == LB_FIELD_INT)
@@ -127,7 +145,8 @@ lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, cons
         if (!*text || isspace((unsigned char)*text) || *end || errno == ERANGE || !isfinite(v) || strpbrk(text, "xX"))
             return lb_error(LB_ERR_VALUE, "%s expects a decimal number, got '%s'", label, text);
         if (v < f->min || v > f->max)
-            return lb_error(LB_ERR_VALUE, "%s must be in [%g, %g], got %g", label, f->min, f->max, v);
+            return lb_error(LB_ERR_VALUE, "%s must be in [%s, %s], got %g", label, bound_text(f, f->min, lo, sizeof lo),
+                            bound_text(f, f->max, hi, sizeof hi), v);
         *(double *)p = v;
         return LB_OK;
     }
@@ -222,10 +241,11 @@ lb_status lb_model_config_check_ranges(const lb_model_config *cfg)
             continue;
         double v = lb_model_field_number(cfg, f);
         if (!(v >= f->min && v <= f->max)) {
-            char value[64];
+            char value[64], lo[32], hi[32];
             lb_model_field_format(cfg, f, value, sizeof value);
-            return lb_error(LB_ERR_VALUE, "model config: %s = %s must be in [%g, %g] for a %s model", f->member, value,
-                            f->min, f->max, lb_model_kind_name(cfg->kind));
+            return lb_error(LB_ERR_VALUE, "model config: %s = %s must be in [%s, %s] for a %s model", f->member, value,
+                            bound_text(f, f->min, lo, sizeof lo), bound_text(f, f->max, hi, sizeof hi),
+                            lb_model_kind_name(cfg->kind));
         }
     }
     return LB_OK;

@@ -115,8 +115,8 @@ lb_var *lb_positional_add_at(lb_graph *g, const lb_positional *p, lb_var *x, con
             lb_error(LB_ERR_VALUE, "positional (%s): event %lld of stream %lld is at position %d, outside [0, %lld)%s",
                      lb_pos_kind_name(p->kind), (long long)(i % n), (long long)(i / n), (int)positions[i],
                      (long long)(p->kind == LB_POS_LEARNED ? p->max_seq_len : INT32_MAX),
-                     p->kind == LB_POS_LEARNED ? ": learned positions (--pos learned) end at max_seq_len, the length "
-                                                 "the model was trained with"
+                     p->kind == LB_POS_LEARNED ? ": learned positions (--pos learned) end at max_seq_len, the rows "
+                                                 "of the position table"
                                                : "");
             return NULL;
         }

@@ -329,8 +329,9 @@ static lb_status chunk_check(const lb_model_state *s, const lb_model_input *in, 
                             (long long)b, (long long)s->events[b], (int)INT32_MAX);
         if (lb_model_kind_is_attention(c->kind) && c->pos == LB_POS_LEARNED && s->events[b] + valid[b] > c->max_seq_len)
             return lb_error(LB_ERR_VALUE, "model step: stream %lld would reach %lld events, but the model's learned "
-                                          "positions (--pos learned) end at max_seq_len = %lld, the length it was "
-                                          "trained with (sinusoidal, rotary or no positions have no such limit)",
+                                          "positions (--pos learned) end at max_seq_len = %lld, the rows of its "
+                                          "position table (rows past the training data's length were never "
+                                          "trained; sinusoidal, rotary or no positions have no such limit)",
                             (long long)b, (long long)(s->events[b] + valid[b]), (long long)c->max_seq_len);
         for (int64_t i = 0; i < n; i++) /* padding rows sit at the stream's last valid position */
             positions[b * n + i] = (int32_t)(s->events[b] + (i < valid[b] ? i : (valid[b] > 0 ? valid[b] - 1 : 0)));

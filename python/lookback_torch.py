@@ -22,6 +22,9 @@ out; everything else (embedding, pos_embedding, LayerNorms, LSTM, Conv1d, biases
 its layout. The full table is in docs/pytorch.md.
 """
 import math
+import os
+import stat
+import tempfile
 
 try:
     import h5py
@@ -67,6 +70,35 @@ _REAL_FIELDS = ("dropout", "forget_bias")
 KINDS = ("transformer", "local", "lstm", "conv")
 POSITIONS = ("none", "sinusoidal", "learned", "rotary")
 LENGTH_SCALES = ("none", "log-n", "scalable")
+# The accepted range of every number field: the min and max columns of lookback's field
+# list (layers/model_fields.def). tests/test_torch_roundtrip.c compares this table with the
+# library's (lb_model_fields), so the two cannot drift apart.
+FIELD_RANGES = {
+    "vocab_size": (0, 2**31 - 1),
+    "input_features": (0, 1 << 20),
+    "num_classes": (0, 2**31 - 1),
+    "max_seq_len": (1, 2**31 - 1),
+    "n_layers": (1, 64),
+    "d_model": (1, 65536),
+    "n_heads": (1, 1024),
+    "d_ff": (1, 1 << 20),
+    "window": (0, 1 << 30),
+    "causal": (0, 1),
+    "dropout": (0.0, 0.99),
+    "hidden_size": (1, 65536),
+    "forget_bias": (-100.0, 100.0),
+    "kernel_size": (1, 1024),
+    "seed": (0, 2**63 - 1),
+}
+# The fields each family uses (the families column); the others are not range-checked.
+_FAMILY_FIELDS = {
+    "max_seq_len": ("transformer", "local"), "n_heads": ("transformer", "local"), "d_ff": ("transformer", "local"),
+    "pos": ("transformer", "local"), "window": ("local",), "causal": ("transformer", "local"),
+    "length_scale": ("transformer", "local"), "dropout": ("transformer", "local"), "hidden_size": ("lstm",),
+    "forget_bias": ("lstm",), "kernel_size": ("conv",),
+}
+# Fields that only change the initial parameters: a module may differ from its config in them.
+_INIT_FIELDS = ("seed", "forget_bias")
 LAYER_NORM_EPS = 1e-5  # LB_NORM_EPS
 ROTARY_BASE = 10000.0
 
@@ -84,10 +116,23 @@ def check_config(config):
     c = dict(CONFIG_DEFAULTS)
     c.update(config)
     for k in _STRING_FIELDS:
-        c[k] = c[k].decode() if isinstance(c[k], bytes) else str(c[k])
+        if not isinstance(c[k], (str, bytes)):
+            raise ValueError(f"lookback_torch: {k} = {c[k]!r} must be a string")
+        c[k] = c[k].decode() if isinstance(c[k], bytes) else c[k]
     for k in CONFIG_DEFAULTS:
-        if k not in _STRING_FIELDS:
-            c[k] = float(c[k]) if k in _REAL_FIELDS else int(c[k])
+        if k in _STRING_FIELDS:
+            continue
+        v = c[k]
+        v = v.item() if isinstance(v, np.generic) else v
+        # numbers only: "16" or True is not a width (lookback reads numbers, not text)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"lookback_torch: {k} = {c[k]!r} must be a number, not {type(c[k]).__name__}")
+        if k in _REAL_FIELDS:
+            c[k] = float(v)
+        else:
+            if isinstance(v, float) and not v.is_integer():
+                raise ValueError(f"lookback_torch: {k} = {v!r} must be a whole number")
+            c[k] = int(v)
     if c["kind"] not in KINDS:
         raise ValueError(f"lookback_torch: kind = {c['kind']!r} is not one of {KINDS}")
     if c["pos"] not in POSITIONS:
@@ -104,6 +149,12 @@ def check_config(config):
         raise ValueError(f"lookback_torch: d_model = {c['d_model']} is not divisible by n_heads = {c['n_heads']}")
     if c["kind"] == "local" and c["window"] < 1:
         raise ValueError(f"lookback_torch: window = {c['window']} must be >= 1 for local attention")
+    for k, (lo, hi) in FIELD_RANGES.items():
+        if c["kind"] in _FAMILY_FIELDS.get(k, KINDS) and not lo <= c[k] <= hi:
+            raise ValueError(f"lookback_torch: {k} = {c[k]} must be in [{lo}, {hi}] for a {c['kind']} model")
+    if c["kind"] in ("transformer", "local") and c["pos"] == "rotary" and (c["d_model"] // c["n_heads"]) % 2 != 0:
+        raise ValueError(f"lookback_torch: rotary positions need an even head width; d_model / n_heads = "
+                         f"{c['d_model']} / {c['n_heads']} = {c['d_model'] // c['n_heads']}")
     return c
 
 
@@ -273,6 +324,12 @@ class LookbackModel(nn.Module):
         b, t = x.shape[0], x.shape[1]
         if lengths is not None:
             lengths = torch.as_tensor(lengths).long()
+            if tuple(lengths.shape) != (b,):
+                raise ValueError(f"LookbackModel: lengths has shape {tuple(lengths.shape)}, expected ({b},)")
+            bad = ((lengths < 1) | (lengths > t)).nonzero()
+            if len(bad) > 0:  # lookback refuses them too (an empty sequence has no last position)
+                i = int(bad[0])
+                raise ValueError(f"LookbackModel: lengths[{i}] = {int(lengths[i])} is outside [1, seq_len = {t}]")
         if c["kind"] in ("transformer", "local"):
             if c["pos"] == "sinusoidal":
                 x = x + sinusoidal_table(t, c["d_model"], x.dtype)
@@ -333,6 +390,81 @@ def parameter_map(config):
     return rows
 
 
+def parameter_shapes(config):
+    """{state_dict name: shape in PyTorch's layout} of a module of model config `config`."""
+    c = check_config(config)
+    d, shapes = c["d_model"], {}
+    if c["vocab_size"] > 0:
+        shapes["embedding.weight"] = (c["vocab_size"], d)
+    else:
+        shapes["input.weight"], shapes["input.bias"] = (d, c["input_features"]), (d,)
+    width = d
+    if c["kind"] in ("transformer", "local"):
+        if c["pos"] == "learned":
+            shapes["pos_embedding"] = (c["max_seq_len"], d)
+        for i in range(c["n_layers"]):
+            p = f"blocks.{i}"
+            for name in ("ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias", "ffn.fc2.bias"):
+                shapes[f"{p}.{name}"] = (d,)
+            for w in ("w_q", "w_k", "w_v", "w_o"):
+                shapes[f"{p}.attn.{w}.weight"] = (d, d)
+            if c["length_scale"] == "scalable":
+                shapes[f"{p}.attn.softmax_scale"] = (c["n_heads"],)
+            shapes[f"{p}.ffn.fc1.weight"], shapes[f"{p}.ffn.fc1.bias"] = (c["d_ff"], d), (c["d_ff"],)
+            shapes[f"{p}.ffn.fc2.weight"] = (d, c["d_ff"])
+        shapes["ln_f.weight"], shapes["ln_f.bias"] = (d,), (d,)
+    elif c["kind"] == "lstm":
+        h = c["hidden_size"]
+        for k in range(c["n_layers"]):
+            shapes[f"lstm.weight_ih_l{k}"] = (4 * h, d if k == 0 else h)
+            shapes[f"lstm.weight_hh_l{k}"] = (4 * h, h)
+            shapes[f"lstm.bias_ih_l{k}"] = shapes[f"lstm.bias_hh_l{k}"] = (4 * h,)
+        width = h
+    else:
+        for i in range(c["n_layers"]):
+            shapes[f"conv.{i}.weight"], shapes[f"conv.{i}.bias"] = (d, d, c["kernel_size"]), (d,)
+    out = max(c["num_classes"], 1)
+    shapes["head.weight"], shapes["head.bias"] = (out, width), (out,)
+    return shapes
+
+
+def check_module(module, config):
+    """Refuses (ValueError) a module that `config` does not describe: a parameter missing,
+    of another shape, or left over (e.g. a third block for n_layers = 2); a LookbackModel
+    whose own config differs in a field that changes the computation (n_heads, pos, causal,
+    window, ...); an attention layer with another head count, position or length scaling.
+    Returns the complete config."""
+    c = check_config(config)
+    state = module.state_dict()
+    want = parameter_shapes(c)
+    for name, shape in want.items():
+        if name not in state:
+            raise ValueError(f"save: the module has no parameter '{name}', which the config needs "
+                             f"({c['kind']}, n_layers = {c['n_layers']})")
+        if tuple(state[name].shape) != shape:
+            raise ValueError(f"save: the module's '{name}' has shape {tuple(state[name].shape)}, but the config "
+                             f"describes {shape}: the config is not the module's")
+    extra = [name for name in state if name not in want and not name.endswith("_tracked")]
+    if extra:
+        raise ValueError(f"save: the module has parameters the config does not describe ({', '.join(extra[:4])}"
+                         f"{', ...' if len(extra) > 4 else ''}): the config is not the module's")
+    own = getattr(module, "config", None)
+    if isinstance(own, dict):
+        own = check_config(own)
+        for k in CONFIG_DEFAULTS:
+            if k not in _INIT_FIELDS and own[k] != c[k]:
+                raise ValueError(f"save: config {k} = {c[k]!r}, but the module was built with {k} = {own[k]!r}: "
+                                 f"the checkpoint would evaluate as another model")
+    for sub in module.modules():
+        if isinstance(sub, Attention):
+            scale = sub.length_scale
+            if sub.n_heads != c["n_heads"] or sub.rotary != (c["pos"] == "rotary") or scale != c["length_scale"]:
+                raise ValueError(f"save: an attention layer of the module has n_heads = {sub.n_heads}, rotary = "
+                                 f"{sub.rotary}, length_scale = {scale!r}, but the config says n_heads = "
+                                 f"{c['n_heads']}, pos = {c['pos']!r}, length_scale = {c['length_scale']!r}")
+    return c
+
+
 def read_config(path):
     """The model config stored in a lookback checkpoint, as a dict."""
     with h5py.File(path, "r") as f:
@@ -359,9 +491,12 @@ def _read_config(f, path):
 
 
 def load(path):
-    """A LookbackModel (eval mode) with the weights of lookback checkpoint `path`."""
+    """A LookbackModel (eval mode) with the weights of lookback checkpoint `path`; its
+    data_task attribute is the checkpoint's (the task of the data it was trained on, or
+    None), which save() writes back."""
     with h5py.File(path, "r") as f:
         config = _read_config(f, path)
+        data_task = f.attrs.get("data_task")
         model = LookbackModel(config)
         state = model.state_dict()
         params = f["params"]
@@ -376,43 +511,87 @@ def load(path):
                                  f"expected {tuple(state[torch_name].t().shape if transposed else state[torch_name].shape)}")
             state[torch_name] = value.to(state[torch_name].dtype).contiguous()
         model.load_state_dict(state)
+    model.data_task = data_task.decode() if isinstance(data_task, bytes) else data_task
     return model.eval()
 
 
-def save(module, config, path):
+def _check_target(path, overwrite):
+    """Refuses a target that is not a regular file (a device such as /dev/null, a FIFO, a
+    folder), and an existing file unless overwrite."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
+        raise ValueError(f"save: {path} is {kind}; a checkpoint is written to a regular file only")
+    if not overwrite:
+        raise FileExistsError(f"save: {path} already exists; pass overwrite=True to replace it")
+
+
+def save(module, config, path, overwrite=False, data_task=None):
     """Writes `module`'s weights as a lookback checkpoint of model config `config`.
 
     config: the module's config dict (module.config for a LookbackModel; fields left out
-    take lookback's transformer defaults). The module's state_dict must hold the names
-    of parameter_map(config) (a LookbackModel, or any module using the same names).
+    take lookback's transformer defaults). It must describe the module: every parameter of
+    parameter_map(config) present with its shape, none left over, and for a LookbackModel
+    (or any module built from this file's Attention) the same heads, positions and length
+    scaling (check_module); otherwise ValueError, and nothing is written. Numbers must be
+    numbers in lookback's ranges (FIELD_RANGES); rotary positions need an even head width.
+    path: a new file, or with overwrite=True an existing regular file; never a device, FIFO
+    or folder. The file is written beside it and renamed into place, so a failure leaves
+    no partial checkpoint. data_task: the task of the data the weights were trained on
+    (default: module.data_task, set by load()); `lookback eval` then refuses data of
+    another task, as with checkpoints lookback wrote.
     Parameters are stored in the config's dtype. The file holds the model and step 0,
     with no optimizer state: lookback starts a new run from it with
     `lookback train --init-from path` and evaluates it with `lookback eval`."""
-    c = check_config(config)
+    c = check_module(module, config)
+    _check_target(path, overwrite)
+    if data_task is None:
+        data_task = getattr(module, "data_task", None)
+    if data_task is not None and not isinstance(data_task, str):
+        raise ValueError(f"save: data_task = {data_task!r} must be a task name (a string)")
     state = module.state_dict()
     np_dtype = np.float64 if c["dtype"] == "float64" else np.float32
-    with h5py.File(path, "w") as f:
-        f.attrs["format"] = FORMAT
-        f.attrs["format_version"] = np.int64(FORMAT_VERSION)
-        f.attrs["step"] = np.int64(0)
-        f.attrs["elapsed_seconds"] = np.float64(0.0)
-        for key, value in c.items():
-            if key in _STRING_FIELDS:
-                f.attrs["model." + key] = value
-            elif key in _REAL_FIELDS:
-                f.attrs["model." + key] = np.float64(value)
-            elif key == "seed":
-                f.attrs["model." + key] = np.uint64(value)
-            else:
-                f.attrs["model." + key] = np.int64(value)
-        params = f.create_group("params")
-        for lb_name, torch_name, transposed in parameter_map(c):
-            if torch_name not in state:
-                raise ValueError(f"save: the module has no parameter '{torch_name}' (lookback's {lb_name})")
-            value = state[torch_name].detach().cpu()
-            if transposed:
-                value = value.t()
-            value = value.contiguous().numpy().astype(np_dtype)
-            if not np.all(np.isfinite(value)):
-                raise ValueError(f"save: parameter '{torch_name}' holds NaN or infinite values")
-            params.create_dataset(lb_name, data=value)
+    values = []
+    for lb_name, torch_name, transposed in parameter_map(c):
+        value = state[torch_name].detach().cpu()
+        if transposed:
+            value = value.t()
+        value = value.contiguous().numpy().astype(np_dtype)
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"save: parameter '{torch_name}' holds NaN or infinite values")
+        values.append((lb_name, value))
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    os.close(fd)
+    try:
+        mask = os.umask(0)  # mkstemp made it private; a checkpoint gets the usual permissions
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        with h5py.File(tmp, "w") as f:
+            f.attrs["format"] = FORMAT
+            f.attrs["format_version"] = np.int64(FORMAT_VERSION)
+            f.attrs["step"] = np.int64(0)
+            f.attrs["elapsed_seconds"] = np.float64(0.0)
+            if data_task is not None:
+                f.attrs["data_task"] = data_task
+            for key, value in c.items():
+                if key in _STRING_FIELDS:
+                    f.attrs["model." + key] = value
+                elif key in _REAL_FIELDS:
+                    f.attrs["model." + key] = np.float64(value)
+                elif key == "seed":
+                    f.attrs["model." + key] = np.uint64(value)
+                else:
+                    f.attrs["model." + key] = np.int64(value)
+            params = f.create_group("params")
+            for lb_name, value in values:
+                params.create_dataset(lb_name, data=value)
+        _check_target(path, overwrite)  # nothing appeared there meanwhile
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

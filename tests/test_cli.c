@@ -588,6 +588,40 @@ static int draw_all(const char *prefix)
     return ok;
 }
 
+/* `text` as PLplot's SVG device writes it: each character a hexadecimal reference. */
+static int svg_has_text(const char *svg, const char *text)
+{
+    char coded[512] = "";
+    for (size_t i = 0; text[i] && strlen(coded) + 8 < sizeof coded; i++)
+        snprintf(coded + strlen(coded), sizeof coded - strlen(coded), "&#x%x;", (unsigned char)text[i]);
+    return contains(svg, coded) || contains(svg, text);
+}
+
+/* The attention plot's dashed line at the marked key is named in a legend (the demo's
+ * "clue position"), not left unlabelled; the SVG device keeps the text. */
+static void test_attention_plot_mark_labelled(void)
+{
+    setenv("LOOKBACK_PLOT_DEVICE", "svg", 1);
+    if (!lb_plot_device()) {
+        unsetenv("LOOKBACK_PLOT_DEVICE");
+        return;
+    }
+    float w[64];
+    for (int k = 0; k < 64; k++)
+        w[k] = 0.2f / 64;
+    w[17] = 0.8f;
+    CU_ASSERT_EQUAL_FATAL(lb_plot_attention_marked(path_in("marked.png"), "t", w, 64, 17, "clue position"), LB_OK);
+    char *svg = read_all(lb_plot_last_path(), NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(svg);
+    CU_ASSERT_TRUE(svg_has_text(svg, "clue position"));
+    free(svg);
+    CU_ASSERT_EQUAL_FATAL(lb_plot_attention(path_in("plain.png"), "t", w, 64, 17), LB_OK);
+    svg = read_all(lb_plot_last_path(), NULL);
+    CU_ASSERT_TRUE(svg && svg_has_text(svg, "marked key"));
+    free(svg);
+    unsetenv("LOOKBACK_PLOT_DEVICE");
+}
+
 static void test_plots(void)
 {
     unsetenv("LOOKBACK_PLOT_DEVICE");
@@ -690,6 +724,7 @@ int main(void)
         {"gradcheck: usage errors (exit 2)", test_gradcheck_usage_errors},
 #ifdef LB_TEST_PLOTS
         {"plots: PNG files, SVG fallback", test_plots},
+        {"plots: the attention plot names its marked line in a legend", test_attention_plot_mark_labelled},
         {"plots: bad input is an error, files kept", test_plot_errors},
 #endif
         {NULL, NULL},

@@ -106,6 +106,87 @@ static void test_error_on_one_rank_ends_all(void)
     run_free(&r);
 }
 
+/* Ranks reading different data (another seed; another seq_len) are refused before any
+ * step, naming the ranks and what differs; the run folder is left empty. Before, they
+ * trained together and exited 0, and config.json recorded rank 0's checksum only. */
+static void test_ranks_must_read_the_same_data(void)
+{
+    static const char *const seq_len[2] = {"24", "32"};
+    for (int k = 0; k < 2; k++) {
+        char other[512], dir[512];
+        snprintf(other, sizeof other, "%s", path_in(k == 0 ? "recall-seed2.h5" : "recall-t32.h5"));
+        const char *data[] = {"data", "--task", "recall", "--seq-len", seq_len[k], "--pairs", "4", "--key-vocab", "16",
+                              "--value-vocab", "16", "--train", "512", "--val", "32", "--test", "16", "--seed",
+                              k == 0 ? "2" : "1", "-o", other, "--quiet", NULL};
+        run_result r = run(data);
+        EXPECT(r.code == 0, r);
+        run_free(&r);
+        snprintf(dir, sizeof dir, "%s", path_in(k == 0 ? "differ-seed" : "differ-len"));
+        const char *args[] = {MPIRUN, "-np", "1", LB_LOOKBACK_BIN, TRAIN_OPTIONS, "--steps", "4", "--out", dir, ":",
+                              "-np", "1", LB_LOOKBACK_BIN, "train", "--data", other, "--layers", "1", "--d-model", "16",
+                              "--heads", "2", "--d-ff", "32", "--batch", "8", "--lr", "3e-3", "--schedule", "constant",
+                              "--warmup", "2", "--threads", "1", "--eval-every", "3", "--eval-examples", "0", "--quiet",
+                              "--steps", "4", "--out", dir, NULL};
+        r = finish_program(start_program(args), 120);
+        EXPECT(r.code != 0 && contains(r.err, "the ranks disagree on the data file's") && contains(r.err, "rank 1 has") &&
+                   contains(r.err, "every rank must read the same data file"),
+               r);
+        run_free(&r);
+        char path[600];
+        snprintf(path, sizeof path, "%s/checkpoint.h5", dir);
+        CU_ASSERT_FALSE(exists(path));
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        CU_ASSERT_FALSE(exists(path));
+    }
+}
+
+/* Under mpirun a usage error is one line and exit 2, without MPI_Abort's banner (before:
+ * exit 1 or 2 with the banner); the commands that are not distributed run on rank 0
+ * only: one table from eval, one file from data and predict, one JSON from gradcheck. */
+static void test_usage_errors_and_rank0_commands(void)
+{
+    const char *bogus[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, TRAIN_OPTIONS, "--steps", "2", "--bogus", "1",
+                           "--out", path_in("bogus"), NULL};
+    run_result r = finish_program(start_program(bogus), 120);
+    EXPECT(r.code == 2 && count_occurrences(r.err, "lookback train:") == 1 && contains(r.err, "unknown option '--bogus'") &&
+               !contains(r.err, "MPI_ABORT"),
+           r);
+    run_free(&r);
+    const char *empty[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, "study", "--tasks", "", NULL};
+    r = finish_program(start_program(empty), 120);
+    EXPECT(r.code == 2 && count_occurrences(r.err, "lookback study:") == 1 && !contains(r.err, "MPI_ABORT"), r);
+    run_free(&r);
+    const char *usage_eval[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, "eval", "--bins", "99", NULL};
+    r = finish_program(start_program(usage_eval), 120);
+    EXPECT(r.code == 2 && count_occurrences(r.err, "lookback eval:") == 1, r);
+    run_free(&r);
+
+    char dir[512], ck[600], out[512], data[512];
+    snprintf(dir, sizeof dir, "%s", path_in("rank0"));
+    const char *train[] = {TRAIN_OPTIONS, "--steps", "2", "--out", dir, NULL};
+    r = run(train);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    const char *eval[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, "eval", "--checkpoint", ck, "--data", recall_file(),
+                          "--threads", "1", NULL};
+    r = finish_program(start_program(eval), 120);
+    EXPECT(r.code == 0 && count_occurrences(r.out, "loss ") == 1 && count_occurrences(r.out, "(test split") == 1, r);
+    run_free(&r);
+    snprintf(out, sizeof out, "%s", path_in("rank0-pred.h5"));
+    const char *predict[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, "predict", "--checkpoint", ck, "--data",
+                             recall_file(), "--threads", "1", "-o", out, NULL};
+    r = finish_program(start_program(predict), 120);
+    EXPECT(r.code == 0 && r.err && !contains(r.err, "exists") && exists(out), r);
+    run_free(&r);
+    snprintf(data, sizeof data, "%s", path_in("rank0-data.h5"));
+    const char *gen[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, "data", "--task", "spike", "--seq-len", "16", "--train",
+                         "8", "--val", "4", "--test", "4", "-o", data, NULL};
+    r = finish_program(start_program(gen), 120);
+    EXPECT(r.code == 0 && count_occurrences(r.err, "wrote ") + count_occurrences(r.out, "wrote ") == 1 && exists(data), r);
+    run_free(&r);
+}
+
 /* The pid of rank `rank` among mpirun's children (Open MPI starts local ranks itself). */
 static pid_t find_rank(pid_t mpirun, int rank)
 {
@@ -312,6 +393,9 @@ int main(void)
 #ifdef LB_MPIEXEC
         {"mpirun -np 2 lookback train equals one process", test_two_processes_equal_one},
         {"an error on one rank ends every rank, naming it", test_error_on_one_rank_ends_all},
+        {"ranks reading different data are refused, naming the ranks", test_ranks_must_read_the_same_data},
+        {"under mpirun: usage errors exit 2 in one line; eval, predict, data on rank 0 only",
+         test_usage_errors_and_rank0_commands},
         {"kill -9 of one rank ends every rank, naming it", test_killed_rank_ends_all},
         {"Ctrl-C saves one checkpoint; resume continues the global batches", test_interrupt_saves_one_checkpoint},
         {"compare under mpirun: models spread over ranks, one report", test_compare_spreads_models},

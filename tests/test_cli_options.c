@@ -175,9 +175,11 @@ static void test_unused_options_refused(void)
          "--window does not apply to --model transformer (only --model local uses it); drop it"},
         {{"--window", "8", NULL}, "--window does not apply to --model transformer"},
         {{"--model", "lstm", "--heads", "2", NULL},
-         "--heads does not apply to --model lstm (only --model transformer and --model local uses it)"},
+         "--heads does not apply to --model lstm (only --model transformer and --model local use it)"},
         {{"--model", "conv", "--hidden", "8", NULL}, "--hidden does not apply to --model conv (only --model lstm"},
         {{"--momentum", "0.9", NULL}, "--momentum does not apply to --optim adamw (only --optim sgd uses it)"},
+        {{"--beta1", "0.5", "--optim", "sgd", NULL},
+         "--beta1 does not apply to --optim sgd (only --optim adam and adamw use it)"},
         {{"--optim", "sgd", "--beta2", "0.9", NULL}, "--beta2 does not apply to --optim sgd"},
         {{"--schedule", "constant", "--min-lr-ratio", "0.5", NULL}, "--min-lr-ratio does not apply to --schedule constant"},
         {{"--gamma", "0.5", NULL}, "--gamma does not apply to --schedule cosine (only --schedule step uses it)"},
@@ -197,6 +199,70 @@ static void test_unused_options_refused(void)
     run_result r = train_into(dir, ok);
     EXPECT(r.code == 0, r);
     run_free(&r);
+}
+
+/* Ranges are printed with their true ends (INT64_MAX, not the double 2^63 one past it);
+ * an empty value says the option is empty, and names no file only for a path option;
+ * an option that does not apply without another is refused, not ignored. */
+static void test_usage_messages(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("messages"));
+    const char *seed[] = {"--model-seed", "-3", NULL};
+    run_result r = train_into(dir, seed);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") &&
+               contains(r.err, "--model-seed must be in [0, 9223372036854775807], got -3"),
+           r);
+    run_free(&r);
+    const char *big[] = {"--layers", "65", NULL};
+    r = train_into(dir, big);
+    EXPECT(r.code == 2 && contains(r.err, "--layers must be in [1, 64], got 65"), r);
+    run_free(&r);
+    const char *tasks[] = {"study", "--tasks", "", NULL};
+    r = run(tasks);
+    EXPECT(r.code == 2 && one_error_line(&r, "study") && contains(r.err, "--tasks needs a value, got an empty string") &&
+               !contains(r.err, "path"),
+           r);
+    run_free(&r);
+    const char *out[] = {"train", "--data", spike64(), "--out", "", NULL};
+    r = run(out);
+    EXPECT(r.code == 2 && contains(r.err, "--out needs a value, got an empty string (an empty path names no file)"), r);
+    run_free(&r);
+    /* A checkpoint to evaluate. */
+    const char *steps[] = {"--steps", "1", "--quiet", NULL};
+    r = train_into(dir, steps);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    const char *examples[] = {"eval", "--checkpoint", ck, "--data", spike64(), "--attention-examples", "3", NULL};
+    r = run(examples);
+    EXPECT(r.code == 2 && one_error_line(&r, "eval") &&
+               contains(r.err, "--attention-examples does not apply without --attention-out") && r.out[0] == '\0',
+           r);
+    run_free(&r);
+}
+
+/* A file without validation examples: the run says at its start that it will not
+ * validate nor write best.h5 (before: silence, then "done" without them). */
+static void test_empty_validation_split_said(void)
+{
+    static const char *const options[] = {"--task", "spike", "--seq-len", "32", "--train", "16", "--val", "0",
+                                          "--test", "4", NULL};
+    const char *data = make_data("noval.h5", options);
+    char dir[512], best[600];
+    snprintf(dir, sizeof dir, "%s", path_in("noval-run"));
+    const char *args[] = {"train", "--data", data, "--d-model", "8", "--batch", "4", "--steps", "2", "--warmup", "0",
+                          "--out", dir, NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 0 && count_lines(r.err) >= 2 &&
+               contains(r.err, "has no validation examples (its val split is empty): the run will not validate and "
+                               "writes no best.h5") &&
+               strstr(r.err, "no validation examples") < strstr(r.err, "training transformer"),
+           r);
+    run_free(&r);
+    snprintf(best, sizeof best, "%s/best.h5", dir);
+    CU_ASSERT_FALSE(exists(best));
 }
 
 /* Two options that set the same thing: refused, whichever way they are given. */
@@ -652,6 +718,8 @@ int main(void)
         {"gradcheck's model options come from the field list", test_gradcheck_options_from_the_list},
         {"options the model, optimizer or schedule do not use are refused", test_unused_options_refused},
         {"options given twice, or two setting one thing, are refused", test_duplicate_options_refused},
+        {"ranges, empty values and options that do not apply: the messages", test_usage_messages},
+        {"an empty validation split is said at the start", test_empty_validation_split_said},
         {"messages name options as typed; contradictions exit 2", test_messages_name_options},
         {"--config follows the command line's rules, also on --resume", test_config_file_same_rules},
         {"a warm-up longer than the run and a spent time budget are said", test_warmup_and_spent_budget},

@@ -328,6 +328,123 @@ static void test_stream_options_and_bad_input(void)
     run_free(&r);
 }
 
+/* Every byte of the input is accounted for: a NUL byte inside a line is a bad token
+ * named by its column (skipped, or the end with --strict), and the ids after it on the
+ * same line are still read. */
+static void test_stream_nul_bytes(void)
+{
+    const char *ck = checkpoint("transformer", "rotary");
+    char tokens[512];
+    snprintf(tokens, sizeof tokens, "%s", path_in("tokens_nul.txt"));
+    static const char text[] = "1 2\0" "3 4\n5\n"; /* 5 ids and a NUL at line 1, column 4 */
+    CU_ASSERT_TRUE(write_all(tokens, text, sizeof text - 1));
+    const char *args[] = {"stream", "--checkpoint", ck, "--input", tokens, NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 0 && count_lines(r.out) == 5 && contains(r.out, "event 5: class ") &&
+               contains(r.err, "line 1, column 4: a NUL byte is not a token id; skipped") &&
+               contains(r.err, "5 events, 1 bad ids skipped"),
+           r);
+    run_free(&r);
+    const char *strict[] = {"stream", "--checkpoint", ck, "--input", tokens, "--strict", NULL};
+    r = run(strict);
+    EXPECT(r.code == 1 && count_lines(r.out) == 2 && one_error_line(&r, "stream") &&
+               contains(r.err, "line 1, column 4: a NUL byte") && !contains(r.err, "skipped"),
+           r);
+    run_free(&r);
+}
+
+/* A model with learned positions streams up to its position table's rows (1024 here, the
+ * default, though it was trained on 40 events); past them the error says what the limit
+ * is, not that it is the training length. */
+static void test_stream_learned_positions_limit(void)
+{
+    const char *ck = checkpoint("transformer", "learned");
+    char tokens[512];
+    snprintf(tokens, sizeof tokens, "%s", path_in("tokens_long.txt"));
+    FILE *f = fopen(tokens, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < 1025; i++)
+        fprintf(f, "%d\n", 1 + i % 8);
+    fclose(f);
+    const char *args[] = {"stream", "--checkpoint", ck, "--input", tokens, "--every", "1025", NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 1 && one_error_line(&r, "stream") && contains(r.err, "line 1025") &&
+               contains(r.err, "max_seq_len = 1024, the rows of its position table") &&
+               !contains(r.err, "the length it was trained with"),
+           r);
+    run_free(&r);
+}
+
+/* Sets every target of every split of an HDF5 data file to -100 (the ignore index). */
+static void ignore_every_target(const char *path)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    const char *sets[] = {"/train/targets", "/val/targets", "/test/targets"};
+    for (int i = 0; i < 3; i++) {
+        hid_t d = H5Dopen2(f, sets[i], H5P_DEFAULT);
+        CU_ASSERT_FATAL(d >= 0);
+        hid_t sp = H5Dget_space(d);
+        hssize_t n = H5Sget_simple_extent_npoints(sp);
+        int32_t *v = malloc((size_t)n * sizeof *v);
+        for (hssize_t k = 0; k < n; k++)
+            v[k] = -100;
+        CU_ASSERT(H5Dwrite(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+        free(v);
+        H5Sclose(sp);
+        H5Dclose(d);
+    }
+    H5Fclose(f);
+}
+
+/* A file with no scored target (every target -100) is an error before any work: train
+ * creates no run folder, eval prints no table (before: "done", exit 0, loss 0.0000),
+ * compare trains nothing and creates no report folder. */
+static void test_no_scored_target(void)
+{
+    const char *ck = checkpoint("transformer", "rotary");
+    char ignored[512], cmd[1200];
+    snprintf(ignored, sizeof ignored, "%s", path_in("ignored.h5"));
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", spike_file(), ignored);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    ignore_every_target(ignored);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("ignored-run"));
+    const char *train[] = {"train", "--data", ignored, "--d-model", "8", "--steps", "2", "--batch", "8",
+                           "--out", dir, NULL};
+    run_result r = run(train);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") &&
+               contains(r.err, "the train split has no scored target (all 64 targets of its 64 examples are -100") &&
+               !contains(r.err, "done"),
+           r);
+    run_free(&r);
+    CU_ASSERT_NOT_EQUAL(access(dir, F_OK), 0);
+    const char *eval[] = {"eval", "--checkpoint", ck, "--data", ignored, NULL};
+    r = run(eval);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") && r.out[0] == '\0' &&
+               contains(r.err, "the test split has no scored target"),
+           r);
+    run_free(&r);
+    const char *json[] = {"eval", "--checkpoint", ck, "--data", ignored, "--split", "val", "--json", NULL};
+    r = run(json);
+    EXPECT(r.code == 1 && r.out[0] == '\0' && contains(r.err, "the val split has no scored target"), r);
+    run_free(&r);
+    /* compare: as its training file or as an evaluation file, refused before any model is trained. */
+    for (int k = 0; k < 2; k++) {
+        char out[512];
+        snprintf(out, sizeof out, "%s-%d", path_in("ignored-compare"), k);
+        const char *compare[] = {"compare", "--train", k == 0 ? ignored : spike_file(), "--models", "a=lstm", "--eval",
+                                 k == 0 ? spike_file() : ignored, "--budget", "0", "--steps", "1", "--d-model", "8",
+                                 "--quiet", "--out", out, NULL};
+        r = run(compare);
+        EXPECT(r.code == 1 && one_error_line(&r, "compare") &&
+                   contains(r.err, k == 0 ? "the train split has no scored target" : "the test split has no scored target"),
+               r);
+        run_free(&r);
+        CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
+    }
+}
+
 /* An input that is a folder is named as such; --max-context is refused (not ignored) for
  * a model without an attention cache, by stream and by predict --incremental, which
  * then writes nothing. */
@@ -369,6 +486,9 @@ int main(void)
         {"predict usage errors, no overwrite without --force", test_predict_usage},
         {"stream's last line equals predict's answer (--json)", test_stream_matches_predict},
         {"stream --every, bad ids by line and column, --strict", test_stream_options_and_bad_input},
+        {"stream: a NUL byte is a bad token, the rest of its line is read", test_stream_nul_bytes},
+        {"stream: learned positions end at the table's rows, said so", test_stream_learned_positions_limit},
+        {"no scored target: train and eval refuse before any work", test_no_scored_target},
         {"stream: a folder as input; --max-context needs an attention model (stream, predict)",
          test_stream_inputs_and_options_that_do_not_apply},
         {NULL, NULL},

@@ -267,7 +267,11 @@ static void test_reads_foreign_writer(void)
     FILE *out = open_memstream(&text, &size);
     CU_ASSERT_EQUAL(lb_dataset_print_info(ds, out), LB_OK);
     fclose(out);
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "defaults shown"));
+    /* The options the file does not record are said to be missing, not shown with defaults. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "window=not recorded"));
+    CU_ASSERT_PTR_NULL(strstr(text, "window=3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "seq_len=4"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "seed=3"));
     free(text);
     lb_dataset_close(ds);
     remove(path);

@@ -252,6 +252,38 @@ static void test_bad_setups(void)
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_STATE);
     CU_ASSERT_TRUE(lb_test_error_has("the ranks disagree on the training options"));
     replica_free(&r);
+    /* Rank 1 reads another file: the same task and seq_len, 48 validation examples, not 40. */
+    char mine[320], other[320];
+    snprintf(mine, sizeof mine, "%s", data_path);
+    snprintf(other, sizeof other, "%s/recall-val48.h5", paths.dir);
+    if (lb_dist_rank() == 0) {
+        lb_task_options o;
+        lb_task_options_default(LB_TASK_RECALL, &o);
+        o.seq_len = 24;
+        o.pairs = 4;
+        o.queries = 3;
+        o.key_vocab = 16;
+        o.value_vocab = 16;
+        o.noise_types = 4;
+        o.n_train = 256;
+        o.n_val = 48;
+        o.n_test = 16;
+        o.seed = 11;
+        CU_ASSERT_EQUAL(lb_task_generate(&o, other, NULL, NULL), LB_OK);
+    }
+    CU_ASSERT_EQUAL(lb_dist_barrier(), LB_OK);
+    if (lb_dist_rank() == 1)
+        snprintf(data_path, sizeof data_path, "%s", other);
+    CU_ASSERT_FALSE(replica_with(&r, 1, 1, 0, B, 9));
+    CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_STATE);
+    CU_ASSERT_TRUE(lb_test_error_has("the ranks disagree on the data file's val examples"));
+    CU_ASSERT_TRUE(lb_test_error_has("rank 0 has 40, rank 1 has 48"));
+    replica_free(&r);
+    snprintf(data_path, sizeof data_path, "%s", mine);
+    /* Any value, by lb_dist_check_same. */
+    CU_ASSERT_EQUAL(lb_dist_check_same(7, "seven"), LB_OK);
+    CU_ASSERT_EQUAL(lb_dist_check_same(7 + lb_dist_rank(), "a count"), LB_ERR_STATE);
+    CU_ASSERT_TRUE(lb_test_error_has("the ranks disagree on a count: rank 0 has 7, rank 1 has 8"));
 }
 
 /* Whole items spread over ranks come back to every rank. */
@@ -286,7 +318,7 @@ int main(void)
         {"2 ranks x 2 micro-batches equal 1 process", test_equivalence_micro_batches},
         {"resume with the same or another number of ranks", test_resume_with_other_rank_count},
         {"divergence caught, naming step and rank", test_divergence_is_caught},
-        {"batch not divisible, options differ", test_bad_setups},
+        {"batch not divisible, options or data differ", test_bad_setups},
         {"whole items gathered from their ranks", test_gather_items},
         {NULL, NULL},
     };

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli_support.h"
+#include "layers/model.h"
 #include "train/trainer.h"
 
 #ifndef LB_SOURCE_DIR
@@ -281,6 +282,98 @@ static void test_one_step_matches(void)
     }
 }
 
+/* lookback_torch.save refuses what it cannot write faithfully (see torch_roundtrip.py
+ * refusals): a config that is not the module's (before: n_heads = 4 saved for a 2-head
+ * module evaluated silently as another model), a data file or /dev/null as the target
+ * (before: overwritten), strings and out-of-range numbers, rotary with an odd head width,
+ * lengths of 0. The data file is untouched; a checkpoint loaded and saved again keeps
+ * its data_task, so `lookback eval` still refuses data of another task. */
+static void test_save_refusals(void)
+{
+    int c = 3; /* transformer-rotary on recall: 2 heads of width 8 */
+    CU_ASSERT_STRING_EQUAL_FATAL(cases[c].name, "transformer-rotary");
+    char ck[600], data_copy[600], folder[600], saved[700], twice[700];
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", case_path(c, "run"));
+    snprintf(data_copy, sizeof data_copy, "%s", path_in("data-copy.h5"));
+    snprintf(folder, sizeof folder, "%s", path_in("refusals"));
+    mkdir(folder, 0777);
+    size_t size = 0, size_after = 0;
+    char *before = read_all(data_file("recall"), &size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+    CU_ASSERT_TRUE_FATAL(write_all(data_copy, before, size));
+    const char *args[] = {script, "refusals", ck, data_copy, folder, NULL};
+    run_result r = run_program(python, args);
+    static const char *const refused[] = {"refused n_heads: save: config n_heads = 4, but the module was built with "
+                                          "n_heads = 2",
+                                          "refused n_layers:", "refused d_model:", "refused causal:",
+                                          "refused attention heads:", "refused existing file:", "already exists",
+                                          "refused device: save: /dev/null is not a regular file",
+                                          "refused folder:", "refused string number:", "refused bool number:",
+                                          "refused fraction:", "refused range:", "refused dropout range:",
+                                          "refused odd head width: lookback_torch: rotary positions need an even "
+                                          "head width",
+                                          "refused length 0: LookbackModel: lengths[1] = 0 is outside [1, seq_len = 5]",
+                                          "refused length past T:", "data_task recall (loaded: recall)",
+                                          "refused second save:", "overwrite=True: saved"};
+    int all = r.code == 0 && !contains(r.out, "ACCEPTED");
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        all = all && contains(r.out, refused[i]);
+    EXPECT(all, r);
+    run_free(&r);
+    char *after = read_all(data_copy, &size_after);
+    CU_ASSERT_TRUE(after && size_after == size && memcmp(before, after, size) == 0);
+    free(before);
+    free(after);
+    struct stat sb;
+    CU_ASSERT_TRUE(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+    CU_ASSERT_NOT_EQUAL(access(path_in("refusals/refused.h5"), F_OK), 0);
+    /* The saved checkpoint evaluates as the original; its task is kept. */
+    snprintf(saved, sizeof saved, "%s/saved.h5", folder);
+    snprintf(twice, sizeof twice, "%s/overwritten.h5", folder);
+    const char *eval_saved[] = {"eval", "--checkpoint", saved, "--data", data_file("recall"), NULL};
+    const char *eval_original[] = {"eval", "--checkpoint", ck, "--data", data_file("recall"), NULL};
+    run_result a = run(eval_saved), b = run(eval_original);
+    EXPECT(a.code == 0 && b.code == 0 && strchr(a.out, '\n') && strcmp(strchr(a.out, '\n'), strchr(b.out, '\n')) == 0, a);
+    run_free(&a);
+    run_free(&b);
+    const char *other_task[] = {"eval", "--checkpoint", twice, "--data", data_file("spike"), NULL};
+    r = run(other_task);
+    EXPECT(r.code == 1 && contains(r.err, "holds the spike task but the model was trained on the recall task"), r);
+    run_free(&r);
+}
+
+/* lookback_torch.FIELD_RANGES is the library's field list's ranges (lb_model_fields). */
+static void test_ranges_match_the_field_list(void)
+{
+    const char *args[] = {script, "ranges", NULL};
+    run_result r = run_program(python, args);
+    EXPECT(r.code == 0, r);
+    int n_fields, checked = 0;
+    const lb_model_field *fields = lb_model_fields(&n_fields);
+    for (int i = 0; i < n_fields; i++) {
+        if (fields[i].type != LB_FIELD_INT64 && fields[i].type != LB_FIELD_INT && fields[i].type != LB_FIELD_U64 &&
+            fields[i].type != LB_FIELD_REAL)
+            continue;
+        char key[96];
+        snprintf(key, sizeof key, "\n%s ", fields[i].member);
+        char *text = NULL;
+        if (asprintf(&text, "\n%s", r.out ? r.out : "") < 0)
+            break;
+        const char *line = strstr(text, key);
+        double lo = NAN, hi = NAN;
+        if (line)
+            sscanf(line + strlen(key), "%lf %lf", &lo, &hi);
+        if (!(lo == fields[i].min && hi == fields[i].max))
+            fprintf(stderr, "\n  %s: lookback_torch has [%g, %g], the field list [%g, %g]", fields[i].member, lo, hi,
+                    fields[i].min, fields[i].max);
+        CU_ASSERT_TRUE(lo == fields[i].min && hi == fields[i].max);
+        checked++;
+        free(text);
+    }
+    CU_ASSERT_TRUE(checked >= 10);
+    run_free(&r);
+}
+
 /* Finds a python3 that imports torch and h5py: $LOOKBACK_PYTHON, Debian's /usr/bin/python3,
  * then python3 on PATH. */
 static const char *find_python(void)
@@ -324,6 +417,8 @@ int main(void)
         const lb_test_case tests[] = {
             {"every family: PyTorch's load() gives lookback's outputs", test_forward_matches},
             {"every family: one step from PyTorch's init, lookback = torch.optim", test_one_step_matches},
+            {"save refuses a config that is not the module's, existing and special files", test_save_refusals},
+            {"lookback_torch's ranges are the field list's", test_ranges_match_the_field_list},
             {NULL, NULL},
         };
         rc = lb_test_main("torch_roundtrip", tests);

@@ -11,6 +11,17 @@
         momentum 0.9, Adam or AdamW) on the whole train split of DATA with lookback's
         training loss (cross-entropy from logits ignoring -100, or MSE), and saves the
         result as STEPPED.h5.
+
+    torch_roundtrip.py refusals CK.h5 DATA.h5 DIR
+        what lookback_torch refuses, one line each, "refused NAME: message" (or
+        "ACCEPTED NAME" and exit 1): a config that is not the module's (n_heads, n_layers,
+        d_model), an existing data file, /dev/null, strings and out-of-range numbers,
+        rotary positions with an odd head width, lengths of 0. It also writes DIR/saved.h5
+        (the checkpoint loaded and saved again, data_task kept) and DIR/overwritten.h5
+        (saved twice, the second time with overwrite=True).
+
+    torch_roundtrip.py ranges
+        prints lookback_torch.FIELD_RANGES, one "field min max" line each.
 """
 import os
 import sys
@@ -74,7 +85,66 @@ def step(args):
         lookback_torch.save(model, model.config, stepped)
 
 
+def refusals(args):
+    ck, data, folder = args
+    model = lookback_torch.load(ck)
+    base = dict(model.config)
+    accepted = []
+
+    def expect(name, error, call):
+        try:
+            call()
+        except error as e:
+            print(f"refused {name}: {e}")
+            return
+        print(f"ACCEPTED {name}")
+        accepted.append(name)
+
+    out = os.path.join(folder, "refused.h5")
+    expect("n_heads", ValueError, lambda: lookback_torch.save(model, dict(base, n_heads=base["n_heads"] * 2), out))
+    expect("n_layers", ValueError, lambda: lookback_torch.save(model, dict(base, n_layers=base["n_layers"] - 1), out))
+    expect("d_model", ValueError, lambda: lookback_torch.save(model, dict(base, d_model=base["d_model"] * 2), out))
+    expect("causal", ValueError, lambda: lookback_torch.save(model, dict(base, causal=1 - base["causal"]), out))
+    plain = lookback_torch.LookbackModel(base)
+    del plain.config  # a module without its config: the attention layers still tell
+    expect("attention heads", ValueError,
+           lambda: lookback_torch.save(plain, dict(base, n_heads=base["n_heads"] * 2), out))
+    expect("existing file", FileExistsError, lambda: lookback_torch.save(model, base, data))
+    expect("device", ValueError, lambda: lookback_torch.save(model, base, "/dev/null", overwrite=True))
+    expect("folder", ValueError, lambda: lookback_torch.save(model, base, folder, overwrite=True))
+    expect("string number", ValueError, lambda: lookback_torch.check_config(dict(base, d_model="16")))
+    expect("bool number", ValueError, lambda: lookback_torch.check_config(dict(base, n_layers=True)))
+    expect("fraction", ValueError, lambda: lookback_torch.check_config(dict(base, n_layers=1.5)))
+    expect("range", ValueError, lambda: lookback_torch.check_config(dict(base, n_layers=65)))
+    expect("dropout range", ValueError, lambda: lookback_torch.check_config(dict(base, dropout=1.0)))
+    expect("odd head width", ValueError,
+           lambda: lookback_torch.check_config(dict(base, pos="rotary", d_model=6, n_heads=2)))
+    kwargs = {"tokens": torch.ones(2, 5, dtype=torch.long), "lengths": torch.tensor([5, 0])}
+    expect("length 0", ValueError, lambda: model(**kwargs))
+    kwargs = {"tokens": torch.ones(2, 5, dtype=torch.long), "lengths": torch.tensor([6, 5])}
+    expect("length past T", ValueError, lambda: model(**kwargs))
+    if os.path.exists(out):
+        print(f"ACCEPTED nothing written: {out} exists")
+        accepted.append("nothing written")
+    saved = os.path.join(folder, "saved.h5")
+    lookback_torch.save(model, base, saved)
+    with h5py.File(saved, "r") as f:
+        print(f"data_task {f.attrs.get('data_task')!s} (loaded: {model.data_task})")
+    twice = os.path.join(folder, "overwritten.h5")
+    lookback_torch.save(model, base, twice)
+    expect("second save", FileExistsError, lambda: lookback_torch.save(model, base, twice))
+    lookback_torch.save(model, base, twice, overwrite=True)
+    print("overwrite=True: saved")
+    sys.exit(1 if accepted else 0)
+
+
+def ranges(args):
+    for name, (lo, hi) in lookback_torch.FIELD_RANGES.items():
+        print(f"{name} {lo!r} {hi!r}")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in ("forward", "step"):
+    modes = {"forward": forward, "step": step, "refusals": refusals, "ranges": ranges}
+    if len(sys.argv) < 2 or sys.argv[1] not in modes:
         sys.exit(__doc__)
-    {"forward": forward, "step": step}[sys.argv[1]](sys.argv[2:])
+    modes[sys.argv[1]](sys.argv[2:])

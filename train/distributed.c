@@ -26,6 +26,17 @@ int lb_dist_launched(void)
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 }
 
+int lb_dist_launch_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
 uint64_t lb_params_checksum(const lb_params *ps)
 {
     uint64_t h = 1469598103934665603ull;
@@ -111,6 +122,30 @@ lb_status lb_dist_barrier(void)
 {
     if (g_active)
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    return LB_OK;
+}
+
+lb_status lb_dist_same_exit(int code, double timeout_seconds)
+{
+    if (!g_active || g_size == 1)
+        return LB_OK;
+    MPI_Request request;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &request));
+    double deadline = seconds_now() + timeout_seconds;
+    int done = 0;
+    while (!done) {
+        MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        if (!done && seconds_now() > deadline)
+            return lb_error(LB_ERR_STATE, "another rank did not finish within %g s of this one", timeout_seconds);
+        if (!done) {
+            struct timespec pause = {0, 2000000}; /* 2 ms */
+            nanosleep(&pause, NULL);
+        }
+    }
+    int range[2] = {code, -code}, all[2];
+    MPI_CHECK(MPI_Allreduce(range, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (all[0] != -all[1])
+        return lb_error(LB_ERR_STATE, "the ranks ended with different exit codes (%d to %d)", -all[1], all[0]);
     return LB_OK;
 }
 
@@ -221,14 +256,61 @@ void lb_trainer_dist_stats(const lb_trainer *t, lb_dist_stats *out)
 
 int lb_dist_stop_agreed(const lb_trainer *t) { return t->dist->stop_agreed; }
 
-/* Every rank's value of x; LB_ERR_STATE naming the first rank that differs from rank 0. */
+/* Every rank's value of x; LB_ERR_STATE naming the first rank that differs from rank 0
+ * and every rank that differs. */
 static lb_status check_same(int64_t x, const char *what, int64_t *all)
 {
     MPI_CHECK(MPI_Allgather(&x, 1, MPI_INT64_T, all, 1, MPI_INT64_T, MPI_COMM_WORLD));
+    char differ[256] = "";
+    size_t used = 0;
+    int first = -1;
     for (int r = 1; r < g_size; r++)
-        if (all[r] != all[0])
-            return lb_error(LB_ERR_STATE, "the ranks disagree on %s: rank 0 has %lld, rank %d has %lld", what,
-                            (long long)all[0], r, (long long)all[r]);
+        if (all[r] != all[0]) {
+            if (first < 0)
+                first = r;
+            if (used + 16 < sizeof differ)
+                used += (size_t)snprintf(differ + used, sizeof differ - used, "%s%d", used ? ", " : "", r);
+        }
+    if (first < 0)
+        return LB_OK;
+    return lb_error(LB_ERR_STATE, "the ranks disagree on %s: rank 0 has %lld, rank %d has %lld (ranks differing from "
+                    "rank 0: %s)", what, (long long)all[0], first, (long long)all[first], differ);
+}
+
+lb_status lb_dist_check_same(int64_t value, const char *what)
+{
+    if (!g_active || g_size == 1)
+        return LB_OK;
+    int64_t *all = malloc((size_t)g_size * sizeof *all);
+    if (!all)
+        return lb_error(LB_ERR_MEMORY, "comparing %s across ranks: out of memory", what ? what : "a value");
+    lb_status st = check_same(value, what ? what : "a value", all);
+    free(all);
+    return st;
+}
+
+/* The data's shape as every rank must see it: task, T, vocabulary, classes, features,
+ * target layout, split sizes. LB_ERR_STATE naming the ranks and what differs. */
+static lb_status check_same_data(const lb_dataset *ds, int64_t *all)
+{
+    const struct {
+        int64_t value;
+        const char *what;
+    } items[] = {
+        {lb_dataset_task(ds), "the data file's task (every rank must read the same data file)"},
+        {lb_dataset_seq_len(ds), "the data file's seq_len (every rank must read the same data file)"},
+        {lb_dataset_vocab_size(ds), "the data file's vocab_size (every rank must read the same data file)"},
+        {lb_dataset_num_classes(ds), "the data file's num_classes (every rank must read the same data file)"},
+        {lb_dataset_num_features(ds), "the data file's features (every rank must read the same data file)"},
+        {lb_dataset_per_position(ds), "the data file's targets per position (every rank must read the same data file)"},
+        {lb_dataset_split_size(ds, "train"), "the data file's train examples (every rank must read the same data file)"},
+        {lb_dataset_split_size(ds, "val"), "the data file's val examples (every rank must read the same data file)"},
+    };
+    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        lb_status st = check_same(items[i].value, items[i].what, all);
+        if (st != LB_OK)
+            return st;
+    }
     return LB_OK;
 }
 
@@ -314,6 +396,8 @@ lb_status lb_trainer_distribute(lb_trainer *t, const lb_dist_config *cfg)
         st = check_same(config_hash(tc), "the training options (run every rank with the same options)", all);
     if (st == LB_OK)
         st = check_same(lb_params_numel(ps), "the number of parameters (the same model on every rank?)", all);
+    if (st == LB_OK)
+        st = check_same_data(t->data, all);
     free(all);
     if (st != LB_OK)
         return st;
@@ -507,12 +591,14 @@ int lb_dist_size(void) { return 1; }
 void lb_dist_finalize(void) {}
 void lb_dist_abort(int code) { (void)code; }
 lb_status lb_dist_barrier(void) { return LB_OK; }
+lb_status lb_dist_same_exit(int code, double timeout_seconds) { return LB_OK; }
 int lb_dist_owner(int64_t item) { return 0; }
 int lb_dist_owns(int64_t item) { return 1; }
 lb_status lb_dist_share(void *record, size_t item_size, int64_t item) { return LB_OK; }
 lb_status lb_dist_sum(int64_t *values, int n) { return LB_OK; }
 lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items) { return LB_OK; }
 lb_status lb_dist_share_tensor(lb_tensor **t, int64_t item) { return LB_OK; }
+lb_status lb_dist_check_same(int64_t value, const char *what) { return LB_OK; }
 
 struct lb_dist_state {
     int unused;

@@ -44,6 +44,9 @@ int lb_dist_compiled(void);
 /* 1 when the environment shows an MPI launcher started this process (mpirun / mpiexec
  * of Open MPI: OMPI_COMM_WORLD_SIZE; PMI_SIZE or PMIX_RANK of Slurm, Hydra and PMIx). */
 int lb_dist_launched(void);
+/* The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK or PMIX_RANK),
+ * readable without joining the job; 0 when not launched or not said. */
+int lb_dist_launch_rank(void);
 /* Joins the MPI job when lb_dist_launched() (MPI_Init_thread, MPI_THREAD_FUNNELED; errors
  * returned, not fatal); does nothing otherwise. LB_ERR_STATE when launched but built
  * without MPI (the message says how to rebuild), or when MPI fails to start. */
@@ -62,6 +65,19 @@ void lb_dist_finalize(void);
 void lb_dist_abort(int code);
 /* Waits until every rank reaches it (MPI_Barrier). LB_ERR_STATE when MPI fails. */
 lb_status lb_dist_barrier(void);
+/* At the end of a program: waits at most timeout_seconds for every rank to reach this
+ * call (a non-blocking barrier, polled), then checks that every rank brings the same
+ * exit code. LB_OK when they all do (the job can then end normally, every rank with that
+ * code); LB_ERR_STATE when a rank did not arrive in time (it is still working, or waits
+ * in a collective for this one), when the codes differ, or when MPI fails: the caller
+ * then ends the job with lb_dist_abort. LB_OK when not active. */
+lb_status lb_dist_same_exit(int code, double timeout_seconds);
+
+/* Checks that every rank passed the same value (a file's size or checksum, a count).
+ * Collective. LB_ERR_STATE when they differ: "the ranks disagree on <what>: rank 0 has A,
+ * rank r has B (ranks differing from rank 0: ...)", or when MPI fails; LB_ERR_MEMORY.
+ * Does nothing when not active. */
+lb_status lb_dist_check_same(int64_t value, const char *what);
 
 /* ---- one model on N ranks ---- */
 
@@ -75,8 +91,9 @@ void lb_dist_config_default(lb_dist_config *cfg);
 
 /* Makes `t` one of lb_dist_size() data-parallel replicas. Collective: every rank calls
  * it, after lb_trainer_load when resuming and before the first step. Broadcasts rank 0's
- * parameters, checks that every rank has the same step, data position and options, and
- * sets this rank's part of each global batch. Does nothing when not active or with one
+ * parameters, checks that every rank has the same step, data position, options and data
+ * (task, seq_len, vocab_size, num_classes, features, target layout, train and val sizes),
+ * and sets this rank's part of each global batch. Does nothing when not active or with one
  * rank. Errors: LB_ERR_VALUE when the batch is not divisible by ranks x micro-batches,
  * LB_ERR_STATE when the ranks disagree (names the ranks and what differs) or MPI fails. */
 lb_status lb_trainer_distribute(lb_trainer *t, const lb_dist_config *cfg);
