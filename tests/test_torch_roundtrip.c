@@ -213,7 +213,13 @@ static void test_forward_matches(void)
 }
 
 /* Largest |a - b| over the parameters of the model in checkpoints a and b; -1 on error. */
-static double max_param_difference(const char *a, const char *b, const char *who)
+/* The largest |a - b| over every parameter element, divided by that element's tolerance
+ * atol + rtol * |b - base| (b's move from base); with base NULL, the plain largest |a - b|.
+ * Adam's first step is lr * g / (|g| + eps): where |g| is near eps (an embedding row that
+ * the batch barely touches) float32 rounding of g moves the step by a fraction of a
+ * percent, hence a tolerance that grows with the step. Returns -1 when a parameter is missing. */
+static double max_param_difference(const char *a, const char *b, const char *base, double atol, double rtol,
+                                   const char *who)
 {
     lb_model_config cfg;
     if (lb_checkpoint_read_model_config(a, &cfg) != LB_OK)
@@ -227,17 +233,22 @@ static double max_param_difference(const char *a, const char *b, const char *who
         char name[300];
         snprintf(name, sizeof name, "params/%s", ps->items[i]->name);
         lb_tensor *ta = lb_test_h5_read_path(a, name, LB_FLOAT64), *tb = lb_test_h5_read_path(b, name, LB_FLOAT64);
-        if (!ta || !tb || lb_tensor_numel(ta) != lb_tensor_numel(tb)) {
+        lb_tensor *t0 = base ? lb_test_h5_read_path(base, name, LB_FLOAT64) : NULL;
+        if (!ta || !tb || lb_tensor_numel(ta) != lb_tensor_numel(tb) ||
+            (base && (!t0 || lb_tensor_numel(t0) != lb_tensor_numel(tb)))) {
             fprintf(stderr, "\n  %s: parameter %s missing or of another size\n", who, ps->items[i]->name);
             worst = -1;
         }
         for (int64_t k = 0; worst >= 0 && k < lb_tensor_numel(ta); k++) {
             double d = fabs(lb_tensor_flat(ta, k) - lb_tensor_flat(tb, k));
+            if (t0)
+                d /= atol + rtol * fabs(lb_tensor_flat(tb, k) - lb_tensor_flat(t0, k));
             if (d > worst)
                 worst = d;
         }
         lb_tensor_free(ta);
         lb_tensor_free(tb);
+        lb_tensor_free(t0);
     }
     lb_model_free(m);
     return worst;
@@ -273,12 +284,14 @@ static void test_one_step_matches(void)
             continue;
         char ck[600];
         snprintf(ck, sizeof ck, "%s/checkpoint.h5", case_path(c, "step"));
-        double moved = max_param_difference(init[c], stepped[c], cases[c].name);
-        double diff = max_param_difference(ck, stepped[c], cases[c].name);
-        fprintf(stderr, "\n  %-26s %-5s step moved parameters by up to %.3g; lookback - torch: %.3g", cases[c].name,
-                cases[c].optim, moved, diff);
+        double moved = max_param_difference(init[c], stepped[c], NULL, 0, 0, cases[c].name);
+        double diff = max_param_difference(ck, stepped[c], NULL, 0, 0, cases[c].name);
+        /* |lookback - torch| <= 1e-5 + 2e-3 |torch's step| for every element */
+        double scaled = max_param_difference(ck, stepped[c], init[c], 1e-5, 2e-3, cases[c].name);
+        fprintf(stderr, "\n  %-26s %-5s step moved parameters by up to %.3g; lookback - torch: %.3g (%.2f of the tolerance)",
+                cases[c].name, cases[c].optim, moved, diff, scaled);
         CU_ASSERT_TRUE(moved > 1e-3);
-        CU_ASSERT_TRUE(diff >= 0 && diff <= 1e-5);
+        CU_ASSERT_TRUE(diff >= 0 && scaled >= 0 && scaled <= 1);
     }
 }
 
