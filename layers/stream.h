@@ -69,6 +69,15 @@ int64_t lb_model_state_events(const lb_model_state *s, int64_t stream);
 size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream);
 /* Bytes the state holds for all streams, spare capacity and scratch included. */
 size_t lb_model_state_allocated(const lb_model_state *s);
+/* Bytes of the graph-free event step's buffers, allocated once by lb_model_state_new
+ * and not counted above (nor in max_bytes): for token models, the rows of one event
+ * (B · (D + max(D, H) + max(D, 4 H, d_ff)) values, H the LSTM's hidden_size, d_ff the
+ * transformer's, each 0 for the other families) plus the LSTM's
+ * float32 copies of W_hhᵀ (L · 4 H² values), the conv's tap-major weights
+ * (L · K · D² values) or the attention layer's query, output, key and value rows
+ * (4 B D values, B · n_heads for the log-sum-exp, 2 B int32). 0 for feature models,
+ * whose steps build a graph. */
+size_t lb_model_state_work_bytes(const lb_model_state *s);
 
 /* The key-value cache of attention layer `layer` (transformer and local models), or
  * NULL (other families, a layer out of range). For inspection, and for benchmarks that

@@ -335,6 +335,36 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
     free(w_t);
 }
 
+void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const void *x, const void *w_ih,
+                    const void *b_ih, const void *b_hh, const void *w_hh, const void *w_hh_t, const void *h_prev,
+                    const void *c_prev, void *gates, void *h, void *c)
+{
+    const int64_t G = 4 * H;
+    rec_gemm_fn fast = w_hh_t ? rec_gemm_for(dtype, G) : NULL;
+    /* gates [B, G] = x [B, n_in] @ w_ihᵀ + b_ih + b_hh, then += h_prev [B, H] @ W_hhᵀ [H, G] */
+    lb_k_lstm_projection(dtype, B, n_in, G, x, w_ih, b_ih, b_hh, gates);
+    rec_product(fast, w_hh_t, dtype, 1, B, G, H, h_prev, H, w_hh, H, 1.0, gates, G);
+    LB_DISPATCH(dtype, real, {
+        real *gate = gates;                       /* [B, G] */
+        const real *cp = c_prev;                  /* [B, H] */
+        real *ht = h, *ct = c;                    /* [B, H] */
+        for (int64_t b = 0; b < B; b++)
+            GATE_ROW(H, gate + b * G, cp + b * H, ct + b * H, ht + b * H);
+    });
+}
+
+void lb_k_lstm_transpose_hh(lb_dtype dtype, int64_t H, const void *w_hh, void *w_hh_t)
+{
+    const int64_t G = 4 * H;
+    LB_DISPATCH(dtype, real, {
+        const real *w = w_hh; /* [G, H] */
+        real *wt = w_hh_t;    /* [H, G] */
+        for (int64_t k = 0; k < H; k++)
+            for (int64_t j = 0; j < G; j++)
+                wt[k * G + j] = w[j * H + k];
+    });
+}
+
 void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void *gates,
                                    const void *cells, const void *c0, const void *w_hh, const void *dy, void *dh,
                                    void *dc, int want_dh0)

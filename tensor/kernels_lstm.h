@@ -47,6 +47,24 @@ void lb_k_lstm_projection(lb_dtype dtype, int64_t rows, int64_t n_in, int64_t G,
 void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void *gates, const void *w_hh,
                           const void *h0, const void *c0, void *y, void *cells, int keep_cells, void *c_last);
 
+/* One event of one layer for B streams (streaming inference, layers/stream.h): the
+ * projection and one step of the recurrence, allocating nothing.
+ *   x      [B, n_in]  the layer's input at the event
+ *   w_ih [G, n_in], b_ih [G], b_hh [G], w_hh [G, H]: the layer's parameters
+ *   w_hh_t [H, G]     W_hhᵀ (lb_k_lstm_transpose_hh), read by the float32 AVX2 /
+ *                     AVX-512 loops in place of w_hh; NULL: the product goes to lb_k_gemm
+ *   h_prev, c_prev [B, H]  the carried state (row stride H)
+ *   gates  [B, G]     scratch: the activated gates i, f, g, o on return
+ *   h, c   [B, H]     out: the new state; must not overlap h_prev, c_prev
+ * The same operations, in the same order, as lb_k_lstm_projection followed by
+ * lb_k_lstm_recurrence with T = 1 and h0, c0 given (given w_hh_t), so the same bits. */
+void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const void *x, const void *w_ih,
+                    const void *b_ih, const void *b_hh, const void *w_hh, const void *w_hh_t, const void *h_prev,
+                    const void *c_prev, void *gates, void *h, void *c);
+
+/* w_hh_t [H, G] = w_hh [G, H] transposed (the layout lb_k_lstm_step's fast loops read). */
+void lb_k_lstm_transpose_hh(lb_dtype dtype, int64_t H, const void *w_hh, void *w_hh_t);
+
 /* Backpropagation through time of lb_k_lstm_recurrence, t = T-1 .. 0, with
  * dh = dy[:, t] + dh_rec and tc = tanh(c_t):
  *   dc = dh o (1 - tc²) + dc_next

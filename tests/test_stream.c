@@ -330,6 +330,67 @@ static void test_state_bytes(void)
     }
 }
 
+/* Token models with a regression head, every family: single events (the graph-free
+ * step) give the full forward's [B, T] outputs. */
+static void test_token_regression(void)
+{
+    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++)
+        for (int dt = 0; dt < 2; dt++) {
+            lb_dtype dtype = dt ? LB_FLOAT64 : LB_FLOAT32;
+            lb_model_config c = config((lb_model_kind)k, LB_POS_SINUSOIDAL, dtype);
+            c.num_classes = 0;
+            lb_model *m = lb_model_new(&c);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+            int32_t tokens[NB * 40], lens[NB] = {40, 17, 1};
+            random_tokens(tokens, NB * 40, 11 + (uint64_t)k);
+            lb_model_input in = {NB, 40, tokens, NULL, lens};
+            lb_tensor *full = full_forward(m, &in);
+            CU_ASSERT_EQUAL(full->ndim, 2);
+            double d = stream_max_diff(m, &in, full, 1, NULL);
+            if (!(d <= (dt ? 1e-12 : 1e-5)))
+                fprintf(stderr, "\n  %s %s regression: max |streamed - full| = %.3g\n", lb_model_kind_name(c.kind),
+                        lb_dtype_name(dtype), d);
+            CU_ASSERT_TRUE(d <= (dt ? 1e-12 : 1e-5));
+            lb_tensor_free(full);
+            lb_model_free(m);
+        }
+}
+
+/* The event step's buffers, allocated once at creation, by the formula of
+ * layers/stream.h; none for a feature model. */
+static void test_work_bytes(void)
+{
+    const size_t b = 2, d = 16, h = 12, f = 24, l = 2, k = 3, es = 4;
+    for (int kind = LB_MODEL_TRANSFORMER; kind <= LB_MODEL_CONV; kind++) {
+        lb_model_config c = config((lb_model_kind)kind, LB_POS_NONE, LB_FLOAT32);
+        lb_model *m = lb_model_new(&c);
+        lb_model_state *s = lb_model_state_new(m, (int64_t)b, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        size_t want;
+        switch (kind) {
+        case LB_MODEL_LSTM: want = b * (d + d + 4 * h) * es + l * 4 * h * h * es; break;
+        case LB_MODEL_CONV: want = b * 3 * d * es + 3 * k * d * d * es; break;
+        default: want = b * (d + d + f) * es + (4 * b * d + b * 2) * es + 2 * b * 4; break;
+        }
+        CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), want);
+        size_t before = lb_model_state_work_bytes(s);
+        int32_t tokens[2] = {1, 2};
+        for (int t = 0; t < 5; t++)
+            lb_tensor_free(lb_model_step(s, tokens));
+        CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), before);
+        lb_model_state_free(s);
+        c.vocab_size = 0;
+        c.input_features = 3;
+        lb_model_free(m);
+        m = lb_model_new(&c);
+        s = lb_model_state_new(m, (int64_t)b, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), 0);
+        lb_model_state_free(s);
+        lb_model_free(m);
+    }
+}
+
 /* Growth past max_bytes, a bad id, a learned position past its table: a clear error,
  * and the state is as it was (the next step gives the right output). */
 static void test_errors_leave_state(void)
@@ -422,6 +483,8 @@ int main(void)
         {"single steps, head = last, reset of one stream", test_single_step},
         {"max_context equals local attention, bounded cache", test_max_context},
         {"state bytes per family", test_state_bytes},
+        {"token models with a regression head, event by event, every family", test_token_regression},
+        {"the event step's buffers", test_work_bytes},
         {"errors leave the state as it was", test_errors_leave_state},
         {"non-causal models and bad chunks are refused", test_refusals},
         {NULL, NULL},
