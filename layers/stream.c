@@ -31,6 +31,9 @@ struct lb_model_state {
     void **taps;            /* conv: L weights in tap-major layout [K, D, D] */
     lb_mha_step_work attn;  /* attention: the layer's per-event buffers (shared by the layers) */
     size_t work_bytes;      /* what the above hold */
+    int64_t *valid1;        /* [B] and */
+    int32_t *positions1;    /* [B]: a one-event chunk's valid counts and positions */
+    int graph_used;         /* the graph holds a step's nodes */
 };
 
 static int64_t conv_history(const lb_model_config *c, int i) { return (c->kernel_size - 1) * ((int64_t)1 << i); }
@@ -64,6 +67,8 @@ void lb_model_state_free(lb_model_state *s)
     free(s->a);
     free(s->f);
     lb_mha_step_work_free(&s->attn);
+    free(s->valid1);
+    free(s->positions1);
     free(s->events);
     free(s);
 }
@@ -195,7 +200,9 @@ lb_model_state *lb_model_state_new(lb_model *m, int64_t streams, const lb_stream
     }
     s->model = m;
     s->batch = streams;
-    if (!(s->events = calloc((size_t)streams, sizeof *s->events)) || !(s->graph = lb_graph_new())) {
+    if (!(s->events = calloc((size_t)streams, sizeof *s->events)) || !(s->graph = lb_graph_new()) ||
+        !(s->valid1 = calloc((size_t)streams, sizeof *s->valid1)) ||
+        !(s->positions1 = calloc((size_t)streams, sizeof *s->positions1))) {
         lb_error(LB_ERR_MEMORY, "model state: out of memory for %lld streams", (long long)streams);
         lb_model_state_free(s);
         return NULL;
@@ -529,10 +536,10 @@ static const void *attention_event(lb_model_state *s, const lb_decode_chunk *chu
     return s->a;
 }
 
-/* One event per stream (in->seq_len = 1, token model); NULL on error with nothing
- * committed. Returns [B, 1, classes] (regression [B, 1]). */
-static lb_tensor *step_event(lb_model_state *s, const lb_model_input *in, const int64_t *valid,
-                             const int32_t *positions)
+/* One event per stream (in->seq_len = 1, token model), the head's output into out
+ * [B, classes] (regression [B]); an error commits nothing. */
+static lb_status step_event(lb_model_state *s, const lb_model_input *in, const int64_t *valid,
+                            const int32_t *positions, void *out)
 {
     const lb_model *m = s->model;
     const lb_model_config *c = &m->cfg;
@@ -540,11 +547,7 @@ static lb_tensor *step_event(lb_model_state *s, const lb_model_input *in, const 
     const size_t row = (size_t)d * lb_dtype_size(c->dtype);
     for (int i = 0; s->caches && i < c->n_layers; i++)
         if (lb_kv_cache_reserve(&s->caches[i], 1) != LB_OK)
-            return NULL;
-    int64_t shape[3] = {b, 1, c->num_classes};
-    lb_tensor *out = lb_tensor_empty(c->dtype, c->num_classes > 0 ? 3 : 2, shape);
-    if (!out)
-        return NULL;
+            return lb_last_status();
     const char *emb = lb_tensor_data(m->embedding->value); /* [V, D] */
     for (int64_t bi = 0; bi < b; bi++)
         memcpy((char *)s->x + (size_t)bi * row, emb + (size_t)in->tokens[bi] * row, row);
@@ -558,13 +561,11 @@ static lb_tensor *step_event(lb_model_state *s, const lb_model_input *in, const 
     } else {
         h = conv_event(s, valid);
     }
-    if (!h) {
-        lb_tensor_free(out);
-        return NULL;
-    }
+    if (!h)
+        return lb_last_status();
     lb_k_affine_rows(c->dtype, b, m->head.in_features, classes, h, lb_tensor_data(m->head.weight->value),
-                     lb_tensor_data(m->head.bias->value), lb_tensor_data(out));
-    return out;
+                     lb_tensor_data(m->head.bias->value), out);
+    return LB_OK;
 }
 
 /* The body and head on the chunk; NULL on error with nothing committed. */
@@ -575,6 +576,7 @@ static lb_tensor *step_run(lb_model_state *s, const lb_model_input *in, const in
     const lb_model *m = s->model;
     const lb_model_config *c = &m->cfg;
     int64_t b = in->batch, n = in->seq_len;
+    s->graph_used = 1;
     lb_decode_chunk chunk = {b, n, valid, positions};
     for (int i = 0; s->caches && i < c->n_layers; i++)
         if (lb_kv_cache_reserve(&s->caches[i], n) != LB_OK)
@@ -597,29 +599,82 @@ static lb_tensor *step_run(lb_model_state *s, const lb_model_input *in, const in
     return out;
 }
 
+/* Checks the chunk and runs it (the event step when it can, else the graph), writing
+ * into `out` when given (one event: [B, classes] or [B] of the model dtype), else
+ * returning a new [B, C, classes] / [B, C] tensor. Commits on success. */
+static lb_tensor *step_chunk(lb_model_state *s, const lb_model_input *in, lb_tensor *out, lb_status *status)
+{
+    int64_t n = in && in->seq_len > 0 ? in->seq_len : 1;
+    int one = n == 1;
+    int64_t *valid = one ? s->valid1 : malloc((size_t)s->batch * sizeof *valid);
+    int32_t *positions = one ? s->positions1 : malloc((size_t)(s->batch * n) * sizeof *positions);
+    lb_tensor *made = NULL;
+    int ragged = 0;
+    *status = LB_ERR_VALUE;
+    if (!valid || !positions)
+        *status = lb_error(LB_ERR_MEMORY, "model step: out of memory");
+    else if ((*status = chunk_check(s, in, valid, positions, &ragged)) == LB_OK) {
+        if (one && s->x && !out) {
+            const lb_model_config *c = &s->model->cfg;
+            int64_t shape[3] = {s->batch, 1, c->num_classes};
+            made = lb_tensor_empty(c->dtype, c->num_classes > 0 ? 3 : 2, shape);
+            *status = made ? step_event(s, in, valid, positions, lb_tensor_data(made)) : lb_last_status();
+        } else if (one && s->x) {
+            *status = step_event(s, in, valid, positions, lb_tensor_data(out));
+        } else {
+            made = step_run(s, in, valid, positions, ragged);
+            *status = made ? LB_OK : lb_last_status();
+            if (made && out) { /* a feature model's event, into the caller's tensor */
+                memcpy(lb_tensor_data(out), lb_tensor_data(made), (size_t)lb_tensor_numel(made) * lb_dtype_size(made->dtype));
+                lb_tensor_free(made);
+                made = NULL;
+            }
+        }
+    }
+    if (*status == LB_OK) {
+        commit(s, valid);
+    } else {
+        lb_tensor_free(made);
+        made = NULL;
+        lb_error_context("model step (%s)", lb_model_kind_name(s->model->cfg.kind));
+    }
+    if (s->graph_used) {
+        lb_graph_reset(s->graph);
+        s->graph_used = 0;
+    }
+    if (!one) {
+        free(valid);
+        free(positions);
+    }
+    return made;
+}
+
 lb_tensor *lb_model_step_chunk(lb_model_state *s, const lb_model_input *in)
 {
     if (!s) {
         lb_error(LB_ERR_VALUE, "model step: the state is NULL");
         return NULL;
     }
-    int64_t n = in && in->seq_len > 0 ? in->seq_len : 1;
-    int64_t *valid = malloc((size_t)s->batch * sizeof *valid);
-    int32_t *positions = malloc((size_t)(s->batch * n) * sizeof *positions);
-    lb_tensor *out = NULL;
-    int ragged = 0;
-    if (!valid || !positions)
-        lb_error(LB_ERR_MEMORY, "model step: out of memory");
-    else if (chunk_check(s, in, valid, positions, &ragged) == LB_OK)
-        out = in->seq_len == 1 && s->x ? step_event(s, in, valid, positions) : step_run(s, in, valid, positions, ragged);
-    if (out)
-        commit(s, valid);
-    else
-        lb_error_context("model step (%s)", lb_model_kind_name(s->model->cfg.kind));
-    lb_graph_reset(s->graph);
-    free(valid);
-    free(positions);
-    return out;
+    lb_status st;
+    return step_chunk(s, in, NULL, &st);
+}
+
+lb_status lb_model_step_into(lb_model_state *s, const int32_t *tokens, lb_tensor *out)
+{
+    if (!s)
+        return lb_error(LB_ERR_VALUE, "model step: the state is NULL");
+    const lb_model_config *c = &s->model->cfg;
+    char so[128];
+    int want = c->num_classes > 0 ? 2 : 1;
+    if (!out || out->ndim != want || out->shape[0] != s->batch || (want == 2 && out->shape[1] != c->num_classes) ||
+        out->dtype != c->dtype || !lb_tensor_is_contiguous(out))
+        return lb_error(LB_ERR_SHAPE, "model step: out %s must be a contiguous %s tensor [B = %lld%s] of the model's dtype",
+                        out ? lb_tensor_describe(out, so, sizeof so) : "NULL", lb_dtype_name(c->dtype),
+                        (long long)s->batch, c->num_classes > 0 ? ", num_classes" : "");
+    lb_model_input in = {s->batch, 1, tokens, NULL, NULL};
+    lb_status st;
+    step_chunk(s, &in, out, &st);
+    return st;
 }
 
 lb_tensor *lb_model_step(lb_model_state *s, const int32_t *tokens)
@@ -628,13 +683,12 @@ lb_tensor *lb_model_step(lb_model_state *s, const int32_t *tokens)
         lb_error(LB_ERR_VALUE, "model step: the state is NULL");
         return NULL;
     }
-    lb_model_input in = {s->batch, 1, tokens, NULL, NULL};
-    lb_tensor *out = lb_model_step_chunk(s, &in); /* [B, 1, classes] or [B, 1] */
-    if (!out)
-        return NULL;
     const lb_model_config *c = &s->model->cfg;
     int64_t shape[2] = {s->batch, c->num_classes};
-    lb_tensor *flat = lb_tensor_reshape(out, c->num_classes > 0 ? 2 : 1, shape);
-    lb_tensor_free(out);
-    return flat;
+    lb_tensor *out = lb_tensor_empty(c->dtype, c->num_classes > 0 ? 2 : 1, shape);
+    if (!out || lb_model_step_into(s, tokens, out) != LB_OK) {
+        lb_tensor_free(out);
+        return NULL;
+    }
+    return out;
 }

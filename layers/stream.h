@@ -94,6 +94,13 @@ lb_kv_cache *lb_model_state_kv_cache(lb_model_state *s, int layer);
  * learned positions past max_seq_len, memory (the state is then unchanged). */
 lb_tensor *lb_model_step(lb_model_state *s, const int32_t *tokens);
 
+/* lb_model_step into the caller's tensor out: contiguous [B, num_classes] (regression
+ * [B]) of the model dtype. For a token model nothing is allocated: the event runs
+ * without an autograd graph on buffers made by lb_model_state_new
+ * (lb_model_state_work_bytes). Errors as lb_model_step, LB_ERR_SHAPE for out;
+ * nothing changes on error. */
+lb_status lb_model_step_into(lb_model_state *s, const int32_t *tokens, lb_tensor *out);
+
 /* A chunk of C events per stream (chunked prefill): in->batch = B, in->seq_len = C,
  * tokens [B, C] or features [B, C, F] as for lb_model_forward; in->lengths, when not
  * NULL, gives the events of each stream in this chunk, in [0, C] (the rest of its row

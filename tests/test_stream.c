@@ -391,6 +391,43 @@ static void test_work_bytes(void)
     }
 }
 
+/* lb_model_step_into writes what lb_model_step returns into the caller's tensor, every
+ * family; a tensor of the wrong shape or dtype is refused and the state is unchanged. */
+static void test_step_into(void)
+{
+    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++) {
+        lb_model_config c = config((lb_model_kind)k, LB_POS_ROTARY, LB_FLOAT32);
+        lb_model *m = lb_model_new(&c);
+        lb_model_state *a = lb_model_state_new(m, 2, NULL), *b = lb_model_state_new(m, 2, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        int64_t shape[2] = {2, CLASSES}, wrong[2] = {2, CLASSES + 1};
+        lb_tensor *out = lb_tensor_zeros(LB_FLOAT32, 2, shape), *bad = lb_tensor_zeros(LB_FLOAT32, 2, wrong);
+        lb_tensor *bad_dtype = lb_tensor_zeros(LB_FLOAT64, 2, shape);
+        int32_t tokens[2 * 30];
+        random_tokens(tokens, 60, 21);
+        for (int t = 0; t < 30; t++) {
+            int32_t ev[2] = {tokens[t], tokens[30 + t]};
+            lb_tensor *y = lb_model_step(a, ev);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+            CU_ASSERT_EQUAL(lb_model_step_into(b, ev, out), LB_OK);
+            CU_ASSERT_EQUAL(memcmp(lb_tensor_data(y), lb_tensor_data(out), 2 * CLASSES * sizeof(float)), 0);
+            lb_tensor_free(y);
+        }
+        int32_t ev[2] = {1, 2};
+        CU_ASSERT_EQUAL(lb_model_step_into(b, ev, bad), LB_ERR_SHAPE);
+        CU_ASSERT_TRUE(lb_test_error_has("num_classes"));
+        CU_ASSERT_EQUAL(lb_model_step_into(b, ev, bad_dtype), LB_ERR_SHAPE);
+        CU_ASSERT_EQUAL(lb_model_step_into(b, ev, NULL), LB_ERR_SHAPE);
+        CU_ASSERT_EQUAL(lb_model_state_events(b, 0), 30);
+        lb_tensor_free(out);
+        lb_tensor_free(bad);
+        lb_tensor_free(bad_dtype);
+        lb_model_state_free(a);
+        lb_model_state_free(b);
+        lb_model_free(m);
+    }
+}
+
 /* Growth past max_bytes, a bad id, a learned position past its table: a clear error,
  * and the state is as it was (the next step gives the right output). */
 static void test_errors_leave_state(void)
@@ -485,6 +522,7 @@ int main(void)
         {"state bytes per family", test_state_bytes},
         {"token models with a regression head, event by event, every family", test_token_regression},
         {"the event step's buffers", test_work_bytes},
+        {"lb_model_step_into equals lb_model_step, refuses a wrong tensor", test_step_into},
         {"errors leave the state as it was", test_errors_leave_state},
         {"non-causal models and bad chunks are refused", test_refusals},
         {NULL, NULL},
