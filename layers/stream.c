@@ -27,7 +27,8 @@ struct lb_model_state {
     /* The graph-free step of one event per stream (step_event): buffers allocated once. */
     void *x, *a, *f;         /* [B, D] the residual stream; [B, max(D, H)] a layer's output;
                               * [B, max(4H, d_ff, D)] gates or the FFN's hidden rows */
-    void **w_hh_t;          /* lstm: L copies of W_hhᵀ [H, 4H] (float32), or NULL entries */
+    void **w_t;             /* lstm: per layer W_ihᵀ [n_in, 4H] then W_hhᵀ [H, 4H] (2 L entries;
+                             * NULL where the float32 loops do not run) */
     void **taps;            /* conv: L weights in tap-major layout [K, D, D] */
     lb_mha_step_work attn;  /* attention: the layer's per-event buffers (shared by the layers) */
     size_t work_bytes;      /* what the above hold */
@@ -57,11 +58,11 @@ void lb_model_state_free(lb_model_state *s)
     lb_tensor_free(s->h_next);
     lb_tensor_free(s->c_next);
     lb_graph_free(s->graph);
-    for (int i = 0; s->w_hh_t && i < c->n_layers; i++)
-        free(s->w_hh_t[i]);
+    for (int i = 0; s->w_t && i < 2 * c->n_layers; i++)
+        free(s->w_t[i]);
     for (int i = 0; s->taps && i < c->n_layers; i++)
         free(s->taps[i]);
-    free(s->w_hh_t);
+    free(s->w_t);
     free(s->taps);
     free(s->x);
     free(s->a);
@@ -99,13 +100,17 @@ static lb_status work_build(lb_model_state *s)
             return lb_last_status();
         total += lb_mha_step_work_bytes(&s->attn);
     } else if (c->kind == LB_MODEL_LSTM) {
-        if (!(s->w_hh_t = calloc((size_t)c->n_layers, sizeof *s->w_hh_t)))
+        if (!(s->w_t = calloc((size_t)(2 * c->n_layers), sizeof *s->w_t)))
             return lb_error(LB_ERR_MEMORY, "model state: out of memory");
-        for (int i = 0; c->dtype == LB_FLOAT32 && i < c->n_layers; i++) {
-            if (!(s->w_hh_t[i] = malloc((size_t)(4 * h * h) * es)))
-                return lb_error(LB_ERR_MEMORY, "model state: out of memory for the LSTM's W_hh copies");
-            lb_k_lstm_transpose_hh(c->dtype, h, lb_tensor_data(m->lstm.weight_hh[i]->value), s->w_hh_t[i]);
-            total += (size_t)(4 * h * h) * es;
+        for (int i = 0; lb_k_lstm_step_uses_copies(c->dtype, 4 * h) && i < c->n_layers; i++) {
+            const lb_tensor *w[2] = {m->lstm.weight_ih[i]->value, m->lstm.weight_hh[i]->value}; /* [4H, n] */
+            for (int j = 0; j < 2; j++) {
+                size_t bytes = (size_t)lb_tensor_numel(w[j]) * es;
+                if (!(s->w_t[2 * i + j] = malloc(bytes)))
+                    return lb_error(LB_ERR_MEMORY, "model state: out of memory for the LSTM's weight copies");
+                lb_k_lstm_transpose_weight(c->dtype, 4 * h, w[j]->shape[1], lb_tensor_data(w[j]), s->w_t[2 * i + j]);
+                total += bytes;
+            }
         }
     } else {
         if (!(s->taps = calloc((size_t)c->n_layers, sizeof *s->taps)))
@@ -458,9 +463,9 @@ static const void *lstm_event(lb_model_state *s, const int64_t *valid)
     int64_t n_in = c->d_model;
     for (int k = 0; k < c->n_layers; k++) {
         char *h = (char *)lb_tensor_data(s->h_next) + (size_t)k * layer;
-        lb_k_lstm_step(c->dtype, b, n_in, hs, in, lb_tensor_data(l->weight_ih[k]->value),
+        lb_k_lstm_step(c->dtype, b, n_in, hs, in, lb_tensor_data(l->weight_ih[k]->value), s->w_t[2 * k],
                        lb_tensor_data(l->bias_ih[k]->value), lb_tensor_data(l->bias_hh[k]->value),
-                       lb_tensor_data(l->weight_hh[k]->value), s->w_hh_t[k],
+                       lb_tensor_data(l->weight_hh[k]->value), s->w_t[2 * k + 1],
                        (const char *)lb_tensor_data(s->h) + (size_t)k * layer,
                        (const char *)lb_tensor_data(s->c) + (size_t)k * layer, s->f, h,
                        (char *)lb_tensor_data(s->c_next) + (size_t)k * layer);

@@ -336,14 +336,26 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
 }
 
 void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const void *x, const void *w_ih,
-                    const void *b_ih, const void *b_hh, const void *w_hh, const void *w_hh_t, const void *h_prev,
-                    const void *c_prev, void *gates, void *h, void *c)
+                    const void *w_ih_t, const void *b_ih, const void *b_hh, const void *w_hh, const void *w_hh_t,
+                    const void *h_prev, const void *c_prev, void *gates, void *h, void *c)
 {
     const int64_t G = 4 * H;
-    rec_gemm_fn fast = w_hh_t ? rec_gemm_for(dtype, G) : NULL;
-    /* gates [B, G] = x [B, n_in] @ w_ihᵀ + b_ih + b_hh, then += h_prev [B, H] @ W_hhᵀ [H, G] */
-    lb_k_lstm_projection(dtype, B, n_in, G, x, w_ih, b_ih, b_hh, gates);
-    rec_product(fast, w_hh_t, dtype, 1, B, G, H, h_prev, H, w_hh, H, 1.0, gates, G);
+    rec_gemm_fn fast = rec_gemm_for(dtype, G);
+    if (fast && w_ih_t) {
+        /* gates [B, G] = b_ih + b_hh, then += x [B, n_in] @ W_ihᵀ [n_in, G] */
+        LB_DISPATCH(dtype, real, {
+            real *pd = gates;
+            const real *bi = b_ih, *bh = b_hh;
+            for (int64_t r = 0; r < B; r++)
+                for (int64_t j = 0; j < G; j++)
+                    pd[r * G + j] = bi[j] + bh[j];
+        });
+        fast(B, G, n_in, x, n_in, w_ih_t, 1, gates, G);
+    } else {
+        lb_k_lstm_projection(dtype, B, n_in, G, x, w_ih, b_ih, b_hh, gates);
+    }
+    /* gates += h_prev [B, H] @ W_hhᵀ [H, G] */
+    rec_product(w_hh_t ? fast : NULL, w_hh_t, dtype, 1, B, G, H, h_prev, H, w_hh, H, 1.0, gates, G);
     LB_DISPATCH(dtype, real, {
         real *gate = gates;                       /* [B, G] */
         const real *cp = c_prev;                  /* [B, H] */
@@ -353,17 +365,18 @@ void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const vo
     });
 }
 
-void lb_k_lstm_transpose_hh(lb_dtype dtype, int64_t H, const void *w_hh, void *w_hh_t)
+void lb_k_lstm_transpose_weight(lb_dtype dtype, int64_t G, int64_t n, const void *w, void *w_t)
 {
-    const int64_t G = 4 * H;
     LB_DISPATCH(dtype, real, {
-        const real *w = w_hh; /* [G, H] */
-        real *wt = w_hh_t;    /* [H, G] */
-        for (int64_t k = 0; k < H; k++)
+        const real *src = w; /* [G, n] */
+        real *dst = w_t;     /* [n, G] */
+        for (int64_t k = 0; k < n; k++)
             for (int64_t j = 0; j < G; j++)
-                wt[k * G + j] = w[j * H + k];
+                dst[k * G + j] = src[j * n + k];
     });
 }
+
+int lb_k_lstm_step_uses_copies(lb_dtype dtype, int64_t G) { return rec_gemm_for(dtype, G) != NULL; }
 
 void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void *gates,
                                    const void *cells, const void *c0, const void *w_hh, const void *dy, void *dh,

@@ -10,6 +10,7 @@
 
 #include "layers/model.h"
 #include "layers/stream.h"
+#include "tensor/kernels_lstm.h"
 #include "support.h"
 
 enum { NB = 3, NT = 160, VOCAB = 11, CLASSES = 3 };
@@ -180,6 +181,13 @@ static void test_lstm(void)
 {
     check_family(LB_MODEL_LSTM, LB_POS_NONE, LB_FLOAT32);
     check_family(LB_MODEL_LSTM, LB_POS_NONE, LB_FLOAT64);
+    /* 4H = 64: the event step's float32 AVX2 / AVX-512 loops on the transposed weights */
+    lb_model_config c = config(LB_MODEL_LSTM, LB_POS_NONE, LB_FLOAT32);
+    c.hidden_size = 16;
+    lb_model *m = lb_model_new(&c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    check_config(&c, m);
+    lb_model_free(m);
 }
 
 static void test_conv(void)
@@ -360,7 +368,7 @@ static void test_token_regression(void)
  * layers/stream.h; none for a feature model. */
 static void test_work_bytes(void)
 {
-    const size_t b = 2, d = 16, h = 12, f = 24, l = 2, k = 3, es = 4;
+    const size_t b = 2, d = 16, h = 12, f = 24, k = 3, es = 4;
     for (int kind = LB_MODEL_TRANSFORMER; kind <= LB_MODEL_CONV; kind++) {
         lb_model_config c = config((lb_model_kind)kind, LB_POS_NONE, LB_FLOAT32);
         lb_model *m = lb_model_new(&c);
@@ -368,7 +376,9 @@ static void test_work_bytes(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
         size_t want;
         switch (kind) {
-        case LB_MODEL_LSTM: want = b * (d + d + 4 * h) * es + l * 4 * h * h * es; break;
+        case LB_MODEL_LSTM: /* 4H = 48: no float32 loops, no copies */
+            want = b * (d + d + 4 * h) * es;
+            break;
         case LB_MODEL_CONV: want = b * 3 * d * es + 3 * k * d * d * es; break;
         default: want = b * (d + d + f) * es + (4 * b * d + b * 2) * es + 2 * b * 4; break;
         }
@@ -389,6 +399,16 @@ static void test_work_bytes(void)
         lb_model_state_free(s);
         lb_model_free(m);
     }
+    /* An LSTM with 4H = 64 keeps W_ihᵀ and W_hhᵀ of both layers where the loops run. */
+    lb_model_config c = config(LB_MODEL_LSTM, LB_POS_NONE, LB_FLOAT32);
+    c.hidden_size = 16;
+    lb_model *m = lb_model_new(&c);
+    lb_model_state *s = lb_model_state_new(m, (int64_t)b, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    size_t copies = lb_k_lstm_step_uses_copies(LB_FLOAT32, 64) ? (64 * 16 + 64 * 16 + 64 * 16 + 64 * 16) * es : 0;
+    CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), b * (d + d + 64) * es + copies);
+    lb_model_state_free(s);
+    lb_model_free(m);
 }
 
 /* lb_model_step_into writes what lb_model_step returns into the caller's tensor, every
