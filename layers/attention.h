@@ -239,7 +239,8 @@ lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cac
 
 /* ---- decoding one event per stream without a graph ----
  * lb_mha_step is lb_mha_forward_cached for a chunk of one event (C = 1) computed
- * straight into preallocated buffers: no graph, no allocation. With one event per
+ * straight into preallocated buffers: no graph, and no allocation of its own (the
+ * fused kernel takes its per-call scratch). With one event per
  * stream the rows [B, d_model] are already the heads [B, H, 1, d_head] in memory, so
  * no split or merge copies are needed. The same kernels and arithmetic as the graph
  * path (the projections are one gemm over the B rows instead of per-batch products,

@@ -96,9 +96,10 @@ lb_kv_cache *lb_model_state_kv_cache(lb_model_state *s, int layer);
 lb_tensor *lb_model_step(lb_model_state *s, const int32_t *tokens);
 
 /* lb_model_step into the caller's tensor out: contiguous [B, num_classes] (regression
- * [B]) of the model dtype. For a token model nothing is allocated: the event runs
- * without an autograd graph on buffers made by lb_model_state_new
- * (lb_model_state_work_bytes). Errors as lb_model_step, LB_ERR_SHAPE for out;
+ * [B]) of the model dtype. For a token model the event runs without an autograd graph
+ * on buffers made by lb_model_state_new (lb_model_state_work_bytes): the step itself
+ * allocates nothing (the fused attention kernel still takes its per-call scratch, one
+ * allocation per attention layer, and OpenBLAS may make its own). Errors as lb_model_step, LB_ERR_SHAPE for out;
  * nothing changes on error. */
 lb_status lb_model_step_into(lb_model_state *s, const int32_t *tokens, lb_tensor *out);
 
