@@ -75,9 +75,9 @@ void lb_model_state_free(lb_model_state *s)
 }
 
 /* The buffers of the graph-free step (token models only: a feature model's step goes
- * through the graph). The LSTM's W_hhᵀ and the conv's tap-major weights are copies
- * of the model's parameters made here (the model must not change while the state is
- * used, layers/stream.h). */
+ * through the graph). The LSTM's W_ihᵀ and W_hhᵀ and the conv's tap-major weights are
+ * copies of the model's parameters made here (the model must not change while the
+ * state is used, layers/stream.h). */
 static lb_status work_build(lb_model_state *s)
 {
     const lb_model *m = s->model;

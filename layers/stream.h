@@ -50,7 +50,8 @@ typedef struct lb_model_state lb_model_state;
 
 /* A decoding state of model m for `streams` streams (B >= 1), every stream empty.
  * m must outlive the state and must not change while it is used (its parameters are
- * read at each step). opt may be NULL (defaults: grow without bound, all context).
+ * read at each step, and the LSTM's and conv's event steps keep copies of their weights
+ * made here). opt may be NULL (defaults: grow without bound, all context).
  * Errors (NULL): a non-causal attention model, B < 1, a negative option, max_bytes
  * below what the state needs for one event, out of memory. */
 lb_model_state *lb_model_state_new(lb_model *m, int64_t streams, const lb_stream_options *opt);
