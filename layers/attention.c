@@ -10,6 +10,7 @@
 
 #include "layers/linear.h"
 #include "layers/positional.h"
+#include "tensor/kernels.h"
 #include "tensor/kernels_attention.h"
 #include "tensor/kernels_stream.h"
 
@@ -592,4 +593,113 @@ lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cac
     if (!out)
         lb_error_context("multi-head attention '%s' (cached)", a->name);
     return out;
+}
+
+/* ---- decoding one event per stream without a graph ---- */
+
+lb_status lb_mha_step_work_init(lb_mha_step_work *w, const lb_mha *a, lb_dtype dtype, int64_t batch)
+{
+    memset(w, 0, sizeof *w);
+    int64_t sq[4] = {batch, a->n_heads, 1, a->d_head}, sl[3] = {batch, a->n_heads, 1};
+    size_t row = (size_t)(batch * a->d_model) * lb_dtype_size(dtype);
+    if (!(w->query = lb_tensor_zeros(dtype, 4, sq)) || !(w->heads = lb_tensor_zeros(dtype, 4, sq)) ||
+        !(w->lse = lb_tensor_zeros(dtype, 3, sl)) || !(w->key = calloc(1, row)) || !(w->value = calloc(1, row)) ||
+        !(w->key_lengths = calloc((size_t)batch, sizeof *w->key_lengths)) ||
+        !(w->rows = calloc((size_t)batch, sizeof *w->rows))) {
+        lb_mha_step_work_free(w);
+        return lb_error(LB_ERR_MEMORY, "multi-head attention '%s' (step): out of memory for %lld streams", a->name,
+                        (long long)batch);
+    }
+    return LB_OK;
+}
+
+void lb_mha_step_work_free(lb_mha_step_work *w)
+{
+    lb_tensor_free(w->query);
+    lb_tensor_free(w->heads);
+    lb_tensor_free(w->lse);
+    free(w->key);
+    free(w->value);
+    free(w->key_lengths);
+    free(w->rows);
+    memset(w, 0, sizeof *w);
+}
+
+size_t lb_mha_step_work_bytes(const lb_mha_step_work *w)
+{
+    if (!w->query)
+        return 0;
+    size_t es = lb_dtype_size(w->query->dtype), n = (size_t)lb_tensor_numel(w->query);
+    return (3 * n + (size_t)lb_tensor_numel(w->lse)) * es + n * es /* key, value */ +
+           2 * (size_t)w->query->shape[0] * sizeof(int32_t);
+}
+
+lb_status lb_mha_step(const lb_mha *a, const void *x, lb_kv_cache *cache, const lb_decode_chunk *chunk,
+                      lb_mha_step_work *w, void *out)
+{
+    const int64_t b = chunk ? chunk->batch : 0, h = a->n_heads, dh = a->d_head, d = a->d_model;
+    const lb_dtype dt = cache ? cache->dtype : LB_FLOAT32;
+    if (!cache || !chunk || !w->query || chunk->count != 1 || !chunk->valid || cache->batch != b ||
+        cache->n_heads != h || cache->d_head != dh || w->query->shape[0] != b || w->query->dtype != dt ||
+        (a->rotary && !chunk->positions))
+        return lb_error(LB_ERR_SHAPE, "multi-head attention '%s' (step): the chunk (one event for each of %lld streams), "
+                                      "the cache and the work buffers do not fit",
+                        a->name, (long long)b);
+    for (int64_t bi = 0; bi < b; bi++)
+        if (cache->length[bi] + 1 > cache->capacity)
+            return lb_error(LB_ERR_STATE, "multi-head attention '%s' (step): stream %lld holds %lld of %lld rows "
+                                          "(reserve room first)",
+                            a->name, (long long)bi, (long long)cache->length[bi], (long long)cache->capacity);
+    void *q = lb_tensor_data(w->query); /* [B, d_model] = [B, H, 1, d_head] */
+    const void *bq = a->b_q ? lb_tensor_data(a->b_q->value) : NULL, *bk = a->b_k ? lb_tensor_data(a->b_k->value) : NULL;
+    const void *bv = a->b_v ? lb_tensor_data(a->b_v->value) : NULL, *bo = a->b_o ? lb_tensor_data(a->b_o->value) : NULL;
+    lb_k_affine_rows(dt, b, d, d, x, lb_tensor_data(a->w_q->value), bq, q);
+    lb_k_affine_rows(dt, b, d, d, x, lb_tensor_data(a->w_k->value), bk, w->key);
+    lb_k_affine_rows(dt, b, d, d, x, lb_tensor_data(a->w_v->value), bv, w->value);
+    if (a->rotary) {
+        lb_rotary_rows(dt, b, h, dh, q, chunk->positions, ROTARY_BASE);
+        lb_rotary_rows(dt, b, h, dh, w->key, chunk->positions, ROTARY_BASE);
+    }
+    if (a->length_scale != LB_LENGTH_SCALE_NONE) {
+        /* The query sees its cached rows and itself, at most the window (lb_mha_forward_cached). */
+        LB_DISPATCH(dt, T, {
+            T *pq = q;
+            const T *ps = a->softmax_scale ? lb_tensor_data(a->softmax_scale->value) : NULL; /* [H] */
+            const T inv = (T)(1.0 / a->log_reference);
+            for (int64_t bi = 0; bi < b; bi++) {
+                int64_t keys = cache->length[bi] + 1;
+                if (cache->window > 0 && keys > cache->window)
+                    keys = cache->window;
+                const T f = (T)(keys > 1 ? log((double)keys) : 0.0);
+                for (int64_t hh = 0; hh < h; hh++) {
+                    const T fh = ps ? f * ps[hh] : inv * f;
+                    for (int64_t e = 0; e < dh; e++)
+                        pq[(bi * h + hh) * dh + e] = pq[(bi * h + hh) * dh + e] * fh;
+                }
+            }
+        });
+    }
+    /* The event's key and value rows go after each stream's cached rows. */
+    const size_t es = lb_dtype_size(dt), row = (size_t)dh * es;
+    char *ck = lb_tensor_data(cache->key), *cv = lb_tensor_data(cache->value);
+    for (int64_t bi = 0; bi < b; bi++) {
+        for (int64_t hh = 0; hh < h; hh++) {
+            size_t at = ((size_t)((bi * h + hh) * cache->capacity + cache->length[bi])) * row;
+            memcpy(ck + at, (const char *)w->key + (size_t)(bi * h + hh) * row, row);
+            memcpy(cv + at, (const char *)w->value + (size_t)(bi * h + hh) * row, row);
+        }
+        w->key_lengths[bi] = (int32_t)(cache->length[bi] + chunk->valid[bi]);
+        w->rows[bi] = (int32_t)cache->length[bi];
+    }
+    lb_attn_kmask mask = {0};
+    mask.causal = 1;
+    mask.window = cache->window;
+    mask.key_lengths = w->key_lengths;
+    mask.query_positions = w->rows;
+    lb_status st = lb_k_attention_forward(w->query, cache->key, cache->value, &mask, 1.0 / sqrt((double)dh), w->heads,
+                                          w->lse);
+    if (st != LB_OK)
+        return lb_error_context("multi-head attention '%s' (step)", a->name);
+    lb_k_affine_rows(dt, b, d, d, lb_tensor_data(w->heads), lb_tensor_data(a->w_o->value), bo, out);
+    return LB_OK;
 }

@@ -237,6 +237,37 @@ typedef struct lb_decode_chunk {
 lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cache *cache,
                               const lb_decode_chunk *chunk);
 
+/* ---- decoding one event per stream without a graph ----
+ * lb_mha_step is lb_mha_forward_cached for a chunk of one event (C = 1) computed
+ * straight into preallocated buffers: no graph, and no allocation of its own (the
+ * fused kernel takes its per-call scratch). With one event per
+ * stream the rows [B, d_model] are already the heads [B, H, 1, d_head] in memory, so
+ * no split or merge copies are needed. The same kernels and arithmetic as the graph
+ * path (the projections are one gemm over the B rows instead of per-batch products,
+ * which may round differently in float32). */
+typedef struct lb_mha_step_work {
+    lb_tensor *query, *heads; /* [B, H, 1, d_head]: the event's queries; the attention output */
+    lb_tensor *lse;           /* [B, H, 1] */
+    void *key, *value;        /* [B, d_model] the event's keys and values */
+    int32_t *key_lengths;     /* [B] keys each stream's query sees (cached + 1) */
+    int32_t *rows;            /* [B] the query's row in the cache */
+} lb_mha_step_work;
+
+/* Buffers for B streams of layer a in dtype. Errors: LB_ERR_MEMORY (nothing held). */
+lb_status lb_mha_step_work_init(lb_mha_step_work *w, const lb_mha *a, lb_dtype dtype, int64_t batch);
+void lb_mha_step_work_free(lb_mha_step_work *w);
+/* Bytes the buffers hold. */
+size_t lb_mha_step_work_bytes(const lb_mha_step_work *w);
+
+/* One event per stream: x [B, d_model] (raw, the cache's dtype; the block's normalised
+ * input) -> out [B, d_model] (raw: the heads merged and projected by W_O), attending
+ * over the cache as lb_mha_forward_cached does with chunk->count = 1 (the event's key
+ * and value are written after each stream's cached rows, padding streams included;
+ * call lb_kv_cache_reserve(cache, 1) first and lb_kv_cache_advance after the step).
+ * Errors: LB_ERR_SHAPE for a chunk, cache or work that does not fit; the kernel's. */
+lb_status lb_mha_step(const lb_mha *a, const void *x, lb_kv_cache *cache, const lb_decode_chunk *chunk,
+                      lb_mha_step_work *w, void *out);
+
 LB_API_END
 
 #endif

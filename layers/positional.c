@@ -139,6 +139,12 @@ lb_var *lb_positional_add_at(lb_graph *g, const lb_positional *p, lb_var *x, con
     return lb_add(g, x, lb_input(g, pe, 0));
 }
 
+/* The angle of rotary pair i at position pos (RoFormer's theta_i = base^(-2i/d)). */
+static double rotary_angle(double pos, int64_t i, double base, int64_t rotary_dim)
+{
+    return pos * pow(base, -2.0 * (double)i / (double)rotary_dim);
+}
+
 lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, const int32_t *positions, double base,
                            int64_t rotary_dim, lb_tensor **cos_out, lb_tensor **sin_out)
 {
@@ -171,7 +177,7 @@ lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, con
             for (int64_t r = 0; r < p; r++) {
                 double pos = positions ? (double)positions[bi * p + r] : (double)r;
                 for (int64_t i = 0; i < h; i++) {
-                    double angle = pos * pow(base, -2.0 * (double)i / (double)rotary_dim);
+                    double angle = rotary_angle(pos, i, base, rotary_dim);
                     pc[(bi * p + r) * h + i] = (T)cos(angle);
                     ps[(bi * p + r) * h + i] = (T)sin(angle);
                 }
@@ -210,4 +216,45 @@ lb_var *lb_rotary(lb_graph *g, lb_var *x, const int32_t *positions, double base)
         return NULL;
     }
     return lb_rotary_ex(g, x, positions, base, tx->shape[tx->ndim - 1], LB_ROTARY_HALVES);
+}
+
+void lb_positional_add_rows(const lb_positional *p, lb_dtype dtype, int64_t N, void *x, const int32_t *positions)
+{
+    const int64_t d = p->d_model;
+    if (p->kind == LB_POS_LEARNED) {
+        const lb_tensor *e = p->embedding->value; /* [max_seq_len, d] */
+        LB_DISPATCH(dtype, T, {
+            const T *pe = lb_tensor_data(e);
+            T *px = x; /* [N, d] */
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t c = 0; c < d; c++)
+                    px[n * d + c] = px[n * d + c] + pe[(int64_t)positions[n] * d + c];
+        });
+    } else if (p->kind == LB_POS_SINUSOIDAL) {
+        LB_DISPATCH(dtype, T, {
+            T *px = x; /* [N, d] */
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t c = 0; c < d; c++)
+                    px[n * d + c] = px[n * d + c] + (T)sinusoid(positions[n], c, d);
+        });
+    }
+}
+
+void lb_rotary_rows(lb_dtype dtype, int64_t N, int64_t H, int64_t d, void *x, const int32_t *positions, double base)
+{
+    const int64_t h = d / 2;
+    LB_DISPATCH(dtype, T, {
+        T *px = x; /* [N, H, d] */
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < h; k++) {
+                double angle = rotary_angle((double)positions[n], k, base, d);
+                T c = (T)cos(angle), s = (T)sin(angle);
+                for (int64_t hh = 0; hh < H; hh++) {
+                    T *r = px + (n * H + hh) * d;
+                    T xa = r[k], xb = r[k + h];
+                    r[k] = xa * c - xb * s;
+                    r[k + h] = xb * c + xa * s;
+                }
+            }
+    });
 }

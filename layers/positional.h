@@ -90,6 +90,17 @@ lb_var *lb_rotary_ex(lb_graph *g, lb_var *x, const int32_t *positions, double ba
 lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, const int32_t *positions, double base,
                            int64_t rotary_dim, lb_tensor **cos_out, lb_tensor **sin_out);
 
+/* Graph-free forms for streaming inference (layers/stream.c), the same arithmetic as
+ * lb_positional_add_at and lb_rotary:
+ * x [N, d_model] (raw, the model's dtype) += the positional rows at positions [N] (sinusoidal:
+ * the table's row, learned: the embedding's row; none and rotary: nothing). Positions
+ * must be checked by the caller (learned: < max_seq_len). */
+void lb_positional_add_rows(const lb_positional *p, lb_dtype dtype, int64_t N, void *x, const int32_t *positions);
+/* x [N, H, d] (raw, dtype) rotated in place, row n at positions[n] (d even, halves
+ * layout, every feature rotated: what lb_rotary gives for [N, H, 1, d] and [N, 1]
+ * positions). */
+void lb_rotary_rows(lb_dtype dtype, int64_t N, int64_t H, int64_t d, void *x, const int32_t *positions, double base);
+
 LB_API_END
 
 #endif

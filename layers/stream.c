@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "layers/model_internal.h"
+#include "tensor/kernels_conv.h"
+#include "tensor/kernels_lstm.h"
 #include "tensor/kernels_stream.h"
 
 enum { DEFAULT_CAPACITY = 256 };
@@ -22,6 +24,17 @@ struct lb_model_state {
     lb_tensor **hist;       /* conv: L histories [B, R_i, D] (NULL when R_i = 0) */
     lb_tensor **hist_next;  /* conv: the histories after the current step */
     int64_t window;         /* attention: keys each query sees (0 = all) */
+    /* The graph-free step of one event per stream (step_event): buffers allocated once. */
+    void *x, *a, *f;         /* [B, D] the residual stream; [B, max(D, H)] a layer's output;
+                              * [B, max(4H, d_ff, D)] gates or the FFN's hidden rows */
+    void **w_t;             /* lstm: per layer W_ihᵀ [n_in, 4H] then W_hhᵀ [H, 4H] (2 L entries;
+                             * NULL where the float32 loops do not run) */
+    void **taps;            /* conv: L weights in tap-major layout [K, D, D] */
+    lb_mha_step_work attn;  /* attention: the layer's per-event buffers (shared by the layers) */
+    size_t work_bytes;      /* what the above hold */
+    int64_t *valid1;        /* [B] and */
+    int32_t *positions1;    /* [B]: a one-event chunk's valid counts and positions */
+    int graph_used;         /* the graph holds a step's nodes */
 };
 
 static int64_t conv_history(const lb_model_config *c, int i) { return (c->kernel_size - 1) * ((int64_t)1 << i); }
@@ -45,8 +58,73 @@ void lb_model_state_free(lb_model_state *s)
     lb_tensor_free(s->h_next);
     lb_tensor_free(s->c_next);
     lb_graph_free(s->graph);
+    for (int i = 0; s->w_t && i < 2 * c->n_layers; i++)
+        free(s->w_t[i]);
+    for (int i = 0; s->taps && i < c->n_layers; i++)
+        free(s->taps[i]);
+    free(s->w_t);
+    free(s->taps);
+    free(s->x);
+    free(s->a);
+    free(s->f);
+    lb_mha_step_work_free(&s->attn);
+    free(s->valid1);
+    free(s->positions1);
     free(s->events);
     free(s);
+}
+
+/* The buffers of the graph-free step (token models only: a feature model's step goes
+ * through the graph). The LSTM's W_ihᵀ and W_hhᵀ and the conv's tap-major weights are
+ * copies of the model's parameters made here (the model must not change while the
+ * state is used, layers/stream.h). */
+static lb_status work_build(lb_model_state *s)
+{
+    const lb_model *m = s->model;
+    const lb_model_config *c = &m->cfg;
+    if (!m->embedding)
+        return LB_OK;
+    const size_t es = lb_dtype_size(c->dtype);
+    const int64_t b = s->batch, d = c->d_model, h = c->kind == LB_MODEL_LSTM ? c->hidden_size : 0;
+    int64_t wide = d > h ? d : h, widest = wide;
+    if (4 * h > widest)
+        widest = 4 * h;
+    if (lb_model_kind_is_attention(c->kind) && c->d_ff > widest)
+        widest = c->d_ff;
+    size_t total = (size_t)(b * (d + wide + widest)) * es;
+    if (!(s->x = calloc((size_t)(b * d), es)) || !(s->a = calloc((size_t)(b * wide), es)) ||
+        !(s->f = calloc((size_t)(b * widest), es)))
+        return lb_error(LB_ERR_MEMORY, "model state: out of memory for the step's buffers");
+    if (lb_model_kind_is_attention(c->kind)) {
+        if (lb_mha_step_work_init(&s->attn, &m->transformer.blocks[0].attn, c->dtype, b) != LB_OK)
+            return lb_last_status();
+        total += lb_mha_step_work_bytes(&s->attn);
+    } else if (c->kind == LB_MODEL_LSTM) {
+        if (!(s->w_t = calloc((size_t)(2 * c->n_layers), sizeof *s->w_t)))
+            return lb_error(LB_ERR_MEMORY, "model state: out of memory");
+        for (int i = 0; lb_k_lstm_step_uses_copies(c->dtype, 4 * h) && i < c->n_layers; i++) {
+            const lb_tensor *w[2] = {m->lstm.weight_ih[i]->value, m->lstm.weight_hh[i]->value}; /* [4H, n] */
+            for (int j = 0; j < 2; j++) {
+                size_t bytes = (size_t)lb_tensor_numel(w[j]) * es;
+                if (!(s->w_t[2 * i + j] = malloc(bytes)))
+                    return lb_error(LB_ERR_MEMORY, "model state: out of memory for the LSTM's weight copies");
+                lb_k_lstm_transpose_weight(c->dtype, 4 * h, w[j]->shape[1], lb_tensor_data(w[j]), s->w_t[2 * i + j]);
+                total += bytes;
+            }
+        }
+    } else {
+        if (!(s->taps = calloc((size_t)c->n_layers, sizeof *s->taps)))
+            return lb_error(LB_ERR_MEMORY, "model state: out of memory");
+        const int64_t k = c->kernel_size;
+        for (int i = 0; i < c->n_layers; i++) {
+            if (!(s->taps[i] = malloc((size_t)(k * d * d) * es)))
+                return lb_error(LB_ERR_MEMORY, "model state: out of memory for the conv's tap-major weights");
+            lb_k_conv1d_pack_taps(c->dtype, d, d, k, lb_tensor_data(m->conv[i].weight->value), s->taps[i]);
+            total += (size_t)(k * d * d) * es;
+        }
+    }
+    s->work_bytes = total;
+    return LB_OK;
 }
 
 static lb_status state_build(lb_model_state *s, const lb_stream_options *o)
@@ -93,6 +171,8 @@ static lb_status state_build(lb_model_state *s, const lb_stream_options *o)
                 return lb_last_status();
         }
     }
+    if (work_build(s) != LB_OK)
+        return lb_last_status();
     if (o->max_bytes > 0 && lb_model_state_allocated(s) > o->max_bytes)
         return lb_error(LB_ERR_MEMORY, "model state: %zu bytes for %lld streams are over max_bytes = %zu",
                         lb_model_state_allocated(s), (long long)b, o->max_bytes);
@@ -125,7 +205,9 @@ lb_model_state *lb_model_state_new(lb_model *m, int64_t streams, const lb_stream
     }
     s->model = m;
     s->batch = streams;
-    if (!(s->events = calloc((size_t)streams, sizeof *s->events)) || !(s->graph = lb_graph_new())) {
+    if (!(s->events = calloc((size_t)streams, sizeof *s->events)) || !(s->graph = lb_graph_new()) ||
+        !(s->valid1 = calloc((size_t)streams, sizeof *s->valid1)) ||
+        !(s->positions1 = calloc((size_t)streams, sizeof *s->positions1))) {
         lb_error(LB_ERR_MEMORY, "model state: out of memory for %lld streams", (long long)streams);
         lb_model_state_free(s);
         return NULL;
@@ -210,6 +292,8 @@ size_t lb_model_state_allocated(const lb_model_state *s)
     }
     return total;
 }
+
+size_t lb_model_state_work_bytes(const lb_model_state *s) { return s->work_bytes; }
 
 /* ---- one step ---- */
 
@@ -362,6 +446,134 @@ static void commit(lb_model_state *s, const int64_t *valid)
         s->events[b] += valid[b];
 }
 
+/* ---- one event per stream without a graph ----
+ * The same computation as step_run for C = 1, straight into the state's buffers:
+ * embedding (and positions) -> body -> head, one row per stream. Streams with no
+ * event in this chunk (valid 0) are computed like the others and then left as they
+ * were (their output row is unspecified, as in step_run). */
+
+/* The LSTM: layer k reads x (k = 0) or layer k-1's new h, carries (h, c) into
+ * (h_next, c_next); returns the last layer's h [B, H]. */
+static const void *lstm_event(lb_model_state *s, const int64_t *valid)
+{
+    const lb_model_config *c = &s->model->cfg;
+    const lb_lstm *l = &s->model->lstm;
+    const int64_t b = s->batch, hs = c->hidden_size;
+    const size_t layer = (size_t)(b * hs) * lb_dtype_size(c->dtype);
+    const char *in = s->x;
+    int64_t n_in = c->d_model;
+    for (int k = 0; k < c->n_layers; k++) {
+        char *h = (char *)lb_tensor_data(s->h_next) + (size_t)k * layer;
+        lb_k_lstm_step(c->dtype, b, n_in, hs, in, lb_tensor_data(l->weight_ih[k]->value), s->w_t[2 * k],
+                       lb_tensor_data(l->bias_ih[k]->value), lb_tensor_data(l->bias_hh[k]->value),
+                       lb_tensor_data(l->weight_hh[k]->value), s->w_t[2 * k + 1],
+                       (const char *)lb_tensor_data(s->h) + (size_t)k * layer,
+                       (const char *)lb_tensor_data(s->c) + (size_t)k * layer, s->f, h,
+                       (char *)lb_tensor_data(s->c_next) + (size_t)k * layer);
+        in = h;
+        n_in = hs;
+    }
+    for (int64_t bi = 0; bi < b; bi++)
+        if (!valid[bi]) { /* no event: the stream keeps its (h, c) */
+            copy_stream_rows(s->h_next, s->h, bi);
+            copy_stream_rows(s->c_next, s->c, bi);
+        }
+    return (const char *)lb_tensor_data(s->h_next) + (size_t)(c->n_layers - 1) * layer;
+}
+
+/* The conv stack: x = x + GELU(conv_i(x)) per layer, each layer's input pushed onto
+ * its history (into hist_next). Returns x [B, D]. */
+static const void *conv_event(lb_model_state *s, const int64_t *valid)
+{
+    const lb_model *m = s->model;
+    const lb_model_config *c = &m->cfg;
+    const int64_t b = s->batch, d = c->d_model;
+    for (int i = 0; i < c->n_layers; i++) {
+        const int64_t r = conv_history(c, i);
+        /* a [B, D] = conv_i at the event, reading the history before it */
+        lb_k_conv1d_step(c->dtype, b, d, d, c->kernel_size, m->conv[i].dilation, s->x,
+                         r > 0 ? lb_tensor_data(s->hist[i]) : NULL, s->taps[i], lb_tensor_data(m->conv[i].bias->value),
+                         s->a);
+        if (r > 0)
+            lb_k_history_push(c->dtype, b, r, d, lb_tensor_data(s->hist[i]), s->x, valid, lb_tensor_data(s->hist_next[i]));
+        lb_k_gelu_rows(c->dtype, b * d, s->a, s->x, 1);
+    }
+    return s->x;
+}
+
+/* The transformer stack (pre-norm blocks, then ln_f) on the event. Returns [B, D]. */
+static const void *attention_event(lb_model_state *s, const lb_decode_chunk *chunk)
+{
+    const lb_transformer *tr = &s->model->transformer;
+    const lb_model_config *c = &s->model->cfg;
+    const lb_dtype dt = c->dtype;
+    const int64_t b = s->batch, d = c->d_model, n = b * d;
+    for (int i = 0; i < tr->n_layers; i++) {
+        const lb_transformer_block *blk = &tr->blocks[i];
+        const lb_ffn *ffn = &blk->ffn;
+        /* x = x + MHA(LN1(x)) */
+        lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(blk->ln1.weight->value),
+                             lb_tensor_data(blk->ln1.bias->value), blk->ln1.eps, s->a);
+        if (lb_mha_step(&blk->attn, s->a, &s->caches[i], chunk, &s->attn, s->f) != LB_OK)
+            return NULL;
+        LB_DISPATCH(dt, T, {
+            T *px = s->x;
+            const T *po = s->f;
+            for (int64_t j = 0; j < n; j++)
+                px[j] = px[j] + po[j];
+        });
+        /* x = x + fc2(GELU(fc1(LN2(x)))) */
+        lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(blk->ln2.weight->value),
+                             lb_tensor_data(blk->ln2.bias->value), blk->ln2.eps, s->a);
+        lb_k_affine_rows(dt, b, d, ffn->fc1.out_features, s->a, lb_tensor_data(ffn->fc1.weight->value),
+                         lb_tensor_data(ffn->fc1.bias->value), s->f);
+        lb_k_gelu_rows(dt, b * ffn->fc1.out_features, s->f, s->f, 0);
+        lb_k_affine_rows(dt, b, ffn->fc1.out_features, d, s->f, lb_tensor_data(ffn->fc2.weight->value),
+                         lb_tensor_data(ffn->fc2.bias->value), s->a);
+        LB_DISPATCH(dt, T, {
+            T *px = s->x;
+            const T *pf = s->a;
+            for (int64_t j = 0; j < n; j++)
+                px[j] = px[j] + pf[j];
+        });
+    }
+    lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(tr->ln_f.weight->value), lb_tensor_data(tr->ln_f.bias->value),
+                         tr->ln_f.eps, s->a);
+    return s->a;
+}
+
+/* One event per stream (in->seq_len = 1, token model), the head's output into out
+ * [B, classes] (regression [B]); an error commits nothing. */
+static lb_status step_event(lb_model_state *s, const lb_model_input *in, const int64_t *valid,
+                            const int32_t *positions, void *out)
+{
+    const lb_model *m = s->model;
+    const lb_model_config *c = &m->cfg;
+    const int64_t b = s->batch, d = c->d_model, classes = c->num_classes > 0 ? c->num_classes : 1;
+    const size_t row = (size_t)d * lb_dtype_size(c->dtype);
+    for (int i = 0; s->caches && i < c->n_layers; i++)
+        if (lb_kv_cache_reserve(&s->caches[i], 1) != LB_OK)
+            return lb_last_status();
+    const char *emb = lb_tensor_data(m->embedding->value); /* [V, D] */
+    for (int64_t bi = 0; bi < b; bi++)
+        memcpy((char *)s->x + (size_t)bi * row, emb + (size_t)in->tokens[bi] * row, row);
+    const void *h;
+    if (s->caches) {
+        lb_positional_add_rows(&m->pos, c->dtype, b, s->x, positions);
+        lb_decode_chunk chunk = {b, 1, valid, positions};
+        h = attention_event(s, &chunk);
+    } else if (s->h) {
+        h = lstm_event(s, valid);
+    } else {
+        h = conv_event(s, valid);
+    }
+    if (!h)
+        return lb_last_status();
+    lb_k_affine_rows(c->dtype, b, m->head.in_features, classes, h, lb_tensor_data(m->head.weight->value),
+                     lb_tensor_data(m->head.bias->value), out);
+    return LB_OK;
+}
+
 /* The body and head on the chunk; NULL on error with nothing committed. */
 static lb_tensor *step_run(lb_model_state *s, const lb_model_input *in, const int64_t *valid, const int32_t *positions,
                            int ragged)
@@ -370,6 +582,7 @@ static lb_tensor *step_run(lb_model_state *s, const lb_model_input *in, const in
     const lb_model *m = s->model;
     const lb_model_config *c = &m->cfg;
     int64_t b = in->batch, n = in->seq_len;
+    s->graph_used = 1;
     lb_decode_chunk chunk = {b, n, valid, positions};
     for (int i = 0; s->caches && i < c->n_layers; i++)
         if (lb_kv_cache_reserve(&s->caches[i], n) != LB_OK)
@@ -392,29 +605,82 @@ static lb_tensor *step_run(lb_model_state *s, const lb_model_input *in, const in
     return out;
 }
 
+/* Checks the chunk and runs it (the event step when it can, else the graph), writing
+ * into `out` when given (one event: [B, classes] or [B] of the model dtype), else
+ * returning a new [B, C, classes] / [B, C] tensor. Commits on success. */
+static lb_tensor *step_chunk(lb_model_state *s, const lb_model_input *in, lb_tensor *out, lb_status *status)
+{
+    int64_t n = in && in->seq_len > 0 ? in->seq_len : 1;
+    int one = n == 1;
+    int64_t *valid = one ? s->valid1 : malloc((size_t)s->batch * sizeof *valid);
+    int32_t *positions = one ? s->positions1 : malloc((size_t)(s->batch * n) * sizeof *positions);
+    lb_tensor *made = NULL;
+    int ragged = 0;
+    *status = LB_ERR_VALUE;
+    if (!valid || !positions)
+        *status = lb_error(LB_ERR_MEMORY, "model step: out of memory");
+    else if ((*status = chunk_check(s, in, valid, positions, &ragged)) == LB_OK) {
+        if (one && s->x && !out) {
+            const lb_model_config *c = &s->model->cfg;
+            int64_t shape[3] = {s->batch, 1, c->num_classes};
+            made = lb_tensor_empty(c->dtype, c->num_classes > 0 ? 3 : 2, shape);
+            *status = made ? step_event(s, in, valid, positions, lb_tensor_data(made)) : lb_last_status();
+        } else if (one && s->x) {
+            *status = step_event(s, in, valid, positions, lb_tensor_data(out));
+        } else {
+            made = step_run(s, in, valid, positions, ragged);
+            *status = made ? LB_OK : lb_last_status();
+            if (made && out) { /* a feature model's event, into the caller's tensor */
+                memcpy(lb_tensor_data(out), lb_tensor_data(made), (size_t)lb_tensor_numel(made) * lb_dtype_size(made->dtype));
+                lb_tensor_free(made);
+                made = NULL;
+            }
+        }
+    }
+    if (*status == LB_OK) {
+        commit(s, valid);
+    } else {
+        lb_tensor_free(made);
+        made = NULL;
+        lb_error_context("model step (%s)", lb_model_kind_name(s->model->cfg.kind));
+    }
+    if (s->graph_used) {
+        lb_graph_reset(s->graph);
+        s->graph_used = 0;
+    }
+    if (!one) {
+        free(valid);
+        free(positions);
+    }
+    return made;
+}
+
 lb_tensor *lb_model_step_chunk(lb_model_state *s, const lb_model_input *in)
 {
     if (!s) {
         lb_error(LB_ERR_VALUE, "model step: the state is NULL");
         return NULL;
     }
-    int64_t n = in && in->seq_len > 0 ? in->seq_len : 1;
-    int64_t *valid = malloc((size_t)s->batch * sizeof *valid);
-    int32_t *positions = malloc((size_t)(s->batch * n) * sizeof *positions);
-    lb_tensor *out = NULL;
-    int ragged = 0;
-    if (!valid || !positions)
-        lb_error(LB_ERR_MEMORY, "model step: out of memory");
-    else if (chunk_check(s, in, valid, positions, &ragged) == LB_OK)
-        out = step_run(s, in, valid, positions, ragged);
-    if (out)
-        commit(s, valid);
-    else
-        lb_error_context("model step (%s)", lb_model_kind_name(s->model->cfg.kind));
-    lb_graph_reset(s->graph);
-    free(valid);
-    free(positions);
-    return out;
+    lb_status st;
+    return step_chunk(s, in, NULL, &st);
+}
+
+lb_status lb_model_step_into(lb_model_state *s, const int32_t *tokens, lb_tensor *out)
+{
+    if (!s)
+        return lb_error(LB_ERR_VALUE, "model step: the state is NULL");
+    const lb_model_config *c = &s->model->cfg;
+    char so[128];
+    int want = c->num_classes > 0 ? 2 : 1;
+    if (!out || out->ndim != want || out->shape[0] != s->batch || (want == 2 && out->shape[1] != c->num_classes) ||
+        out->dtype != c->dtype || !lb_tensor_is_contiguous(out))
+        return lb_error(LB_ERR_SHAPE, "model step: out %s must be a contiguous %s tensor [B = %lld%s] of the model's dtype",
+                        out ? lb_tensor_describe(out, so, sizeof so) : "NULL", lb_dtype_name(c->dtype),
+                        (long long)s->batch, c->num_classes > 0 ? ", num_classes" : "");
+    lb_model_input in = {s->batch, 1, tokens, NULL, NULL};
+    lb_status st;
+    step_chunk(s, &in, out, &st);
+    return st;
 }
 
 lb_tensor *lb_model_step(lb_model_state *s, const int32_t *tokens)
@@ -423,13 +689,12 @@ lb_tensor *lb_model_step(lb_model_state *s, const int32_t *tokens)
         lb_error(LB_ERR_VALUE, "model step: the state is NULL");
         return NULL;
     }
-    lb_model_input in = {s->batch, 1, tokens, NULL, NULL};
-    lb_tensor *out = lb_model_step_chunk(s, &in); /* [B, 1, classes] or [B, 1] */
-    if (!out)
-        return NULL;
     const lb_model_config *c = &s->model->cfg;
     int64_t shape[2] = {s->batch, c->num_classes};
-    lb_tensor *flat = lb_tensor_reshape(out, c->num_classes > 0 ? 2 : 1, shape);
-    lb_tensor_free(out);
-    return flat;
+    lb_tensor *out = lb_tensor_empty(c->dtype, c->num_classes > 0 ? 2 : 1, shape);
+    if (!out || lb_model_step_into(s, tokens, out) != LB_OK) {
+        lb_tensor_free(out);
+        return NULL;
+    }
+    return out;
 }

@@ -50,7 +50,8 @@ typedef struct lb_model_state lb_model_state;
 
 /* A decoding state of model m for `streams` streams (B >= 1), every stream empty.
  * m must outlive the state and must not change while it is used (its parameters are
- * read at each step). opt may be NULL (defaults: grow without bound, all context).
+ * read at each step, and the LSTM's and conv's event steps keep copies of their weights
+ * made here). opt may be NULL (defaults: grow without bound, all context).
  * Errors (NULL): a non-causal attention model, B < 1, a negative option, max_bytes
  * below what the state needs for one event, out of memory. */
 lb_model_state *lb_model_state_new(lb_model *m, int64_t streams, const lb_stream_options *opt);
@@ -69,6 +70,16 @@ int64_t lb_model_state_events(const lb_model_state *s, int64_t stream);
 size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream);
 /* Bytes the state holds for all streams, spare capacity and scratch included. */
 size_t lb_model_state_allocated(const lb_model_state *s);
+/* Bytes of the graph-free event step's buffers, allocated once by lb_model_state_new
+ * and not counted above (nor in max_bytes): for token models, the rows of one event
+ * (B · (D + max(D, H) + max(D, 4 H, d_ff)) values, H the LSTM's hidden_size, d_ff the
+ * transformer's, each 0 for the other families) plus the LSTM's
+ * float32 copies of W_ihᵀ and W_hhᵀ (4 H (D + H) + (L - 1) · 8 H² values, where its
+ * AVX2 / AVX-512 loops run: 4 H a multiple of 32 or 64), the conv's tap-major weights
+ * (L · K · D² values) or the attention layer's query, output, key and value rows
+ * (4 B D values, B · n_heads for the log-sum-exp, 2 B int32). 0 for feature models,
+ * whose steps build a graph. */
+size_t lb_model_state_work_bytes(const lb_model_state *s);
 
 /* The key-value cache of attention layer `layer` (transformer and local models), or
  * NULL (other families, a layer out of range). For inspection, and for benchmarks that
@@ -84,6 +95,14 @@ lb_kv_cache *lb_model_state_kv_cache(lb_model_state *s, int layer);
  * Errors (NULL): ids outside the vocabulary (named by stream), a feature model,
  * learned positions past max_seq_len, memory (the state is then unchanged). */
 lb_tensor *lb_model_step(lb_model_state *s, const int32_t *tokens);
+
+/* lb_model_step into the caller's tensor out: contiguous [B, num_classes] (regression
+ * [B]) of the model dtype. For a token model the event runs without an autograd graph
+ * on buffers made by lb_model_state_new (lb_model_state_work_bytes): the step itself
+ * allocates nothing (the fused attention kernel still takes its per-call scratch, one
+ * allocation per attention layer, and OpenBLAS may make its own). Errors as lb_model_step, LB_ERR_SHAPE for out;
+ * nothing changes on error. */
+lb_status lb_model_step_into(lb_model_state *s, const int32_t *tokens, lb_tensor *out);
 
 /* A chunk of C events per stream (chunked prefill): in->batch = B, in->seq_len = C,
  * tokens [B, C] or features [B, C, F] as for lb_model_forward; in->lengths, when not

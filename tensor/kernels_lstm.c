@@ -335,6 +335,49 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
     free(w_t);
 }
 
+void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const void *x, const void *w_ih,
+                    const void *w_ih_t, const void *b_ih, const void *b_hh, const void *w_hh, const void *w_hh_t,
+                    const void *h_prev, const void *c_prev, void *gates, void *h, void *c)
+{
+    const int64_t G = 4 * H;
+    rec_gemm_fn fast = rec_gemm_for(dtype, G);
+    if (fast && w_ih_t) {
+        /* gates [B, G] = b_ih + b_hh, then += x [B, n_in] @ W_ihᵀ [n_in, G] */
+        LB_DISPATCH(dtype, real, {
+            real *pd = gates;
+            const real *bi = b_ih, *bh = b_hh;
+            for (int64_t r = 0; r < B; r++)
+                for (int64_t j = 0; j < G; j++)
+                    pd[r * G + j] = bi[j] + bh[j];
+        });
+        fast(B, G, n_in, x, n_in, w_ih_t, 1, gates, G);
+    } else {
+        lb_k_lstm_projection(dtype, B, n_in, G, x, w_ih, b_ih, b_hh, gates);
+    }
+    /* gates += h_prev [B, H] @ W_hhᵀ [H, G] */
+    rec_product(w_hh_t ? fast : NULL, w_hh_t, dtype, 1, B, G, H, h_prev, H, w_hh, H, 1.0, gates, G);
+    LB_DISPATCH(dtype, real, {
+        real *gate = gates;                       /* [B, G] */
+        const real *cp = c_prev;                  /* [B, H] */
+        real *ht = h, *ct = c;                    /* [B, H] */
+        for (int64_t b = 0; b < B; b++)
+            GATE_ROW(H, gate + b * G, cp + b * H, ct + b * H, ht + b * H);
+    });
+}
+
+void lb_k_lstm_transpose_weight(lb_dtype dtype, int64_t G, int64_t n, const void *w, void *w_t)
+{
+    LB_DISPATCH(dtype, real, {
+        const real *src = w; /* [G, n] */
+        real *dst = w_t;     /* [n, G] */
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < G; j++)
+                dst[k * G + j] = src[j * n + k];
+    });
+}
+
+int lb_k_lstm_step_uses_copies(lb_dtype dtype, int64_t G) { return rec_gemm_for(dtype, G) != NULL; }
+
 void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void *gates,
                                    const void *cells, const void *c0, const void *w_hh, const void *dy, void *dh,
                                    void *dc, int want_dh0)

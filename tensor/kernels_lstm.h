@@ -47,6 +47,32 @@ void lb_k_lstm_projection(lb_dtype dtype, int64_t rows, int64_t n_in, int64_t G,
 void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void *gates, const void *w_hh,
                           const void *h0, const void *c0, void *y, void *cells, int keep_cells, void *c_last);
 
+/* One event of one layer for B streams (streaming inference, layers/stream.h): the
+ * projection and one step of the recurrence, allocating nothing.
+ *   x      [B, n_in]  the layer's input at the event
+ *   w_ih [G, n_in], b_ih [G], b_hh [G], w_hh [G, H]: the layer's parameters
+ *   w_ih_t [n_in, G], w_hh_t [H, G]  W_ihᵀ and W_hhᵀ (lb_k_lstm_transpose_weight), read
+ *                     in place by the float32 AVX2 / AVX-512 loops (when G is a multiple
+ *                     of their width); NULL: that product goes to lb_k_gemm
+ *   h_prev, c_prev [B, H]  the carried state (row stride H)
+ *   gates  [B, G]     scratch: the activated gates i, f, g, o on return
+ *   h, c   [B, H]     out: the new state; must not overlap h_prev, c_prev
+ * gates = (b_ih + b_hh) + x W_ihᵀ, then + h_prev W_hhᵀ, then the gate rows: the order
+ * of lb_k_lstm_projection followed by lb_k_lstm_recurrence with T = 1 and h0, c0
+ * given (the same bits when w_ih_t is NULL; with it, the input product runs in the
+ * recurrent product's loops, without OpenBLAS's per-call packing, and may round
+ * differently). */
+void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const void *x, const void *w_ih,
+                    const void *w_ih_t, const void *b_ih, const void *b_hh, const void *w_hh, const void *w_hh_t,
+                    const void *h_prev, const void *c_prev, void *gates, void *h, void *c);
+
+/* w_t [n, G] = w [G, n] transposed (the k-major layout lb_k_lstm_step's loops read). */
+void lb_k_lstm_transpose_weight(lb_dtype dtype, int64_t G, int64_t n, const void *w, void *w_t);
+
+/* 1 when lb_k_lstm_step's float32 loops run for G gate rows on this CPU (so the
+ * transposed copies are worth making), else 0. */
+int lb_k_lstm_step_uses_copies(lb_dtype dtype, int64_t G);
+
 /* Backpropagation through time of lb_k_lstm_recurrence, t = T-1 .. 0, with
  * dh = dy[:, t] + dh_rec and tc = tanh(c_t):
  *   dc = dh o (1 - tc²) + dc_next

@@ -1,7 +1,10 @@
 /* Row movement for streaming state (tensor/kernels_stream.h). Named dims B, M, R, D. */
 #include "tensor/kernels_stream.h"
 
+#include <math.h>
 #include <string.h>
+
+#include "tensor/kernels.h"
 
 lb_status lb_k_copy_rows(lb_tensor *dst, const int64_t *dst_row, const lb_tensor *src, const int64_t *src_row,
                          const int64_t *count)
@@ -41,4 +44,104 @@ lb_status lb_k_copy_rows(lb_tensor *dst, const int64_t *dst_row, const lb_tensor
         }
     }
     return LB_OK;
+}
+
+/* ---- per-event kernels ---- */
+
+void lb_k_affine_rows(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, const void *x, const void *w,
+                      const void *bias, void *y)
+{
+    lb_k_gemm(dtype, 0, 0, N, n_out, n_in, 1.0, x, n_in, w, n_out, 0.0, y, n_out); /* [N, n_in] @ [n_in, n_out] */
+    if (!bias)
+        return;
+    LB_DISPATCH(dtype, real, {
+        const real *b = bias; /* [n_out] */
+        real *py = y;         /* [N, n_out] */
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t o = 0; o < n_out; o++)
+                py[r * n_out + o] = py[r * n_out + o] + b[o];
+    });
+}
+
+void lb_k_layer_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, const void *weight, const void *bias,
+                          double eps, void *y)
+{
+    LB_DISPATCH(dtype, real, {
+        const real *px = x, *pw = weight, *pb = bias; /* [N, D], [D], [D] */
+        real *py = y;                                 /* [N, D] */
+        for (int64_t r = 0; r < N; r++) {
+            const real *xr = px + r * D;
+            real *yr = py + r * D;
+            double mu = 0, var = 0;
+            for (int64_t j = 0; j < D; j++)
+                mu += (double)xr[j];
+            mu /= (double)D;
+            for (int64_t j = 0; j < D; j++)
+                var += ((double)xr[j] - mu) * ((double)xr[j] - mu);
+            var /= (double)D;
+            double rs = 1.0 / sqrt(var + eps);
+            for (int64_t j = 0; j < D; j++) {
+                double v = ((double)xr[j] - mu) * rs;
+                if (pw)
+                    v *= (double)pw[j];
+                if (pb)
+                    v += (double)pb[j];
+                yr[j] = (real)v;
+            }
+        }
+    });
+}
+
+void lb_k_gelu_rows(lb_dtype dtype, int64_t n, const void *y, void *x, int residual)
+{
+    LB_DISPATCH(dtype, real, {
+        const real *py = y; /* [n] */
+        real *px = x;       /* [n] */
+        for (int64_t i = 0; i < n; i++) {
+            double v = (double)py[i];
+            real gv = (real)(0.5 * v * (1.0 + erf(v * M_SQRT1_2)));
+            px[i] = residual ? px[i] + gv : gv;
+        }
+    });
+}
+
+void lb_k_conv1d_step(lb_dtype dtype, int64_t N, int64_t Ci, int64_t Co, int64_t K, int64_t d, const void *x,
+                      const void *hist, const void *taps, const void *bias, void *y)
+{
+    const size_t es = lb_dtype_size(dtype);
+    const int64_t R = d * (K - 1);
+    LB_DISPATCH(dtype, real, {
+        const real *b = bias; /* [Co] */
+        real *py = y;         /* [N, Co] */
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t o = 0; o < Co; o++)
+                py[r * Co + o] = b[o];
+    });
+    for (int64_t j = 0; j < K; j++) {
+        const int64_t s = d * (K - 1 - j);
+        const void *w = (const char *)taps + (size_t)(j * Ci * Co) * es; /* [Ci, Co] */
+        if (s == 0) /* y [N, Co] += x [N, Ci] @ Wj */
+            lb_k_gemm(dtype, 0, 0, N, Co, Ci, 1.0, x, Ci, w, Co, 1.0, y, Co);
+        else /* y [N, Co] += hist[:, R - s] [N, Ci] (row stride R Ci) @ Wj */
+            lb_k_gemm(dtype, 0, 0, N, Co, Ci, 1.0, (const char *)hist + (size_t)((R - s) * Ci) * es, R * Ci, w, Co,
+                      1.0, y, Co);
+    }
+}
+
+void lb_k_history_push(lb_dtype dtype, int64_t N, int64_t R, int64_t D, const void *src, const void *x,
+                       const int64_t *push, void *dst)
+{
+    if (R <= 0)
+        return;
+    const size_t row = (size_t)D * lb_dtype_size(dtype), per = (size_t)R * row;
+    const char *ps = src, *px = x;
+    char *pd = dst;
+    for (int64_t b = 0; b < N; b++) {
+        if (!push[b]) {
+            memcpy(pd + (size_t)b * per, ps + (size_t)b * per, per);
+            continue;
+        }
+        memcpy(pd + (size_t)b * per, ps + (size_t)b * per + row, per - row); /* rows 1 .. R-1 to 0 .. R-2 */
+        memcpy(pd + (size_t)b * per + per - row, px + (size_t)b * row, row);  /* x to row R-1 */
+    }
 }

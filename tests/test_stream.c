@@ -10,6 +10,7 @@
 
 #include "layers/model.h"
 #include "layers/stream.h"
+#include "tensor/kernels_lstm.h"
 #include "support.h"
 
 enum { NB = 3, NT = 160, VOCAB = 11, CLASSES = 3 };
@@ -180,6 +181,13 @@ static void test_lstm(void)
 {
     check_family(LB_MODEL_LSTM, LB_POS_NONE, LB_FLOAT32);
     check_family(LB_MODEL_LSTM, LB_POS_NONE, LB_FLOAT64);
+    /* 4H = 64: the event step's float32 AVX2 / AVX-512 loops on the transposed weights */
+    lb_model_config c = config(LB_MODEL_LSTM, LB_POS_NONE, LB_FLOAT32);
+    c.hidden_size = 16;
+    lb_model *m = lb_model_new(&c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    check_config(&c, m);
+    lb_model_free(m);
 }
 
 static void test_conv(void)
@@ -330,6 +338,116 @@ static void test_state_bytes(void)
     }
 }
 
+/* Token models with a regression head, every family: single events (the graph-free
+ * step) give the full forward's [B, T] outputs. */
+static void test_token_regression(void)
+{
+    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++)
+        for (int dt = 0; dt < 2; dt++) {
+            lb_dtype dtype = dt ? LB_FLOAT64 : LB_FLOAT32;
+            lb_model_config c = config((lb_model_kind)k, LB_POS_SINUSOIDAL, dtype);
+            c.num_classes = 0;
+            lb_model *m = lb_model_new(&c);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+            int32_t tokens[NB * 40], lens[NB] = {40, 17, 1};
+            random_tokens(tokens, NB * 40, 11 + (uint64_t)k);
+            lb_model_input in = {NB, 40, tokens, NULL, lens};
+            lb_tensor *full = full_forward(m, &in);
+            CU_ASSERT_EQUAL(full->ndim, 2);
+            double d = stream_max_diff(m, &in, full, 1, NULL);
+            if (!(d <= (dt ? 1e-12 : 1e-5)))
+                fprintf(stderr, "\n  %s %s regression: max |streamed - full| = %.3g\n", lb_model_kind_name(c.kind),
+                        lb_dtype_name(dtype), d);
+            CU_ASSERT_TRUE(d <= (dt ? 1e-12 : 1e-5));
+            lb_tensor_free(full);
+            lb_model_free(m);
+        }
+}
+
+/* The event step's buffers, allocated once at creation, by the formula of
+ * layers/stream.h; none for a feature model. */
+static void test_work_bytes(void)
+{
+    const size_t b = 2, d = 16, h = 12, f = 24, k = 3, es = 4;
+    for (int kind = LB_MODEL_TRANSFORMER; kind <= LB_MODEL_CONV; kind++) {
+        lb_model_config c = config((lb_model_kind)kind, LB_POS_NONE, LB_FLOAT32);
+        lb_model *m = lb_model_new(&c);
+        lb_model_state *s = lb_model_state_new(m, (int64_t)b, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        size_t want;
+        switch (kind) {
+        case LB_MODEL_LSTM: /* 4H = 48: no float32 loops, no copies */
+            want = b * (d + d + 4 * h) * es;
+            break;
+        case LB_MODEL_CONV: want = b * 3 * d * es + 3 * k * d * d * es; break;
+        default: want = b * (d + d + f) * es + (4 * b * d + b * 2) * es + 2 * b * 4; break;
+        }
+        CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), want);
+        size_t before = lb_model_state_work_bytes(s);
+        int32_t tokens[2] = {1, 2};
+        for (int t = 0; t < 5; t++)
+            lb_tensor_free(lb_model_step(s, tokens));
+        CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), before);
+        lb_model_state_free(s);
+        c.vocab_size = 0;
+        c.input_features = 3;
+        lb_model_free(m);
+        m = lb_model_new(&c);
+        s = lb_model_state_new(m, (int64_t)b, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), 0);
+        lb_model_state_free(s);
+        lb_model_free(m);
+    }
+    /* An LSTM with 4H = 64 keeps W_ihᵀ and W_hhᵀ of both layers where the loops run. */
+    lb_model_config c = config(LB_MODEL_LSTM, LB_POS_NONE, LB_FLOAT32);
+    c.hidden_size = 16;
+    lb_model *m = lb_model_new(&c);
+    lb_model_state *s = lb_model_state_new(m, (int64_t)b, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    size_t copies = lb_k_lstm_step_uses_copies(LB_FLOAT32, 64) ? (64 * 16 + 64 * 16 + 64 * 16 + 64 * 16) * es : 0;
+    CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), b * (d + d + 64) * es + copies);
+    lb_model_state_free(s);
+    lb_model_free(m);
+}
+
+/* lb_model_step_into writes what lb_model_step returns into the caller's tensor, every
+ * family; a tensor of the wrong shape or dtype is refused and the state is unchanged. */
+static void test_step_into(void)
+{
+    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++) {
+        lb_model_config c = config((lb_model_kind)k, LB_POS_ROTARY, LB_FLOAT32);
+        lb_model *m = lb_model_new(&c);
+        lb_model_state *a = lb_model_state_new(m, 2, NULL), *b = lb_model_state_new(m, 2, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        int64_t shape[2] = {2, CLASSES}, wrong[2] = {2, CLASSES + 1};
+        lb_tensor *out = lb_tensor_zeros(LB_FLOAT32, 2, shape), *bad = lb_tensor_zeros(LB_FLOAT32, 2, wrong);
+        lb_tensor *bad_dtype = lb_tensor_zeros(LB_FLOAT64, 2, shape);
+        int32_t tokens[2 * 30];
+        random_tokens(tokens, 60, 21);
+        for (int t = 0; t < 30; t++) {
+            int32_t ev[2] = {tokens[t], tokens[30 + t]};
+            lb_tensor *y = lb_model_step(a, ev);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+            CU_ASSERT_EQUAL(lb_model_step_into(b, ev, out), LB_OK);
+            CU_ASSERT_EQUAL(memcmp(lb_tensor_data(y), lb_tensor_data(out), 2 * CLASSES * sizeof(float)), 0);
+            lb_tensor_free(y);
+        }
+        int32_t ev[2] = {1, 2};
+        CU_ASSERT_EQUAL(lb_model_step_into(b, ev, bad), LB_ERR_SHAPE);
+        CU_ASSERT_TRUE(lb_test_error_has("num_classes"));
+        CU_ASSERT_EQUAL(lb_model_step_into(b, ev, bad_dtype), LB_ERR_SHAPE);
+        CU_ASSERT_EQUAL(lb_model_step_into(b, ev, NULL), LB_ERR_SHAPE);
+        CU_ASSERT_EQUAL(lb_model_state_events(b, 0), 30);
+        lb_tensor_free(out);
+        lb_tensor_free(bad);
+        lb_tensor_free(bad_dtype);
+        lb_model_state_free(a);
+        lb_model_state_free(b);
+        lb_model_free(m);
+    }
+}
+
 /* Growth past max_bytes, a bad id, a learned position past its table: a clear error,
  * and the state is as it was (the next step gives the right output). */
 static void test_errors_leave_state(void)
@@ -422,6 +540,9 @@ int main(void)
         {"single steps, head = last, reset of one stream", test_single_step},
         {"max_context equals local attention, bounded cache", test_max_context},
         {"state bytes per family", test_state_bytes},
+        {"token models with a regression head, event by event, every family", test_token_regression},
+        {"the event step's buffers", test_work_bytes},
+        {"lb_model_step_into equals lb_model_step, refuses a wrong tensor", test_step_into},
         {"errors leave the state as it was", test_errors_leave_state},
         {"non-causal models and bad chunks are refused", test_refusals},
         {NULL, NULL},
