@@ -29,7 +29,10 @@ static void usage(FILE *out)
           "\n"
           "Every HDF5 file named is read first in a child process: one that crashes or hangs the HDF5\n"
           "library is reported as damaged. LOOKBACK_HDF5_TIMEOUT=S sets that time limit (default 20 s\n"
-          "plus 1 s per 20 MB). Outputs are only ever regular files; a full disk stops with one line.\n",
+          "plus 1 s per 20 MB). Outputs are only ever regular files, never one of the command's own\n"
+          "inputs (whatever the path's spelling, even with --force), and one writer at a time (FILE.lock);\n"
+          "a full disk, an unwritable standard output or a lack of memory (ulimit -v) stops with one line\n"
+          "and exit 1.\n",
           out);
 }
 

@@ -32,7 +32,8 @@ static void predict_usage(FILE *out)
           "  --chunk N               events per streaming step with --incremental (default 1)\n"
           "  --max-context N         with --incremental: full attention keeps the last N events only\n"
           "                          (an approximation; default all)\n"
-          "  --force                 replace OUT.h5 if it is a regular file\n"
+          "  --force                 replace OUT.h5 if it is a regular file (never the --data file or\n"
+          "                          the checkpoint, however the path is spelled)\n"
           "  --threads N             threads (default OMP_NUM_THREADS or all processors)\n",
           out);
 }
