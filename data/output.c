@@ -12,7 +12,7 @@
 
 /* ---- inputs of this process, which no output may replace ---- */
 
-enum { MAX_INPUTS = 16 };
+enum { MAX_INPUTS = 64 };
 static struct {
     dev_t dev;
     ino_t ino;

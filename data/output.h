@@ -32,7 +32,7 @@ lb_status lb_output_commit(const char *tmp, const char *path, const char *what);
  * LB_ERR_IO "PATH is WHAT, an input of this command; lookback never writes over its
  * inputs", any output that is the same file (same device and inode, whatever the
  * spelling of the path: "./", "..", symbolic or hard links), --force or not. A path
- * that does not exist is not registered. Up to 16 inputs; LB_ERR_VALUE on NULL. */
+ * that does not exist is not registered. Up to 64 inputs; LB_ERR_VALUE on NULL. */
 lb_status lb_output_protect(const char *path, const char *what);
 /* 1 when the file at `path` is a registered input (lb_output_protect), 0 otherwise: a
  * writer that cleans up after a failure leaves it alone. */
