@@ -55,8 +55,16 @@ lb_status lb_cli_write_json(struct json_object *root, const char *path, const ch
 
 /* Sets the thread count for BLAS and OpenMP: n > 0, or OMP_NUM_THREADS when n == 0
  * and it is set, else the number of processors (shared by the MPI ranks on this host).
- * Returns the count in use. */
+ * No BLAS worker runs before this call (cli/main.c). Each thread's OpenBLAS buffer
+ * (129 MB of address space) is reserved here: under an address-space limit (ulimit -v)
+ * the count is lowered until the buffers fit (one line on stderr says so), and when
+ * not even one fits it returns -1 with LB_ERR_MEMORY "out of memory (while reserving
+ * ...)" (OpenBLAS would otherwise retry its allocation forever). Returns the count in use. */
 int lb_cli_set_threads(int n);
+/* 1 when `bytes` more of address space can be mapped now (the limit of ulimit -v,
+ * RLIMIT_AS), 0 if not: a check before work whose libraries cannot report a failed
+ * allocation (OpenBLAS retries forever, GLib aborts). */
+int lb_cli_address_space_free(size_t bytes);
 
 /* Progress display on stderr: a live bar (step rate, ETA, loss, accuracy) when
  * stderr is a terminal, plain periodic lines otherwise. */

@@ -1,3 +1,4 @@
+#include <cblas.h>
 #include <ctype.h>
 #include <json-c/json.h>
 #include <errno.h>
@@ -5,6 +6,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -147,6 +150,21 @@ char *lb_cli_path(char *buf, size_t size, const char *dir, const char *name)
     return buf;
 }
 
+/* OpenBLAS gives each thread that runs a matrix product (the calling one and every
+ * worker) a buffer of 128 MiB of address space (BUFFER_SIZE of its x86-64 builds, plus
+ * guard pages), allocated the first time the thread runs; when that allocation fails it
+ * retries forever. So the buffers are reserved here, where a shortage can still be said. */
+enum { BLAS_BUFFER_BYTES = (128 << 20) + (1 << 20), BLAS_HEADROOM_BYTES = 32 << 20 };
+
+int lb_cli_address_space_free(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return 0;
+    munmap(p, bytes);
+    return 1;
+}
+
 int lb_cli_set_threads(int n)
 {
     if (n <= 0) {
@@ -156,7 +174,33 @@ int lb_cli_set_threads(int n)
         if (n < 1)
             n = 1;
     }
+    static int reserved = 0; /* buffers already in place (a second call) */
+    int want = n;
+    while (n > reserved && !lb_cli_address_space_free((size_t)n * BLAS_BUFFER_BYTES + BLAS_HEADROOM_BYTES)) {
+        if (n == 1) {
+            struct rlimit lim;
+            char limit[64] = "";
+            if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+                snprintf(limit, sizeof limit, " (the address-space limit, ulimit -v, is %llu MB)",
+                         (unsigned long long)(lim.rlim_cur >> 20));
+            lb_error(LB_ERR_MEMORY,
+                     "out of memory (while reserving the %d MB buffer of the linear-algebra library, OpenBLAS)%s",
+                     BLAS_BUFFER_BYTES >> 20, limit);
+            return -1;
+        }
+        n = n > 1 ? n - 1 : 1;
+    }
+    if (n < want)
+        fprintf(stderr, "lookback: %d thread%s instead of %d: the address space left (ulimit -v) holds the "
+                "linear-algebra buffers of %d\n", n, n == 1 ? "" : "s", want, n);
     lb_set_num_threads(n);
+    if (n > reserved) {
+        /* One product large enough to run on every thread: each allocates its buffer now. */
+        enum { D = 256 };
+        static float a[D * D], c[D * D];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, D, 1.0f, a, D, a, D, 0.0f, c, D);
+        reserved = n;
+    }
     return n;
 }
 

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -191,7 +192,7 @@ static int data_info(int argc, char **argv)
     lb_status st = lb_dataset_print_info(ds, stdout);
     lb_dataset_close(ds);
     if (st == LB_OK && fflush(stdout) != 0)
-        st = lb_error(LB_ERR_IO, "writing to standard output failed");
+        st = lb_error(LB_ERR_IO, "cannot write to standard output: %s", strerror(errno));
     return st == LB_OK ? 0 : lb_cli_fail("data info");
 }
 

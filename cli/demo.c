@@ -15,6 +15,7 @@
 
 #include "data/tasks.h"
 #include "cli/cli.h"
+#include "data/output.h"
 #include "cli/options.h"
 #include "train/distributed.h"
 #include "cli/plot.h"
@@ -279,9 +280,10 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
     model_result res[MAX_MODELS];
     memset(res, 0, sizeof res);
     double chance = 0;
-    /* Everything is checked before anything is trained or written. */
+    /* Everything is checked before anything is trained or written; no output replaces an input. */
     for (int e = 0; e < n_evals; e++)
-        if (describe_eval_file(&evals[e], specs, n_models) != LB_OK)
+        if (lb_output_protect(evals[e].path, "an evaluation file") != LB_OK ||
+            describe_eval_file(&evals[e], specs, n_models) != LB_OK)
             return lb_cli_fail(cmd);
     for (int m = 0; m < n_models; m++) {
         char dir[4200];
@@ -820,8 +822,8 @@ int lb_cli_demo(int argc, char **argv)
         snprintf(evals[e].path, sizeof evals[e].path, "%s", paths[e + 1]);
         snprintf(evals[e].label, sizeof evals[e].label, "%s", labels[e]);
     }
-    if (threads == 0)
-        threads = lb_cli_set_threads(0);
+    if (threads == 0 && (threads = lb_cli_set_threads(0)) < 0)
+        return lb_cli_fail(cmd);
     if (!quiet)
         fprintf(stderr, "training each model for %.0f s on %lld thread%s\n", budget, (long long)threads,
                 threads == 1 ? "" : "s");

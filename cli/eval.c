@@ -218,7 +218,8 @@ int lb_cli_eval(int argc, char **argv)
                                     "examples' attention weights that file gets); drop it, or add --attention-out FILE");
     if (attention_out && lb_cli_exists(attention_out))
         return lb_cli_error(cmd, 1, "%s already exists; choose another --attention-out", attention_out);
-    lb_cli_set_threads((int)threads);
+    if (lb_cli_set_threads((int)threads) < 0)
+        return lb_cli_fail(cmd);
     lb_model_config mc;
     if (lb_checkpoint_read_model_config(ck, &mc) != LB_OK)
         return lb_cli_fail(cmd);

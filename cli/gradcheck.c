@@ -372,6 +372,9 @@ int lb_cli_gradcheck(int argc, char **argv)
         if (!lb_model_field_in_family(lb_model_field_find(s.given[i]), s.model.kind))
             return lb_cli_error("gradcheck", 2, "--%s does not apply to --model %s (see lookback gradcheck --help)",
                                 s.given[i], lb_model_kind_name(s.model.kind));
+    /* one thread: its matrix-product buffer is reserved before any work (lb_cli_set_threads) */
+    if (lb_cli_set_threads(1) < 0)
+        return lb_cli_fail("gradcheck");
 
     static const lb_model_kind every[] = {LB_MODEL_TRANSFORMER, LB_MODEL_LOCAL, LB_MODEL_LSTM, LB_MODEL_CONV};
     int n_params = 0, n_failed = 0, code = 0;

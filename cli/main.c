@@ -1,6 +1,11 @@
 /* lookback: train attention models and the LSTM baseline on long-range tasks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tensor/tensor.h"
 #include "cli/cli.h"
@@ -25,7 +30,10 @@ static void usage(FILE *out)
           "\n"
           "Every HDF5 file named is read first in a child process: one that crashes or hangs the HDF5\n"
           "library is reported as damaged. LOOKBACK_HDF5_TIMEOUT=S sets that time limit (default 20 s\n"
-          "plus 1 s per 20 MB). Outputs are only ever regular files; a full disk stops with one line.\n",
+          "plus 1 s per 20 MB). Outputs are only ever regular files, never one of the command's own\n"
+          "inputs (whatever the path's spelling, even with --force), and one writer at a time (FILE.lock);\n"
+          "a full disk, an unwritable standard output or a lack of memory (ulimit -v) stops with one line\n"
+          "and exit 1.\n",
           out);
 }
 
@@ -51,8 +59,87 @@ static int empty_argument(int argc, char **argv)
     return 0;
 }
 
+/* ---- before any library starts ----
+ * OpenBLAS starts its worker threads when it is loaded, before main, and each thread
+ * allocates a 128 MB buffer at once; under an address-space limit (ulimit -v) that
+ * allocation fails and the thread retries forever, so the process hangs in its next
+ * fork() or at exit. The executable's .preinit_array runs before the initialisers of
+ * the shared libraries: it sets OPENBLAS_NUM_THREADS=1 for the load, so no worker
+ * starts until a command asks for threads (lb_cli_set_threads, which first checks that
+ * their buffers fit), and main puts the environment back as it was. The same early step
+ * opens /dev/null on any closed standard descriptor, so that no file or pipe a library
+ * opens lands on descriptor 0, 1 or 2 (a job started with stdin or stderr closed). */
+static char blas_one_thread[] = "OPENBLAS_NUM_THREADS=1";
+static char *borrowed_entry; /* the environment entry whose place it took until main */
+
+/* libc sets `environ` from envp after this runs, so setenv() here would be lost: the
+ * variable takes the place of an existing entry (OPENBLAS_NUM_THREADS itself when set,
+ * else one that no library reads at load, such as "_=" or "OLDPWD=") and main puts that
+ * entry back. */
+static void early_setup(int argc, char **argv, char **envp)
+{
+    (void)argc;
+    (void)argv;
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int null_fd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+            if (null_fd >= 0 && null_fd != fd) {
+                dup2(null_fd, fd);
+                close(null_fd);
+            }
+        }
+    if (!envp || !envp[0])
+        return;
+    static const char *const spare[] = {"OPENBLAS_NUM_THREADS=", "_=", "OLDPWD=", "SHLVL=", "PWD="};
+    char **slot = NULL;
+    for (size_t k = 0; k < sizeof spare / sizeof spare[0] && !slot; k++)
+        for (char **e = envp; *e && !slot; e++)
+            if (strncmp(*e, spare[k], strlen(spare[k])) == 0)
+                slot = e;
+    if (!slot) { /* the last entry */
+        slot = envp;
+        while (slot[1])
+            slot++;
+    }
+    borrowed_entry = *slot;
+    *slot = blas_one_thread;
+}
+
+/* Puts back the entry that OPENBLAS_NUM_THREADS=1 replaced during the load. */
+static void restore_environment(void)
+{
+    extern char **environ;
+    for (char **e = environ; e && *e; e++)
+        if (*e == blas_one_thread) {
+            *e = borrowed_entry;
+            break;
+        }
+}
+
+__attribute__((section(".preinit_array"), used)) static void (*const lb_early_setup)(int, char **,
+                                                                                      char **) = early_setup;
+
+/* Standard output is checked once, after the command: a write that failed (a full disk,
+ * /dev/full, a closed terminal) is an error, never success. A closed pipe ends the
+ * process with SIGPIPE (exit 141) before this is reached. */
+static int check_stdout(const char *command, int code)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return code;
+    int err = errno;
+    if (code == 0 || code == 2) {
+        fprintf(stderr, "lookback %s: cannot write to standard output: %s\n", command,
+                err ? strerror(err) : "write error");
+        return 1;
+    }
+    return code; /* the command already failed and said why */
+}
+
 int main(int argc, char **argv)
 {
+    restore_environment();
+    /* HDF5 prints its whole error stack by default; lookback reports each failure in one line. */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     static const struct {
         const char *name;
         int (*run)(int, char **);
@@ -68,17 +155,18 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("lookback %s\n", LOOKBACK_VERSION);
-        return 0;
+        return check_stdout("--version", 0);
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return 0;
+        return check_stdout("--help", 0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
             if (empty_argument(argc, argv))
                 return 2;
-            return lb_cli_run_command(commands[i].name, commands[i].run, commands[i].mpi, argc - 1, argv + 1);
+            int code = lb_cli_run_command(commands[i].name, commands[i].run, commands[i].mpi, argc - 1, argv + 1);
+            return check_stdout(commands[i].name, code);
         }
     fprintf(stderr, "lookback: unknown command '%s'\n", argv[1]);
     usage(stderr);

@@ -143,6 +143,10 @@ int lb_cli_caught_signal(void);
  * owner's process id. -1 with the error set (LB_ERR_STATE naming that process when another
  * one holds it, LB_ERR_IO when the file cannot be made). */
 int lb_cli_lock_dir(const char *dir);
+/* Ends what lb_cli_lock_dir began: removes DIR/.lock and closes `fd` (nothing when fd < 0).
+ * A lock file left by a process that was killed holds a dead id and no lock: the next
+ * lb_cli_lock_dir takes it. */
+void lb_cli_unlock_dir(const char *dir, int fd);
 
 /* Trains rc's model on rc->data into folder `dir` (config.json, metrics.csv,
  * checkpoint.h5), resuming from dir's checkpoint when `resume`. A new run with

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -152,6 +153,18 @@ static void set_colours(void)
 
 typedef void (*draw_fn)(const void *ctx);
 
+enum { PLOT_MEMORY_BYTES = 128 << 20 };
+
+/* 1 when PLOT_MEMORY_BYTES of address space can be mapped now (ulimit -v), 0 if not. */
+static int plot_memory_free(void)
+{
+    void *p = mmap(NULL, PLOT_MEMORY_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return 0;
+    munmap(p, PLOT_MEMORY_BYTES);
+    return 1;
+}
+
 /* Draws one page with `draw` into the file for `requested` (see the header). */
 static lb_status run_plot(const char *what, const char *requested, draw_fn draw, const void *ctx)
 {
@@ -165,6 +178,10 @@ static lb_status run_plot(const char *what, const char *requested, draw_fn draw,
         return lb_error_context("%s", what);
     if (lb_output_check(target, what) != LB_OK)
         return lb_last_status();
+    /* The drawing libraries (cairo, pango, GLib) abort the process when memory runs out. */
+    if (!plot_memory_free())
+        return lb_error(LB_ERR_MEMORY, "out of memory (while drawing %s: the plotting libraries need about %d MB of "
+                        "address space; ulimit -v leaves less)", target, PLOT_MEMORY_BYTES >> 20);
     snprintf(temp, sizeof temp, "%s.XXXXXX", target);
     int fd = mkstemp(temp);
     if (fd < 0)

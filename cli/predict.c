@@ -1,5 +1,6 @@
 /* lookback predict: a checkpoint's outputs for every example of a split, as HDF5
  * datasets; --incremental computes them through the streaming path (layers/stream.h). */
+#include <errno.h>
 #include <getopt.h>
 #include <hdf5.h>
 #include <math.h>
@@ -31,7 +32,8 @@ static void predict_usage(FILE *out)
           "  --chunk N               events per streaming step with --incremental (default 1)\n"
           "  --max-context N         with --incremental: full attention keeps the last N events only\n"
           "                          (an approximation; default all)\n"
-          "  --force                 replace OUT.h5 if it is a regular file\n"
+          "  --force                 replace OUT.h5 if it is a regular file (never the --data file or\n"
+          "                          the checkpoint, however the path is spelled)\n"
           "  --threads N             threads (default OMP_NUM_THREADS or all processors)\n",
           out);
 }
@@ -112,14 +114,22 @@ static lb_status predict_incremental(lb_model *model, const lb_model_input *in, 
 }
 
 /* One dataset of `rank` dims in the given memory type. */
+/* Why a write failed, from the errno libhdf5 left (ENOSPC: "No space left on device",
+ * EFBIG: a file-size limit, ...). */
+static const char *write_reason(int err)
+{
+    return err ? strerror(err) : "the disk may be full or the file not writable";
+}
+
 static lb_status write_set(hid_t file, const char *name, hid_t type, int rank, const hsize_t *dims, const void *data,
                            const char *path)
 {
     hid_t space = H5Screate_simple(rank, dims, NULL);
     hid_t dset = space >= 0 ? H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
     lb_status st = LB_OK;
+    errno = 0;
     if (dset < 0 || H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot write dataset '%s' (disk full or not writable?)", path, name);
+        st = lb_error(LB_ERR_IO, "%s: cannot write dataset '%s': %s", path, name, write_reason(errno));
     lb_h5_close(dset);
     lb_h5_close(space);
     return st;
@@ -135,9 +145,12 @@ typedef struct predict_file {
     const int32_t *lengths;     /* [N] or NULL */
 } predict_file;
 
-/* Writes the predictions to path.tmp, then renames it into place. */
-static lb_status write_predictions(const predict_file *o)
+/* The HDF5 writing of write_predictions, run in a child process (lb_h5_isolated): after
+ * a failed write (a full disk) libhdf5 cannot close the file, and at exit it would print
+ * its close-loop trace; the child ends with _exit instead. */
+static lb_status write_predictions_job(void *ctx)
 {
+    const predict_file *o = ctx;
     const predictions *pr = o->pr;
     int64_t n = pr->n, p = pr->positions, w = pr->width;
     int per_position = p > 1, regression = o->model->num_classes == 0;
@@ -157,9 +170,10 @@ static lb_status write_predictions(const predict_file *o)
     lb_h5_quiet quiet;
     lb_h5_quiet_begin(&quiet);
     lb_status st = LB_OK;
+    errno = 0;
     hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot create (is the folder writable?)", tmp);
+        st = lb_error(LB_ERR_IO, "%s: cannot create the file: %s", tmp, errno ? strerror(errno) : "HDF5 refused it");
     hsize_t dims[3] = {(hsize_t)n, (hsize_t)p, (hsize_t)w}, rows[2] = {(hsize_t)n, (hsize_t)p};
     int out_rank = (per_position ? 2 : 1) + (regression ? 0 : 1);
     if (!per_position)
@@ -189,15 +203,31 @@ static lb_status write_predictions(const predict_file *o)
         st = lb_h5_write_attr_string(root, "path", o->mode, tmp);
     if (st == LB_OK)
         st = lb_h5_write_attr_int(root, "examples", n, tmp);
+    errno = 0;
     if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing (disk full?)", tmp);
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing the file: %s", tmp, write_reason(errno));
     lb_h5_quiet_end(&quiet);
     free(predicted);
-    if (st != LB_OK) {
-        remove(tmp);
+    return st;
+}
+
+/* Writes the predictions to PATH.tmp (in a child process), then renames it into place;
+ * PATH is locked meanwhile (lb_output_lock). */
+static lb_status write_predictions(const predict_file *o)
+{
+    int lock = -1;
+    lb_status st = lb_output_lock(o->path, "predictions file", &lock);
+    if (st != LB_OK)
         return st;
-    }
-    return lb_output_commit(tmp, o->path, "predictions file");
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->path);
+    st = lb_h5_isolated(write_predictions_job, NULL, (void *)o, 0, 1, tmp);
+    if (st == LB_OK)
+        st = lb_output_commit(tmp, o->path, "predictions file");
+    else
+        remove(tmp);
+    lb_output_unlock(o->path, lock);
+    return st;
 }
 
 /* Accuracy over the scored targets (or MSE for regression), for the summary line. */
@@ -270,12 +300,15 @@ int lb_cli_predict(int argc, char **argv)
     if ((chunk_set || context_set) && !incremental)
         return lb_cli_error(cmd, 2, "%s applies to the streaming path only: add --incremental",
                             chunk_set ? "--chunk" : "--max-context");
-    if (lb_output_check(out, "predictions file") != LB_OK)
+    /* whatever the spelling of -o, it is never the data file or the checkpoint (even with --force) */
+    if (lb_output_protect(data_path, "the --data file") != LB_OK || lb_output_protect(ck, "the --checkpoint file") != LB_OK ||
+        lb_output_check(out, "predictions file") != LB_OK)
         return lb_cli_fail(cmd);
     struct stat sb;
     if (stat(out, &sb) == 0 && !force)
         return lb_cli_error(cmd, 1, "%s already exists; choose another -o or add --force", out);
-    lb_cli_set_threads((int)threads);
+    if (lb_cli_set_threads((int)threads) < 0)
+        return lb_cli_fail(cmd);
     lb_dataset *data = lb_dataset_open(data_path);
     if (!data)
         return lb_cli_fail(cmd);

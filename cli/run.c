@@ -113,10 +113,10 @@ static lb_status truncate_metrics(const char *path, int64_t step)
     return lb_output_commit(tmp, path, "metrics");
 }
 
-int lb_cli_lock_dir(const char *dir)
+/* One attempt of lb_cli_lock_dir: the descriptor, -1 with the error set, or -2 when the
+ * file locked is no longer the one at `path`. */
+static int lock_file(const char *path, const char *dir)
 {
-    char path[4200];
-    lb_cli_path(path, sizeof path, dir, ".lock");
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         lb_error(LB_ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
@@ -132,6 +132,11 @@ int lb_cli_lock_dir(const char *dir)
                  pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
         return -1;
     }
+    struct stat held, now;
+    if (fstat(fd, &held) != 0 || stat(path, &now) != 0 || held.st_dev != now.st_dev || held.st_ino != now.st_ino) {
+        close(fd);
+        return -2;
+    }
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
@@ -139,6 +144,30 @@ int lb_cli_lock_dir(const char *dir)
     }
     return fd;
 }
+
+int lb_cli_lock_dir(const char *dir)
+{
+    char path[4200];
+    lb_cli_path(path, sizeof path, dir, ".lock");
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = lock_file(path, dir);
+        if (fd == -2)
+            continue; /* the file was removed by its previous holder meanwhile: take the new one */
+        return fd;
+    }
+    lb_error(LB_ERR_STATE, "%s is in use by a running lookback process (its lock file keeps changing)", dir);
+    return -1;
+}
+
+void lb_cli_unlock_dir(const char *dir, int fd)
+{
+    if (fd < 0)
+        return;
+    char path[4200];
+    unlink(lb_cli_path(path, sizeof path, dir, ".lock"));
+    close(fd);
+}
+
 
 /* Under mpirun: one model trained by every rank (train), or whole runs per rank (compare). */
 static int data_parallel;
@@ -151,7 +180,8 @@ static void clean_failed_run(const char *dir, int created_dir)
     char path[4200];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         struct stat sb; /* only regular files: a FIFO or device someone put there stays */
-        if (lstat(lb_cli_path(path, sizeof path, dir, names[i]), &sb) == 0 && S_ISREG(sb.st_mode))
+        if (lstat(lb_cli_path(path, sizeof path, dir, names[i]), &sb) == 0 && S_ISREG(sb.st_mode) &&
+            !lb_output_is_input(path))
             unlink(path);
     }
     if (created_dir)
@@ -175,13 +205,22 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     lb_dataset *data = lb_dataset_open(rc->data);
     if (!data)
         return lb_last_status();
-    /* Nothing to learn from, or a validation that would score nothing: refused before any work. */
-    if (lb_cli_check_scored(data, "train") != LB_OK || lb_cli_check_scored(data, "val") != LB_OK) {
+    /* Nothing to learn from, or a validation that would score nothing: refused before any
+     * work; and no file of the run folder may replace the data file or the starting checkpoint. */
+    if (lb_cli_check_scored(data, "train") != LB_OK || lb_cli_check_scored(data, "val") != LB_OK ||
+        lb_output_protect(rc->data, "the --data file") != LB_OK ||
+        (!resume && rc->init_from[0] && lb_output_protect(rc->init_from, "the --init-from checkpoint") != LB_OK)) {
         lb_dataset_close(data);
         return lb_last_status();
     }
     lb_run_config_fit_data(rc, data);
     int threads = lb_cli_set_threads(rc->train.threads);
+    if (threads < 0) {
+        lb_dataset_close(data);
+        return lb_last_status();
+    }
+    if (rc->train.threads > threads) /* fewer threads fit in the address space left */
+        rc->train.threads = threads;
     /* With data parallelism, rank 0 alone writes the run folder; every rank reads a resumed checkpoint. */
     int ranks = data_parallel ? lb_dist_size() : 1, writer = ranks == 1 || lb_dist_rank() == 0;
     if (!writer)
@@ -200,7 +239,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
      * leaves config.json (and a header-only metrics.csv) without checkpoint.h5. */
     int has_ckpt = st == LB_OK && lb_cli_exists(ckpt_path), has_config = st == LB_OK && lb_cli_exists(config_path);
     if (st == LB_OK && writer && !resume && has_ckpt) {
-        close(lock); /* another run got here first: leave its files alone */
+        lb_cli_unlock_dir(dir, lock); /* another run got here first: leave its files alone */
         lock = -1;
         st = lb_error(LB_ERR_STATE, "%s already holds a run; continue it with --resume %s or choose another --out",
                       dir, dir);
@@ -320,8 +359,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     /* A start that failed leaves nothing; a run that took steps keeps its metrics rows. */
     if (st != LB_OK && !resume && lock >= 0 && !lb_cli_exists(ckpt_path) && (!trainer || lb_trainer_steps_done(trainer) == 0))
         clean_failed_run(dir, created_dir);
-    if (lock >= 0)
-        close(lock);
+    lb_cli_unlock_dir(dir, lock); /* no .lock is left behind */
     lb_trainer_free(trainer);
     if (st == LB_OK && model_out)
         *model_out = model;

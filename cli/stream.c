@@ -184,7 +184,8 @@ int lb_cli_stream(int argc, char **argv)
         return lb_cli_error(cmd, 2, "--checkpoint is required");
     if (!input[0])
         return lb_cli_error(cmd, 2, "--input is empty: name a file, or - for standard input");
-    lb_cli_set_threads((int)threads);
+    if (lb_cli_set_threads((int)threads) < 0)
+        return lb_cli_fail(cmd);
     lb_model *model = lb_cli_load_model(ck);
     if (!model)
         return lb_cli_fail(cmd);

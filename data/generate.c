@@ -472,14 +472,20 @@ lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_prog
         w.base[s] = lb_rng_next(&root);
     if ((st = lb_output_check(path, "data file")) != LB_OK)
         return st;
+    int lock = -1; /* two writers of one file: the second is refused, naming it */
+    if ((st = lb_output_lock(path, "data file", &lock)) != LB_OK)
+        return st;
     size_t size = strlen(path) + 5;
     char *tmp = malloc(size);
-    if (!tmp)
+    if (!tmp) {
+        lb_output_unlock(path, lock);
         return lb_error(LB_ERR_MEMORY, "%s: out of memory", path);
+    }
     lb_task_temp_path(path, tmp, size);
     w.tmp = tmp;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w.sock) != 0) {
         free(tmp);
+        lb_output_unlock(path, lock);
         return lb_error(LB_ERR_IO, "%s: cannot create a socket pair for the writer: %s", path, strerror(errno));
     }
     lb_h5_quiet quiet;
@@ -491,5 +497,6 @@ lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_prog
     if (st != LB_OK)
         remove(tmp);
     free(tmp);
+    lb_output_unlock(path, lock);
     return st;
 }

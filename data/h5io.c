@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -111,7 +112,24 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
     int fds[2];
     if (pipe(fds) != 0)
         return lb_error(LB_ERR_IO, "%s: cannot create a pipe for the HDF5 child process: %s", file, strerror(errno));
+    /* With a standard descriptor closed (a job started without stdin or stderr), the pipe
+     * would land on 0, 1 or 2, where the child's redirection of its stderr would cut it:
+     * move each end above 2. */
+    for (int k = 0; k < 2; k++)
+        if (fds[k] <= STDERR_FILENO) {
+            int moved = fcntl(fds[k], F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+            if (moved < 0) {
+                int err = errno;
+                close(fds[0]);
+                close(fds[1]);
+                return lb_error(LB_ERR_IO, "%s: cannot set up the pipe to the HDF5 child process: %s", file,
+                                strerror(err));
+            }
+            close(fds[k]);
+            fds[k] = moved;
+        }
     fflush(NULL); /* nothing buffered is written twice */
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -120,6 +138,11 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
     }
     if (pid == 0) {
         close(fds[0]);
+        /* A child never outlives this process: killed with it (kill -9 included), it
+         * cannot go on writing a file that another process may create next. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(0);
         /* The child says nothing itself: what libhdf5 (or a sanitizer) would print about
          * a hostile file is dropped, unless LOOKBACK_HDF5_DEBUG is set. */
         int null_fd = getenv("LOOKBACK_HDF5_DEBUG") ? -1 : open("/dev/null", O_WRONLY);
@@ -208,6 +231,10 @@ lb_status lb_h5_open_read(const char *path, const char *what, hid_t *out)
         return lb_error(LB_ERR_IO, "%s: cannot open the %s: %s", path, what, strerror(errno));
     if (!S_ISREG(sb.st_mode))
         return lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
+    int probe = open(path, O_RDONLY | O_CLOEXEC);
+    if (probe < 0) /* e.g. EACCES: "permission denied", not "not an HDF5 file" */
+        return lb_error(LB_ERR_IO, "%s: cannot read the %s: %s", path, what, strerror(errno));
+    close(probe);
     if (locked_by_writer(path))
         return lb_error(LB_ERR_IO,
                         "%s: the %s is locked by another process that has it open for writing (HDF5 file "

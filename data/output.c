@@ -1,9 +1,68 @@
 #include "data/output.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- inputs of this process, which no output may replace ---- */
+
+enum { MAX_INPUTS = 64 };
+static struct {
+    dev_t dev;
+    ino_t ino;
+    char what[64];
+} inputs[MAX_INPUTS];
+static int n_inputs;
+
+lb_status lb_output_protect(const char *path, const char *what)
+{
+    if (!path || !what)
+        return lb_error(LB_ERR_VALUE, "lb_output_protect: path and what must not be NULL");
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return LB_OK;
+    for (int i = 0; i < n_inputs; i++)
+        if (inputs[i].dev == sb.st_dev && inputs[i].ino == sb.st_ino)
+            return LB_OK;
+    if (n_inputs == MAX_INPUTS)
+        return lb_error(LB_ERR_VALUE, "lb_output_protect: more than %d inputs", MAX_INPUTS);
+    inputs[n_inputs].dev = sb.st_dev;
+    inputs[n_inputs].ino = sb.st_ino;
+    snprintf(inputs[n_inputs].what, sizeof inputs[n_inputs].what, "%s", what);
+    n_inputs++;
+    return LB_OK;
+}
+
+void lb_output_protect_clear(void) { n_inputs = 0; }
+
+int lb_output_is_input(const char *path)
+{
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0)
+        return 0;
+    for (int i = 0; i < n_inputs; i++)
+        if (inputs[i].dev == sb.st_dev && inputs[i].ino == sb.st_ino)
+            return 1;
+    return 0;
+}
+
+/* LB_OK unless the file at `path` (which exists, status sb) is a registered input. */
+static lb_status not_an_input(const char *path, const struct stat *sb, const char *what)
+{
+    for (int i = 0; i < n_inputs; i++)
+        if (inputs[i].dev == sb->st_dev && inputs[i].ino == sb->st_ino)
+            return lb_error(LB_ERR_IO,
+                            "%s: is %s, an input of this command; lookback never writes the %s over one of its "
+                            "inputs (choose another path)",
+                            path, inputs[i].what, what);
+    return LB_OK;
+}
 
 /* "a device", "a FIFO", ...: what is at a path that is not a regular file. */
 static const char *kind_of(mode_t mode)
@@ -29,7 +88,7 @@ static lb_status check_one(const char *path, const char *what)
         return lb_error(LB_ERR_IO, "%s: cannot write the %s here: %s", path, what, strerror(errno));
     }
     if (S_ISREG(sb.st_mode))
-        return LB_OK;
+        return not_an_input(path, &sb, what);
     return lb_error(LB_ERR_IO, "%s: is %s, not a regular file; lookback writes the %s only as a regular file and "
                     "leaves this one alone (choose another path)",
                     path, kind_of(sb.st_mode), what);
@@ -56,4 +115,58 @@ lb_status lb_output_commit(const char *tmp, const char *path, const char *what)
     if (st != LB_OK)
         remove(tmp);
     return st;
+}
+
+/* LB_ERR_IO naming why nothing can be created in the folder of `path`. */
+static lb_status folder_error(const char *path, const char *what, int err)
+{
+    char copy[4200];
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return lb_error(LB_ERR_IO, "%s: cannot write the %s: the folder %s does not exist", path, what, dir);
+    if (!S_ISDIR(sb.st_mode))
+        return lb_error(LB_ERR_IO, "%s: cannot write the %s: %s is not a folder", path, what, dir);
+    return lb_error(LB_ERR_IO, "%s: cannot write the %s in the folder %s: %s", path, what, dir, strerror(err));
+}
+
+lb_status lb_output_lock(const char *path, const char *what, int *fd)
+{
+    *fd = -1;
+    char lock[4200];
+    if (!path || !*path || snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock)
+        return lb_error(LB_ERR_VALUE, "the path of the %s is empty or too long", what);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int f = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (f < 0)
+            return folder_error(path, what, errno);
+        if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+            int err = errno;
+            close(f);
+            if (err == EWOULDBLOCK)
+                return lb_error(LB_ERR_IO, "another lookback process is writing %s; wait until it finishes or "
+                                "choose another path", path);
+            return lb_error(LB_ERR_IO, "%s: cannot lock %s: %s", path, lock, strerror(err));
+        }
+        /* The holder before us may have removed the lock file after we opened it: the lock
+         * counts only when the name still leads to the file we locked. */
+        struct stat a, b;
+        if (fstat(f, &a) == 0 && stat(lock, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+            *fd = f;
+            return LB_OK;
+        }
+        close(f);
+    }
+    return lb_error(LB_ERR_IO, "another lookback process is writing %s (its lock file keeps changing)", path);
+}
+
+void lb_output_unlock(const char *path, int fd)
+{
+    if (fd < 0)
+        return;
+    char lock[4200];
+    if (path && snprintf(lock, sizeof lock, "%s.lock", path) < (int)sizeof lock)
+        unlink(lock);
+    close(fd);
 }

@@ -27,6 +27,28 @@ lb_status lb_output_check(const char *path, const char *what);
  * (or the check's error). */
 lb_status lb_output_commit(const char *tmp, const char *path, const char *what);
 
+/* Registers `path` as an input of this process (`what` names it in messages, e.g.
+ * "the --data file"): from now on lb_output_check and lb_output_commit refuse, with
+ * LB_ERR_IO "PATH is WHAT, an input of this command; lookback never writes over its
+ * inputs", any output that is the same file (same device and inode, whatever the
+ * spelling of the path: "./", "..", symbolic or hard links), --force or not. A path
+ * that does not exist is not registered. Up to 64 inputs; LB_ERR_VALUE on NULL. */
+lb_status lb_output_protect(const char *path, const char *what);
+/* 1 when the file at `path` is a registered input (lb_output_protect), 0 otherwise: a
+ * writer that cleans up after a failure leaves it alone. */
+int lb_output_is_input(const char *path);
+/* Forgets every registered input (a library user that runs several jobs in one process). */
+void lb_output_protect_clear(void);
+
+/* Takes the writer's lock of `path` (an flock on PATH.lock, created beside it) so that
+ * two processes never write the same file at once: LB_ERR_IO "another lookback process
+ * is writing PATH" when it is held, or naming the folder when the lock file cannot be
+ * created (a folder that does not exist is said so). *fd receives the lock's descriptor
+ * for lb_output_unlock, which removes PATH.lock and releases it. The lock is the
+ * kernel's: a writer killed (even with SIGKILL) releases it at once. */
+lb_status lb_output_lock(const char *path, const char *what, int *fd);
+void lb_output_unlock(const char *path, int fd);
+
 LB_API_END
 
 #endif

@@ -600,6 +600,86 @@ static void test_mutation_fuzz(void)
     remove(mutant);
 }
 
+/* An input registered with lb_output_protect is never an output, however its path is
+ * spelled; lb_output_lock lets one writer of a path at a time and names the collision. */
+static void test_inputs_and_writer_locks(void)
+{
+    const char *input = in_dir("input.bin"), *sym = in_dir("input-link.bin"), *hard = in_dir("input-hard.bin");
+    FILE *f = fopen(input, "w");
+    CU_ASSERT_TRUE_FATAL(f != NULL);
+    fputs("precious", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(symlink(input, sym), 0);
+    CU_ASSERT_EQUAL(link(input, hard), 0);
+    CU_ASSERT_EQUAL(lb_output_check(sym, "report"), LB_OK); /* not registered yet */
+    CU_ASSERT_EQUAL(lb_output_protect(input, "the --data file"), LB_OK);
+    CU_ASSERT_EQUAL(lb_output_protect(in_dir("absent.bin"), "nothing"), LB_OK);
+    const char *spellings[] = {input, sym, hard};
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(lb_output_check(spellings[i], "report"), LB_ERR_IO);
+        CU_ASSERT_TRUE(lb_test_error_has("is the --data file, an input of this command"));
+        CU_ASSERT_EQUAL(lb_output_is_input(spellings[i]), 1);
+    }
+    const char *tmp = in_dir("report.tmp");
+    f = fopen(tmp, "w");
+    fputs("new", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(lb_output_commit(tmp, hard, "report"), LB_ERR_IO);
+    CU_ASSERT_EQUAL(access(tmp, F_OK), -1); /* the temporary file is dropped, the input stays */
+    char text[16] = "";
+    f = fopen(input, "r");
+    CU_ASSERT_PTR_NOT_NULL(fgets(text, sizeof text, f));
+    fclose(f);
+    CU_ASSERT_STRING_EQUAL(text, "precious");
+    lb_output_protect_clear();
+    CU_ASSERT_EQUAL(lb_output_check(sym, "report"), LB_OK);
+    CU_ASSERT_EQUAL(lb_output_is_input(input), 0);
+    CU_ASSERT_EQUAL(lb_output_protect(NULL, "x"), LB_ERR_VALUE);
+
+    const char *target = in_dir("locked.h5");
+    char lock_path[600];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", target);
+    int first = -1, second = -1;
+    CU_ASSERT_EQUAL(lb_output_lock(target, "data file", &first), LB_OK);
+    CU_ASSERT_TRUE(first >= 0);
+    CU_ASSERT_EQUAL(lb_output_lock(target, "data file", &second), LB_ERR_IO);
+    CU_ASSERT_TRUE(lb_test_error_has("another lookback process is writing"));
+    CU_ASSERT_EQUAL(second, -1);
+    lb_output_unlock(target, first);
+    CU_ASSERT_EQUAL(access(lock_path, F_OK), -1);
+    CU_ASSERT_EQUAL(lb_output_lock(target, "data file", &second), LB_OK);
+    lb_output_unlock(target, second);
+    CU_ASSERT_EQUAL(lb_output_lock(in_dir("no-such-folder/x.h5"), "data file", &first), LB_ERR_IO);
+    CU_ASSERT_TRUE(lb_test_error_has("no-such-folder does not exist"));
+    remove(sym);
+    remove(hard);
+    remove(input);
+}
+
+static lb_status ok_job(void *ctx)
+{
+    (void)ctx;
+    return LB_OK;
+}
+
+/* With standard input and standard error closed, the pipe to the child stays above
+ * descriptor 2 and a good job is reported as good. */
+static void test_isolated_with_closed_descriptors(void)
+{
+    int saved_in = dup(STDIN_FILENO), saved_err = dup(STDERR_FILENO);
+    CU_ASSERT_TRUE_FATAL(saved_in >= 0 && saved_err >= 0);
+    close(STDIN_FILENO);
+    close(STDERR_FILENO);
+    lb_status st = lb_h5_isolated(ok_job, NULL, NULL, 10, 0, "good.h5");
+    dup2(saved_in, STDIN_FILENO);
+    dup2(saved_err, STDERR_FILENO);
+    close(saved_in);
+    close(saved_err);
+    CU_ASSERT_EQUAL(st, LB_OK);
+    if (st != LB_OK)
+        fprintf(stderr, "\n  %s", lb_last_error());
+}
+
 int main(void)
 {
     setup();
@@ -613,6 +693,8 @@ int main(void)
         {"data files and checkpoints of the earlier format load", test_earlier_files_load},
         {"a file locked by a writing process is told apart from a damaged one", test_locked_versus_damaged},
         {"a crash or hang in the child process becomes one error", test_isolated_jobs},
+        {"inputs are never outputs; one writer of a path at a time", test_inputs_and_writer_locks},
+        {"the child process works with stdin and stderr closed", test_isolated_with_closed_descriptors},
         {"seeded mutants of a data file and a checkpoint never crash or hang", test_mutation_fuzz},
         {NULL, NULL},
     };
