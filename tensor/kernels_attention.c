@@ -612,28 +612,33 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
 typedef void (*forward_item_fn)(const attn_problem *, int64_t, int64_t, fwd_scratch *, char *, char *);
 typedef void (*backward_item_fn)(const attn_problem *, const bwd_args *, int64_t, int64_t, bwd_scratch *);
 
-#define LB_ATTN_ITEMS(isa, attr, wide)                                                                            \
+#define LB_ATTN_TILE_GEMM(isa, attr, wide)                                                                        \
     attr static void tile_gemm_##isa(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,  \
                                      int64_t a_cs, const float *b, int64_t ldb, int accumulate, float *c,         \
                                      int64_t ldc)                                                                \
     {                                                                                                            \
         tile_gemm_f(wide, m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);                            \
-    }                                                                                                            \
+    }
+
+/* mk: the build's tile product, or NULL (products through OpenBLAS). */
+#define LB_ATTN_ITEMS(isa, attr, wide, mk)                                                                        \
     attr static void forward_item_##isa(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, \
                                         char *lse)                                                               \
     {                                                                                                            \
-        forward_item(p, n, i0, w, out, lse, wide, tile_gemm_##isa);                                              \
+        forward_item(p, n, i0, w, out, lse, wide, mk);                                                           \
     }                                                                                                            \
     attr static void backward_item_##isa(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g,          \
                                          bwd_scratch *w)                                                         \
     {                                                                                                            \
-        backward_item(p, a, n, g, w, wide, tile_gemm_##isa);                                                     \
+        backward_item(p, a, n, g, w, wide, mk);                                                                  \
     }
 
-LB_ATTN_ITEMS(generic, , 0)
+LB_ATTN_ITEMS(generic, , 0, NULL)
 #ifdef LB_ATTN_X86
-LB_ATTN_ITEMS(avx2, __attribute__((target("avx2,fma"))), 0)
-LB_ATTN_ITEMS(avx512, __attribute__((target("avx512f,fma"))), 1)
+LB_ATTN_TILE_GEMM(avx2, __attribute__((target("avx2,fma"))), 0)
+LB_ATTN_TILE_GEMM(avx512, __attribute__((target("avx512f,fma"))), 1)
+LB_ATTN_ITEMS(avx2, __attribute__((target("avx2,fma"))), 0, tile_gemm_avx2)
+LB_ATTN_ITEMS(avx512, __attribute__((target("avx512f,fma"))), 1, tile_gemm_avx512)
 #endif
 
 /* Best first; the baseline build last. */
@@ -641,12 +646,16 @@ static const struct attn_isa {
     const char *name;
     forward_item_fn forward;
     backward_item_fn backward;
+    /* float32 tile products on the micro-kernel (packed Kᵀ, Vᵀ)? Not in the baseline
+     * build: 8-lane vectors on SSE2 registers (or any other CPU's) spill the micro-kernel's
+     * accumulators, and OpenBLAS picks kernels for that CPU itself. */
+    int micro_kernel;
 } ISAS[] = {
 #ifdef LB_ATTN_X86
-    {"avx512", forward_item_avx512, backward_item_avx512},
-    {"avx2", forward_item_avx2, backward_item_avx2},
+    {"avx512", forward_item_avx512, backward_item_avx512, 1},
+    {"avx2", forward_item_avx2, backward_item_avx2, 1},
 #endif
-    {"generic", forward_item_generic, backward_item_generic},
+    {"generic", forward_item_generic, backward_item_generic, 0},
 };
 enum { N_ISAS = sizeof ISAS / sizeof ISAS[0] };
 
@@ -748,6 +757,12 @@ static void pack_transposed(const float *src, int64_t heads, int64_t tk, int64_t
     }
 }
 
+/* Do this problem's tile products run on the micro-kernel (over packed Kᵀ, Vᵀ)? */
+static int uses_micro_kernel(const attn_problem *p)
+{
+    return p->dtype == LB_FLOAT32 && p->tq >= LB_ATTN_PACK_MIN_TQ && chosen_isa()->micro_kernel;
+}
+
 /* ---- checks ---- */
 
 static lb_status check_operands(const char *op, const lb_tensor *q, const lb_tensor *k, const lb_tensor *v,
@@ -843,7 +858,7 @@ lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const l
     int nth = threads_for(items);
     size_t per = (size_t)(LB_ATTN_FWD_BQ * LB_ATTN_FWD_BK + LB_ATTN_FWD_BQ) * p.es + LB_ATTN_FWD_BQ * sizeof(double);
     per = (per + 63) / 64 * 64; /* each thread's buffers on their own cache lines */
-    int packed = p.dtype == LB_FLOAT32 && p.tq >= LB_ATTN_PACK_MIN_TQ;
+    int packed = uses_micro_kernel(&p);
     if (packed)
         p.ldt = packed_stride(p.tk);
     char *slab = malloc(per * (size_t)nth);
@@ -914,7 +929,7 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
     char *slab = malloc(per * (size_t)nth);
     char *dsum = malloc((size_t)rows * p.es);
     char *dq = dq_size ? malloc(dq_size) : NULL; /* zeroed by writing: see below */
-    int packed = p.dtype == LB_FLOAT32 && p.tq >= LB_ATTN_PACK_MIN_TQ;
+    int packed = uses_micro_kernel(&p);
     if (packed)
         p.ldt = packed_stride(p.tk);
     float *kt = packed ? malloc((size_t)(p.heads * p.d * p.ldt) * sizeof(float)) : NULL;

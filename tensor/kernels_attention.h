@@ -36,12 +36,12 @@
  *
  * Products. float32 problems with Tq >= 8 run every tile product on a register-blocked
  * micro-kernel (tensor/kernels_attention_gemm_internal.h: broadcast A, rows of B, the
- * C block in registers, no packing per call) compiled per instruction set with the row
- * loops below. Its right-hand operands must be row-major, so each head's Kᵀ [D, Tk]
+ * C block in registers, no packing per call) in the AVX-512 and AVX2 builds of the
+ * kernels (lb_k_attention_isa). Its right-hand operands must be row-major, so each head's Kᵀ [D, Tk]
  * (forward and backward) and Vᵀ [Dv, Tk] (backward) are packed once per call, before
  * the items run (extra memory: one copy of k, and of v in the backward). float64, and
  * float32 with fewer queries (a decoding step, where packing every key would not be
- * repaid), call OpenBLAS per tile instead (gemv for one query).
+ * repaid), and the baseline build call OpenBLAS per tile instead (gemv for one query).
  *
  * Masks are read per tile (lb_attn_kmask). Key tiles that the causal, window and
  * padding limits exclude for every query of a query tile are skipped, never

@@ -35,6 +35,17 @@
 #define MK_NVMAX_16 4
 #define MK_NVMAX_8 2
 #define MK_MRMAX 16
+/* MR for NV vectors: MK_MR<lanes>_<NV> (see the table above) */
+#ifndef MK_MR16_4
+#define MK_MR16_4 4
+#define MK_MR16_3 4
+#define MK_MR16_2 8
+#define MK_MR16_1 16
+#endif
+#ifndef MK_MR8_2
+#define MK_MR8_2 6
+#define MK_MR8_1 12
+#endif
 
 /* A partial vector: lanes [0, lanes) from p, the rest 0. */
 LB_INLINE VF LB_VW(vf_load_part, LB_VL)(const float *p, int lanes)
@@ -135,16 +146,16 @@ LB_INLINE void LB_VW(tile_gemm_f, LB_VL)(int64_t m, int64_t n, int64_t k, float 
         /* nv is made a constant for each case: the block's accumulators then live in registers */
 #if LB_VL == 16
         switch (nv) {
-        case 4: MK_STRIP_T(4, 4); break;
-        case 3: MK_STRIP_T(4, 3); break;
-        case 2: MK_STRIP_T(8, 2); break;
-        default: MK_STRIP_T(16, 1); break;
+        case 4: MK_STRIP_T(MK_MR16_4, 4); break;
+        case 3: MK_STRIP_T(MK_MR16_3, 3); break;
+        case 2: MK_STRIP_T(MK_MR16_2, 2); break;
+        default: MK_STRIP_T(MK_MR16_1, 1); break;
         }
 #else
         if (nv == 2)
-            MK_STRIP_T(4, 2);
+            MK_STRIP_T(MK_MR8_2, 2);
         else
-            MK_STRIP_T(8, 1);
+            MK_STRIP_T(MK_MR8_1, 1);
 #endif
     }
 }
