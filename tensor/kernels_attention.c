@@ -61,9 +61,10 @@ typedef struct attn_problem {
     const char *q, *k, *v;       /* [N, Tq, D], [N, Tk, D], [N, Tk, Dv] */
     lb_attn_kmask mask;          /* zeroed when none */
     int64_t fbq, fbk, bbq, bbk;  /* tiles, queries x keys: forward, backward (choose_tiles) */
-    /* float32 with Tq >= LB_ATTN_PACK_MIN_TQ: the tile products run on the micro-kernel
-     * (kernels_attention_gemm_internal.h) and read each head's keys (and, in the backward,
-     * values) transposed, packed once per call; NULL otherwise (OpenBLAS per tile). */
+    /* uses_micro_kernel (float32, Tq >= LB_ATTN_PACK_MIN_TQ, an AVX-512 or AVX2 build):
+     * the tile products run on the micro-kernel (kernels_attention_gemm_internal.h) and
+     * read each head's keys (and, in the backward, values) transposed, packed once per
+     * call; NULL otherwise (OpenBLAS per tile). */
     const float *kt, *vt;        /* [N, D, ldt], [N, Dv, ldt]: kt[(n * D + c) * ldt + j] = k[n, j, c] */
     int64_t ldt;                 /* row stride of the packed rows, >= Tk (see pack_transposed) */
 } attn_problem;
