@@ -168,6 +168,26 @@ static tile_range query_tile_range(const attn_problem *p, const attn_head *h, in
     return t;
 }
 
+/* The forward's micro-kernel products on a tile that the structural limits cut (a causal
+ * diagonal tile) run in row groups of this many queries, each over the key columns some
+ * of its rows may see. */
+#define LB_ATTN_ROW_GROUP 32
+
+/* Columns [0, n) of the key tile [j0, j0 + bk) hold every key that some query of
+ * [i, i + m) may see by the structural limits; columns n .. bk-1 are masked for all of
+ * them (mask_tile sets them to -inf). */
+static int64_t tile_cols_seen(const attn_problem *p, const attn_head *h, int64_t i, int64_t m, int64_t j0, int64_t bk)
+{
+    int64_t n = 0;
+    for (int64_t r = 0; r < m; r++) {
+        int64_t lo, hi;
+        key_range(p, h, i + r, &lo, &hi);
+        if (lo <= hi && hi - j0 + 1 > n)
+            n = hi - j0 + 1;
+    }
+    return n < bk ? n : bk;
+}
+
 /* Does the key tile [j0, j0 + bk) need the per-element mask for this query tile? */
 static int tile_needs_mask(const attn_head *h, const tile_range *t, int64_t j0, int64_t bk)
 {
@@ -446,10 +466,25 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
         /* key tiles from the first key any row sees (the window's start) to the last */
         for (int64_t j0 = tr.lo; j0 <= tr.hi; j0 += p->fbk) {
             int64_t bk = tr.hi + 1 - j0 < p->fbk ? tr.hi + 1 - j0 : p->fbk;
-            /* S [bq, bk] = scale * Q_t K_tᵀ */
-            if (kth)
-                mk(bq, bk, d, (float)p->scale, (const float *)qt, d, 1, kth + j0, p->ldt, 0, w->s, bk);
-            else if (bq == 1) /* one query (a decoding step): S [bk] = scale * K_t q, no packing */
+            /* S [bq, bk] = scale * Q_t K_tᵀ. On the micro-kernel a tile cut by the
+             * structural limits goes in row groups, each over the columns [0, cols[g]) its
+             * rows may see: the rest are masked (softcap off: cap_tile reads every score). */
+            int64_t cols[LB_ATTN_FWD_BQ / LB_ATTN_ROW_GROUP + 1], grp = bq, n_grp = 1; /* group g: rows g * grp .. */
+            cols[0] = bk;
+            if (kth && h.structural && p->mask.softcap == 0 && tile_needs_mask(&h, &tr, j0, bk)) {
+                grp = LB_ATTN_ROW_GROUP;
+                n_grp = (bq + grp - 1) / grp;
+                for (int64_t g = 0; g < n_grp; g++)
+                    cols[g] = tile_cols_seen(p, &h, i0 + g * grp, bq - g * grp < grp ? bq - g * grp : grp, j0, bk);
+            }
+            if (kth) {
+                for (int64_t g = 0; g < n_grp; g++) {
+                    int64_t r0 = g * grp, m = bq - r0 < grp ? bq - r0 : grp;
+                    if (cols[g] > 0)
+                        mk(m, cols[g], d, (float)p->scale, (const float *)qt + r0 * d, d, 1, kth + j0, p->ldt, 0,
+                           (float *)w->s + r0 * bk, bk);
+                }
+            } else if (bq == 1) /* one query (a decoding step): S [bk] = scale * K_t q, no packing */
                 lb_k_gemv(p->dtype, 0, bk, d, p->scale, kh + (size_t)(j0 * d) * es, d, qt, 0.0, w->s);
             else
                 lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
@@ -481,10 +516,15 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
                     }
                 }
             });
-            /* O_t [bq, Dv] += P [bq, bk] V_t [bk, Dv] */
-            if (kth)
-                mk(bq, dv, bk, 1.0f, w->s, bk, 1, (const float *)vh + j0 * dv, dv, 1, (float *)ot, dv);
-            else if (bq == 1) /* O [Dv] += V_tᵀ p */
+            /* O_t [bq, Dv] += P [bq, bk] V_t [bk, Dv] (P is 0 past a row group's columns) */
+            if (kth) {
+                for (int64_t g = 0; g < n_grp; g++) {
+                    int64_t r0 = g * grp, m = bq - r0 < grp ? bq - r0 : grp;
+                    if (cols[g] > 0)
+                        mk(m, dv, cols[g], 1.0f, (const float *)w->s + r0 * bk, bk, 1, (const float *)vh + j0 * dv, dv,
+                           1, (float *)ot + r0 * dv, dv);
+                }
+            } else if (bq == 1) /* O [Dv] += V_tᵀ p */
                 lb_k_gemv(p->dtype, 1, dv, bk, 1.0, vh + (size_t)(j0 * dv) * es, dv, w->s, 1.0, ot);
             else
                 lb_k_gemm(p->dtype, 0, 0, bq, dv, bk, 1.0, w->s, bk, vh + (size_t)(j0 * dv) * es, dv, 1.0, ot, dv);
@@ -941,7 +981,8 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
         free(dq);
         free(kt);
         free(vt);
-        return lb_error(LB_ERR_MEMORY, "%s: out of memory for the backward's buffers (%lld groups of dq, packed keys and values)", op,
+        return lb_error(LB_ERR_MEMORY,
+                        "%s: out of memory for the backward's buffers (%lld groups of dq, packed keys and values)", op,
                         (long long)groups);
     }
     bwd_args a = {lb_tensor_data(out), lb_tensor_data(lse), lb_tensor_data(grad_out), dsum,
