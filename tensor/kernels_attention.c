@@ -32,6 +32,12 @@
 #define LB_ATTN_BAND_MIN 16
 #endif
 #define LB_ATTN_BAND_MAX 64
+/* float32 problems with at least this many queries run their tile products on the
+ * micro-kernel over packed Kᵀ (and Vᵀ); fewer queries (a decoding step) would not repay
+ * packing every key, and keep OpenBLAS's gemv/gemm on K and V as stored. */
+#ifndef LB_ATTN_PACK_MIN_TQ
+#define LB_ATTN_PACK_MIN_TQ 8
+#endif
 /* The backward makes at least this many work items when the shapes allow (see G). */
 #define LB_ATTN_BWD_ITEMS 8
 
@@ -55,6 +61,12 @@ typedef struct attn_problem {
     const char *q, *k, *v;       /* [N, Tq, D], [N, Tk, D], [N, Tk, Dv] */
     lb_attn_kmask mask;          /* zeroed when none */
     int64_t fbq, fbk, bbq, bbk;  /* tiles, queries x keys: forward, backward (choose_tiles) */
+    /* uses_micro_kernel (float32, Tq >= LB_ATTN_PACK_MIN_TQ, an AVX-512 or AVX2 build):
+     * the tile products run on the micro-kernel (kernels_attention_gemm_internal.h) and
+     * read each head's keys (and, in the backward, values) transposed, packed once per
+     * call; NULL otherwise (OpenBLAS per tile). */
+    const float *kt, *vt;        /* [N, D, ldt], [N, Dv, ldt]: kt[(n * D + c) * ldt + j] = k[n, j, c] */
+    int64_t ldt;                 /* row stride of the packed rows, >= Tk (see pack_transposed) */
 } attn_problem;
 
 /* The default tiles, or band tiles for a narrow sliding window: a query tile of bq
@@ -154,6 +166,26 @@ static tile_range query_tile_range(const attn_problem *p, const attn_head *h, in
             t.hi = hi;
     }
     return t;
+}
+
+/* The forward's micro-kernel products on a tile that the structural limits cut (a causal
+ * diagonal tile) run in row groups of this many queries, each over the key columns some
+ * of its rows may see. */
+#define LB_ATTN_ROW_GROUP 32
+
+/* Columns [0, n) of the key tile [j0, j0 + bk) hold every key that some query of
+ * [i, i + m) may see by the structural limits; columns n .. bk-1 are masked for all of
+ * them (mask_tile sets them to -inf). */
+static int64_t tile_cols_seen(const attn_problem *p, const attn_head *h, int64_t i, int64_t m, int64_t j0, int64_t bk)
+{
+    int64_t n = 0;
+    for (int64_t r = 0; r < m; r++) {
+        int64_t lo, hi;
+        key_range(p, h, i + r, &lo, &hi);
+        if (lo <= hi && hi - j0 + 1 > n)
+            n = hi - j0 + 1;
+    }
+    return n < bk ? n : bk;
 }
 
 /* Does the key tile [j0, j0 + bk) need the per-element mask for this query tile? */
@@ -256,6 +288,29 @@ LB_INLINE float lb_fold_max(float *l, int n)
 #define LB_VL 16
 #include "tensor/kernels_attention_rows_internal.h"
 #undef LB_VL
+
+#define LB_VL 8
+#include "tensor/kernels_attention_gemm_internal.h"
+#undef LB_VL
+#define LB_VL 16
+#include "tensor/kernels_attention_gemm_internal.h"
+#undef LB_VL
+
+/* The float32 tile product of the items' width (kernels_attention_gemm_internal.h):
+ *   C [m, n] (+)= alpha * A [m, k] B [k, n], A (i, l) at a[i * a_rs + l * a_cs]. */
+LB_INLINE void tile_gemm_f(int wide, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,
+                           int64_t a_cs, const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc)
+{
+    if (wide)
+        tile_gemm_f16(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
+    else
+        tile_gemm_f8(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
+}
+
+/* The items call the tile product of their build through this pointer (one copy of the
+ * micro-kernel per build rather than one per call site). */
+typedef void (*tile_gemm_fn)(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,
+                             int64_t a_cs, const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc);
 
 /* The row loops of the items' width: wide = the 16-lane loops (a constant in every
  * build of the items, so the branch folds away). */
@@ -385,7 +440,7 @@ typedef struct fwd_scratch {
  *   q_t [bq, D] (rows of q), k [Tk, D], v [Tk, Dv] of head n
  *   -> out_t [bq, Dv], lse_t [bq] */
 LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, char *lse,
-                             int wide)
+                             int wide, tile_gemm_fn mk)
 {
     attn_head h;
     head_of(p, n, &h);
@@ -395,6 +450,7 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
     const char *qt = p->q + (size_t)((n * p->tq + i0) * d) * es; /* [bq, D] */
     const char *kh = p->k + (size_t)(n * p->tk * d) * es;         /* [Tk, D] */
     const char *vh = p->v + (size_t)(n * p->tk * dv) * es;        /* [Tk, Dv] */
+    const float *kth = p->kt ? p->kt + n * d * p->ldt : NULL;       /* [D, ldt] packed Kᵀ */
     char *ot = out + (size_t)((n * p->tq + i0) * dv) * es;         /* [bq, Dv] */
     char *lt = lse + (size_t)(n * p->tq + i0) * es;                /* [bq] */
     memset(ot, 0, (size_t)(bq * dv) * es);
@@ -410,8 +466,25 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
         /* key tiles from the first key any row sees (the window's start) to the last */
         for (int64_t j0 = tr.lo; j0 <= tr.hi; j0 += p->fbk) {
             int64_t bk = tr.hi + 1 - j0 < p->fbk ? tr.hi + 1 - j0 : p->fbk;
-            /* S [bq, bk] = scale * Q_t K_tᵀ */
-            if (bq == 1) /* one query (a decoding step): S [bk] = scale * K_t q, no packing */
+            /* S [bq, bk] = scale * Q_t K_tᵀ. On the micro-kernel a tile cut by the
+             * structural limits goes in row groups, each over the columns [0, cols[g]) its
+             * rows may see: the rest are masked (softcap off: cap_tile reads every score). */
+            int64_t cols[LB_ATTN_FWD_BQ / LB_ATTN_ROW_GROUP + 1], grp = bq, n_grp = 1; /* group g: rows g * grp .. */
+            cols[0] = bk;
+            if (kth && h.structural && p->mask.softcap == 0 && tile_needs_mask(&h, &tr, j0, bk)) {
+                grp = LB_ATTN_ROW_GROUP;
+                n_grp = (bq + grp - 1) / grp;
+                for (int64_t g = 0; g < n_grp; g++)
+                    cols[g] = tile_cols_seen(p, &h, i0 + g * grp, bq - g * grp < grp ? bq - g * grp : grp, j0, bk);
+            }
+            if (kth) {
+                for (int64_t g = 0; g < n_grp; g++) {
+                    int64_t r0 = g * grp, m = bq - r0 < grp ? bq - r0 : grp;
+                    if (cols[g] > 0)
+                        mk(m, cols[g], d, (float)p->scale, (const float *)qt + r0 * d, d, 1, kth + j0, p->ldt, 0,
+                           (float *)w->s + r0 * bk, bk);
+                }
+            } else if (bq == 1) /* one query (a decoding step): S [bk] = scale * K_t q, no packing */
                 lb_k_gemv(p->dtype, 0, bk, d, p->scale, kh + (size_t)(j0 * d) * es, d, qt, 0.0, w->s);
             else
                 lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
@@ -443,8 +516,15 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
                     }
                 }
             });
-            /* O_t [bq, Dv] += P [bq, bk] V_t [bk, Dv] */
-            if (bq == 1) /* O [Dv] += V_tᵀ p */
+            /* O_t [bq, Dv] += P [bq, bk] V_t [bk, Dv] (P is 0 past a row group's columns) */
+            if (kth) {
+                for (int64_t g = 0; g < n_grp; g++) {
+                    int64_t r0 = g * grp, m = bq - r0 < grp ? bq - r0 : grp;
+                    if (cols[g] > 0)
+                        mk(m, dv, cols[g], 1.0f, (const float *)w->s + r0 * bk, bk, 1, (const float *)vh + j0 * dv, dv,
+                           1, (float *)ot + r0 * dv, dv);
+                }
+            } else if (bq == 1) /* O [Dv] += V_tᵀ p */
                 lb_k_gemv(p->dtype, 1, dv, bk, 1.0, vh + (size_t)(j0 * dv) * es, dv, w->s, 1.0, ot);
             else
                 lb_k_gemm(p->dtype, 0, 0, bq, dv, bk, 1.0, w->s, bk, vh + (size_t)(j0 * dv) * es, dv, 1.0, ot, dv);
@@ -485,7 +565,7 @@ typedef struct bwd_args {
  *   q_t [bq, D], do_t [bq, Dv], lse_t [bq], dsum_t [bq]; k_t [bk, D], v_t [bk, Dv]
  *   -> dv_t [bk, Dv] +=, dk_t [bk, D] +=, dq_g [bq, D] += */
 LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g, bwd_scratch *w,
-                              int wide)
+                              int wide, tile_gemm_fn mk)
 {
     attn_head h;
     head_of(p, n, &h);
@@ -498,6 +578,8 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
     }
     const char *kh = p->k + (size_t)(n * tk * d) * es, *vh = p->v + (size_t)(n * tk * dv) * es; /* [Tk, D], [Tk, Dv] */
     char *dq = a->dq ? a->dq + (size_t)((g * p->heads + n) * tq * d) * es : NULL; /* [Tq, D] of group g */
+    const float *kth = p->kt ? p->kt + n * d * p->ldt : NULL;   /* [D, ldt] packed Kᵀ */
+    const float *vth = p->vt ? p->vt + n * dv * p->ldt : NULL;  /* [Dv, ldt] packed Vᵀ */
     int want_ds = a->dq || a->dk;
     for (int64_t kt = g; kt < n_kt; kt += a->groups) {
         int64_t j0 = kt * BK, bk = tk - j0 < BK ? tk - j0 : BK;
@@ -513,7 +595,10 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
             const char *qtile = p->q + (size_t)(row0 * d) * es;     /* [bq, D] */
             const char *dot = a->dout + (size_t)(row0 * dv) * es;    /* [bq, Dv] */
             /* P [bq, bk] = exp(scale * Q_t K_tᵀ (masked) - lse) */
-            lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qtile, d, kt_, d, 0.0, w->p, bk);
+            if (kth)
+                mk(bq, bk, d, (float)p->scale, (const float *)qtile, d, 1, kth + j0, p->ldt, 0, w->p, bk);
+            else
+                lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qtile, d, kt_, d, 0.0, w->p, bk);
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->p, w->dcap);
             if (tile_needs_mask(&h, tr, j0, bk))
@@ -525,12 +610,17 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                     _Generic((T)0, float: row_exp_f, double: row_exp_d)(wide, pp + r * bk, bk, ls[r]);
             });
             /* dV_t [bk, Dv] += Pᵀ dO_t */
-            if (dvt)
+            if (dvt && kth)
+                mk(bk, dv, bq, 1.0f, w->p, 1, bk, (const float *)dot, dv, 1, (float *)dvt, dv);
+            else if (dvt)
                 lb_k_gemm(p->dtype, 1, 0, bk, dv, bq, 1.0, w->p, bk, dot, dv, 1.0, dvt, dv);
             if (!want_ds)
                 continue;
             /* dP [bq, bk] = dO_t V_tᵀ; dS = P * (dP - D) */
-            lb_k_gemm(p->dtype, 0, 1, bq, bk, dv, 1.0, dot, dv, vt, dv, 0.0, w->ds, bk);
+            if (vth)
+                mk(bq, bk, dv, 1.0f, (const float *)dot, dv, 1, vth + j0, p->ldt, 0, w->ds, bk);
+            else
+                lb_k_gemm(p->dtype, 0, 1, bq, bk, dv, 1.0, dot, dv, vt, dv, 0.0, w->ds, bk);
             LB_DISPATCH(p->dtype, T, {
                 T *ds = w->ds;                                          /* [bq, bk] dP in, dS out */
                 const T *pp = w->p, *dsum = (const T *)a->dsum + row0; /* [bq, bk], [bq] */
@@ -543,9 +633,13 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                 }
             });
             /* dK_t [bk, D] += scale dSᵀ Q_t;  dQ_g [bq, D] += scale dS K_t */
-            if (dkt)
+            if (dkt && kth)
+                mk(bk, d, bq, (float)p->scale, w->ds, 1, bk, (const float *)qtile, d, 1, (float *)dkt, d);
+            else if (dkt)
                 lb_k_gemm(p->dtype, 1, 0, bk, d, bq, p->scale, w->ds, bk, qtile, d, 1.0, dkt, d);
-            if (dq)
+            if (dq && kth)
+                mk(bq, d, bk, (float)p->scale, w->ds, bk, 1, (const float *)kt_, d, 1, (float *)dq + i0 * d, d);
+            else if (dq)
                 lb_k_gemm(p->dtype, 0, 0, bq, d, bk, p->scale, w->ds, bk, kt_, d, 1.0, dq + (size_t)(i0 * d) * es,
                           d);
         }
@@ -559,22 +653,33 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
 typedef void (*forward_item_fn)(const attn_problem *, int64_t, int64_t, fwd_scratch *, char *, char *);
 typedef void (*backward_item_fn)(const attn_problem *, const bwd_args *, int64_t, int64_t, bwd_scratch *);
 
-#define LB_ATTN_ITEMS(isa, attr, wide)                                                                            \
+#define LB_ATTN_TILE_GEMM(isa, attr, wide)                                                                        \
+    attr static void tile_gemm_##isa(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,  \
+                                     int64_t a_cs, const float *b, int64_t ldb, int accumulate, float *c,         \
+                                     int64_t ldc)                                                                \
+    {                                                                                                            \
+        tile_gemm_f(wide, m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);                            \
+    }
+
+/* mk: the build's tile product, or NULL (products through OpenBLAS). */
+#define LB_ATTN_ITEMS(isa, attr, wide, mk)                                                                        \
     attr static void forward_item_##isa(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, \
                                         char *lse)                                                               \
     {                                                                                                            \
-        forward_item(p, n, i0, w, out, lse, wide);                                                               \
+        forward_item(p, n, i0, w, out, lse, wide, mk);                                                           \
     }                                                                                                            \
     attr static void backward_item_##isa(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g,          \
                                          bwd_scratch *w)                                                         \
     {                                                                                                            \
-        backward_item(p, a, n, g, w, wide);                                                                      \
+        backward_item(p, a, n, g, w, wide, mk);                                                                  \
     }
 
-LB_ATTN_ITEMS(generic, , 0)
+LB_ATTN_ITEMS(generic, , 0, NULL)
 #ifdef LB_ATTN_X86
-LB_ATTN_ITEMS(avx2, __attribute__((target("avx2,fma"))), 0)
-LB_ATTN_ITEMS(avx512, __attribute__((target("avx512f,fma"))), 1)
+LB_ATTN_TILE_GEMM(avx2, __attribute__((target("avx2,fma"))), 0)
+LB_ATTN_TILE_GEMM(avx512, __attribute__((target("avx512f,fma"))), 1)
+LB_ATTN_ITEMS(avx2, __attribute__((target("avx2,fma"))), 0, tile_gemm_avx2)
+LB_ATTN_ITEMS(avx512, __attribute__((target("avx512f,fma"))), 1, tile_gemm_avx512)
 #endif
 
 /* Best first; the baseline build last. */
@@ -582,12 +687,16 @@ static const struct attn_isa {
     const char *name;
     forward_item_fn forward;
     backward_item_fn backward;
+    /* float32 tile products on the micro-kernel (packed Kᵀ, Vᵀ)? Not in the baseline
+     * build: 8-lane vectors on SSE2 registers (or any other CPU's) spill the micro-kernel's
+     * accumulators, and OpenBLAS picks kernels for that CPU itself. */
+    int micro_kernel;
 } ISAS[] = {
 #ifdef LB_ATTN_X86
-    {"avx512", forward_item_avx512, backward_item_avx512},
-    {"avx2", forward_item_avx2, backward_item_avx2},
+    {"avx512", forward_item_avx512, backward_item_avx512, 1},
+    {"avx2", forward_item_avx2, backward_item_avx2, 1},
 #endif
-    {"generic", forward_item_generic, backward_item_generic},
+    {"generic", forward_item_generic, backward_item_generic, 0},
 };
 enum { N_ISAS = sizeof ISAS / sizeof ISAS[0] };
 
@@ -639,6 +748,60 @@ lb_status lb_k_attention_set_isa(const char *name)
                     "lb_k_attention_set_isa: unknown instruction set \"%s\" (auto, avx512, avx2 or generic; the "
                     "x86 builds exist on x86-64 only)",
                     name);
+}
+
+static int thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int threads_for(int64_t items)
+{
+    int n = lb_get_num_threads();
+    return items < n ? (int)(items > 0 ? items : 1) : n;
+}
+
+/* ---- packing: each head's keys (values) transposed once per call ---- */
+
+/* Row stride (floats) of the packed transposes: Tk rounded up to 16, plus 16 when that
+ * is a multiple of 64. A stride of a multiple of 256 bytes would put the rows of a tile
+ * that the micro-kernel reads one after another (Kᵀ rows c = 0 .. D-1 at the same key
+ * columns) in the same few L1 sets (4 KiB aliasing at Tk = 1024, 4096, ...). */
+static int64_t packed_stride(int64_t tk)
+{
+    int64_t ld = (tk + 15) / 16 * 16;
+    return ld % 64 == 0 ? ld + 16 : ld;
+}
+
+/* dst [N, W, ldt] <- src [N, Tk, W] transposed per head: dst[(n * W + c) * ldt + j] =
+ * src[(n * Tk + j) * W + c]. Columns [Tk, ldt) are not written (never read). Work items
+ * are (head, block of 256 keys), so one head still uses every thread. */
+static void pack_transposed(const float *src, int64_t heads, int64_t tk, int64_t w, int64_t ldt, float *dst)
+{
+    const int64_t JB = 256, nb = (tk + JB - 1) / JB, items = heads * nb;
+    int nth = threads_for(items);
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t n = it / nb, j0 = it % nb * JB, j1 = j0 + JB < tk ? j0 + JB : tk;
+        const float *s = src + n * tk * w; /* [Tk, W] */
+        float *o = dst + n * w * ldt;      /* [W, ldt] */
+        for (int64_t j = j0; j < j1; j += 16) { /* 16 keys at a time: rows in cache, writes in runs */
+            int64_t je = j + 16 < j1 ? j + 16 : j1;
+            for (int64_t c = 0; c < w; c++)
+                for (int64_t jj = j; jj < je; jj++)
+                    o[c * ldt + jj] = s[jj * w + c];
+        }
+    }
+}
+
+/* Do this problem's tile products run on the micro-kernel (over packed Kᵀ, Vᵀ)? */
+static int uses_micro_kernel(const attn_problem *p)
+{
+    return p->dtype == LB_FLOAT32 && p->tq >= LB_ATTN_PACK_MIN_TQ && chosen_isa()->micro_kernel;
 }
 
 /* ---- checks ---- */
@@ -707,21 +870,6 @@ static lb_status check_result(const char *op, const char *name, const lb_tensor 
                     lb_shape_str(nd, shape, want, sizeof want));
 }
 
-static int thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static int threads_for(int64_t items)
-{
-    int n = lb_get_num_threads();
-    return items < n ? (int)(items > 0 ? items : 1) : n;
-}
-
 /* ---- entry points ---- */
 
 lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v, const lb_attn_kmask *mask,
@@ -751,9 +899,20 @@ lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const l
     int nth = threads_for(items);
     size_t per = (size_t)(LB_ATTN_FWD_BQ * LB_ATTN_FWD_BK + LB_ATTN_FWD_BQ) * p.es + LB_ATTN_FWD_BQ * sizeof(double);
     per = (per + 63) / 64 * 64; /* each thread's buffers on their own cache lines */
+    int packed = uses_micro_kernel(&p);
+    if (packed)
+        p.ldt = packed_stride(p.tk);
     char *slab = malloc(per * (size_t)nth);
-    if (!slab)
-        return lb_error(LB_ERR_MEMORY, "%s: out of memory for %d tile buffers", op, nth);
+    float *kt = packed ? malloc((size_t)(p.heads * p.d * p.ldt) * sizeof(float)) : NULL;
+    if (!slab || (packed && !kt)) {
+        free(slab);
+        free(kt);
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory for %d tile buffers and the packed keys", op, nth);
+    }
+    if (packed) {
+        pack_transposed((const float *)p.k, p.heads, p.tk, p.d, p.ldt, kt);
+        p.kt = kt;
+    }
     forward_item_fn fn = chosen_isa()->forward;
     char *po = lb_tensor_data(out), *pl = lb_tensor_data(lse);
     int blas = lb_blas_serial_begin();
@@ -771,6 +930,7 @@ lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const l
     }
     lb_blas_serial_end(blas);
     free(slab);
+    free(kt);
     return LB_OK;
 }
 
@@ -810,16 +970,30 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
     char *slab = malloc(per * (size_t)nth);
     char *dsum = malloc((size_t)rows * p.es);
     char *dq = dq_size ? malloc(dq_size) : NULL; /* zeroed by writing: see below */
-    if (!slab || !dsum || (dq_size && !dq)) {
+    int packed = uses_micro_kernel(&p);
+    if (packed)
+        p.ldt = packed_stride(p.tk);
+    float *kt = packed ? malloc((size_t)(p.heads * p.d * p.ldt) * sizeof(float)) : NULL;
+    float *vt = packed ? malloc((size_t)(p.heads * p.dv * p.ldt) * sizeof(float)) : NULL;
+    if (!slab || !dsum || (dq_size && !dq) || (packed && (!kt || !vt))) {
         free(slab);
         free(dsum);
         free(dq);
-        return lb_error(LB_ERR_MEMORY, "%s: out of memory for the backward's buffers (%lld groups of dq)", op,
+        free(kt);
+        free(vt);
+        return lb_error(LB_ERR_MEMORY,
+                        "%s: out of memory for the backward's buffers (%lld groups of dq, packed keys and values)", op,
                         (long long)groups);
     }
     bwd_args a = {lb_tensor_data(out), lb_tensor_data(lse), lb_tensor_data(grad_out), dsum,
                   grad_q ? (dq ? dq : lb_tensor_data(grad_q)) : NULL,
                   grad_k ? lb_tensor_data(grad_k) : NULL, grad_v ? lb_tensor_data(grad_v) : NULL, groups};
+    if (packed) {
+        pack_transposed((const float *)p.k, p.heads, p.tk, p.d, p.ldt, kt);
+        pack_transposed((const float *)p.v, p.heads, p.tk, p.dv, p.ldt, vt);
+        p.kt = kt;
+        p.vt = vt;
+    }
     backward_item_fn fn = chosen_isa()->backward;
     /* Zero the dQ group buffers by writing (not calloc): first touching fresh pages
      * with a write maps them directly, while a gemm's read-then-write would map the
@@ -868,5 +1042,7 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
     free(slab);
     free(dsum);
     free(dq);
+    free(kt);
+    free(vt);
     return LB_OK;
 }

@@ -20,7 +20,7 @@
  * over the query tiles that can see it, recomputing S and P = exp(S - lse):
  *   dV_tile += Pᵀ dO_tile,  dP = dO_tile V_tileᵀ,  dS = P * (dP - D),
  *   dK_tile += scale dSᵀ Q_tile,  dQ_g[tile] += scale dS K_tile,
- * all products through gemm. dK and dV need no atomics (an item owns its key tiles);
+ * all products as tile products (see Products below). dK and dV need no atomics (an item owns its key tiles);
  * dQ is accumulated per group in G private buffers summed in group order at the end.
  * G depends only on the shapes (enough items for 8 threads: G = ceil(8 / N), at most
  * the number of key tiles), never on the thread count.
@@ -34,10 +34,21 @@
  * multiple of 16, and each query tile's keys taken from the first one its rows may see,
  * so a query tile computes bq + W - 1 scores per row rather than one or two 128-key tiles.
  *
+ * Products. float32 problems with Tq >= 8 run every tile product on a register-blocked
+ * micro-kernel (tensor/kernels_attention_gemm_internal.h: broadcast A, rows of B, the
+ * C block in registers, no packing per call) in the AVX-512 and AVX2 builds of the
+ * kernels (lb_k_attention_isa). Its right-hand operands must be row-major, so each head's Kᵀ [D, Tk]
+ * (forward and backward) and Vᵀ [Dv, Tk] (backward) are packed once per call, before
+ * the items run (extra memory: one copy of k, and of v in the backward). float64, and
+ * float32 with fewer queries (a decoding step, where packing every key would not be
+ * repaid), and the baseline build call OpenBLAS per tile instead (gemv for one query).
+ *
  * Masks are read per tile (lb_attn_kmask). Key tiles that the causal, window and
  * padding limits exclude for every query of a query tile are skipped, never
- * computed; tiles inside every row's limits skip the per-element test. Masked scores
- * become -inf before the max; a row with no allowed key gives out = 0 and
+ * computed; tiles inside every row's limits skip the per-element test. On the
+ * micro-kernel the forward computes a tile that those limits cut (a causal diagonal
+ * tile) in groups of 32 queries, each over only the keys some query of the group may
+ * see. Masked scores become -inf before the max; a row with no allowed key gives out = 0 and
  * lse = +inf (so its recomputed P is 0 and its gradients are 0: never NaN).
  *
  * Threads (tensor/threads.h): OpenMP over the work items (dynamic schedule) with
@@ -47,11 +58,11 @@
  * bit-for-bit identical for 1, 2 or any number of threads (and from run to run).
  * They can differ between machines: the float32 elementwise loops run in an AVX-512
  * or AVX2 build where the CPU has it (chosen at run time, lb_k_attention_isa) and in a
- * baseline build otherwise (the builds round differently: FMA), and OpenBLAS picks its
- * kernels by CPU too.
+ * baseline build otherwise (the builds round differently: FMA), and OpenBLAS (float64,
+ * short float32 queries) picks its kernels by CPU too.
  *
- * Numerics: float32 computes S, P and the products in float32 (gemm accumulates in
- * float32), exp by a Cephes-style polynomial (max relative error about 2 ulp), row
+ * Numerics: float32 computes S, P and the products in float32 (each product element
+ * is one float32 sum over its inner dimension in index order, then scaled), exp by a Cephes-style polynomial (max relative error about 2 ulp), row
  * sums l in double; float64 uses libm's exp. No -ffast-math: infinities carry the
  * masks.
  */
@@ -107,7 +118,7 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
                                   const lb_tensor *grad_out, lb_tensor *grad_q, lb_tensor *grad_k,
                                   lb_tensor *grad_v);
 
-/* The build of the float32 elementwise loops the kernels use: "avx512" (AVX-512F with
+/* The build of the float32 elementwise loops and tile products the kernels use: "avx512" (AVX-512F with
  * FMA, 16 float lanes per register), "avx2" (AVX2 with FMA) or "generic" (baseline
  * x86-64 or any other CPU). By default the best the CPU supports (__builtin_cpu_supports
  * at the first call). */

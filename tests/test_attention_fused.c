@@ -256,6 +256,41 @@ static void check_cases_f32(void) { check_cases(LB_FLOAT32, 1e-5); }
 static void test_fused_matches_materialized_f64(void) { for_each_isa(check_cases_f64); }
 static void test_fused_matches_materialized_f32(void) { for_each_isa(check_cases_f32); }
 
+/* The float32 tile products' shapes (tensor/kernels_attention_gemm_internal.h): widths
+ * D and Dv from 1 to 80 give every number of vectors per strip (1 to 4 of 16 lanes, 1 to
+ * 2 of 8), a second strip past 64 columns, partial last vectors, and row counts that
+ * leave rows after the register blocks; Tq = 8 is the smallest problem packed, Tq = 7
+ * the largest left to OpenBLAS. Every case keeps an asymmetric mask or padding. */
+static const fused_case PRODUCT_CASES[] = {
+    /* name                                  B  H  Tq   Tk   D   Dv  causal win len al add pos */
+    {"D=1, Dv=17, Tq=8 (packed)",           2, 2, 8,   37,  1,  17, 1, 0,  1,  1, 0,  0},
+    {"D=33, Dv=48, Tq=7 (OpenBLAS)",        2, 2, 7,   70,  33, 48, 0, 0,  1,  1, 0,  0},
+    {"D=80, Dv=65 (two strips)",            2, 2, 150, 140, 80, 65, 1, 0,  1,  1, 0,  0},
+    {"D=48, Dv=32, key mask",               3, 2, 131, 200, 48, 32, 1, 0,  1,  2, 0,  0},
+    {"D=16, Dv=16, T=257",                  2, 2, 257, 257, 16, 16, 1, 0,  1,  0, 0,  0},
+    {"D=7, Dv=9, window 20, additive",      3, 2, 90,  90,  7,  9,  0, 20, 1,  0, 1,  0},
+};
+enum { N_PRODUCT_CASES = sizeof PRODUCT_CASES / sizeof PRODUCT_CASES[0] };
+
+static void check_product_cases(void)
+{
+    for (int i = 0; i < N_PRODUCT_CASES; i++) {
+        const fused_case *c = &PRODUCT_CASES[i];
+        case_mask m;
+        case_mask_make(c, LB_FLOAT32, 300 + (uint64_t)i, &m);
+        attn_result rf, rm;
+        int ok = run_case(c, LB_FLOAT32, 1, &m.mask, &rf) && run_case(c, LB_FLOAT32, 0, &m.mask, &rm);
+        CU_ASSERT_TRUE(ok);
+        if (ok)
+            CU_ASSERT_TRUE(results_close(&rf, &rm, 1e-5, c->name));
+        result_free(&rf);
+        result_free(&rm);
+        case_mask_free(&m);
+    }
+}
+
+static void test_fused_tile_product_shapes(void) { for_each_isa(check_product_cases); }
+
 /* Fully masked rows: zeros forward, exactly zero dq backward, no NaN, even when the
  * scores of masked keys overflow. Padding length 0 (item 1), an allowed row of zeros
  * (query 1), queries before the first key (causal, Tq > Tk), an additive -inf row. */
@@ -799,6 +834,9 @@ int main(void)
          test_fused_matches_materialized_f64},
         {"fused = materialized, float32 to 1e-5 (values, dq, dk, dv; 17 mask/shape cases; every ISA build)",
          test_fused_matches_materialized_f32},
+        {"float32 tile products: widths 1..80 (every block, strip and partial vector), Tq at the packing "
+         "threshold = materialized to 1e-5; every ISA build",
+         test_fused_tile_product_shapes},
         {"fully masked rows give zeros and zero gradients, never NaN", test_fused_fully_masked_rows},
         {"tiles outside causal/window/padding limits are skipped (NaN there never reaches the result)",
          test_fused_skips_tiles},
