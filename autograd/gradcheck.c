@@ -28,6 +28,8 @@ static lb_status eval_output(lb_graph *g, lb_gradcheck_fn fn, void *user, lb_var
 lb_status lb_gradcheck(lb_gradcheck_fn fn, void *user, int n_leaves, lb_var *const *leaves,
                        const lb_gradcheck_options *options, lb_gradcheck_leaf *report)
 {
+    LB_CHECK_ARG(fn, LB_ERR_VALUE);
+    LB_CHECK_ARG(leaves, LB_ERR_VALUE);
     lb_gradcheck_options opt = options ? *options : lb_gradcheck_defaults();
     for (int l = 0; l < n_leaves; l++) {
         if (!leaves[l] || leaves[l]->value->dtype != LB_FLOAT64)
@@ -152,6 +154,9 @@ done:
 
 void lb_gradcheck_print(FILE *out, int n_leaves, lb_var *const *leaves, const lb_gradcheck_leaf *report)
 {
+    LB_CHECK_ARG(out);
+    LB_CHECK_INPUT(leaves);
+    LB_CHECK_ARG(report);
     for (int l = 0; l < n_leaves; l++) {
         char shape[128];
         const lb_gradcheck_leaf *r = &report[l];

@@ -81,7 +81,11 @@ void lb_graph_reset(lb_graph *g)
     lb_pool_trim(g->pool);
 }
 
-lb_pool *lb_graph_pool(lb_graph *g) { return g ? g->pool : NULL; }
+lb_pool *lb_graph_pool(lb_graph *g)
+{
+    LB_CHECK_ARG(g, NULL);
+    return g ? g->pool : NULL;
+}
 
 void lb_graph_free(lb_graph *g)
 {
@@ -95,13 +99,22 @@ void lb_graph_free(lb_graph *g)
 
 int lb_graph_set_grad_enabled(lb_graph *g, int enabled)
 {
+    LB_CHECK_ARG(g, -1);
     int old = g->grad_enabled;
     g->grad_enabled = enabled ? 1 : 0;
     return old;
 }
 
-int lb_graph_grad_enabled(const lb_graph *g) { return g->grad_enabled; }
-int64_t lb_graph_size(const lb_graph *g) { return g->size; }
+int lb_graph_grad_enabled(const lb_graph *g)
+{
+    LB_CHECK_ARG(g, -1);
+    return g->grad_enabled;
+}
+int64_t lb_graph_size(const lb_graph *g)
+{
+    LB_CHECK_ARG(g, -1);
+    return g->size;
+}
 
 static lb_status graph_push(lb_graph *g, lb_var *v)
 {
@@ -249,6 +262,7 @@ static lb_var *leaf_new(lb_tensor *value)
 
 lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad)
 {
+    LB_CHECK_INPUT(value, NULL);
     if (value && !g) {
         lb_tensor_free(value);
         lb_error(LB_ERR_STATE, "lb_input: the graph is NULL (create one with lb_graph_new)");
@@ -270,6 +284,7 @@ lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad)
 
 lb_var *lb_input_copy(lb_graph *g, const lb_tensor *value, int requires_grad)
 {
+    LB_CHECK_ARG(value, NULL);
     if (g)
         lb_pool_use(g->pool); /* the copy is the step's memory too */
     return lb_input(g, value ? lb_tensor_copy(value, value->dtype) : NULL, requires_grad);
@@ -277,6 +292,7 @@ lb_var *lb_input_copy(lb_graph *g, const lb_tensor *value, int requires_grad)
 
 lb_var *lb_param_new(lb_tensor *value, const char *name)
 {
+    LB_CHECK_ARG(value, NULL);
     lb_var *v = leaf_new(value);
     if (!v)
         return NULL;
@@ -293,12 +309,14 @@ void lb_param_free(lb_var *param) { var_free(param); }
 
 void lb_param_zero_grad(lb_var *param)
 {
+    LB_CHECK_INPUT(param);
     lb_tensor_free(param->grad);
     param->grad = NULL;
 }
 
 lb_tensor *lb_grad_buffer(lb_var *v)
 {
+    LB_CHECK_INPUT(v, NULL);
     if (!v->grad)
         v->grad = lb_tensor_zeros_like(v->value);
     return v->grad;
@@ -306,6 +324,8 @@ lb_tensor *lb_grad_buffer(lb_var *v)
 
 lb_status lb_accumulate_grad(lb_var *v, const lb_tensor *grad)
 {
+    LB_CHECK_INPUT(v, LB_ERR_VALUE);
+    LB_CHECK_ARG(grad, LB_ERR_VALUE);
     if (!v->requires_grad)
         return LB_OK;
     if (!v->grad && lb_tensor_same_shape(grad, v->value) && grad->dtype == v->value->dtype) {

@@ -437,6 +437,7 @@ lb_status lb_dropout_backward(lb_var *node)
 
 void lb_loss_options_default(lb_loss_options *opt)
 {
+    LB_CHECK_ARG(opt);
     memset(opt, 0, sizeof *opt);
     opt->ignore_index = -100; /* PyTorch's default */
     opt->reduction = LB_REDUCTION_MEAN;

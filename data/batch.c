@@ -75,6 +75,8 @@ lb_status lb_batch_store_fill(lb_batch_store *store, const lb_rows *src, const i
 
 lb_status lb_dataset_slice(const lb_dataset *ds, const char *split, int64_t start, int64_t count, lb_batch *out)
 {
+    LB_CHECK_ARG(ds, LB_ERR_VALUE);
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
     const char *file = lb_dataset_path(ds);
     int s = lb_split_index(split, file);
     if (s < 0)

@@ -630,28 +630,75 @@ void lb_dataset_close(lb_dataset *ds)
 
 /* ---- accessors ---- */
 
-const char *lb_dataset_path(const lb_dataset *ds) { return ds->path; }
-lb_task_kind lb_dataset_task(const lb_dataset *ds) { return ds->options.task; }
-const lb_task_options *lb_dataset_options(const lb_dataset *ds) { return &ds->options; }
-int64_t lb_dataset_seq_len(const lb_dataset *ds) { return ds->layout.seq_len; }
-int64_t lb_dataset_vocab_size(const lb_dataset *ds) { return ds->vocab_size; }
-int64_t lb_dataset_num_classes(const lb_dataset *ds) { return ds->num_classes; }
-int64_t lb_dataset_num_features(const lb_dataset *ds) { return ds->layout.features; }
-int lb_dataset_is_regression(const lb_dataset *ds) { return ds->layout.regression; }
-int lb_dataset_per_position(const lb_dataset *ds) { return ds->layout.per_position; }
-int lb_dataset_has_distance(const lb_dataset *ds) { return ds->layout.has_distance; }
-int lb_dataset_has_lengths(const lb_dataset *ds) { return ds->layout.has_lengths; }
+const char *lb_dataset_path(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, NULL);
+    return ds->path;
+}
+lb_task_kind lb_dataset_task(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, LB_TASK_COUNT);
+    return ds->options.task;
+}
+const lb_task_options *lb_dataset_options(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, NULL);
+    return &ds->options;
+}
+int64_t lb_dataset_seq_len(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, -1);
+    return ds->layout.seq_len;
+}
+int64_t lb_dataset_vocab_size(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, -1);
+    return ds->vocab_size;
+}
+int64_t lb_dataset_num_classes(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, -1);
+    return ds->num_classes;
+}
+int64_t lb_dataset_num_features(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, -1);
+    return ds->layout.features;
+}
+int lb_dataset_is_regression(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, 0);
+    return ds->layout.regression;
+}
+int lb_dataset_per_position(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, -1);
+    return ds->layout.per_position;
+}
+int lb_dataset_has_distance(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, 0);
+    return ds->layout.has_distance;
+}
+int lb_dataset_has_lengths(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, 0);
+    return ds->layout.has_lengths;
+}
 const lb_layout *lb_dataset_layout(const lb_dataset *ds) { return &ds->layout; }
 const lb_rows *lb_dataset_rows(const lb_dataset *ds, int split) { return &ds->split[split]; }
 
 int64_t lb_dataset_split_size(const lb_dataset *ds, const char *split)
 {
+    LB_CHECK_ARG(ds, -1);
     int s = lb_split_index(split, ds->path);
     return s < 0 ? -1 : ds->split[s].n;
 }
 
 lb_status lb_dataset_label_histogram(const lb_dataset *ds, const char *split, int64_t *counts, int64_t *ignored)
 {
+    LB_CHECK_ARG(ds, LB_ERR_VALUE);
+    LB_CHECK_ARG(counts, LB_ERR_VALUE);
     int s = lb_split_index(split, ds->path);
     if (s < 0)
         return LB_ERR_VALUE;
@@ -683,6 +730,9 @@ static void int_range(const int32_t *v, int64_t n, int32_t *min, int32_t *max)
 
 lb_status lb_dataset_distance_range(const lb_dataset *ds, const char *split, int32_t *min, int32_t *max)
 {
+    LB_CHECK_ARG(ds, LB_ERR_VALUE);
+    LB_CHECK_ARG(min, LB_ERR_VALUE);
+    LB_CHECK_ARG(max, LB_ERR_VALUE);
     int s = lb_split_index(split, ds->path);
     if (s < 0)
         return LB_ERR_VALUE;
@@ -762,6 +812,8 @@ static void print_target_moments(const lb_dataset *ds, FILE *out)
 
 lb_status lb_dataset_print_info(const lb_dataset *ds, FILE *out)
 {
+    LB_CHECK_ARG(ds, LB_ERR_VALUE);
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
     const lb_task_options *o = &ds->options;
     fprintf(out, "file      %s\n", ds->path);
     fprintf(out, "task      %s (format_version %lld)\n", lb_task_name(o->task), (long long)ds->format_version);

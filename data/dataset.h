@@ -58,6 +58,7 @@ lb_dataset *lb_dataset_open(const char *path);
 void lb_dataset_close(lb_dataset *ds);
 
 const char *lb_dataset_path(const lb_dataset *ds);
+/* The file's task; LB_TASK_COUNT (no task) when ds is NULL. */
 lb_task_kind lb_dataset_task(const lb_dataset *ds);
 /* The generator options stored as root attributes (task defaults for those absent). */
 const lb_task_options *lb_dataset_options(const lb_dataset *ds);

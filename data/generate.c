@@ -434,6 +434,7 @@ static lb_status generate_all(void *ctx)
 
 int64_t lb_task_raw_bytes(const lb_task_options *opt)
 {
+    LB_CHECK_ARG(opt, -1);
     lb_layout l = task_layout(opt);
     const int64_t sizes[SPLIT_COUNT] = {opt->n_train, opt->n_val, opt->n_test};
     int64_t per_example = 0, total = 0;
@@ -452,6 +453,8 @@ int64_t lb_task_raw_bytes(const lb_task_options *opt)
 
 int lb_task_temp_path(const char *path, char *buf, size_t size)
 {
+    LB_CHECK_ARG(path, -1);
+    LB_CHECK_ARG(buf, -1);
     int n = snprintf(buf, size, "%s.tmp", path);
     return (n < 0 || (size_t)n >= size) ? -1 : 0;
 }

@@ -23,13 +23,18 @@ enum {
 
 void lb_h5_quiet_begin(lb_h5_quiet *saved)
 {
+    LB_CHECK_ARG(saved);
     saved->func = NULL;
     saved->data = NULL;
     H5Eget_auto2(H5E_DEFAULT, &saved->func, &saved->data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-void lb_h5_quiet_end(const lb_h5_quiet *saved) { H5Eset_auto2(H5E_DEFAULT, saved->func, saved->data); }
+void lb_h5_quiet_end(const lb_h5_quiet *saved)
+{
+    LB_CHECK_ARG(saved);
+    H5Eset_auto2(H5E_DEFAULT, saved->func, saved->data);
+}
 
 void lb_h5_close(hid_t id)
 {
@@ -225,6 +230,7 @@ static int locked_by_writer(const char *path)
 
 lb_status lb_h5_open_read(const char *path, const char *what, hid_t *out)
 {
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
     *out = -1;
     struct stat sb;
     if (stat(path, &sb) != 0)
@@ -286,6 +292,7 @@ lb_status lb_h5_write_attr_real(hid_t loc, const char *name, double value, const
 
 lb_status lb_h5_write_attr_string(hid_t loc, const char *name, const char *value, const char *file)
 {
+    LB_CHECK_ARG(value, LB_ERR_VALUE);
     size_t len = strlen(value);
     hid_t type = H5Tcopy(H5T_C_S1);
     if (type < 0 || H5Tset_size(type, len > 0 ? len : 1) < 0 || H5Tset_strpad(type, H5T_STR_NULLPAD) < 0 ||
@@ -392,6 +399,7 @@ lb_status lb_h5_write_rows(const hid_t *dsets, const lb_layout *layout, const lb
 
 hid_t lb_h5_create_group(hid_t loc, const char *name)
 {
+    LB_CHECK_ARG(name, -1);
     hid_t plist = H5Pcreate(H5P_GROUP_CREATE);
     hid_t group = (plist < 0 || H5Pset_obj_track_times(plist, 0) < 0)
                       ? -1
@@ -402,9 +410,17 @@ hid_t lb_h5_create_group(hid_t loc, const char *name)
 
 /* ---- reading ---- */
 
-int lb_h5_has_attr(hid_t loc, const char *name) { return H5Aexists(loc, name) > 0; }
+int lb_h5_has_attr(hid_t loc, const char *name)
+{
+    LB_CHECK_ARG(name, 0);
+    return H5Aexists(loc, name) > 0;
+}
 
-int lb_h5_has_link(hid_t loc, const char *name) { return H5Lexists(loc, name, H5P_DEFAULT) > 0; }
+int lb_h5_has_link(hid_t loc, const char *name)
+{
+    LB_CHECK_ARG(name, 0);
+    return H5Lexists(loc, name, H5P_DEFAULT) > 0;
+}
 
 static void type_name(H5T_class_t cls, size_t size, int is_signed, char *buf, size_t bufsize)
 {
@@ -632,6 +648,9 @@ lb_status lb_h5_read_attr_string(hid_t loc, const char *name, char *buf, size_t 
 
 lb_status lb_h5_dataset_info(hid_t dset, const char *where, lb_h5_info *out, const char *file)
 {
+    LB_CHECK_ARG(where, LB_ERR_VALUE);
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    LB_CHECK_ARG(file, LB_ERR_VALUE);
     memset(out, 0, sizeof *out);
     hid_t type = H5Dget_type(dset);
     hid_t space = H5Dget_space(dset);
@@ -656,6 +675,8 @@ lb_status lb_h5_dataset_info(hid_t dset, const char *where, lb_h5_info *out, con
 
 char *lb_h5_info_str(const lb_h5_info *info, char *buf, size_t size)
 {
+    LB_CHECK_ARG(info, NULL);
+    LB_CHECK_ARG(buf, NULL);
     char shape[128];
     snprintf(buf, size, "%s %s", info->type_name, lb_shape_str(info->rank, info->dims, shape, sizeof shape));
     return buf;

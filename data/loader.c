@@ -117,11 +117,16 @@ lb_status lb_loader_set_shard(lb_loader *ld, int64_t index, int64_t count)
 
 int64_t lb_loader_batches_per_epoch(const lb_loader *ld)
 {
+    LB_CHECK_ARG(ld, -1);
     int64_t n = ld->src->n, b = ld->batch_size;
     return ld->drop_last ? n / b : (n + b - 1) / b;
 }
 
-int64_t lb_loader_size(const lb_loader *ld) { return ld->src->n; }
+int64_t lb_loader_size(const lb_loader *ld)
+{
+    LB_CHECK_ARG(ld, -1);
+    return ld->src->n;
+}
 
 lb_status lb_loader_get_state(const lb_loader *ld, lb_loader_state *out)
 {

@@ -96,6 +96,7 @@ static lb_status check_one(const char *path, const char *what)
 
 lb_status lb_output_check(const char *path, const char *what)
 {
+    LB_CHECK_ARG(what, LB_ERR_VALUE);
     if (!path || !*path)
         return lb_error(LB_ERR_VALUE, "the path of the %s is empty: give a file name", what);
     char tmp[4200];

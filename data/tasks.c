@@ -204,6 +204,7 @@ lb_status lb_option_check_real(const lb_option_spec *spec, double value, const c
 
 int lb_task_option_applies(lb_task_kind task, const char *key)
 {
+    LB_CHECK_ARG(key, 0);
     const lb_option_spec *spec = lb_option_find(key);
     return spec && task >= 0 && task < LB_TASK_COUNT && lb_option_applies(spec, task);
 }
@@ -214,6 +215,7 @@ const char *lb_task_name(lb_task_kind task) { return (task >= 0 && task < LB_TAS
 
 char *lb_task_names_text(char *buf, size_t size)
 {
+    LB_CHECK_ARG(buf, NULL);
     size_t used = 0;
     if (!buf || size == 0)
         return buf;
@@ -243,6 +245,7 @@ lb_status lb_task_parse_name(const char *name, lb_task_kind *out)
 
 void lb_task_options_default(lb_task_kind task, lb_task_options *opt)
 {
+    LB_CHECK_ARG(opt);
     static const int64_t default_seq_len[LB_TASK_COUNT] = {1024, 256, 120, 200, 64, 64, 64};
     if (task < 0 || task >= LB_TASK_COUNT)
         task = LB_TASK_SPIKE;
@@ -368,6 +371,7 @@ static lb_status unknown_key(const lb_task_options *opt, const char *key, const 
 
 lb_status lb_task_set_option(lb_task_options *opt, const char *key, const char *value)
 {
+    LB_CHECK_ARG(opt, LB_ERR_VALUE);
     const lb_option_spec *spec = lb_option_find(key);
     if (!spec || !lb_option_applies(spec, opt->task))
         return unknown_key(opt, key, spec);
@@ -550,12 +554,17 @@ lb_status lb_task_options_check(lb_task_options *opt, const char *file)
     return st;
 }
 
-lb_status lb_task_options_resolve(lb_task_options *opt) { return lb_task_options_check(opt, NULL); }
+lb_status lb_task_options_resolve(lb_task_options *opt)
+{
+    LB_CHECK_ARG(opt, LB_ERR_VALUE);
+    return lb_task_options_check(opt, NULL);
+}
 
 /* ---- derived sizes ---- */
 
 int64_t lb_task_vocab_size(const lb_task_options *o)
 {
+    LB_CHECK_ARG(o, -1);
     switch (o->task) {
     case LB_TASK_SPIKE: return 1 + o->noise_types + o->sensors * o->readings + o->sensors;
     case LB_TASK_RECALL: return 1 + o->noise_types + o->key_vocab + o->value_vocab;
@@ -569,6 +578,7 @@ int64_t lb_task_vocab_size(const lb_task_options *o)
 
 int64_t lb_task_num_classes(const lb_task_options *o)
 {
+    LB_CHECK_ARG(o, -1);
     switch (o->task) {
     case LB_TASK_SPIKE: return o->readings;
     case LB_TASK_RECALL: return o->value_vocab;
@@ -580,7 +590,11 @@ int64_t lb_task_num_classes(const lb_task_options *o)
     }
 }
 
-int64_t lb_task_num_features(const lb_task_options *o) { return o->task == LB_TASK_ADDING ? 2 : 0; }
+int64_t lb_task_num_features(const lb_task_options *o)
+{
+    LB_CHECK_ARG(o, -1);
+    return o->task == LB_TASK_ADDING ? 2 : 0;
+}
 
 /* ---- printing ---- */
 
@@ -598,6 +612,9 @@ static void print_value(const lb_task_options *o, const lb_option_spec *spec, FI
 
 void lb_task_print_options(const lb_task_options *opt, const char *sep, FILE *out)
 {
+    LB_CHECK_ARG(opt);
+    LB_CHECK_ARG(sep);
+    LB_CHECK_ARG(out);
     int count = 0, first = 1;
     const lb_option_spec *t = lb_option_table(&count);
     for (int i = 0; i < count; i++) {
@@ -641,6 +658,7 @@ static void print_defaults(const lb_option_spec *spec, FILE *out)
 
 void lb_task_print_help(FILE *out)
 {
+    LB_CHECK_ARG(out);
     fputs("Tasks (docs/data.md gives each recipe and chance level):\n"
           "  spike   the last event (an alarm) names a sensor; answer its spike's reading (default)\n"
           "  recall  multi-query associative recall (MQAR): answer the value bound to each queried key\n"

@@ -37,6 +37,7 @@ static lb_status check_positions(const char *who, const lb_attn_queries *q, int6
 
 lb_var *lb_gather_positions(lb_graph *g, lb_var *x, const lb_attn_queries *queries)
 {
+    LB_CHECK_INPUT(x, NULL);
     if (!x)
         return NULL;
     const lb_tensor *tx = x->value;
@@ -82,6 +83,9 @@ static int fused_fits(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v
 lb_var *lb_attention(lb_graph *g, lb_var *query, lb_var *key, lb_var *value, const lb_attn_mask *mask,
                      const lb_attn_queries *queries, lb_var **weights)
 {
+    LB_CHECK_INPUT(value, NULL);
+    LB_CHECK_INPUT(query, NULL);
+    LB_CHECK_INPUT(key, NULL);
     if (weights)
         *weights = NULL;
     if (!query || !key || !value)
@@ -133,6 +137,8 @@ static lb_status check_input(const char *kind, const char *name, const lb_var *x
 lb_status lb_self_attention_init(lb_self_attention *a, lb_params *ps, const char *prefix, int64_t d_model,
                                  int64_t d_k, int64_t d_v, lb_dtype dtype, lb_rng *rng)
 {
+    LB_CHECK_ARG(a, LB_ERR_VALUE);
+    LB_CHECK_ARG(ps, LB_ERR_VALUE);
     memset(a, 0, sizeof *a);
     snprintf(a->name, sizeof a->name, "%s", prefix && prefix[0] ? prefix : "attn");
     if (d_model < 1 || d_k < 1 || d_v < 1)
@@ -157,6 +163,9 @@ lb_status lb_self_attention_init(lb_self_attention *a, lb_params *ps, const char
 lb_var *lb_self_attention_forward(lb_graph *g, const lb_self_attention *a, lb_var *x, const lb_attn_mask *mask,
                                   const lb_attn_queries *queries, lb_var **weights)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(a, NULL);
+    LB_CHECK_INPUT(x, NULL);
     if (weights)
         *weights = NULL;
     if (!x)
@@ -178,6 +187,8 @@ lb_var *lb_self_attention_forward(lb_graph *g, const lb_self_attention *a, lb_va
 lb_status lb_mha_init(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_model, int n_heads, int bias, int rotary,
                       lb_dtype dtype, lb_rng *rng)
 {
+    LB_CHECK_ARG(a, LB_ERR_VALUE);
+    LB_CHECK_ARG(ps, LB_ERR_VALUE);
     memset(a, 0, sizeof *a);
     snprintf(a->name, sizeof a->name, "%s", prefix && prefix[0] ? prefix : "attn");
     if (d_model < 1)
@@ -232,6 +243,8 @@ lb_status lb_length_scale_parse(const char *name, lb_length_scale *out)
 lb_status lb_mha_set_length_scale(lb_mha *a, lb_params *ps, const char *prefix, lb_length_scale kind,
                                   int64_t reference_keys, lb_dtype dtype)
 {
+    LB_CHECK_ARG(a, LB_ERR_VALUE);
+    LB_CHECK_ARG(ps, LB_ERR_VALUE);
     if (kind < LB_LENGTH_SCALE_NONE || kind > LB_LENGTH_SCALE_SCALABLE)
         return lb_error(LB_ERR_VALUE, "multi-head attention '%s': length scale %d is not none, log-n or scalable",
                         a->name, (int)kind);
@@ -332,6 +345,9 @@ static lb_var *merge_heads(lb_graph *g, lb_var *x)
 lb_var *lb_mha_forward(lb_graph *g, const lb_mha *a, lb_var *x, const lb_attn_mask *mask,
                        const lb_attn_queries *queries, lb_var **weights)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(a, NULL);
+    LB_CHECK_INPUT(x, NULL);
     if (weights)
         *weights = NULL;
     if (!x)
@@ -406,6 +422,7 @@ static lb_status cache_resize(lb_kv_cache *c, int64_t capacity)
 lb_status lb_kv_cache_init(lb_kv_cache *c, lb_dtype dtype, int64_t batch, int64_t n_heads, int64_t d_head,
                            int64_t capacity, int64_t window, int64_t max_capacity)
 {
+    LB_CHECK_ARG(c, LB_ERR_VALUE);
     memset(c, 0, sizeof *c);
     if (batch < 1 || n_heads < 1 || d_head < 1 || capacity < 1 || window < 0 || max_capacity < 0)
         return lb_error(LB_ERR_VALUE,
@@ -433,6 +450,7 @@ lb_status lb_kv_cache_init(lb_kv_cache *c, lb_dtype dtype, int64_t batch, int64_
 
 void lb_kv_cache_free(lb_kv_cache *c)
 {
+    LB_CHECK_ARG(c);
     lb_tensor_free(c->key);
     lb_tensor_free(c->value);
     free(c->length);
@@ -441,14 +459,20 @@ void lb_kv_cache_free(lb_kv_cache *c)
 
 void lb_kv_cache_clear(lb_kv_cache *c, int64_t stream)
 {
+    LB_CHECK_ARG(c);
     if (stream >= 0 && stream < c->batch)
         c->length[stream] = 0;
 }
 
-size_t lb_kv_cache_bytes(const lb_kv_cache *c) { return c->key ? cache_bytes_for(c, c->capacity) : 0; }
+size_t lb_kv_cache_bytes(const lb_kv_cache *c)
+{
+    LB_CHECK_ARG(c, 0);
+    return c->key ? cache_bytes_for(c, c->capacity) : 0;
+}
 
 lb_status lb_kv_cache_reserve(lb_kv_cache *c, int64_t count)
 {
+    LB_CHECK_ARG(c, LB_ERR_VALUE);
     if (count < 1)
         return lb_error(LB_ERR_VALUE, "key-value cache: a chunk of %lld events (must be >= 1)", (long long)count);
     int64_t need = 0;
@@ -486,6 +510,7 @@ lb_status lb_kv_cache_reserve(lb_kv_cache *c, int64_t count)
 
 void lb_kv_cache_advance(lb_kv_cache *c, const int64_t *valid)
 {
+    LB_CHECK_ARG(c);
     for (int64_t b = 0; b < c->batch; b++)
         c->length[b] += valid ? valid[b] : 0;
 }
@@ -526,6 +551,11 @@ static lb_tensor *cached_heads(const lb_tensor *q, const lb_kv_cache *c, const l
 lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cache *cache,
                               const lb_decode_chunk *chunk)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(a, NULL);
+    LB_CHECK_INPUT(x, NULL);
+    LB_CHECK_ARG(cache, NULL);
+    LB_CHECK_ARG(chunk, NULL);
     if (!x)
         return NULL;
     if (check_input("multi-head attention", a->name, x, a->d_model) != LB_OK)

@@ -109,6 +109,7 @@ void lb_conv_stack_free(lb_conv_stack *s)
 
 int64_t lb_conv_stack_receptive_field(const lb_conv_stack *s)
 {
+    LB_CHECK_ARG(s, -1);
     if (!s || s->n_layers < 1)
         return 0;
     return 1 + (s->kernel_size - 1) * (((int64_t)1 << s->n_layers) - 1);

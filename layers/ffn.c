@@ -6,6 +6,8 @@
 lb_status lb_ffn_init(lb_ffn *f, lb_params *ps, const char *prefix, int64_t d_model, int64_t d_ff, double dropout,
                       lb_dtype dtype, lb_rng *rng)
 {
+    LB_CHECK_ARG(f, LB_ERR_VALUE);
+    LB_CHECK_ARG(ps, LB_ERR_VALUE);
     memset(f, 0, sizeof *f);
     if (d_model < 1 || d_ff < 1 || !(dropout >= 0 && dropout < 1))
         return lb_error(LB_ERR_VALUE, "feed-forward '%s': d_model = %lld and d_ff = %lld must be >= 1, dropout = %g in [0, 1)",
@@ -19,6 +21,9 @@ lb_status lb_ffn_init(lb_ffn *f, lb_params *ps, const char *prefix, int64_t d_mo
 
 lb_var *lb_ffn_forward(lb_graph *g, const lb_ffn *f, lb_var *x, int training, lb_rng *rng)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(f, NULL);
+    LB_CHECK_INPUT(x, NULL);
     lb_var *y = lb_linear_forward(g, &f->fc2, lb_gelu(g, lb_linear_forward(g, &f->fc1, x)));
     if (training && f->dropout > 0)
         y = lb_dropout(g, y, f->dropout, training, rng);

@@ -6,6 +6,8 @@
 lb_status lb_linear_init(lb_linear *l, lb_params *ps, const char *prefix, int64_t in_features, int64_t out_features,
                          int bias, lb_dtype dtype, lb_rng *rng)
 {
+    LB_CHECK_ARG(l, LB_ERR_VALUE);
+    LB_CHECK_ARG(ps, LB_ERR_VALUE);
     memset(l, 0, sizeof *l);
     snprintf(l->name, sizeof l->name, "%s", prefix && prefix[0] ? prefix : "linear");
     if (in_features < 1 || out_features < 1)
@@ -26,6 +28,8 @@ lb_status lb_linear_init(lb_linear *l, lb_params *ps, const char *prefix, int64_
 
 lb_var *lb_affine(lb_graph *g, lb_var *x, lb_var *w, lb_var *b, const char *who)
 {
+    LB_CHECK_INPUT(x, NULL);
+    LB_CHECK_INPUT(w, NULL);
     if (!x || !w)
         return NULL;
     const lb_tensor *tx = x->value, *tw = w->value;
@@ -50,6 +54,9 @@ lb_var *lb_affine(lb_graph *g, lb_var *x, lb_var *w, lb_var *b, const char *who)
 
 lb_var *lb_linear_forward(lb_graph *g, const lb_linear *l, lb_var *x)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(l, NULL);
+    LB_CHECK_INPUT(x, NULL);
     char who[128];
     snprintf(who, sizeof who, "linear '%s'", l->name);
     return lb_affine(g, x, l->weight, l->bias, who);

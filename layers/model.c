@@ -176,8 +176,16 @@ void lb_model_free(lb_model *m)
     free(m);
 }
 
-const lb_model_config *lb_model_get_config(const lb_model *m) { return &m->cfg; }
-lb_params *lb_model_params(lb_model *m) { return &m->params; }
+const lb_model_config *lb_model_get_config(const lb_model *m)
+{
+    LB_CHECK_ARG(m, NULL);
+    return &m->cfg;
+}
+lb_params *lb_model_params(lb_model *m)
+{
+    LB_CHECK_ARG(m, NULL);
+    return &m->params;
+}
 
 /* ---- forward ---- */
 

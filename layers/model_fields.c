@@ -28,6 +28,7 @@ const lb_model_field *lb_model_fields(int *count)
 
 void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg)
 {
+    LB_CHECK_ARG(cfg);
     memset(cfg, 0, sizeof *cfg);
 #define LB_MODEL_FIELD(member, option, type, families, when, def, min, max, flags, help) \
     cfg->member = (LB_FIELD_CTYPE_##type)(def);
@@ -37,6 +38,7 @@ void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg)
 
 const lb_model_field *lb_model_field_find(const char *name)
 {
+    LB_CHECK_ARG(name, NULL);
     for (int i = 0; name && i < N_FIELDS; i++)
         if (fields[i].option && strcmp(fields[i].option, name) == 0)
             return &fields[i];
@@ -48,6 +50,7 @@ const lb_model_field *lb_model_field_find(const char *name)
 
 int lb_model_field_in_family(const lb_model_field *f, lb_model_kind kind)
 {
+    LB_CHECK_ARG(f, -1);
     return kind >= LB_MODEL_TRANSFORMER && kind <= LB_MODEL_CONV && (f->families & (1u << kind)) != 0;
 }
 
@@ -65,6 +68,8 @@ static int field_condition(const lb_model_field *f, const lb_model_config *c)
 
 int lb_model_field_applies(const lb_model_field *f, const lb_model_config *cfg)
 {
+    LB_CHECK_ARG(f, 0);
+    LB_CHECK_ARG(cfg, 0);
     return lb_model_field_in_family(f, cfg->kind) && field_condition(f, cfg);
 }
 
@@ -112,6 +117,9 @@ static const char *bound_text(const lb_model_field *f, double bound, char *buf, 
 
 lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, const char *text)
 {
+    LB_CHECK_ARG(cfg, LB_ERR_VALUE);
+    LB_CHECK_ARG(f, LB_ERR_VALUE);
+    LB_CHECK_ARG(text, LB_ERR_VALUE);
     char lo[32], hi[32];
     char label[64];
     field_label(f, label, sizeof label);
@@ -188,6 +196,9 @@ lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, cons
 
 char *lb_model_field_format(const lb_model_config *cfg, const lb_model_field *f, char *buf, size_t size)
 {
+    LB_CHECK_ARG(cfg, NULL);
+    LB_CHECK_ARG(f, NULL);
+    LB_CHECK_ARG(buf, NULL);
     const char *p = (const char *)cfg + f->offset;
     switch (f->type) {
     case LB_FIELD_INT64: snprintf(buf, size, "%lld", (long long)*(const int64_t *)p); break;
@@ -217,6 +228,8 @@ char *lb_model_field_format(const lb_model_config *cfg, const lb_model_field *f,
 
 double lb_model_field_number(const lb_model_config *cfg, const lb_model_field *f)
 {
+    LB_CHECK_ARG(cfg, NAN);
+    LB_CHECK_ARG(f, NAN);
     const char *p = (const char *)cfg + f->offset;
     switch (f->type) {
     case LB_FIELD_INT64: return (double)*(const int64_t *)p;
@@ -234,6 +247,7 @@ double lb_model_field_number(const lb_model_config *cfg, const lb_model_field *f
 
 lb_status lb_model_config_check_ranges(const lb_model_config *cfg)
 {
+    LB_CHECK_ARG(cfg, LB_ERR_VALUE);
     for (int i = 0; i < N_FIELDS; i++) {
         const lb_model_field *f = &fields[i];
         int numeric = f->type == LB_FIELD_INT64 || f->type == LB_FIELD_INT || f->type == LB_FIELD_REAL;

@@ -5,10 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lb_params_init(lb_params *ps) { memset(ps, 0, sizeof *ps); }
+void lb_params_init(lb_params *ps)
+{
+    LB_CHECK_ARG(ps);
+    memset(ps, 0, sizeof *ps);
+}
 
 void lb_params_free(lb_params *ps)
 {
+    LB_CHECK_ARG(ps);
     for (int i = 0; i < ps->count; i++)
         lb_param_free(ps->items[i]);
     free(ps->items);
@@ -17,6 +22,8 @@ void lb_params_free(lb_params *ps)
 
 char *lb_param_name(char *buf, size_t size, const char *prefix, const char *name)
 {
+    LB_CHECK_ARG(buf, NULL);
+    LB_CHECK_ARG(name, NULL);
     if (prefix && prefix[0])
         snprintf(buf, size, "%s.%s", prefix, name);
     else
@@ -26,6 +33,8 @@ char *lb_param_name(char *buf, size_t size, const char *prefix, const char *name
 
 lb_var *lb_params_find(const lb_params *ps, const char *name)
 {
+    LB_CHECK_ARG(ps, NULL);
+    LB_CHECK_ARG(name, NULL);
     for (int i = 0; i < ps->count; i++)
         if (strcmp(ps->items[i]->name, name) == 0)
             return ps->items[i];
@@ -35,6 +44,9 @@ lb_var *lb_params_find(const lb_params *ps, const char *name)
 lb_var *lb_params_add(lb_params *ps, const char *prefix, const char *name, lb_dtype dtype, int ndim,
                       const int64_t *shape)
 {
+    LB_CHECK_ARG(ps, NULL);
+    LB_CHECK_ARG(name, NULL);
+    LB_CHECK_SHAPE(ndim, shape, NULL);
     char full[256];
     lb_param_name(full, sizeof full, prefix, name);
     if (lb_params_find(ps, full)) {
@@ -59,6 +71,7 @@ lb_var *lb_params_add(lb_params *ps, const char *prefix, const char *name, lb_dt
 
 int64_t lb_params_numel(const lb_params *ps)
 {
+    LB_CHECK_ARG(ps, -1);
     int64_t n = 0;
     for (int i = 0; i < ps->count; i++)
         n += lb_tensor_numel(ps->items[i]->value);
@@ -67,15 +80,32 @@ int64_t lb_params_numel(const lb_params *ps)
 
 void lb_params_zero_grad(lb_params *ps)
 {
+    LB_CHECK_ARG(ps);
     for (int i = 0; i < ps->count; i++)
         lb_param_zero_grad(ps->items[i]);
 }
 
-void lb_init_uniform(lb_var *p, lb_rng *rng, double bound) { lb_rng_fill_uniform(rng, p->value, -bound, bound); }
-void lb_init_normal(lb_var *p, lb_rng *rng, double std) { lb_rng_fill_normal(rng, p->value, 0.0, std); }
-void lb_init_constant(lb_var *p, double value) { lb_tensor_fill(p->value, value); }
+void lb_init_uniform(lb_var *p, lb_rng *rng, double bound)
+{
+    LB_CHECK_INPUT(p);
+    LB_CHECK_ARG(rng);
+    lb_rng_fill_uniform(rng, p->value, -bound, bound);
+}
+void lb_init_normal(lb_var *p, lb_rng *rng, double std)
+{
+    LB_CHECK_INPUT(p);
+    LB_CHECK_ARG(rng);
+    lb_rng_fill_normal(rng, p->value, 0.0, std);
+}
+void lb_init_constant(lb_var *p, double value)
+{
+    LB_CHECK_INPUT(p);
+    lb_tensor_fill(p->value, value);
+}
 
 void lb_init_xavier_uniform(lb_var *p, lb_rng *rng, int64_t fan_in, int64_t fan_out)
 {
+    LB_CHECK_INPUT(p);
+    LB_CHECK_ARG(rng);
     lb_init_uniform(p, rng, sqrt(6.0 / (double)(fan_in + fan_out)));
 }

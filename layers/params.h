@@ -27,7 +27,8 @@ void lb_params_free(lb_params *ps);
  * Errors: LB_ERR_VALUE when the name is already taken; NULL is returned. */
 lb_var *lb_params_add(lb_params *ps, const char *prefix, const char *name, lb_dtype dtype, int ndim,
                       const int64_t *shape);
-/* The parameter with this exact name, or NULL. */
+/* The parameter with this exact name, or NULL (no error recorded); NULL with
+ * LB_ERR_VALUE when ps or name is NULL. */
 lb_var *lb_params_find(const lb_params *ps, const char *name);
 /* Total number of scalar parameters. */
 int64_t lb_params_numel(const lb_params *ps);

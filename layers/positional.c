@@ -25,6 +25,8 @@ lb_status lb_pos_kind_parse(const char *name, lb_pos_kind *pos)
 lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix, lb_pos_kind kind,
                              int64_t max_seq_len, int64_t d_model, lb_dtype dtype, lb_rng *rng)
 {
+    LB_CHECK_ARG(p, LB_ERR_VALUE);
+    LB_CHECK_ARG(ps, LB_ERR_VALUE);
     memset(p, 0, sizeof *p);
     if (kind < LB_POS_NONE || kind > LB_POS_ROTARY)
         return lb_error(LB_ERR_VALUE, "positional: unknown kind %d (none, sinusoidal, learned or rotary)", (int)kind);
@@ -71,6 +73,9 @@ lb_tensor *lb_sinusoidal_table(lb_dtype dtype, int64_t seq_len, int64_t d_model)
 
 lb_var *lb_positional_add(lb_graph *g, const lb_positional *p, lb_var *x)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(p, NULL);
+    LB_CHECK_INPUT(x, NULL);
     if (!x)
         return NULL;
     const lb_tensor *tx = x->value;
@@ -99,6 +104,9 @@ lb_var *lb_positional_add(lb_graph *g, const lb_positional *p, lb_var *x)
 
 lb_var *lb_positional_add_at(lb_graph *g, const lb_positional *p, lb_var *x, const int32_t *positions)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(p, NULL);
+    LB_CHECK_INPUT(x, NULL);
     if (!x)
         return NULL;
     const lb_tensor *tx = x->value;
@@ -148,6 +156,8 @@ static double rotary_angle(double pos, int64_t i, double base, int64_t rotary_di
 lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, const int32_t *positions, double base,
                            int64_t rotary_dim, lb_tensor **cos_out, lb_tensor **sin_out)
 {
+    LB_CHECK_ARG(sin_out, LB_ERR_VALUE);
+    LB_CHECK_ARG(cos_out, LB_ERR_VALUE);
     *cos_out = *sin_out = NULL;
     int nd = ndim;
     if (nd < 2 || nd > LB_MAX_DIMS || (positions && nd < 3))
@@ -189,6 +199,7 @@ lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, con
 lb_var *lb_rotary_ex(lb_graph *g, lb_var *x, const int32_t *positions, double base, int64_t rotary_dim,
                      lb_rotary_layout layout)
 {
+    LB_CHECK_INPUT(x, NULL);
     if (!x)
         return NULL;
     const lb_tensor *tx = x->value;
@@ -206,6 +217,7 @@ lb_var *lb_rotary_ex(lb_graph *g, lb_var *x, const int32_t *positions, double ba
 
 lb_var *lb_rotary(lb_graph *g, lb_var *x, const int32_t *positions, double base)
 {
+    LB_CHECK_INPUT(x, NULL);
     if (!x)
         return NULL;
     const lb_tensor *tx = x->value;

@@ -223,6 +223,7 @@ lb_model_state *lb_model_state_new(lb_model *m, int64_t streams, const lb_stream
 
 void lb_model_state_reset(lb_model_state *s, int64_t stream)
 {
+    LB_CHECK_ARG(s);
     const lb_model_config *c = &s->model->cfg;
     for (int64_t b = 0; b < s->batch; b++) {
         if (stream >= 0 && b != stream)
@@ -243,20 +244,27 @@ void lb_model_state_reset(lb_model_state *s, int64_t stream)
     }
 }
 
-int64_t lb_model_state_streams(const lb_model_state *s) { return s->batch; }
+int64_t lb_model_state_streams(const lb_model_state *s)
+{
+    LB_CHECK_ARG(s, -1);
+    return s->batch;
+}
 
 int64_t lb_model_state_events(const lb_model_state *s, int64_t stream)
 {
+    LB_CHECK_ARG(s, -1);
     return stream >= 0 && stream < s->batch ? s->events[stream] : 0;
 }
 
 lb_kv_cache *lb_model_state_kv_cache(lb_model_state *s, int layer)
 {
+    LB_CHECK_ARG(s, NULL);
     return s && s->caches && layer >= 0 && layer < s->model->cfg.n_layers ? &s->caches[layer] : NULL;
 }
 
 size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream)
 {
+    LB_CHECK_ARG(s, 0);
     const lb_model_config *c = &s->model->cfg;
     size_t es = lb_dtype_size(c->dtype), l = (size_t)c->n_layers;
     if (stream < 0 || stream >= s->batch)
@@ -282,6 +290,7 @@ static size_t tensor_bytes(const lb_tensor *t)
 
 size_t lb_model_state_allocated(const lb_model_state *s)
 {
+    LB_CHECK_ARG(s, 0);
     const lb_model_config *c = &s->model->cfg;
     size_t total = tensor_bytes(s->h) + tensor_bytes(s->c) + tensor_bytes(s->h_next) + tensor_bytes(s->c_next);
     for (int i = 0; i < c->n_layers; i++) {

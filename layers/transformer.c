@@ -7,6 +7,9 @@
 lb_status lb_transformer_block_init(lb_transformer_block *blk, lb_params *ps, const char *prefix,
                                     const lb_transformer_config *cfg, lb_dtype dtype, lb_rng *rng)
 {
+    LB_CHECK_ARG(blk, LB_ERR_VALUE);
+    LB_CHECK_ARG(ps, LB_ERR_VALUE);
+    LB_CHECK_ARG(cfg, LB_ERR_VALUE);
     memset(blk, 0, sizeof *blk);
     snprintf(blk->name, sizeof blk->name, "%s", prefix && prefix[0] ? prefix : "block");
     if (!(cfg->dropout >= 0 && cfg->dropout < 1))
@@ -43,6 +46,9 @@ lb_var *lb_transformer_block_forward(lb_graph *g, const lb_transformer_block *bl
                                      const lb_attn_mask *mask, const lb_attn_queries *queries, int training,
                                      lb_rng *rng, lb_var **weights)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(blk, NULL);
+    LB_CHECK_INPUT(x, NULL);
     if (weights)
         *weights = NULL;
     if (!x)
@@ -56,6 +62,11 @@ lb_var *lb_transformer_block_forward(lb_graph *g, const lb_transformer_block *bl
 lb_var *lb_transformer_block_forward_cached(lb_graph *g, const lb_transformer_block *blk, lb_var *x,
                                             lb_kv_cache *cache, const lb_decode_chunk *chunk)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(blk, NULL);
+    LB_CHECK_INPUT(x, NULL);
+    LB_CHECK_ARG(cache, NULL);
+    LB_CHECK_ARG(chunk, NULL);
     if (!x)
         return NULL;
     lb_var *a = lb_mha_forward_cached(g, &blk->attn, lb_norm_forward(g, &blk->ln1, x), cache, chunk);
@@ -65,6 +76,9 @@ lb_var *lb_transformer_block_forward_cached(lb_graph *g, const lb_transformer_bl
 lb_status lb_transformer_init(lb_transformer *tr, lb_params *ps, const char *prefix, const lb_transformer_config *cfg,
                               lb_dtype dtype, lb_rng *rng)
 {
+    LB_CHECK_ARG(tr, LB_ERR_VALUE);
+    LB_CHECK_ARG(ps, LB_ERR_VALUE);
+    LB_CHECK_ARG(cfg, LB_ERR_VALUE);
     memset(tr, 0, sizeof *tr);
     if (cfg->n_layers < 1)
         return lb_error(LB_ERR_VALUE, "transformer: n_layers = %d must be >= 1", cfg->n_layers);
@@ -85,6 +99,7 @@ lb_status lb_transformer_init(lb_transformer *tr, lb_params *ps, const char *pre
 
 void lb_transformer_free(lb_transformer *tr)
 {
+    LB_CHECK_ARG(tr);
     free(tr->blocks);
     memset(tr, 0, sizeof *tr);
 }
@@ -92,6 +107,9 @@ void lb_transformer_free(lb_transformer *tr)
 lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x, const lb_attn_mask *mask,
                                const lb_attn_queries *queries, int training, lb_rng *rng, lb_var **weights)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(tr, NULL);
+    LB_CHECK_INPUT(x, NULL);
     if (weights)
         *weights = NULL;
     for (int i = 0; x && i < tr->n_layers; i++) {
@@ -105,6 +123,11 @@ lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x,
 lb_var *lb_transformer_forward_cached(lb_graph *g, const lb_transformer *tr, lb_var *x, lb_kv_cache *caches,
                                       const lb_decode_chunk *chunk)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(tr, NULL);
+    LB_CHECK_ARG(caches, NULL);
+    LB_CHECK_ARG(chunk, NULL);
+    LB_CHECK_INPUT(x, NULL);
     for (int i = 0; x && i < tr->n_layers; i++)
         x = lb_transformer_block_forward_cached(g, &tr->blocks[i], x, &caches[i], chunk);
     return lb_norm_forward(g, &tr->ln_f, x);

@@ -344,25 +344,45 @@ lb_status lb_optim_set_lr(lb_optim *opt, double lr)
     return LB_OK;
 }
 
-double lb_optim_lr(const lb_optim *opt) { return opt->cfg.lr; }
-const lb_optim_config *lb_optim_get_config(const lb_optim *opt) { return &opt->cfg; }
-int lb_optim_param_count(const lb_optim *opt) { return opt->n_params; }
+double lb_optim_lr(const lb_optim *opt)
+{
+    LB_CHECK_ARG(opt, NAN);
+    return opt->cfg.lr;
+}
+const lb_optim_config *lb_optim_get_config(const lb_optim *opt)
+{
+    LB_CHECK_ARG(opt, NULL);
+    return &opt->cfg;
+}
+int lb_optim_param_count(const lb_optim *opt)
+{
+    LB_CHECK_ARG(opt, -1);
+    return opt->n_params;
+}
 
-int lb_optim_state_count(const lb_optim *opt) { return opt ? opt->n_state : 0; }
+int lb_optim_state_count(const lb_optim *opt)
+{
+    LB_CHECK_ARG(opt, -1);
+    return opt ? opt->n_state : 0;
+}
 
 const char *lb_optim_state_name(const lb_optim *opt, int i)
 {
+    LB_CHECK_ARG(opt, NULL);
     return (opt && i >= 0 && i < opt->n_state) ? opt->state_names[i] : NULL;
 }
 
 lb_tensor *lb_optim_state_tensor(const lb_optim *opt, int i)
 {
+    LB_CHECK_ARG(opt, NULL);
     return (opt && i >= 0 && i < opt->n_state) ? opt->state_tensors[i] : NULL;
 }
 
 lb_tensor *lb_optim_state_find(const lb_optim *opt, const char *name)
 {
-    for (int i = 0; opt && name && i < opt->n_state; i++)
+    LB_CHECK_ARG(opt, NULL);
+    LB_CHECK_ARG(name, NULL);
+    for (int i = 0; i < opt->n_state; i++)
         if (strcmp(opt->state_names[i], name) == 0)
             return opt->state_tensors[i];
     return NULL;

@@ -136,7 +136,8 @@ int lb_optim_state_count(const lb_optim *opt);
 const char *lb_optim_state_name(const lb_optim *opt, int i);
 /* State tensor i, or NULL when i is out of range. */
 lb_tensor *lb_optim_state_tensor(const lb_optim *opt, int i);
-/* The state tensor with this exact name, or NULL (no error recorded). */
+/* The state tensor with this exact name, or NULL (no error recorded); NULL with
+ * LB_ERR_VALUE when opt or name is NULL. */
 lb_tensor *lb_optim_state_find(const lb_optim *opt, const char *name);
 
 /* ---- names for the command line ----

@@ -109,6 +109,7 @@ lb_status lb_schedule_check(const lb_schedule *s)
 
 double lb_schedule_lr(const lb_schedule *s, int64_t step)
 {
+    LB_CHECK_ARG(s, NAN);
     if (!s || invalid_field(s))
         return NAN;
     if (step < 0)

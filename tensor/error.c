@@ -29,6 +29,7 @@ const char *lb_status_name(lb_status status)
 
 lb_status lb_error(lb_status status, const char *fmt, ...)
 {
+    LB_CHECK_ARG(fmt, LB_ERR_VALUE);
     /* Format into a scratch buffer first: the arguments may include lb_last_error(). */
     char message[LB_ERROR_MAX];
     va_list ap;
@@ -79,9 +80,16 @@ void lb_set_error_handler(lb_error_handler handler, void *user)
 
 char *lb_shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
 {
+    LB_CHECK_ARG(shape, NULL);
+    LB_CHECK_ARG(buf, NULL);
     size_t used = 0;
     if (size == 0)
         return buf;
+    if (!shape && ndim > 0) { /* still a printable string: it is mostly called to build messages */
+        snprintf(buf, size, "(NULL shape)");
+        lb_error(LB_ERR_VALUE, "lb_shape_str: shape is NULL");
+        return buf;
+    }
     buf[0] = '\0';
     used += (size_t)snprintf(buf + used, size - used, "[");
     for (int i = 0; i < ndim && used < size; i++)

@@ -49,7 +49,43 @@ void lb_clear_error(void);
 typedef void (*lb_error_handler)(lb_status status, const char *message, void *user);
 void lb_set_error_handler(lb_error_handler handler, void *user);
 
-/* Formats a shape as "[2, 3, 4]" into buf (always NUL-terminated); returns buf. */
+/* Entry checks of the public functions. A pointer argument that is not documented as
+ * "may be NULL" is checked first thing: given NULL, the function records LB_ERR_VALUE
+ * "<function>: <argument> is NULL" and returns its error value, which its declaration
+ * states; by kind of result, unless the declaration says otherwise: NULL for a pointer,
+ * LB_ERR_VALUE for an lb_status, -1 for a count, size, index or mode (int, int64_t),
+ * 0 for a yes/no answer (lb_tensor_is_contiguous, ...), NaN for a double, 0 for an
+ * unsigned count; a function returning void does nothing. LB_CHECK_INPUT is the check of
+ * an op's input that may be the NULL result of an earlier failed call: it keeps that
+ * call's message (so a chain of calls can be checked once at its end) and records its
+ * own only when no error is pending. */
+#define LB_CHECK_ARG(arg, ...)                                                  \
+    do {                                                                        \
+        if (!(arg)) {                                                           \
+            lb_error(LB_ERR_VALUE, "%s: %s is NULL", __func__, #arg);           \
+            return __VA_ARGS__;                                                 \
+        }                                                                       \
+    } while (0)
+#define LB_CHECK_INPUT(arg, ...)                                                \
+    do {                                                                        \
+        if (!(arg)) {                                                           \
+            if (lb_last_status() == LB_OK || !lb_last_error()[0])               \
+                lb_error(LB_ERR_VALUE, "%s: %s is NULL", __func__, #arg);       \
+            return __VA_ARGS__;                                                 \
+        }                                                                       \
+    } while (0)
+
+/* The check of a shape argument: NULL is allowed for ndim 0 (a scalar has no sizes). */
+#define LB_CHECK_SHAPE(ndim, shape, ...)                                        \
+    do {                                                                        \
+        if (!(shape) && (ndim) > 0) {                                           \
+            lb_error(LB_ERR_VALUE, "%s: %s is NULL for %d dims", __func__, #shape, (int)(ndim)); \
+            return __VA_ARGS__;                                                 \
+        }                                                                       \
+    } while (0)
+
+/* Formats a shape as "[2, 3, 4]" into buf (always NUL-terminated); returns buf. A NULL
+ * shape is written "(NULL shape)" and recorded as LB_ERR_VALUE; a NULL buf returns NULL. */
 char *lb_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
 
 LB_API_END

@@ -28,6 +28,9 @@ static void broadcast_strides(const lb_tensor *t, int ndim, const int64_t *shape
 
 lb_status lb_k_binary(lb_binary_op op, const lb_tensor *a, const lb_tensor *b, lb_tensor *out)
 {
+    LB_CHECK_ARG(a, LB_ERR_VALUE);
+    LB_CHECK_ARG(b, LB_ERR_VALUE);
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
     static const char *names[] = {"add", "sub", "mul", "div"};
     int ndim;
     int64_t shape[LB_MAX_DIMS];
@@ -64,6 +67,8 @@ lb_status lb_k_binary(lb_binary_op op, const lb_tensor *a, const lb_tensor *b, l
 
 lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha)
 {
+    LB_CHECK_ARG(dst, LB_ERR_VALUE);
+    LB_CHECK_ARG(src, LB_ERR_VALUE);
     int ndim;
     int64_t shape[LB_MAX_DIMS];
     if (same_dtype("accumulate", dst, src) != LB_OK)
@@ -124,6 +129,9 @@ static void scale_inplace(lb_tensor *c, double beta)
 void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, const void *a, int64_t lda,
                const void *x, double beta, void *y)
 {
+    LB_CHECK_ARG(a);
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(y);
     if (n <= 0)
         return;
     if (beta == 0.0) /* BLAS may compute 0 * y: clear whatever y held (it may be -inf) */
@@ -142,6 +150,9 @@ void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, 
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
+    LB_CHECK_ARG(a);
+    LB_CHECK_ARG(b);
+    LB_CHECK_ARG(c);
     if (m <= 0 || n <= 0)
         return;
     if (k <= 0) { /* an empty sum: c = beta * c (BLAS would reject lda = 0) */
@@ -167,6 +178,8 @@ void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, i
 
 lb_status lb_k_add_row_sums(lb_dtype dtype, int64_t rows, int64_t cols, const void *src, void *dst)
 {
+    LB_CHECK_ARG(src, LB_ERR_VALUE);
+    LB_CHECK_ARG(dst, LB_ERR_VALUE);
     double *acc = calloc((size_t)(cols > 0 ? cols : 1), sizeof *acc);
     if (!acc)
         return lb_error(LB_ERR_MEMORY, "row sums: out of memory for %lld columns", (long long)cols);
@@ -197,6 +210,9 @@ lb_status lb_k_add_row_sums(lb_dtype dtype, int64_t rows, int64_t cols, const vo
 lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int trans_b, lb_tensor *c,
                       double alpha, double beta)
 {
+    LB_CHECK_ARG(a, LB_ERR_VALUE);
+    LB_CHECK_ARG(b, LB_ERR_VALUE);
+    LB_CHECK_ARG(c, LB_ERR_VALUE);
     char s1[128], s2[128], s3[128];
     if (same_dtype("matmul", a, b) != LB_OK || same_dtype("matmul", a, c) != LB_OK)
         return lb_last_status();
@@ -271,6 +287,8 @@ lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int t
 
 void lb_k_softmax(const lb_tensor *x, lb_tensor *out, int log_softmax)
 {
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(out);
     int64_t cols = x->ndim ? x->shape[x->ndim - 1] : 1;
     int64_t rows = cols ? lb_tensor_numel(x) / cols : 0;
     LB_DISPATCH(x->dtype, T, {
@@ -300,6 +318,7 @@ void lb_k_softmax(const lb_tensor *x, lb_tensor *out, int log_softmax)
 
 double lb_k_sum_all(const lb_tensor *x)
 {
+    LB_CHECK_ARG(x, NAN);
     int64_t n = lb_tensor_numel(x);
     double acc = 0;
     LB_DISPATCH(x->dtype, T, {
@@ -312,6 +331,7 @@ double lb_k_sum_all(const lb_tensor *x)
 
 int lb_k_all_finite(const lb_tensor *x)
 {
+    LB_CHECK_ARG(x, -1);
     int64_t n = lb_tensor_numel(x);
     int ok = 1;
     LB_DISPATCH(x->dtype, T, {

@@ -875,6 +875,9 @@ static lb_status check_result(const char *op, const char *name, const lb_tensor 
 lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v, const lb_attn_kmask *mask,
                                  double scale, lb_tensor *out, lb_tensor *lse)
 {
+    LB_CHECK_ARG(q, LB_ERR_VALUE);
+    LB_CHECK_ARG(k, LB_ERR_VALUE);
+    LB_CHECK_ARG(v, LB_ERR_VALUE);
     static const char *op = "attention_forward";
     attn_problem p;
     if (check_operands(op, q, k, v, &p) != LB_OK || check_result(op, "out", out, &p, p.tq, p.dv) != LB_OK ||
@@ -939,6 +942,9 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
                                   const lb_tensor *grad_out, lb_tensor *grad_q, lb_tensor *grad_k,
                                   lb_tensor *grad_v)
 {
+    LB_CHECK_ARG(q, LB_ERR_VALUE);
+    LB_CHECK_ARG(k, LB_ERR_VALUE);
+    LB_CHECK_ARG(v, LB_ERR_VALUE);
     static const char *op = "attention_backward";
     attn_problem p;
     if (check_operands(op, q, k, v, &p) != LB_OK || check_result(op, "out", out, &p, p.tq, p.dv) != LB_OK ||

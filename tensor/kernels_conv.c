@@ -5,6 +5,8 @@
 
 void lb_k_conv1d_pack_taps(lb_dtype dtype, int64_t Co, int64_t Ci, int64_t K, const void *weight, void *taps)
 {
+    LB_CHECK_ARG(weight);
+    LB_CHECK_ARG(taps);
     LB_DISPATCH(dtype, real, {
         const real *src = weight; /* [Co, Ci, K] */
         real *dst = taps;         /* [K, Ci, Co] */
@@ -17,6 +19,8 @@ void lb_k_conv1d_pack_taps(lb_dtype dtype, int64_t Co, int64_t Ci, int64_t K, co
 
 void lb_k_conv1d_unpack_taps_add(lb_dtype dtype, int64_t Co, int64_t Ci, int64_t K, const void *taps, void *weight)
 {
+    LB_CHECK_ARG(taps);
+    LB_CHECK_ARG(weight);
     LB_DISPATCH(dtype, real, {
         const real *src = taps; /* [K, Ci, Co] */
         real *dst = weight;     /* [Co, Ci, K] */
@@ -30,6 +34,10 @@ void lb_k_conv1d_unpack_taps_add(lb_dtype dtype, int64_t Co, int64_t Ci, int64_t
 void lb_k_conv1d_forward(lb_dtype dtype, int64_t B, int64_t T, int64_t Ci, int64_t Co, int64_t K, int64_t d,
                          const void *x, const void *taps, const void *bias, void *y)
 {
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(taps);
+    LB_CHECK_ARG(bias);
+    LB_CHECK_ARG(y);
     const size_t es = lb_dtype_size(dtype);
     const char *xd = x, *wd = taps;
     char *yd = y;
@@ -54,6 +62,9 @@ void lb_k_conv1d_forward(lb_dtype dtype, int64_t B, int64_t T, int64_t Ci, int64
 void lb_k_conv1d_backward_input(lb_dtype dtype, int64_t B, int64_t T, int64_t Ci, int64_t Co, int64_t K, int64_t d,
                                 const void *dy, const void *taps, void *dx)
 {
+    LB_CHECK_ARG(dy);
+    LB_CHECK_ARG(taps);
+    LB_CHECK_ARG(dx);
     const size_t es = lb_dtype_size(dtype);
     const char *dyd = dy, *wd = taps;
     char *dxd = dx;
@@ -71,6 +82,9 @@ void lb_k_conv1d_backward_input(lb_dtype dtype, int64_t B, int64_t T, int64_t Ci
 void lb_k_conv1d_backward_taps(lb_dtype dtype, int64_t B, int64_t T, int64_t Ci, int64_t Co, int64_t K, int64_t d,
                                const void *x, const void *dy, void *dtaps)
 {
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(dy);
+    LB_CHECK_ARG(dtaps);
     const size_t es = lb_dtype_size(dtype);
     const char *xd = x, *dyd = dy;
     char *gd = dtaps;

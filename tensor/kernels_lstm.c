@@ -282,6 +282,11 @@ static void rec_product(rec_gemm_fn fast, const void *bk, lb_dtype dtype, int tr
 void lb_k_lstm_projection(lb_dtype dtype, int64_t rows, int64_t n_in, int64_t G, const void *x, const void *w_ih,
                           const void *b_ih, const void *b_hh, void *p)
 {
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(w_ih);
+    LB_CHECK_ARG(b_ih);
+    LB_CHECK_ARG(b_hh);
+    LB_CHECK_ARG(p);
     LB_DISPATCH(dtype, real, {
         real *pd = p;                                  /* [rows, G] */
         const real *bi = b_ih, *bh = b_hh;             /* [G] */
@@ -296,6 +301,11 @@ void lb_k_lstm_projection(lb_dtype dtype, int64_t rows, int64_t n_in, int64_t G,
 void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void *gates, const void *w_hh,
                           const void *h0, const void *c0, void *y, void *cells, int keep_cells, void *c_last)
 {
+    LB_CHECK_ARG(gates);
+    LB_CHECK_ARG(w_hh);
+    LB_CHECK_ARG(y);
+    LB_CHECK_ARG(cells);
+    LB_CHECK_ARG(c_last);
     const int64_t G = 4 * H;
     /* the fast loops read W_hhᵀ k-major: [H, G], transposed once here */
     rec_gemm_fn fast = rec_gemm_for(dtype, G);
@@ -382,6 +392,12 @@ void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t
                                    const void *cells, const void *c0, const void *w_hh, const void *dy, void *dh,
                                    void *dc, int want_dh0)
 {
+    LB_CHECK_ARG(gates);
+    LB_CHECK_ARG(cells);
+    LB_CHECK_ARG(w_hh);
+    LB_CHECK_ARG(dy);
+    LB_CHECK_ARG(dh);
+    LB_CHECK_ARG(dc);
     const int64_t G = 4 * H;
     rec_gemm_fn fast = rec_gemm_for(dtype, H); /* W_hh [G, H] is k-major for dP W_hh as it lies */
     LB_DISPATCH(dtype, real, {
@@ -408,6 +424,8 @@ void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t
 void lb_k_lstm_weight_hh_grad(lb_dtype dtype, int64_t B, int64_t T, int64_t H, const void *dgates, const void *y,
                               const void *h0, void *dw_hh)
 {
+    LB_CHECK_ARG(dgates);
+    LB_CHECK_ARG(dw_hh);
     const int64_t G = 4 * H;
     const size_t es = lb_dtype_size(dtype);
     const char *gd = dgates, *yd = y;

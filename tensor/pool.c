@@ -118,6 +118,8 @@ void lb_pool_trim(lb_pool *pool)
 
 void lb_pool_get_stats(lb_pool *pool, lb_pool_stats *stats)
 {
+    LB_CHECK_ARG(pool);
+    LB_CHECK_ARG(stats);
     pthread_mutex_lock(&pool->lock);
     *stats = pool->stats;
     pthread_mutex_unlock(&pool->lock);

@@ -14,12 +14,14 @@ static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 void lb_rng_seed(lb_rng *rng, uint64_t seed)
 {
+    LB_CHECK_ARG(rng);
     for (int i = 0; i < 4; i++)
         rng->s[i] = splitmix64(&seed);
 }
 
 uint64_t lb_rng_next(lb_rng *rng)
 {
+    LB_CHECK_ARG(rng, 0);
     uint64_t *s = rng->s;
     uint64_t result = rotl(s[1] * 5, 7) * 9;
     uint64_t t = s[1] << 17;
@@ -32,15 +34,21 @@ uint64_t lb_rng_next(lb_rng *rng)
     return result;
 }
 
-double lb_rng_uniform(lb_rng *rng) { return (double)(lb_rng_next(rng) >> 11) * 0x1.0p-53; }
+double lb_rng_uniform(lb_rng *rng)
+{
+    LB_CHECK_ARG(rng, NAN);
+    return (double)(lb_rng_next(rng) >> 11) * 0x1.0p-53;
+}
 
 double lb_rng_uniform_range(lb_rng *rng, double low, double high)
 {
+    LB_CHECK_ARG(rng, NAN);
     return low + (high - low) * lb_rng_uniform(rng);
 }
 
 double lb_rng_normal(lb_rng *rng)
 {
+    LB_CHECK_ARG(rng, NAN);
     double u1 = 1.0 - lb_rng_uniform(rng); /* (0, 1]: log never sees 0 */
     double u2 = lb_rng_uniform(rng);
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
@@ -48,6 +56,7 @@ double lb_rng_normal(lb_rng *rng)
 
 uint64_t lb_rng_below(lb_rng *rng, uint64_t n)
 {
+    LB_CHECK_ARG(rng, 0);
     if (n == 0)
         return 0;
     unsigned __int128 m = (unsigned __int128)lb_rng_next(rng) * n;
@@ -64,11 +73,13 @@ uint64_t lb_rng_below(lb_rng *rng, uint64_t n)
 
 int64_t lb_rng_int(lb_rng *rng, int64_t low, int64_t high)
 {
+    LB_CHECK_ARG(rng, -1);
     return low + (int64_t)lb_rng_below(rng, (uint64_t)(high - low) + 1);
 }
 
 void lb_rng_permutation(lb_rng *rng, int64_t n, int64_t *out)
 {
+    LB_CHECK_ARG(out);
     for (int64_t i = 0; i < n; i++)
         out[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
@@ -82,12 +93,19 @@ void lb_rng_permutation(lb_rng *rng, int64_t n, int64_t *out)
 lb_rng lb_rng_split(lb_rng *rng)
 {
     lb_rng child;
+    if (!rng) { /* a stream seeded with 0, and the error */
+        lb_rng_seed(&child, 0);
+        lb_error(LB_ERR_VALUE, "lb_rng_split: rng is NULL");
+        return child;
+    }
     lb_rng_seed(&child, lb_rng_next(rng));
     return child;
 }
 
 void lb_rng_fill_uniform(lb_rng *rng, lb_tensor *t, double low, double high)
 {
+    LB_CHECK_ARG(rng);
+    LB_CHECK_ARG(t);
     int64_t n = lb_tensor_numel(t);
     lb_tensor *c = lb_tensor_is_contiguous(t) ? NULL : lb_tensor_zeros_like(t);
     lb_tensor *dst = c ? c : t;
@@ -104,6 +122,8 @@ void lb_rng_fill_uniform(lb_rng *rng, lb_tensor *t, double low, double high)
 
 void lb_rng_fill_normal(lb_rng *rng, lb_tensor *t, double mean, double std)
 {
+    LB_CHECK_ARG(rng);
+    LB_CHECK_ARG(t);
     int64_t n = lb_tensor_numel(t);
     lb_tensor *c = lb_tensor_is_contiguous(t) ? NULL : lb_tensor_zeros_like(t);
     lb_tensor *dst = c ? c : t;

@@ -38,7 +38,8 @@ uint64_t lb_rng_below(lb_rng *rng, uint64_t n);
 int64_t lb_rng_int(lb_rng *rng, int64_t low, int64_t high);
 /* Writes a uniformly random permutation of 0..n-1 into out. */
 void lb_rng_permutation(lb_rng *rng, int64_t n, int64_t *out);
-/* A new independent stream derived from this one (advances `rng` by one draw). */
+/* A new independent stream derived from this one (advances `rng` by one draw). With rng
+ * NULL: a stream seeded with 0, and LB_ERR_VALUE in lb_last_error(). */
 lb_rng lb_rng_split(lb_rng *rng);
 
 /* Fills every element of t with U[low, high) / N(mean, std^2), row-major order. */

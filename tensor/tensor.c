@@ -1,3 +1,4 @@
+#include <math.h>
 #include "tensor/tensor.h"
 
 #include <malloc.h>
@@ -36,6 +37,45 @@ static int64_t shape_numel(int ndim, const int64_t *shape)
     return n;
 }
 
+int lb_checked_mul(int64_t a, int64_t b, int64_t *out)
+{
+    int64_t r;
+    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r))
+        return -1;
+    if (out)
+        *out = r;
+    return 0;
+}
+
+lb_status lb_shape_numel(const char *op, int ndim, const int64_t *shape, lb_dtype dtype, int64_t *numel)
+{
+    LB_CHECK_ARG(op, LB_ERR_VALUE);
+    LB_CHECK_SHAPE(ndim, shape, LB_ERR_VALUE);
+    char buf[160];
+    if (ndim < 0 || ndim > LB_MAX_DIMS)
+        return lb_error(LB_ERR_SHAPE, "%s: rank %d is outside 0..%d (LB_MAX_DIMS, the most dims a lookback tensor has)",
+                        op, ndim, LB_MAX_DIMS);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return lb_error(LB_ERR_SHAPE, "%s: shape %s has a negative size at dim %d", op,
+                            lb_shape_str(ndim, shape, buf, sizeof buf), i);
+    /* Element count and bytes both fit in int64 (so in ptrdiff_t and size_t on 64-bit):
+     * every size, stride and offset computed from the shape is then exact. */
+    int64_t n = 1, bytes;
+    for (int i = 0; i < ndim; i++)
+        if (lb_checked_mul(n, shape[i], &n) != 0)
+            n = -1;
+    size_t elem = lb_dtype_size(dtype);
+    if (n < 0 || lb_checked_mul(n, (int64_t)(elem ? elem : 8), &bytes) != 0 || (uint64_t)bytes > (uint64_t)SIZE_MAX)
+        return lb_error(LB_ERR_SHAPE,
+                        "%s: shape %s has more elements than a tensor can hold (its %s bytes would overflow a "
+                        "64-bit size)",
+                        op, lb_shape_str(ndim, shape, buf, sizeof buf), lb_dtype_name(dtype));
+    if (numel)
+        *numel = n;
+    return LB_OK;
+}
+
 static void contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
 {
     int64_t s = 1;
@@ -45,17 +85,9 @@ static void contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
     }
 }
 
-static lb_status check_shape(const char *fn, int ndim, const int64_t *shape)
+static lb_status check_shape(const char *fn, int ndim, const int64_t *shape, lb_dtype dtype)
 {
-    char buf[128];
-    if (ndim < 0 || ndim > LB_MAX_DIMS)
-        return lb_error(LB_ERR_SHAPE, "%s: rank %d is outside 0..%d (LB_MAX_DIMS, the most dims a lookback tensor has)",
-                        fn, ndim, LB_MAX_DIMS);
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0)
-            return lb_error(LB_ERR_SHAPE, "%s: shape %s has a negative size at dim %d", fn,
-                            lb_shape_str(ndim, shape, buf, sizeof buf), i);
-    return LB_OK;
+    return lb_shape_numel(fn, ndim, shape, dtype, NULL);
 }
 
 static lb_tensor *tensor_alloc_view(const lb_tensor *base)
@@ -73,12 +105,12 @@ static lb_tensor *tensor_alloc_view(const lb_tensor *base)
 /* A contiguous tensor whose elements are zero (zero != 0) or undefined. */
 static lb_tensor *tensor_new(const char *fn, lb_dtype dtype, int ndim, const int64_t *shape, int zero)
 {
-    if (check_shape(fn, ndim, shape) != LB_OK)
-        return NULL;
     if (dtype != LB_FLOAT32 && dtype != LB_FLOAT64) {
         lb_error(LB_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
         return NULL;
     }
+    if (check_shape(fn, ndim, shape, dtype) != LB_OK)
+        return NULL;
     int64_t n = shape_numel(ndim, shape);
     lb_tensor *t = calloc(1, sizeof *t);
     lb_storage *s = calloc(1, sizeof *s);
@@ -107,26 +139,31 @@ static lb_tensor *tensor_new(const char *fn, lb_dtype dtype, int ndim, const int
 
 lb_tensor *lb_tensor_zeros(lb_dtype dtype, int ndim, const int64_t *shape)
 {
+    LB_CHECK_SHAPE(ndim, shape, NULL);
     return tensor_new("lb_tensor_zeros", dtype, ndim, shape, 1);
 }
 
 lb_tensor *lb_tensor_empty(lb_dtype dtype, int ndim, const int64_t *shape)
 {
+    LB_CHECK_SHAPE(ndim, shape, NULL);
     return tensor_new("lb_tensor_empty", dtype, ndim, shape, 0);
 }
 
 lb_tensor *lb_tensor_empty_like(const lb_tensor *like)
 {
+    LB_CHECK_ARG(like, NULL);
     return lb_tensor_empty(like->dtype, like->ndim, like->shape);
 }
 
 lb_tensor *lb_tensor_zeros_like(const lb_tensor *like)
 {
+    LB_CHECK_ARG(like, NULL);
     return lb_tensor_zeros(like->dtype, like->ndim, like->shape);
 }
 
 lb_tensor *lb_tensor_from_data(lb_dtype dtype, int ndim, const int64_t *shape, const void *values)
 {
+    LB_CHECK_SHAPE(ndim, shape, NULL);
     lb_tensor *t = values ? lb_tensor_empty(dtype, ndim, shape) : lb_tensor_zeros(dtype, ndim, shape);
     if (t && values)
         memcpy(t->storage->data, values, (size_t)lb_tensor_numel(t) * lb_dtype_size(dtype));
@@ -135,6 +172,8 @@ lb_tensor *lb_tensor_from_data(lb_dtype dtype, int ndim, const int64_t *shape, c
 
 lb_tensor *lb_tensor_from_doubles(lb_dtype dtype, int ndim, const int64_t *shape, const double *values)
 {
+    LB_CHECK_SHAPE(ndim, shape, NULL);
+    LB_CHECK_ARG(values, NULL);
     lb_tensor *t = lb_tensor_empty(dtype, ndim, shape);
     if (!t)
         return NULL;
@@ -163,10 +202,15 @@ void lb_tensor_free(lb_tensor *t)
     free(t);
 }
 
-int64_t lb_tensor_numel(const lb_tensor *t) { return shape_numel(t->ndim, t->shape); }
+int64_t lb_tensor_numel(const lb_tensor *t)
+{
+    LB_CHECK_ARG(t, -1);
+    return shape_numel(t->ndim, t->shape);
+}
 
 int lb_tensor_is_contiguous(const lb_tensor *t)
 {
+    LB_CHECK_ARG(t, 0);
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->strides[i] != s)
@@ -178,6 +222,8 @@ int lb_tensor_is_contiguous(const lb_tensor *t)
 
 int lb_tensor_same_shape(const lb_tensor *a, const lb_tensor *b)
 {
+    LB_CHECK_ARG(a, 0);
+    LB_CHECK_ARG(b, 0);
     if (a->ndim != b->ndim)
         return 0;
     for (int i = 0; i < a->ndim; i++)
@@ -188,12 +234,34 @@ int lb_tensor_same_shape(const lb_tensor *a, const lb_tensor *b)
 
 void *lb_tensor_data(const lb_tensor *t)
 {
+    LB_CHECK_ARG(t, NULL);
     return (char *)t->storage->data + (size_t)t->offset * lb_dtype_size(t->dtype);
 }
 
-uint64_t lb_tensor_version(const lb_tensor *t) { return t->storage->version; }
+uint64_t lb_tensor_version(const lb_tensor *t)
+{
+    LB_CHECK_ARG(t, 0);
+    return t->storage->version;
+}
 
-void lb_tensor_bump_version(lb_tensor *t) { t->storage->version++; }
+void lb_tensor_bump_version(lb_tensor *t)
+{
+    LB_CHECK_ARG(t);
+    t->storage->version++;
+}
+
+/* LB_ERR_VALUE naming fn, the index and the tensor when an entry is outside [0, size). */
+static lb_status check_index(const char *fn, const lb_tensor *t, const int64_t *index)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (index[i] < 0 || index[i] >= t->shape[i]) {
+            char a[160], b[160];
+            return lb_error(LB_ERR_VALUE, "%s: index %s is out of range for %s (dim %d: %lld not in [0, %lld))", fn,
+                            lb_shape_str(t->ndim, index, a, sizeof a), lb_tensor_describe(t, b, sizeof b), i,
+                            (long long)index[i], (long long)t->shape[i]);
+        }
+    return LB_OK;
+}
 
 static int64_t index_offset(const lb_tensor *t, const int64_t *index)
 {
@@ -227,16 +295,40 @@ static void store(lb_tensor *t, int64_t off, double v)
         ((double *)t->storage->data)[off] = v;
 }
 
-double lb_tensor_get(const lb_tensor *t, const int64_t *index) { return load(t, index_offset(t, index)); }
+double lb_tensor_get(const lb_tensor *t, const int64_t *index)
+{
+    LB_CHECK_ARG(t, NAN);
+    LB_CHECK_ARG(index, NAN);
+    if (check_index("lb_tensor_get", t, index) != LB_OK)
+        return NAN;
+    return load(t, index_offset(t, index));
+}
 void lb_tensor_set(lb_tensor *t, const int64_t *index, double v)
 {
+    LB_CHECK_ARG(t);
+    LB_CHECK_ARG(index);
+    if (check_index("lb_tensor_set", t, index) != LB_OK)
+        return;
     store(t, index_offset(t, index), v);
     t->storage->version++;
 }
-double lb_tensor_flat(const lb_tensor *t, int64_t i) { return load(t, flat_offset(t, i)); }
+double lb_tensor_flat(const lb_tensor *t, int64_t i)
+{
+    LB_CHECK_ARG(t, NAN);
+    int64_t n = lb_tensor_numel(t);
+    if (i < 0 || i >= n) {
+        char b[160];
+        lb_error(LB_ERR_VALUE, "lb_tensor_flat: flat index %lld is out of range for %s (need 0 <= i < %lld)",
+                 (long long)i, lb_tensor_describe(t, b, sizeof b), (long long)n);
+        return NAN;
+    }
+    return load(t, flat_offset(t, i));
+}
 
 char *lb_tensor_describe(const lb_tensor *t, char *buf, size_t size)
 {
+    LB_CHECK_ARG(t, NULL);
+    LB_CHECK_ARG(buf, NULL);
     char shape[128];
     snprintf(buf, size, "%s%s", lb_dtype_name(t->dtype), lb_shape_str(t->ndim, t->shape, shape, sizeof shape));
     return buf;
@@ -245,6 +337,8 @@ char *lb_tensor_describe(const lb_tensor *t, char *buf, size_t size)
 /* Walks every element of dst (odometer order) alongside src with its own strides. */
 lb_status lb_tensor_copy_into(lb_tensor *dst, const lb_tensor *src)
 {
+    LB_CHECK_ARG(dst, LB_ERR_VALUE);
+    LB_CHECK_ARG(src, LB_ERR_VALUE);
     if (!lb_tensor_same_shape(dst, src)) {
         char a[128], b[128];
         return lb_error(LB_ERR_SHAPE, "lb_tensor_copy_into: destination %s and source %s differ",
@@ -300,6 +394,7 @@ lb_status lb_tensor_copy_into(lb_tensor *dst, const lb_tensor *src)
 
 lb_tensor *lb_tensor_copy(const lb_tensor *t, lb_dtype dtype)
 {
+    LB_CHECK_ARG(t, NULL);
     lb_tensor *out = lb_tensor_empty(dtype, t->ndim, t->shape);
     if (out && lb_tensor_copy_into(out, t) != LB_OK) {
         lb_tensor_free(out);
@@ -310,6 +405,7 @@ lb_tensor *lb_tensor_copy(const lb_tensor *t, lb_dtype dtype)
 
 void lb_tensor_fill(lb_tensor *t, double value)
 {
+    LB_CHECK_ARG(t);
     int64_t n = lb_tensor_numel(t);
     t->storage->version++;
     if (lb_tensor_is_contiguous(t)) {
@@ -324,10 +420,16 @@ void lb_tensor_fill(lb_tensor *t, double value)
         store(t, flat_offset(t, i), value);
 }
 
-lb_tensor *lb_tensor_view(const lb_tensor *t) { return tensor_alloc_view(t); }
+lb_tensor *lb_tensor_view(const lb_tensor *t)
+{
+    LB_CHECK_ARG(t, NULL);
+    return tensor_alloc_view(t);
+}
 
 lb_tensor *lb_tensor_reshape(const lb_tensor *t, int ndim, const int64_t *shape)
 {
+    LB_CHECK_ARG(t, NULL);
+    LB_CHECK_SHAPE(ndim, shape, NULL);
     char a[128], b[128];
     int64_t resolved[LB_MAX_DIMS];
     int infer = -1;
@@ -348,8 +450,10 @@ lb_tensor *lb_tensor_reshape(const lb_tensor *t, int ndim, const int64_t *shape)
         } else if (shape[i] < 0) {
             lb_error(LB_ERR_SHAPE, "reshape: negative size in %s", lb_shape_str(ndim, shape, a, sizeof a));
             return NULL;
-        } else {
-            known *= shape[i];
+        } else if (lb_checked_mul(known, shape[i], &known) != 0) {
+            lb_error(LB_ERR_SHAPE, "reshape: shape %s has more elements than a tensor can hold (overflows int64)",
+                     lb_shape_str(ndim, shape, a, sizeof a));
+            return NULL;
         }
     }
     int64_t n = lb_tensor_numel(t);
@@ -378,6 +482,8 @@ lb_tensor *lb_tensor_reshape(const lb_tensor *t, int ndim, const int64_t *shape)
 
 lb_tensor *lb_tensor_permute(const lb_tensor *t, const int *perm)
 {
+    LB_CHECK_ARG(t, NULL);
+    LB_CHECK_ARG(perm, NULL);
     int seen[LB_MAX_DIMS] = {0};
     for (int i = 0; i < t->ndim; i++) {
         if (perm[i] < 0 || perm[i] >= t->ndim || seen[perm[i]]++) {
@@ -399,6 +505,7 @@ lb_tensor *lb_tensor_permute(const lb_tensor *t, const int *perm)
 
 lb_tensor *lb_tensor_transpose(const lb_tensor *t, int d0, int d1)
 {
+    LB_CHECK_ARG(t, NULL);
     int a = lb_normalize_dim(d0, t->ndim), b = lb_normalize_dim(d1, t->ndim);
     if (a < 0 || b < 0) {
         char buf[128];
@@ -415,6 +522,7 @@ lb_tensor *lb_tensor_transpose(const lb_tensor *t, int d0, int d1)
 
 lb_tensor *lb_tensor_slice(const lb_tensor *t, int dim, int64_t start, int64_t stop, int64_t step)
 {
+    LB_CHECK_ARG(t, NULL);
     char buf[128];
     int d = lb_normalize_dim(dim, t->ndim);
     if (d < 0) {
@@ -427,18 +535,32 @@ lb_tensor *lb_tensor_slice(const lb_tensor *t, int dim, int64_t start, int64_t s
                  (long long)t->shape[d]);
         return NULL;
     }
+    int64_t stride;
+    if (lb_checked_mul(t->strides[d] < 0 ? -t->strides[d] : t->strides[d], step, &stride) != 0) {
+        lb_error(LB_ERR_VALUE, "slice: step %lld times the stride %lld of dim %d of %s overflows int64", (long long)step,
+                 (long long)t->strides[d], d, lb_tensor_describe(t, buf, sizeof buf));
+        return NULL;
+    }
     lb_tensor *out = tensor_alloc_view(t);
     if (!out)
         return NULL;
     out->offset += start * t->strides[d];
-    out->shape[d] = (stop - start + step - 1) / step;
-    out->strides[d] *= step;
+    out->shape[d] = (stop - start) / step + ((stop - start) % step != 0);
+    out->strides[d] = t->strides[d] < 0 ? -stride : stride;
     return out;
 }
 
 lb_status lb_broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a, int ndim_b,
                               const int64_t *shape_b, int *out_ndim, int64_t *out_shape)
 {
+    LB_CHECK_ARG(op, LB_ERR_VALUE);
+    LB_CHECK_SHAPE(ndim_a, shape_a, LB_ERR_VALUE);
+    LB_CHECK_SHAPE(ndim_b, shape_b, LB_ERR_VALUE);
+    LB_CHECK_ARG(out_ndim, LB_ERR_VALUE);
+    LB_CHECK_ARG(out_shape, LB_ERR_VALUE);
+    if (ndim_a < 0 || ndim_a > LB_MAX_DIMS || ndim_b < 0 || ndim_b > LB_MAX_DIMS)
+        return lb_error(LB_ERR_SHAPE, "%s: ranks %d and %d must be in 0..%d (LB_MAX_DIMS)", op, ndim_a, ndim_b,
+                        LB_MAX_DIMS);
     int n = ndim_a > ndim_b ? ndim_a : ndim_b;
     for (int i = 0; i < n; i++) {
         int ia = ndim_a - n + i, ib = ndim_b - n + i;
@@ -457,12 +579,16 @@ lb_status lb_broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a
 
 lb_tensor *lb_tensor_expand(const lb_tensor *t, int ndim, const int64_t *shape)
 {
+    LB_CHECK_ARG(t, NULL);
+    LB_CHECK_SHAPE(ndim, shape, NULL);
     char a[128], b[128];
     if (ndim < t->ndim || ndim > LB_MAX_DIMS) {
         lb_error(LB_ERR_SHAPE, "expand: cannot expand %s to %s", lb_tensor_describe(t, a, sizeof a),
                  lb_shape_str(ndim, shape, b, sizeof b));
         return NULL;
     }
+    if (lb_shape_numel("expand", ndim, shape, t->dtype, NULL) != LB_OK)
+        return NULL;
     lb_tensor *out = tensor_alloc_view(t);
     if (!out)
         return NULL;

@@ -56,8 +56,20 @@ typedef struct lb_tensor {
 size_t lb_dtype_size(lb_dtype dtype);
 const char *lb_dtype_name(lb_dtype dtype);
 
+/* a * b into *out (out may be NULL) for a, b >= 0. Returns 0, or -1 (and writes nothing,
+ * records no error) when a or b is negative or the product overflows int64. The one
+ * multiply every size computed from user input goes through. */
+int lb_checked_mul(int64_t a, int64_t b, int64_t *out);
+/* Checks a shape for op `op` (named in the message) and writes its element count into
+ * *numel (may be NULL). LB_ERR_SHAPE, with a message naming op and the shape, when ndim
+ * is outside 0..LB_MAX_DIMS, a size is negative, or the element count or its bytes in
+ * `dtype` overflow int64 / size_t (e.g. [INT64_MAX/2, 4] or [2^31, 2^31, 2^31]);
+ * LB_ERR_VALUE when op or shape is NULL. */
+lb_status lb_shape_numel(const char *op, int ndim, const int64_t *shape, lb_dtype dtype, int64_t *numel);
+
 /* A new contiguous tensor of the given shape filled with zeros. NULL on a bad
- * shape (negative size, more than LB_MAX_DIMS dimensions) or out of memory. */
+ * shape (NULL, negative size, more than LB_MAX_DIMS dimensions, more elements or bytes
+ * than a 64-bit size holds: lb_shape_numel's message) or out of memory. */
 lb_tensor *lb_tensor_zeros(lb_dtype dtype, int ndim, const int64_t *shape);
 /* A new contiguous tensor with the same dtype and shape as `like`, zeros. */
 lb_tensor *lb_tensor_zeros_like(const lb_tensor *like);
@@ -76,7 +88,9 @@ lb_tensor *lb_tensor_scalar(lb_dtype dtype, double value);
 /* Frees the view; the storage goes when its last view does. NULL is allowed. */
 void lb_tensor_free(lb_tensor *t);
 
+/* Element count; -1 (LB_ERR_VALUE) when t is NULL. */
 int64_t lb_tensor_numel(const lb_tensor *t);
+/* 1 or 0; 0 (LB_ERR_VALUE) when an argument is NULL. */
 int lb_tensor_is_contiguous(const lb_tensor *t);
 int lb_tensor_same_shape(const lb_tensor *a, const lb_tensor *b);
 /* Pointer to the first element of the view (storage base + offset). */
@@ -88,10 +102,13 @@ void *lb_tensor_data(const lb_tensor *t);
  * lb_tensor_data into a tensor an op has already used calls lb_tensor_bump_version. */
 uint64_t lb_tensor_version(const lb_tensor *t);
 void lb_tensor_bump_version(lb_tensor *t);
-/* Value at a multi-index of ndim entries, converted to double. */
+/* Value at a multi-index of ndim entries (each 0 <= index[d] < shape[d]), converted to
+ * double. NaN and LB_ERR_VALUE (naming the index and the tensor) when t or index is
+ * NULL or an entry is out of range; lb_tensor_set then writes nothing. */
 double lb_tensor_get(const lb_tensor *t, const int64_t *index);
 void lb_tensor_set(lb_tensor *t, const int64_t *index, double value);
-/* Value at row-major flat position `i` of the view (0 <= i < numel), as double. */
+/* Value at row-major flat position `i` of the view (0 <= i < numel), as double; NaN and
+ * LB_ERR_VALUE when t is NULL or i is out of range. */
 double lb_tensor_flat(const lb_tensor *t, int64_t i);
 /* Formats "float32[2, 3]" into buf; returns buf. */
 char *lb_tensor_describe(const lb_tensor *t, char *buf, size_t size);

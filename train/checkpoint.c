@@ -472,6 +472,7 @@ static lb_status read_task_job(void *ctx)
 
 lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size)
 {
+    LB_CHECK_ARG(task, LB_ERR_VALUE);
     task_job job = {path, task, size};
     task[0] = '\0';
     return read_isolated(path, read_task_job, &job);
@@ -586,6 +587,7 @@ static lb_status load_job_run(void *ctx)
 
 lb_status lb_checkpoint_load_params(const char *path, lb_model *model)
 {
+    LB_CHECK_ARG(model, LB_ERR_VALUE);
     lb_params *ps = lb_model_params(model);
     load_job job = {.path = path, .model = model};
     job.vals = calloc((size_t)ps->count + 1, sizeof *job.vals);
@@ -600,6 +602,7 @@ lb_status lb_checkpoint_load_params(const char *path, lb_model *model)
 
 lb_status lb_trainer_load(lb_trainer *t, const char *path)
 {
+    LB_CHECK_ARG(t, LB_ERR_VALUE);
     lb_params *ps = lb_model_params(t->model);
     int n_state = lb_optim_state_count(t->optim);
     load_job job = {.path = path, .model = t->model, .t = t};

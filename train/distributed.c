@@ -39,6 +39,7 @@ int lb_dist_launch_rank(void)
 
 uint64_t lb_params_checksum(const lb_params *ps)
 {
+    LB_CHECK_ARG(ps, 0);
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < ps->count; i++) {
         const lb_tensor *v = ps->items[i]->value;
@@ -52,6 +53,7 @@ uint64_t lb_params_checksum(const lb_params *ps)
 
 void lb_dist_config_default(lb_dist_config *cfg)
 {
+    LB_CHECK_ARG(cfg);
     cfg->bucket_bytes = 4 << 20;
     cfg->check_every = 100;
 }
@@ -154,6 +156,7 @@ int lb_dist_owns(int64_t item) { return lb_dist_owner(item) == lb_dist_rank(); }
 
 lb_status lb_dist_sum(int64_t *values, int n)
 {
+    LB_CHECK_ARG(values, LB_ERR_VALUE);
     if (g_active && g_size > 1)
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
     return LB_OK;
@@ -161,6 +164,7 @@ lb_status lb_dist_sum(int64_t *values, int n)
 
 lb_status lb_dist_share(void *record, size_t item_size, int64_t item)
 {
+    LB_CHECK_ARG(record, LB_ERR_VALUE);
     if (!g_active || g_size == 1)
         return LB_OK;
     for (size_t done = 0; done < item_size;) { /* counts are int: large records go in pieces */
@@ -173,6 +177,7 @@ lb_status lb_dist_share(void *record, size_t item_size, int64_t item)
 
 lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items)
 {
+    LB_CHECK_ARG(results, LB_ERR_VALUE);
     for (int64_t i = 0; i < n_items; i++)
         if (lb_dist_share((char *)results + (size_t)i * item_size, item_size, i) != LB_OK)
             return lb_last_status();
@@ -181,6 +186,7 @@ lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items)
 
 lb_status lb_dist_share_tensor(lb_tensor **t, int64_t item)
 {
+    LB_CHECK_ARG(t, LB_ERR_VALUE);
     if (!g_active || g_size == 1)
         return LB_OK;
     int mine = lb_dist_owns(item);
@@ -249,6 +255,8 @@ void lb_dist_state_free(lb_dist_state *d)
 
 void lb_trainer_dist_stats(const lb_trainer *t, lb_dist_stats *out)
 {
+    LB_CHECK_ARG(t);
+    LB_CHECK_ARG(out);
     memset(out, 0, sizeof *out);
     if (t->dist)
         *out = t->dist->stats;
@@ -362,6 +370,7 @@ static lb_status compare_checksums(lb_trainer *t, int64_t step)
 
 lb_status lb_trainer_distribute(lb_trainer *t, const lb_dist_config *cfg)
 {
+    LB_CHECK_ARG(t, LB_ERR_VALUE);
     if (!g_active || g_size == 1 || t->dist)
         return LB_OK;
     lb_dist_config c;

@@ -13,6 +13,7 @@
 
 void lb_train_config_default(lb_train_config *cfg)
 {
+    LB_CHECK_ARG(cfg);
     memset(cfg, 0, sizeof *cfg);
     cfg->steps = 1000;
     cfg->batch_size = 32;
@@ -40,6 +41,7 @@ static lb_schedule effective_schedule(const lb_train_config *cfg)
 
 lb_status lb_train_config_check(const lb_train_config *cfg)
 {
+    LB_CHECK_ARG(cfg, LB_ERR_VALUE);
     if (cfg->steps < 1)
         return lb_error(LB_ERR_VALUE, "train config: steps must be >= 1 (got %lld)", (long long)cfg->steps);
     if (cfg->batch_size < 1)
@@ -100,6 +102,7 @@ lb_status lb_budget_clock_parse(const char *name, lb_budget_clock *out)
 
 lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_task, const lb_dataset *data)
 {
+    LB_CHECK_ARG(data, LB_ERR_VALUE);
     const char *path = lb_dataset_path(data), *task = lb_task_name(lb_dataset_task(data));
     int64_t vocab = lb_dataset_vocab_size(data), classes = lb_dataset_num_classes(data);
     int64_t features = lb_dataset_num_features(data), seq_len = lb_dataset_seq_len(data);
@@ -251,6 +254,9 @@ static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *c
 lb_status lb_evaluate(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
                       int64_t batch_size, int n_bins, lb_eval_result *out, lb_tensor **attention_out)
 {
+    LB_CHECK_ARG(model, LB_ERR_VALUE);
+    LB_CHECK_ARG(data, LB_ERR_VALUE);
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
     double loss_sum = 0;
     int64_t correct = 0;
     lb_status st = lb_evaluate_part(model, data, split, max_examples, batch_size, n_bins, 0, 1, NULL, out,
@@ -389,6 +395,8 @@ lb_graph *lb_trainer_eval_graph(lb_trainer *t)
 
 lb_status lb_trainer_evaluate(lb_trainer *t, const char *split, int64_t max_examples, lb_eval_result *out)
 {
+    LB_CHECK_ARG(t, LB_ERR_VALUE);
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
     if (t->dist)
         return lb_dist_evaluate(t, split, max_examples, t->cfg.batch_size, out);
     lb_graph *g = lb_trainer_eval_graph(t);
@@ -403,10 +411,17 @@ lb_status lb_trainer_evaluate(lb_trainer *t, const char *split, int64_t max_exam
     return st;
 }
 
-lb_pool *lb_trainer_eval_pool(lb_trainer *t) { return lb_graph_pool(t->eval_graph); }
+lb_pool *lb_trainer_eval_pool(lb_trainer *t)
+{
+    LB_CHECK_ARG(t, NULL);
+    return lb_graph_pool(t->eval_graph);
+}
 
 lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg)
 {
+    LB_CHECK_ARG(model, NULL);
+    LB_CHECK_ARG(data, NULL);
+    LB_CHECK_ARG(cfg, NULL);
     if (lb_train_config_check(cfg) != LB_OK || lb_model_data_check(lb_model_get_config(model), NULL, data) != LB_OK)
         return NULL;
     int64_t n_train = lb_dataset_split_size(data, "train");
@@ -456,13 +471,41 @@ void lb_trainer_free(lb_trainer *t)
     free(t);
 }
 
-int64_t lb_trainer_steps_done(const lb_trainer *t) { return t->step; }
-void lb_trainer_request_stop(lb_trainer *t) { t->stop_requested = 1; }
-int lb_trainer_stopped(const lb_trainer *t) { return t->stopped; }
-double lb_trainer_elapsed(const lb_trainer *t) { return t->elapsed; }
-double lb_trainer_budget_spent(const lb_trainer *t) { return t->budget_spent; }
-lb_optim *lb_trainer_optim(lb_trainer *t) { return t->optim; }
-const lb_train_config *lb_trainer_config(const lb_trainer *t) { return &t->cfg; }
+int64_t lb_trainer_steps_done(const lb_trainer *t)
+{
+    LB_CHECK_ARG(t, -1);
+    return t->step;
+}
+void lb_trainer_request_stop(lb_trainer *t)
+{
+    LB_CHECK_ARG(t);
+    t->stop_requested = 1;
+}
+int lb_trainer_stopped(const lb_trainer *t)
+{
+    LB_CHECK_ARG(t, -1);
+    return t->stopped;
+}
+double lb_trainer_elapsed(const lb_trainer *t)
+{
+    LB_CHECK_ARG(t, NAN);
+    return t->elapsed;
+}
+double lb_trainer_budget_spent(const lb_trainer *t)
+{
+    LB_CHECK_ARG(t, NAN);
+    return t->budget_spent;
+}
+lb_optim *lb_trainer_optim(lb_trainer *t)
+{
+    LB_CHECK_ARG(t, NULL);
+    return t->optim;
+}
+const lb_train_config *lb_trainer_config(const lb_trainer *t)
+{
+    LB_CHECK_ARG(t, NULL);
+    return &t->cfg;
+}
 
 static lb_status next_batch(lb_trainer *t, lb_batch *b)
 {
@@ -490,6 +533,8 @@ static int64_t scored_targets(const lb_batch *b)
 
 lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
 {
+    LB_CHECK_ARG(t, LB_ERR_VALUE);
+    LB_CHECK_ARG(stats, LB_ERR_VALUE);
     double t0 = now_seconds(), cpu0 = t->cfg.budget_clock == LB_BUDGET_CPU ? cpu_seconds() : 0;
     memset(stats, 0, sizeof *stats);
     lb_batch b;
@@ -607,12 +652,25 @@ static lb_status write_metrics(FILE *f, int64_t step, const char *split, double 
                     path, split, (long long)step, strerror(err));
 }
 
-int64_t lb_trainer_run_steps(const lb_trainer *t) { return t->run_steps; }
-int64_t lb_trainer_run_skipped(const lb_trainer *t) { return t->run_skipped; }
-int lb_trainer_stopped_early(const lb_trainer *t) { return t->stopped_early; }
+int64_t lb_trainer_run_steps(const lb_trainer *t)
+{
+    LB_CHECK_ARG(t, -1);
+    return t->run_steps;
+}
+int64_t lb_trainer_run_skipped(const lb_trainer *t)
+{
+    LB_CHECK_ARG(t, -1);
+    return t->run_skipped;
+}
+int lb_trainer_stopped_early(const lb_trainer *t)
+{
+    LB_CHECK_ARG(t, -1);
+    return t->stopped_early;
+}
 
 int64_t lb_trainer_best(const lb_trainer *t, double *metric)
 {
+    LB_CHECK_ARG(t, -1);
     if (metric)
         *metric = t->best_metric;
     return t->best_step;
@@ -646,6 +704,7 @@ static int note_validation(lb_trainer *t, const lb_eval_result *r)
 
 lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metrics, lb_loop_callback cb, void *user)
 {
+    LB_CHECK_ARG(t, LB_ERR_VALUE);
     const lb_train_config *c = &t->cfg;
     double lr = 0, norm = 0, tokens = 0, seconds = 0;
     t->stopped = t->stopped_early = 0;
