@@ -44,7 +44,8 @@ void lb_output_protect_clear(void) { n_inputs = 0; }
 int lb_output_is_input(const char *path)
 {
     struct stat sb;
-    if (!path || stat(path, &sb) != 0)
+    LB_CHECK_ARG(path, 0);
+    if (stat(path, &sb) != 0)
         return 0;
     for (int i = 0; i < n_inputs; i++)
         if (inputs[i].dev == sb.st_dev && inputs[i].ino == sb.st_ino)
@@ -134,7 +135,9 @@ static lb_status folder_error(const char *path, const char *what, int err)
 
 lb_status lb_output_lock(const char *path, const char *what, int *fd)
 {
+    LB_CHECK_ARG(fd, LB_ERR_VALUE);
     *fd = -1;
+    LB_CHECK_ARG(what, LB_ERR_VALUE);
     char lock[4200];
     if (!path || !*path || snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock)
         return lb_error(LB_ERR_VALUE, "the path of the %s is empty or too long", what);

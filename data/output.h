@@ -35,7 +35,8 @@ lb_status lb_output_commit(const char *tmp, const char *path, const char *what);
  * that does not exist is not registered. Up to 64 inputs; LB_ERR_VALUE on NULL. */
 lb_status lb_output_protect(const char *path, const char *what);
 /* 1 when the file at `path` is a registered input (lb_output_protect), 0 otherwise: a
- * writer that cleans up after a failure leaves it alone. */
+ * writer that cleans up after a failure leaves it alone. 0 with an LB_ERR_VALUE error
+ * when path is NULL. */
 int lb_output_is_input(const char *path);
 /* Forgets every registered input (a library user that runs several jobs in one process). */
 void lb_output_protect_clear(void);
@@ -45,7 +46,8 @@ void lb_output_protect_clear(void);
  * is writing PATH" when it is held, or naming the folder when the lock file cannot be
  * created (a folder that does not exist is said so). *fd receives the lock's descriptor
  * for lb_output_unlock, which removes PATH.lock and releases it. The lock is the
- * kernel's: a writer killed (even with SIGKILL) releases it at once. */
+ * kernel's: a writer killed (even with SIGKILL) releases it at once. LB_ERR_VALUE when
+ * an argument is NULL. */
 lb_status lb_output_lock(const char *path, const char *what, int *fd);
 void lb_output_unlock(const char *path, int fd);
 

@@ -628,6 +628,10 @@ void lb_task_print_options(const lb_task_options *opt, const char *sep, FILE *ou
 
 void lb_task_print_recorded_options(const lb_task_options *opt, uint64_t recorded, const char *sep, FILE *out)
 {
+    LB_CHECK_ARG(opt);
+    LB_CHECK_ARG(out);
+    if (!sep)
+        sep = " ";
     int count = 0, first = 1;
     const lb_option_spec *t = lb_option_table(&count);
     for (int i = 0; i < count; i++) {

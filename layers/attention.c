@@ -629,7 +629,9 @@ lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cac
 
 lb_status lb_mha_step_work_init(lb_mha_step_work *w, const lb_mha *a, lb_dtype dtype, int64_t batch)
 {
+    LB_CHECK_ARG(w, LB_ERR_VALUE);
     memset(w, 0, sizeof *w);
+    LB_CHECK_ARG(a, LB_ERR_VALUE);
     int64_t sq[4] = {batch, a->n_heads, 1, a->d_head}, sl[3] = {batch, a->n_heads, 1};
     size_t row = (size_t)(batch * a->d_model) * lb_dtype_size(dtype);
     if (!(w->query = lb_tensor_zeros(dtype, 4, sq)) || !(w->heads = lb_tensor_zeros(dtype, 4, sq)) ||
@@ -645,6 +647,8 @@ lb_status lb_mha_step_work_init(lb_mha_step_work *w, const lb_mha *a, lb_dtype d
 
 void lb_mha_step_work_free(lb_mha_step_work *w)
 {
+    if (!w)
+        return;
     lb_tensor_free(w->query);
     lb_tensor_free(w->heads);
     lb_tensor_free(w->lse);
@@ -657,6 +661,7 @@ void lb_mha_step_work_free(lb_mha_step_work *w)
 
 size_t lb_mha_step_work_bytes(const lb_mha_step_work *w)
 {
+    LB_CHECK_ARG(w, 0);
     if (!w->query)
         return 0;
     size_t es = lb_dtype_size(w->query->dtype), n = (size_t)lb_tensor_numel(w->query);
@@ -667,6 +672,10 @@ size_t lb_mha_step_work_bytes(const lb_mha_step_work *w)
 lb_status lb_mha_step(const lb_mha *a, const void *x, lb_kv_cache *cache, const lb_decode_chunk *chunk,
                       lb_mha_step_work *w, void *out)
 {
+    LB_CHECK_ARG(a, LB_ERR_VALUE);
+    LB_CHECK_ARG(x, LB_ERR_VALUE);
+    LB_CHECK_ARG(w, LB_ERR_VALUE);
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
     const int64_t b = chunk ? chunk->batch : 0, h = a->n_heads, dh = a->d_head, d = a->d_model;
     const lb_dtype dt = cache ? cache->dtype : LB_FLOAT32;
     if (!cache || !chunk || !w->query || chunk->count != 1 || !chunk->valid || cache->batch != b ||

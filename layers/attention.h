@@ -256,7 +256,7 @@ typedef struct lb_mha_step_work {
 /* Buffers for B streams of layer a in dtype. Errors: LB_ERR_MEMORY (nothing held). */
 lb_status lb_mha_step_work_init(lb_mha_step_work *w, const lb_mha *a, lb_dtype dtype, int64_t batch);
 void lb_mha_step_work_free(lb_mha_step_work *w);
-/* Bytes the buffers hold. */
+/* Bytes the buffers hold; 0 with an LB_ERR_VALUE error when w is NULL. */
 size_t lb_mha_step_work_bytes(const lb_mha_step_work *w);
 
 /* One event per stream: x [B, d_model] (raw, the cache's dtype; the block's normalised

@@ -232,6 +232,9 @@ lb_var *lb_rotary(lb_graph *g, lb_var *x, const int32_t *positions, double base)
 
 void lb_positional_add_rows(const lb_positional *p, lb_dtype dtype, int64_t N, void *x, const int32_t *positions)
 {
+    LB_CHECK_ARG(p);
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(positions);
     const int64_t d = p->d_model;
     if (p->kind == LB_POS_LEARNED) {
         const lb_tensor *e = p->embedding->value; /* [max_seq_len, d] */

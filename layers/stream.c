@@ -302,7 +302,11 @@ size_t lb_model_state_allocated(const lb_model_state *s)
     return total;
 }
 
-size_t lb_model_state_work_bytes(const lb_model_state *s) { return s->work_bytes; }
+size_t lb_model_state_work_bytes(const lb_model_state *s)
+{
+    LB_CHECK_ARG(s, 0);
+    return s->work_bytes;
+}
 
 /* ---- one step ---- */
 

@@ -78,7 +78,7 @@ size_t lb_model_state_allocated(const lb_model_state *s);
  * AVX2 / AVX-512 loops run: 4 H a multiple of 32 or 64), the conv's tap-major weights
  * (L · K · D² values) or the attention layer's query, output, key and value rows
  * (4 B D values, B · n_heads for the log-sum-exp, 2 B int32). 0 for feature models,
- * whose steps build a graph. */
+ * whose steps build a graph; 0 with an LB_ERR_VALUE error when s is NULL. */
 size_t lb_model_state_work_bytes(const lb_model_state *s);
 
 /* The key-value cache of attention layer `layer` (transformer and local models), or

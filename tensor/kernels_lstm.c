@@ -349,6 +349,16 @@ void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const vo
                     const void *w_ih_t, const void *b_ih, const void *b_hh, const void *w_hh, const void *w_hh_t,
                     const void *h_prev, const void *c_prev, void *gates, void *h, void *c)
 {
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(w_ih);
+    LB_CHECK_ARG(b_ih);
+    LB_CHECK_ARG(b_hh);
+    LB_CHECK_ARG(w_hh);
+    LB_CHECK_ARG(h_prev);
+    LB_CHECK_ARG(c_prev);
+    LB_CHECK_ARG(gates);
+    LB_CHECK_ARG(h);
+    LB_CHECK_ARG(c);
     const int64_t G = 4 * H;
     rec_gemm_fn fast = rec_gemm_for(dtype, G);
     if (fast && w_ih_t) {
@@ -377,6 +387,8 @@ void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const vo
 
 void lb_k_lstm_transpose_weight(lb_dtype dtype, int64_t G, int64_t n, const void *w, void *w_t)
 {
+    LB_CHECK_ARG(w);
+    LB_CHECK_ARG(w_t);
     LB_DISPATCH(dtype, real, {
         const real *src = w; /* [G, n] */
         real *dst = w_t;     /* [n, G] */

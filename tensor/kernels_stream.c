@@ -51,6 +51,9 @@ lb_status lb_k_copy_rows(lb_tensor *dst, const int64_t *dst_row, const lb_tensor
 void lb_k_affine_rows(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, const void *x, const void *w,
                       const void *bias, void *y)
 {
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(w);
+    LB_CHECK_ARG(y);
     lb_k_gemm(dtype, 0, 0, N, n_out, n_in, 1.0, x, n_in, w, n_out, 0.0, y, n_out); /* [N, n_in] @ [n_in, n_out] */
     if (!bias)
         return;
@@ -66,6 +69,8 @@ void lb_k_affine_rows(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, co
 void lb_k_layer_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, const void *weight, const void *bias,
                           double eps, void *y)
 {
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(y);
     LB_DISPATCH(dtype, real, {
         const real *px = x, *pw = weight, *pb = bias; /* [N, D], [D], [D] */
         real *py = y;                                 /* [N, D] */
@@ -94,6 +99,8 @@ void lb_k_layer_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, c
 
 void lb_k_gelu_rows(lb_dtype dtype, int64_t n, const void *y, void *x, int residual)
 {
+    LB_CHECK_ARG(y);
+    LB_CHECK_ARG(x);
     LB_DISPATCH(dtype, real, {
         const real *py = y; /* [n] */
         real *px = x;       /* [n] */
@@ -108,6 +115,11 @@ void lb_k_gelu_rows(lb_dtype dtype, int64_t n, const void *y, void *x, int resid
 void lb_k_conv1d_step(lb_dtype dtype, int64_t N, int64_t Ci, int64_t Co, int64_t K, int64_t d, const void *x,
                       const void *hist, const void *taps, const void *bias, void *y)
 {
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(taps);
+    LB_CHECK_ARG(bias);
+    LB_CHECK_ARG(y);
+    LB_CHECK_ARG(hist || d * (K - 1) == 0);
     const size_t es = lb_dtype_size(dtype);
     const int64_t R = d * (K - 1);
     LB_DISPATCH(dtype, real, {
@@ -131,6 +143,10 @@ void lb_k_conv1d_step(lb_dtype dtype, int64_t N, int64_t Ci, int64_t Co, int64_t
 void lb_k_history_push(lb_dtype dtype, int64_t N, int64_t R, int64_t D, const void *src, const void *x,
                        const int64_t *push, void *dst)
 {
+    LB_CHECK_ARG(src || R <= 0);
+    LB_CHECK_ARG(x || R <= 0);
+    LB_CHECK_ARG(push || R <= 0);
+    LB_CHECK_ARG(dst || R <= 0);
     if (R <= 0)
         return;
     const size_t row = (size_t)D * lb_dtype_size(dtype), per = (size_t)R * row;

@@ -287,6 +287,7 @@ static lb_status check_same(int64_t x, const char *what, int64_t *all)
 
 lb_status lb_dist_check_same(int64_t value, const char *what)
 {
+    LB_CHECK_ARG(what, LB_ERR_VALUE);
     if (!g_active || g_size == 1)
         return LB_OK;
     int64_t *all = malloc((size_t)g_size * sizeof *all);
@@ -607,7 +608,11 @@ lb_status lb_dist_share(void *record, size_t item_size, int64_t item) { return L
 lb_status lb_dist_sum(int64_t *values, int n) { return LB_OK; }
 lb_status lb_dist_gather(void *results, size_t item_size, int64_t n_items) { return LB_OK; }
 lb_status lb_dist_share_tensor(lb_tensor **t, int64_t item) { return LB_OK; }
-lb_status lb_dist_check_same(int64_t value, const char *what) { return LB_OK; }
+lb_status lb_dist_check_same(int64_t value, const char *what)
+{
+    LB_CHECK_ARG(what, LB_ERR_VALUE);
+    return LB_OK;
+}
 
 struct lb_dist_state {
     int unused;
