@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tensor/blas.h"
 #include "tensor/tensor.h"
 #include "cli/cli.h"
 
@@ -66,7 +67,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("lookback %s\n", LOOKBACK_VERSION);
+        /* what a performance report needs: the BLAS, its kernels, threads, the fused kernels' build */
+        lb_blas_report blas;
+        lb_blas_info(&blas);
+        char line[512];
+        lb_blas_describe(&blas, line, sizeof line);
+        printf("lookback %s\n%s\n", LOOKBACK_VERSION, line);
         return 0;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
