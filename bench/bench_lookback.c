@@ -74,6 +74,7 @@
 #include "tensor/blas.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
+#include "tensor/threads.h"
 #if defined(__has_include) && __has_include("tensor/kernels_attention.h")
 #include "tensor/kernels_attention.h"
 #define LB_BENCH_ATTENTION_ISA() lb_k_attention_isa()
@@ -698,6 +699,8 @@ static int run_attention(const bench_opts *o, const char *name, int64_t b, int64
 
 int main(int argc, char **argv)
 {
+    if (lb_omp_wait_defaults()) /* the lookback command's libgomp spin setting (tensor/threads.h) */
+        execv("/proc/self/exe", argv);
     bench_opts o;
     if (bench_parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|W4|W6|EVAL|LOCAL|K1|SGEMM|INFO [--threads N] [--warmup N] "

@@ -1,9 +1,11 @@
 /* lookback: train attention models and the LSTM baseline on long-range tasks. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tensor/blas.h"
 #include "tensor/tensor.h"
+#include "tensor/threads.h"
 #include "cli/cli.h"
 
 static void usage(FILE *out)
@@ -53,6 +55,10 @@ static int empty_argument(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* libgomp's idle threads spin less than its default unless the user chose
+     * (tensor/threads.h): libgomp reads the setting at load, so once more with it set */
+    if (lb_omp_wait_defaults())
+        execv("/proc/self/exe", argv);
     static const struct {
         const char *name;
         int (*run)(int, char **);

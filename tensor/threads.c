@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "tensor/blas.h"
 #ifdef _OPENMP
@@ -78,4 +79,11 @@ void lb_blas_serial_end(int previous)
 {
     if (previous > 1)
         openblas_set_num_threads(previous);
+}
+
+int lb_omp_wait_defaults(void)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
+        return 0;
+    return setenv("GOMP_SPINCOUNT", LB_GOMP_SPINCOUNT, 0) == 0;
 }

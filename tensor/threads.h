@@ -59,6 +59,26 @@ int lb_threads_for(int64_t n, int64_t grain);
 /* Elements of a memory-bound loop (a few operations each) worth one thread. */
 enum { LB_GRAIN_ELEMENTS = 32768 };
 
+/* How long an idle OpenMP thread spins before it sleeps. GNU libgomp's default,
+ * 300,000 spins (OMP_WAIT_POLICY and GOMP_SPINCOUNT unset), keeps the worker of a
+ * 2-thread run busy through every serial stretch between the library's parallel
+ * regions: measured on W2 (bench/run) at 2 threads on a shared 2-CPU machine, 1.12 CPU
+ * seconds per step against 0.74 with 10,000 spins and 0.70 with OMP_WAIT_POLICY=passive
+ * (1 thread: 0.70), and the step took 1.5x as long. 10,000 spins still cover the short
+ * gaps between back-to-back regions. */
+#define LB_GOMP_SPINCOUNT "10000"
+
+/* Sets GOMP_SPINCOUNT=LB_GOMP_SPINCOUNT in the environment when neither
+ * OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set (a user's choice is kept); returns 1 when
+ * it set it. libgomp reads the variables once, when it is loaded, before any code of
+ * the program runs (an executable's .preinit_array is too early: glibc resets the
+ * environment after it), so a program that wants the setting re-executes itself when
+ * this returns 1: the lookback command and the benchmarks start with
+ *     if (lb_omp_wait_defaults()) execv("/proc/self/exe", argv);
+ * (on failure they go on with libgomp's default). In any other process it only
+ * changes the environment of child processes. */
+int lb_omp_wait_defaults(void);
+
 /* OpenBLAS's threading model: 0 sequential, 1 pthreads, 2 OpenMP. */
 int lb_blas_parallel_kind(void);
 

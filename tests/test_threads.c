@@ -174,6 +174,33 @@ static void test_gemm_parts_same_bits(void)
     lb_set_num_threads(before);
 }
 
+/* libgomp's spin default: set when the user chose nothing, a user's choice kept. */
+static void test_omp_wait_defaults(void)
+{
+    char *policy = getenv("OMP_WAIT_POLICY") ? strdup(getenv("OMP_WAIT_POLICY")) : NULL;
+    char *spin = getenv("GOMP_SPINCOUNT") ? strdup(getenv("GOMP_SPINCOUNT")) : NULL;
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    CU_ASSERT_EQUAL(lb_omp_wait_defaults(), 1);
+    CU_ASSERT_STRING_EQUAL(getenv("GOMP_SPINCOUNT"), LB_GOMP_SPINCOUNT);
+    CU_ASSERT_EQUAL(lb_omp_wait_defaults(), 0); /* set now: a re-executed program goes on */
+    unsetenv("GOMP_SPINCOUNT");
+    setenv("OMP_WAIT_POLICY", "active", 1);
+    CU_ASSERT_EQUAL(lb_omp_wait_defaults(), 0);
+    CU_ASSERT_PTR_NULL(getenv("GOMP_SPINCOUNT"));
+    unsetenv("OMP_WAIT_POLICY");
+    setenv("GOMP_SPINCOUNT", "77", 1);
+    CU_ASSERT_EQUAL(lb_omp_wait_defaults(), 0);
+    CU_ASSERT_STRING_EQUAL(getenv("GOMP_SPINCOUNT"), "77");
+    unsetenv("GOMP_SPINCOUNT");
+    if (policy)
+        setenv("OMP_WAIT_POLICY", policy, 1);
+    if (spin)
+        setenv("GOMP_SPINCOUNT", spin, 1);
+    free(policy);
+    free(spin);
+}
+
 /* Loops split only when there is enough work for each thread. */
 static void test_threads_for(void)
 {
@@ -193,6 +220,7 @@ int main(void)
     const lb_test_case cases[] = {
         {"lb_threads_for splits only large loops", test_threads_for},
         {"lb_k_gemm's parts: 1 and 2 threads, same bits", test_gemm_parts_same_bits},
+        {"libgomp's spin default, a user's choice kept", test_omp_wait_defaults},
         {"a transformer training step: 1 and 2 threads, same bits", test_transformer_step_same_bits},
         {NULL, NULL},
     };
