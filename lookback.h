@@ -7,6 +7,7 @@
 #include "tensor/tensor.h"
 #include "tensor/rng.h"
 #include "tensor/kernels.h"
+#include "tensor/blas.h"
 #include "tensor/threads.h"
 #include "tensor/pool.h"
 #include "autograd/autograd.h"

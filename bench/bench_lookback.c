@@ -2,8 +2,8 @@
  *
  *   bench_lookback WORKLOAD [--threads N] [--warmup N] [--reps N] [--quick] [--budget S]
  *
- * --threads sets lb_set_num_threads and openblas_set_num_threads (bench/run also sets
- * OMP_NUM_THREADS and OPENBLAS_NUM_THREADS); --budget caps the timed repetitions of
+ * --threads sets lb_set_num_threads (OpenBLAS stays single-threaded under lookback,
+ * tensor/blas.h; the SGEMM reference runs OpenBLAS's own N threads); --budget caps the timed repetitions of
  * a slow workload (see bench_time in harness.h). Like the lookback command, the
  * program leaves the C allocator at its defaults: each graph's buffer pool keeps the
  * step's memory (tensor/pool.h). bench/torch_reference.py gives PyTorch glibc
@@ -71,8 +71,10 @@
 #include "layers/model.h"
 #include "layers/params.h"
 #include "optim/optim.h"
+#include "tensor/blas.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
+#include "tensor/threads.h"
 #if defined(__has_include) && __has_include("tensor/kernels_attention.h")
 #include "tensor/kernels_attention.h"
 #define LB_BENCH_ATTENTION_ISA() lb_k_attention_isa()
@@ -478,6 +480,9 @@ static int sgemm_once(void *ctx)
     return 0;
 }
 
+/* OpenBLAS's threads for the sgemm reference: the --threads of the run. */
+static int sgemm_threads = 1;
+
 /* OpenBLAS sgemm n x n x n, `reps` timed runs after `warmup`: r receives the times;
  * returns the best GFLOP/s (2 n^3 / min time), or 0 when out of memory. */
 static double measure_sgemm(int n, int warmup, int reps, bench_result *r)
@@ -495,7 +500,10 @@ static double measure_sgemm(int n, int warmup, int reps, bench_result *r)
             s.a[i] = (float)lb_rng_uniform_range(&rng, -1, 1);
             s.b[i] = (float)lb_rng_uniform_range(&rng, -1, 1);
         }
+        /* the reference is OpenBLAS's own threads (lookback keeps it at one thread) */
+        openblas_set_num_threads(sgemm_threads);
         bench_time(sgemm_once, &s, warmup, reps, 0, r);
+        openblas_set_num_threads(1);
         gflops = 2.0 * (double)n * (double)n * (double)n / r->min_s / 1e9;
     } else {
         fprintf(stderr, "bench_lookback: out of memory for sgemm %d\n", n);
@@ -637,6 +645,20 @@ static int run_info(void)
     json_string(openblas_get_config());
     printf(",\"openblas_core\":");
     json_string(openblas_get_corename());
+    /* lb_blas_info: the core OpenBLAS chose by itself, who chose the one in use, threads */
+    lb_blas_report blas;
+    lb_blas_info(&blas);
+    printf(",\"openblas_version\":");
+    json_string(blas.version);
+    printf(",\"openblas_core_detected\":");
+    json_string(blas.core_detected);
+    printf(",\"openblas_core_choice\":");
+    json_string(blas.core_choice_name);
+    printf(",\"cpu_isa\":");
+    json_string(blas.cpu_isa);
+    printf(",\"openblas_threading\":");
+    json_string(blas.threading);
+    printf(",\"openblas_threads\":%d", blas.blas_threads);
     printf(",\"attention_isa\":");
     json_string(LB_BENCH_ATTENTION_ISA());
     printf(",\"fused_attention_op\":%s,\"lb_set_num_threads\":%s}\n", LB_BENCH_HAVE_FUSED ? "true" : "false",
@@ -677,6 +699,8 @@ static int run_attention(const bench_opts *o, const char *name, int64_t b, int64
 
 int main(int argc, char **argv)
 {
+    if (lb_omp_wait_defaults()) /* the lookback command's libgomp spin setting (tensor/threads.h) */
+        execv("/proc/self/exe", argv);
     bench_opts o;
     if (bench_parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|W4|W6|EVAL|LOCAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
@@ -684,6 +708,7 @@ int main(int argc, char **argv)
         return 2;
     }
     bench_set_threads(o.threads);
+    sgemm_threads = o.threads;
     const char *w = o.workload;
     if (strcmp(w, "W1a") == 0)
         return run_attention(&o, "W1a", 8, 512, 0, 2, 15);

@@ -39,6 +39,12 @@ Workloads (the same math as lookback's, see bench/bench_lookback.c):
             torch.nn.functional.scaled_dot_product_attention(is_causal=True)
             (torch 1.13 does not: it arrived in 2.0). FLOPs as in bench_lookback.c:
             7 T^2 d per (B, H).
+  PRODUCT   one training step of a study recipe's model, built by python/lookback_torch.py
+            from the initial checkpoint bench_product wrote (--checkpoint CK.h5,
+            --recipe NAME, --seq-len T, --batch B): the identical model and parameters;
+            cross-entropy on random tokens and targets of the data's vocabulary and
+            classes (head last or every, as the checkpoint says), clipping to norm 1,
+            torch.optim.AdamW (lr 1e-3, weight decay 0.01), as lookback's trainer step.
 """
 import argparse
 import ctypes
@@ -354,6 +360,31 @@ def run_k1(opts):
          fwd_median_s=fwd["median_s"], fwd_gflops=fwd_flop / fwd["median_s"] / 1e9)
 
 
+def run_product(opts):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import lookback_torch
+    torch.manual_seed(7)
+    model = lookback_torch.load(opts.checkpoint).train()
+    c = model.config
+    b, t, classes = opts.batch, opts.seq_len, max(c["num_classes"], 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    tokens = torch.randint(0, c["vocab_size"], (b, t))
+    targets = torch.randint(0, classes, (b, t) if c["head"] == "every" else (b,))
+
+    def step():
+        logits = model(tokens=tokens)
+        loss = F.cross_entropy(logits.reshape(-1, classes), targets.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    base = current_rss_mib()
+    r = time_it(step, opts.warm(2), opts.rep(10))
+    emit("PRODUCT", opts.threads, r, base, recipe=opts.recipe, shape=f"{c['kind']} B={b} T={t}",
+         params=sum(p.numel() for p in model.parameters()))
+
+
 def run_info():
     print(json.dumps({"impl": "pytorch-info", "torch": torch.__version__,
                       "has_sdpa": hasattr(F, "scaled_dot_product_attention"),
@@ -363,7 +394,11 @@ def run_info():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=["W1a", "W1b", "W2", "W3", "W4", "K1", "INFO"])
+    p.add_argument("workload", choices=["W1a", "W1b", "W2", "W3", "W4", "K1", "PRODUCT", "INFO"])
+    p.add_argument("--checkpoint", help="PRODUCT: the recipe's initial checkpoint (bench_product)")
+    p.add_argument("--recipe", default="", help="PRODUCT: the recipe's name, echoed in the JSON line")
+    p.add_argument("--seq-len", type=int, default=0, help="PRODUCT: T")
+    p.add_argument("--batch", type=int, default=32, help="PRODUCT: B")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=-1)
     p.add_argument("--reps", type=int, default=-1)
@@ -395,6 +430,8 @@ def main():
         run_w4(opts)
     elif w == "K1":
         run_k1(opts)
+    elif w == "PRODUCT":
+        run_product(opts)
     else:
         run_info()
 

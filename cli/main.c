@@ -7,7 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tensor/blas.h"
 #include "tensor/tensor.h"
+#include "tensor/threads.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -138,6 +140,10 @@ static int check_stdout(const char *command, int code)
 int main(int argc, char **argv)
 {
     restore_environment();
+    /* libgomp's idle threads spin less than its default unless the user chose
+     * (tensor/threads.h): libgomp reads the setting at load, so once more with it set */
+    if (lb_omp_wait_defaults())
+        execv("/proc/self/exe", argv);
     /* HDF5 prints its whole error stack by default; lookback reports each failure in one line. */
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     static const struct {
@@ -154,7 +160,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("lookback %s\n", LOOKBACK_VERSION);
+        /* what a performance report needs: the BLAS, its kernels, threads, the fused kernels' build */
+        lb_blas_report blas;
+        lb_blas_info(&blas);
+        char line[512];
+        lb_blas_describe(&blas, line, sizeof line);
+        printf("lookback %s\n%s\n", LOOKBACK_VERSION, line);
         return check_stdout("--version", 0);
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "tensor/blas.h"
 
 /* The run's options: "data", every model field that has an option (the field list of
  * layers/model_fields.def, in its order), then the training options below. */
@@ -318,6 +319,20 @@ lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path, con
         json_object_object_add(r, "data_task", json_object_new_string(record->data_task ? record->data_task : ""));
         json_object_object_add(r, "data_crc32", json_object_new_string(crc));
         json_object_object_add(r, "data_bytes", json_object_new_int64(record->data_bytes));
+        /* the BLAS and kernels the run computed with (tensor/blas.h) */
+        lb_blas_report blas;
+        lb_blas_info(&blas);
+        json_object *b = json_object_new_object();
+        json_object_object_add(b, "library", json_object_new_string(blas.library));
+        json_object_object_add(b, "version", json_object_new_string(blas.version));
+        json_object_object_add(b, "core", json_object_new_string(blas.core));
+        json_object_object_add(b, "core_detected", json_object_new_string(blas.core_detected));
+        json_object_object_add(b, "core_choice", json_object_new_string(blas.core_choice_name));
+        json_object_object_add(b, "cpu_isa", json_object_new_string(blas.cpu_isa));
+        json_object_object_add(b, "threading", json_object_new_string(blas.threading));
+        json_object_object_add(b, "blas_threads", json_object_new_int(blas.blas_threads));
+        json_object_object_add(b, "attention_isa", json_object_new_string(blas.attention_isa));
+        json_object_object_add(r, "blas", b);
         json_object_object_add(root, LB_CONFIG_RECORD_KEY, r);
     }
     return lb_cli_write_json(root, path, "configuration");

@@ -5,7 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/blas.h"
 #include "tensor/strided_internal.h"
+#include "tensor/threads.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static lb_status same_dtype(const char *op, const lb_tensor *a, const lb_tensor *b)
 {
@@ -147,6 +152,58 @@ void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, 
         cblas_dgemv(CblasRowMajor, ta, rows, cols, alpha, a, (int)lda, x, 1, beta, y, 1);
 }
 
+static void gemm_blas(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                      const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    if (dtype == LB_FLOAT32)
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
+                    (float)beta, c, (int)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
+                    (int)ldc);
+}
+
+static int omp_in_parallel_safe(void)
+{
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return 0;
+#endif
+}
+
+void lb_k_gemm_split(int64_t m, int64_t n, int64_t k, lb_gemm_split *out)
+{
+    out->parts = 1;
+    out->by_rows = 1;
+    out->size = m;
+    const double work = (double)m * (double)n * (double)k;
+    if (m <= 0 || n <= 0 || k <= 0 || work < LB_GEMM_PART_WORK * 2.0)
+        return;
+    /* Rows of c first: each part re-packs b ([k, n]) only. Columns when c has too few
+     * rows: each part re-packs a. Parts stay at least LB_GEMM_PART_EXTENT wide, so the
+     * extra packing stays small next to a part's products. */
+    int by_rows = m >= 2 * LB_GEMM_PART_EXTENT;
+    int64_t extent = by_rows ? m : n;
+    if (!by_rows && n < 2 * LB_GEMM_PART_EXTENT)
+        return;
+    int64_t parts = extent / LB_GEMM_PART_EXTENT;
+    double by_work = work / LB_GEMM_PART_WORK;
+    if (by_work < (double)parts)
+        parts = (int64_t)by_work;
+    if (parts > LB_GEMM_MAX_PARTS)
+        parts = LB_GEMM_MAX_PARTS;
+    if (parts < 2)
+        return;
+    /* equal parts, rounded up to a multiple of 16 rows (or columns): whole register tiles */
+    int64_t size = (extent + parts - 1) / parts;
+    size = (size + 15) / 16 * 16;
+    out->by_rows = by_rows;
+    out->size = size;
+    out->parts = (int)((extent + size - 1) / size);
+}
+
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
@@ -167,13 +224,36 @@ void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, i
         });
         return;
     }
-    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    if (dtype == LB_FLOAT32)
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
-                    (float)beta, c, (int)ldc);
-    else
-        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c,
-                    (int)ldc);
+    if (!omp_in_parallel_safe()) {
+        lb_blas_init();
+        if (openblas_get_num_threads() != 1) /* a program raised it: lookback's threads own the cores */
+            openblas_set_num_threads(1);
+    }
+    lb_gemm_split sp;
+    lb_k_gemm_split(m, n, k, &sp);
+    const int nt = sp.parts > 1 && !omp_in_parallel_safe() ? (sp.parts < lb_get_num_threads() ? sp.parts
+                                                                                             : lb_get_num_threads())
+                                                          : 1;
+    const size_t es = lb_dtype_size(dtype);
+    /* Each part is one BLAS call on a fixed block of c's rows (or columns), whatever
+     * the thread count: an element is always computed by the same call, so its bits
+     * do not depend on how many threads share the parts. */
+    _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")
+    for (int part = 0; part < sp.parts; part++) {
+        int64_t r0 = 0, rows = m, c0 = 0, cols = n;
+        if (sp.by_rows) {
+            r0 = (int64_t)part * sp.size;
+            rows = r0 + sp.size < m ? sp.size : m - r0;
+        } else {
+            c0 = (int64_t)part * sp.size;
+            cols = c0 + sp.size < n ? sp.size : n - c0;
+        }
+        /* rows r0.. of op(a): a's rows, or a's columns when transposed; likewise b's */
+        const char *pa = (const char *)a + (size_t)(trans_a ? r0 : r0 * lda) * es;
+        const char *pb = (const char *)b + (size_t)(trans_b ? c0 * ldb : c0) * es;
+        char *pc = (char *)c + (size_t)(r0 * ldc + c0) * es;
+        gemm_blas(dtype, trans_a, trans_b, rows, cols, k, alpha, pa, lda, pb, ldb, beta, pc, ldc);
+    }
 }
 
 lb_status lb_k_add_row_sums(lb_dtype dtype, int64_t rows, int64_t cols, const void *src, void *dst)

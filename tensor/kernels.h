@@ -32,10 +32,28 @@ lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha);
  * op(a) = a (stored [m, k]) or, with trans_a, aᵀ (a stored [k, m]); likewise b.
  * lda, ldb, ldc are the row strides of a, b and c as stored, in elements, so a
  * matrix can be a block of rows and columns inside a larger one. m or n <= 0 does
- * nothing; k <= 0 scales c by beta (an empty sum). Threads: OpenBLAS's own setting
- * (tensor/threads.h). */
+ * nothing; k <= 0 scales c by beta (an empty sum).
+ * Threads: a large product is cut into parts by lb_k_gemm_split (blocks of c's rows,
+ * else of its columns; never the k sum) and the parts run on lb_get_num_threads()
+ * OpenMP threads, each one single-threaded OpenBLAS call; inside an OpenMP region it
+ * is one call. The parts depend on m, n and k only, so every element comes from the
+ * same call and the same bits with any thread count. */
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+
+/* How lb_k_gemm cuts c [m, n] into parts: `parts` blocks of `size` rows (by_rows) or
+ * columns (the last one shorter). One part when the product is below 2 ×
+ * LB_GEMM_PART_WORK multiply-adds or c has fewer than 2 × LB_GEMM_PART_EXTENT rows and
+ * columns; otherwise at most LB_GEMM_MAX_PARTS parts of at least LB_GEMM_PART_EXTENT
+ * rows (columns when c has too few rows) and LB_GEMM_PART_WORK multiply-adds each,
+ * sizes rounded up to a multiple of 16. */
+typedef struct lb_gemm_split {
+    int parts;
+    int by_rows;
+    int64_t size;
+} lb_gemm_split;
+enum { LB_GEMM_PART_WORK = 1 << 20, LB_GEMM_PART_EXTENT = 128, LB_GEMM_MAX_PARTS = 8 };
+void lb_k_gemm_split(int64_t m, int64_t n, int64_t k, lb_gemm_split *out);
 
 /* The matrix-vector product for one row, where gemm's packing would cost more than
  * the product itself (a decoding step's single query against a key tile):

@@ -2,6 +2,9 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <stdlib.h>
+
+#include "tensor/blas.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -28,8 +31,12 @@ void lb_set_num_threads(int n)
 #else
     int use = n >= 1 ? n : 1;
 #endif
+    (void)use;
     lb_threads = n >= 1 ? n : 0;
-    openblas_set_num_threads(use);
+    /* lookback's OpenMP threads own the cores: OpenBLAS stays single-threaded and
+     * lb_k_gemm splits large products over those threads (tensor/blas.h). */
+    lb_blas_init();
+    openblas_set_num_threads(1);
 }
 
 int lb_get_num_threads(void)
@@ -72,4 +79,11 @@ void lb_blas_serial_end(int previous)
 {
     if (previous > 1)
         openblas_set_num_threads(previous);
+}
+
+int lb_omp_wait_defaults(void)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
+        return 0;
+    return setenv("GOMP_SPINCOUNT", LB_GOMP_SPINCOUNT, 0) == 0;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "tensor/blas.h"
 #include "cli_support.h"
 
 extern char **environ;
@@ -592,7 +593,23 @@ static void test_config_records_resolved_values(void)
     CU_ASSERT_TRUE(contains(json, "\"data_task\": \"spike\""));
     CU_ASSERT_TRUE(contains(json, crc));
     CU_ASSERT_TRUE(contains(json, length));
+    /* the BLAS it computed with: the kernels this process gets too, one BLAS thread */
+    lb_blas_report blas;
+    lb_blas_info(&blas);
+    char core[96];
+    snprintf(core, sizeof core, "\"core\": \"%s\"", blas.core);
+    CU_ASSERT_TRUE(contains(json, "\"blas\": {"));
+    CU_ASSERT_TRUE(contains(json, core));
+    CU_ASSERT_TRUE(contains(json, "\"blas_threads\": 1"));
+    CU_ASSERT_TRUE(contains(json, "\"attention_isa\": \""));
     free(json);
+    /* lookback --version says the same */
+    const char *version[] = {"--version", NULL};
+    r = run(version);
+    EXPECT(r.code == 0 && contains(r.out, "lookback 0.1.0") && contains(r.out, blas.core) &&
+               contains(r.out, "1 BLAS thread") && contains(r.out, "fused attention"),
+           r);
+    run_free(&r);
     const char *resume[] = {"train", "--resume", dir, "--steps", "2", "--quiet", NULL};
     r = run(resume);
     EXPECT(r.code == 0, r);

@@ -1,9 +1,10 @@
 /* Thread-count independence of a whole training step: the elementwise kernels,
- * LayerNorm, copies, gradient accumulation and the fused attention split their work
- * so that 1 and 2 threads give the same bits. (OpenBLAS itself does not promise this:
- * its threaded sgemm rounds some of the step's products differently, so the matrix
- * products run on one thread here.) */
+ * LayerNorm, copies, gradient accumulation, the fused attention and the matrix
+ * products (lb_k_gemm's parts, each a single-threaded OpenBLAS call) split their work
+ * so that 1 and 2 threads give the same bits. (OpenBLAS's own threaded sgemm does not
+ * promise this: it rounds some of the step's products differently.) */
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #include "autograd/ops.h"
 #include "layers/model.h"
 #include "optim/optim.h"
+#include "tensor/kernels.h"
 #include "tensor/threads.h"
 #include "support.h"
 
@@ -21,7 +23,8 @@ enum { B = 4, T = 192, V = 11 };
 static float *train_two_steps(int threads, int64_t *n_out)
 {
     lb_set_num_threads(threads);
-    openblas_set_num_threads(1); /* OpenBLAS rounds some products differently with 2 threads */
+    /* a program that raised OpenBLAS's own count: lb_k_gemm sets it back to 1 */
+    openblas_set_num_threads(threads);
     lb_model_config cfg;
     lb_model_config_default(LB_MODEL_TRANSFORMER, &cfg);
     cfg.vocab_size = V;
@@ -89,6 +92,115 @@ static void test_transformer_step_same_bits(void)
     lb_set_num_threads(before);
 }
 
+/* c [m, n] (row stride ldc) = op(a) op(b) through lb_k_gemm with `threads` threads,
+ * c starting from ones (beta = 0.5). a, b hold values exact in float. */
+static float *gemm_with(int threads, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t ldc, const float *a,
+                        const float *b)
+{
+    lb_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    float *c = malloc(sizeof(float) * (size_t)(m * ldc));
+    for (int64_t i = 0; i < m * ldc; i++)
+        c[i] = 1.0f;
+    lb_k_gemm(LB_FLOAT32, ta, tb, m, n, k, 1.5, a, ta ? m : k, b, tb ? k : n, 0.5, c, ldc);
+    CU_ASSERT_EQUAL(openblas_get_num_threads(), 1);
+    return c;
+}
+
+/* Large products are cut into parts over c's rows (or columns when c has few rows);
+ * the parts depend on the shape alone, and 1 and 2 threads give the same bits, which
+ * also match a double-precision reference. */
+static void test_gemm_parts_same_bits(void)
+{
+    int before = lb_get_num_threads();
+    lb_gemm_split sp;
+    lb_k_gemm_split(16384, 256, 64, &sp); /* W2's FFN product */
+    CU_ASSERT_EQUAL(sp.parts, 8);
+    CU_ASSERT_EQUAL(sp.by_rows, 1);
+    CU_ASSERT_EQUAL(sp.size, 2048);
+    lb_k_gemm_split(64, 256, 16384, &sp); /* a weight gradient: the k sum is never cut */
+    CU_ASSERT_EQUAL(sp.parts, 2);
+    CU_ASSERT_EQUAL(sp.by_rows, 0);
+    CU_ASSERT_EQUAL(sp.size, 128);
+    lb_k_gemm_split(1000, 70, 40, &sp); /* 2.8 M multiply-adds: two parts of 512 and 488 rows */
+    CU_ASSERT_EQUAL(sp.parts, 2);
+    CU_ASSERT_EQUAL(sp.size, 512);
+    lb_k_gemm_split(200, 200, 200, &sp); /* too few rows and columns for two 128-wide parts */
+    CU_ASSERT_EQUAL(sp.parts, 1);
+    lb_k_gemm_split(4096, 64, 2, &sp); /* too little work */
+    CU_ASSERT_EQUAL(sp.parts, 1);
+
+    static const struct {
+        int ta, tb;
+        int64_t m, n, k;
+    } shapes[] = {
+        {0, 0, 1000, 70, 40},  /* rows, two parts, the last one shorter */
+        {1, 0, 72, 600, 1500}, /* columns (a weight gradient's layout), four parts */
+        {0, 1, 900, 130, 33},  /* b transposed */
+        {1, 1, 530, 290, 60},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int ta = shapes[s].ta, tb = shapes[s].tb;
+        const int64_t m = shapes[s].m, n = shapes[s].n, k = shapes[s].k, ldc = n + 3;
+        lb_k_gemm_split(m, n, k, &sp);
+        CU_ASSERT_TRUE(sp.parts >= 2);
+        float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+        for (int64_t i = 0; i < m * k; i++)
+            a[i] = (float)((i * 7919 % 211) - 105) / 128.0f;
+        for (int64_t i = 0; i < k * n; i++)
+            b[i] = (float)((i * 104729 % 199) - 99) / 64.0f;
+        float *one = gemm_with(1, ta, tb, m, n, k, ldc, a, b);
+        float *two = gemm_with(2, ta, tb, m, n, k, ldc, a, b);
+        CU_ASSERT_EQUAL(memcmp(one, two, sizeof(float) * (size_t)(m * ldc)), 0);
+        double worst = 0;
+        for (int64_t i = 0; i < m; i += 7)
+            for (int64_t j = 0; j < n; j++) {
+                double sum = 0;
+                for (int64_t p = 0; p < k; p++)
+                    sum += (double)(ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+                double want = 1.5 * sum + 0.5;
+                double err = fabs(want - two[i * ldc + j]) / (1.0 + fabs(want));
+                worst = err > worst ? err : worst;
+            }
+        CU_ASSERT_TRUE(worst < 1e-5);
+        for (int64_t i = 0; i < m; i++) /* the gap between rows is left alone */
+            for (int64_t j = n; j < ldc; j++)
+                CU_ASSERT_EQUAL(two[i * ldc + j], 1.0f);
+        free(one);
+        free(two);
+        free(a);
+        free(b);
+    }
+    lb_set_num_threads(before);
+}
+
+/* libgomp's spin default: set when the user chose nothing, a user's choice kept. */
+static void test_omp_wait_defaults(void)
+{
+    char *policy = getenv("OMP_WAIT_POLICY") ? strdup(getenv("OMP_WAIT_POLICY")) : NULL;
+    char *spin = getenv("GOMP_SPINCOUNT") ? strdup(getenv("GOMP_SPINCOUNT")) : NULL;
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    CU_ASSERT_EQUAL(lb_omp_wait_defaults(), 1);
+    CU_ASSERT_STRING_EQUAL(getenv("GOMP_SPINCOUNT"), LB_GOMP_SPINCOUNT);
+    CU_ASSERT_EQUAL(lb_omp_wait_defaults(), 0); /* set now: a re-executed program goes on */
+    unsetenv("GOMP_SPINCOUNT");
+    setenv("OMP_WAIT_POLICY", "active", 1);
+    CU_ASSERT_EQUAL(lb_omp_wait_defaults(), 0);
+    CU_ASSERT_PTR_NULL(getenv("GOMP_SPINCOUNT"));
+    unsetenv("OMP_WAIT_POLICY");
+    setenv("GOMP_SPINCOUNT", "77", 1);
+    CU_ASSERT_EQUAL(lb_omp_wait_defaults(), 0);
+    CU_ASSERT_STRING_EQUAL(getenv("GOMP_SPINCOUNT"), "77");
+    unsetenv("GOMP_SPINCOUNT");
+    if (policy)
+        setenv("OMP_WAIT_POLICY", policy, 1);
+    if (spin)
+        setenv("GOMP_SPINCOUNT", spin, 1);
+    free(policy);
+    free(spin);
+}
+
 /* Loops split only when there is enough work for each thread. */
 static void test_threads_for(void)
 {
@@ -107,6 +219,8 @@ int main(void)
 {
     const lb_test_case cases[] = {
         {"lb_threads_for splits only large loops", test_threads_for},
+        {"lb_k_gemm's parts: 1 and 2 threads, same bits", test_gemm_parts_same_bits},
+        {"libgomp's spin default, a user's choice kept", test_omp_wait_defaults},
         {"a transformer training step: 1 and 2 threads, same bits", test_transformer_step_same_bits},
         {NULL, NULL},
     };

@@ -1,0 +1,79 @@
+/* The BLAS under lookback: which kernels it runs, and one owner for the threads.
+ *
+ * Kernels. OpenBLAS built with DYNAMIC_ARCH (Debian's) picks its kernels at load by
+ * recognising the CPU. A CPU newer than the OpenBLAS release can fall through to an
+ * old SSE3 core (OpenBLAS 0.3.21 takes Prescott for Intel family 6 models it does not
+ * know, an upstream fall-through fixed in 0.3.25), which runs sgemm 3-4 times slower
+ * than the AVX-512 kernels the CPU could run. The library corrects that once, before
+ * its first product: when the core OpenBLAS chose belongs to an older instruction-set
+ * class than the CPU supports (__builtin_cpu_supports: AVX-512 F/CD/BW/DQ/VL, else AVX2
+ * with FMA, else AVX), it re-initialises OpenBLAS's kernel table for the matching core
+ * ("SkylakeX", "Haswell" or "Sandybridge") through OpenBLAS's own
+ * OPENBLAS_CORETYPE path (gotoblas_dynamic_quit, then gotoblas_dynamic_init with the
+ * variable set for that call; the variable is removed again afterwards, so child
+ * processes start as this one did). The correction runs from a load-time constructor
+ * of the library (the command, a program linking liblookback, the tests alike) and
+ * again, as a no-op, at the first product. It is never made when the user set
+ * OPENBLAS_CORETYPE (that choice is kept, whatever it is), when OpenBLAS does not
+ * export those functions (another build; looked up with dlsym, so any OpenBLAS links),
+ * or for a core name it does not know.
+ *
+ * Threads. lookback keeps OpenBLAS single-threaded (openblas_set_num_threads(1) at the
+ * first product and in lb_set_num_threads) and splits large products over its own
+ * OpenMP threads itself (lb_k_gemm, tensor/kernels.h): one pool owns the cores, so no
+ * OpenBLAS worker spins beside an OpenMP one. A program that calls OpenBLAS directly
+ * gets one thread too; it may set its own count for its own calls (lb_k_gemm sets 1
+ * again before it multiplies).
+ */
+#ifndef LB_BLAS_H
+#define LB_BLAS_H
+
+#include <stddef.h>
+
+#include "tensor/api.h"
+
+LB_API_BEGIN
+
+/* Who chose the kernels in use. */
+typedef enum lb_blas_core_choice {
+    LB_BLAS_CORE_DETECTED = 0, /* OpenBLAS's own detection, kept (it matched the CPU) */
+    LB_BLAS_CORE_USER = 1,     /* the user's OPENBLAS_CORETYPE, kept */
+    LB_BLAS_CORE_CORRECTED = 2 /* lookback replaced an older core OpenBLAS fell back to */
+} lb_blas_core_choice;
+
+/* What a performance report needs to say about the BLAS and the kernels. */
+typedef struct lb_blas_report {
+    char library[192];       /* openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." */
+    char version[32];        /* its version, "0.3.21" ("unknown" when the string has none) */
+    char core[32];           /* the kernels in use, openblas_get_corename(): "SkylakeX" */
+    char core_detected[32];  /* what OpenBLAS chose by itself at load: "Prescott" */
+    lb_blas_core_choice core_choice;
+    const char *core_choice_name; /* "detected", "OPENBLAS_CORETYPE" or "corrected" */
+    const char *cpu_isa;     /* the CPU's vector class: "avx512", "avx2", "avx", "sse" or "unknown" */
+    const char *threading;   /* OpenBLAS's build: "pthreads", "openmp" or "sequential" */
+    int blas_threads;        /* openblas_get_num_threads(): 1 under lookback */
+    int threads;             /* lb_get_num_threads(): the threads of lookback's loops and products */
+    const char *attention_isa; /* the fused kernels' build, lb_k_attention_isa(): "avx512", "avx2", "generic" */
+} lb_blas_report;
+
+/* Makes the BLAS ready for the library: the kernel correction described above (once
+ * per process) and OpenBLAS single-threaded. Called by the library before its first
+ * product; a program may call it earlier. Never fails: what it could not change is
+ * visible in lb_blas_info. Thread-safe. */
+void lb_blas_init(void);
+
+/* Fills `out` with the BLAS library, its version, the core in use and who chose it,
+ * the CPU's class, threads and the fused attention kernels' build. Calls
+ * lb_blas_init first. out == NULL does nothing. */
+void lb_blas_info(lb_blas_report *out);
+
+/* One line for a person, e.g.
+ *   "OpenBLAS 0.3.21 (pthreads), core SkylakeX (corrected from Prescott; CPU avx512),
+ *    1 BLAS thread, 2 threads, fused attention avx512"
+ * written into buf (size bytes, always terminated). Returns the length it needed
+ * (snprintf's convention). */
+int lb_blas_describe(const lb_blas_report *r, char *buf, size_t size);
+
+LB_API_END
+
+#endif
