@@ -165,8 +165,8 @@ void lb_blas_info(lb_blas_report *out)
 
 int lb_blas_describe(const lb_blas_report *r, char *buf, size_t size)
 {
-    if (!r)
-        return snprintf(buf, size, "BLAS: unknown");
+    LB_CHECK_ARG(buf || size == 0, -1);
+    LB_CHECK_ARG(r, snprintf(buf, size, "BLAS: unknown"));
     char why[96];
     if (r->core_choice == LB_BLAS_CORE_CORRECTED)
         snprintf(why, sizeof why, "corrected from %s", r->core_detected);

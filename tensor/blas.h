@@ -71,7 +71,8 @@ void lb_blas_info(lb_blas_report *out);
  *   "OpenBLAS 0.3.21 (pthreads), core SkylakeX (corrected from Prescott; CPU avx512),
  *    1 BLAS thread, 2 threads, fused attention avx512"
  * written into buf (size bytes, always terminated). Returns the length it needed
- * (snprintf's convention). */
+ * (snprintf's convention); -1 with an LB_ERR_VALUE error when buf is NULL and size > 0;
+ * r NULL writes "BLAS: unknown" with an LB_ERR_VALUE error. */
 int lb_blas_describe(const lb_blas_report *r, char *buf, size_t size);
 
 LB_API_END

@@ -175,6 +175,7 @@ static int omp_in_parallel_safe(void)
 
 void lb_k_gemm_split(int64_t m, int64_t n, int64_t k, lb_gemm_split *out)
 {
+    LB_CHECK_ARG(out);
     out->parts = 1;
     out->by_rows = 1;
     out->size = m;
