@@ -35,8 +35,10 @@ typedef struct lb_study_options {
     int threads;          /* threads per job (0 = OMP_NUM_THREADS or all processors) */
     int jobs;             /* jobs the driver runs at once (recorded in the report; 0 = 1) */
     int zoology;          /* recall at the scale of Arora et al. 2023 (vocabulary 8,192, T 512, 64 pairs) */
-    double budget;        /* training seconds per cell (0 = 15 with quick, else 45) */
+    double budget;        /* CPU seconds per cell for every task (0 = each task's own budget, sized
+                             from the measured time to learn of its fastest learner) */
     int64_t eval_examples;/* test sequences per test length (0 = 100 with quick, else 200) */
+    const char *command;  /* the command line as run, for the report's header (NULL: "lookback study") */
 } lb_study_options;
 
 typedef struct lb_study lb_study;
