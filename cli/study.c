@@ -1106,7 +1106,14 @@ void lb_study_job_summary(const lb_study *s, lb_study_phase phase, int index, ch
     } else if (phase == LB_STUDY_CELL) {
         json_object *tests;
         size_t used = 0;
-        used += (size_t)snprintf(buf, size, "%lld steps, lr %g;", (long long)json_num(r, "steps"), json_num(r, "lr"));
+        json_object *when = NULL;
+        json_object_object_get_ex(r, "time_to_learn", &when);
+        if (when)
+            used += (size_t)snprintf(buf, size, "solved at step %lld (%.1f CPU-s), lr %g;", (long long)json_num(when, "step"),
+                                     json_num(when, "cpu_seconds"), json_num(r, "lr"));
+        else
+            used += (size_t)snprintf(buf, size, "%lld steps, not solved, lr %g;", (long long)json_num(r, "steps"),
+                                     json_num(r, "lr"));
         if (json_object_object_get_ex(r, "tests", &tests))
             for (size_t i = 0; i < json_object_array_length(tests) && used < size; i++) {
                 json_object *t = json_object_array_get_idx(tests, i);
