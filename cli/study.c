@@ -1541,6 +1541,22 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
                "event (the last 64 events of one test sequence of the longest length fed one at a time through the "
                "streaming API, after the rest as one chunk) and the decoding state it holds after that sequence (key-value cache, (h, c), or each conv layer's past "
                "inputs); peak resident memory of the cell's process (data included); parameters.\n");
+    int decided = 0, ran = 0;
+    char names[128] = "";
+    for (int t = 0; t < T_COUNT; t++) {
+        if (!s->task_on[t])
+            continue;
+        int pick = best_fit(s, (task_id)t, st[t]);
+        ran += pick != -1;
+        if (pick >= 0 && pick_learnt(&s->tasks[t], &st[t][pick], s->tasks[t].n_tests - 1)) {
+            decided++;
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                     s->tasks[t].name);
+        }
+    }
+    fprintf(f, "\n**Decided: %d of the %d tasks with results**%s%s%s (a task is decided when its measured best fit "
+               "has learnt it: at least 90 %% of the way from chance to perfect at the training length).\n",
+            decided, ran, decided ? " (" : "", names, decided ? ")" : "");
     fprintf(f, "\n## Per task\n");
     for (int t = 0; t < T_COUNT; t++)
         if (s->task_on[t])

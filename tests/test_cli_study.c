@@ -231,6 +231,7 @@ static void test_study_outputs_and_resume(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(md);
     CU_ASSERT_TRUE(contains(md, "**Best fit, measured:** lstm (LSTM), 30.0% at 1024. No method has learnt the task"));
     CU_ASSERT_TRUE(contains(md, "| local (leads, not learnt) |"));
+    CU_ASSERT_TRUE(contains(md, "**Decided: 0 of the 1 tasks with results** (a task is decided"));
     CU_ASSERT_FALSE(contains(md, "disagrees"));
     free(md);
     set_cell_accuracy("local.lstm.seed-1", 0.95);
@@ -242,6 +243,7 @@ static void test_study_outputs_and_resume(void)
     CU_ASSERT_TRUE(contains(md, "**Best fit, measured:** lstm (LSTM), 95.0% at 1024. **This disagrees with the "
                                 "source's table**, which names \"1D convolution\""));
     CU_ASSERT_TRUE(contains(md, "| local |"));
+    CU_ASSERT_TRUE(contains(md, "**Decided: 1 of the 1 tasks with results** (local)"));
     free(md);
     snprintf(path, sizeof path, "%s/study.json", study_dir());
     root = json_object_from_file(path);
