@@ -1514,7 +1514,10 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
         "local patterns and high-throughput signals", "(length-robust variant of full attention)",
         "(length-robust variant of full attention)", "(length-robust variant of full attention)"};
     for (int m = 0; m < M_COUNT; m++) {
-        if (!s->method_on[m])
+        int runs = 0; /* a method with no task of this study (ssmax without spike16) has no row */
+        for (int t = 0; t < T_COUNT; t++)
+            runs += s->task_on[t] && method_applies((method_id)m, (task_id)t);
+        if (!s->method_on[m] || !runs)
             continue;
         fprintf(f, "| %s | %s |", method_rows[m], text_fit[m]);
         char won[160] = "";
