@@ -14,7 +14,7 @@
 
 /* The run's options: "data", every model field that has an option (the field list of
  * layers/model_fields.def, in its order), then the training options below. */
-typedef enum opt_type { T_INT64, T_INT, T_REAL, T_U64, T_OPTIM, T_SCHEDULE, T_CLOCK, T_STRING } opt_type;
+typedef enum opt_type { T_INT64, T_INT, T_REAL, T_U64, T_OPTIM, T_SCHEDULE, T_CLOCK, T_SELECT, T_STRING } opt_type;
 
 /* When a training option is used. */
 typedef enum opt_when { W_ALWAYS, W_SGD, W_ADAM, W_COSINE, W_STEP } opt_when;
@@ -56,6 +56,10 @@ static const train_option train_options[] = {
     {"threads", T_INT, TR(threads), 0, 1024, W_ALWAYS, "threads (0 = OMP_NUM_THREADS or all processors)"},
     {"patience", T_INT64, TR(patience), 0, 1e12, W_ALWAYS, "stop after N evaluations without a better validation (0 = off)"},
     {"max-skipped", T_INT64, TR(max_skipped), 0, 1e12, W_ALWAYS, "stop after N steps in a row skipped (non-finite gradient; 0 = never)"},
+    {"select", T_SELECT, TR(select), 0, 0, W_ALWAYS,
+     "validation score of best.h5, --patience and --stop-at: accuracy (MSE for regression) | loss"},
+    {"stop-at", T_REAL, TR(stop_at), 0, 1e12, W_ALWAYS,
+     "train to solve: stop at the first validation scoring this (accuracy >= X, loss or MSE <= X; 0 = off)"},
 };
 #undef TR
 enum { N_TRAIN = sizeof train_options / sizeof train_options[0], OPTION_BASE = 1000, MAX_OPTIONS = 128 };
@@ -164,6 +168,7 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
     }
     case T_SCHEDULE: st = lb_schedule_kind_parse(value, (lb_schedule_kind *)p); break;
     case T_CLOCK: st = lb_budget_clock_parse(value, (lb_budget_clock *)p); break;
+    case T_SELECT: st = lb_val_select_parse(value, (lb_val_select *)p); break;
     case T_STRING:
         if (strlen(value) >= sizeof rc->data)
             return lb_error(LB_ERR_VALUE, "%s: path too long", flag);
@@ -234,6 +239,7 @@ static json_object *option_json(const lb_run_config *rc, const run_option *ro)
     case T_OPTIM: return json_object_new_string(lb_optim_kind_name(*(const lb_optim_kind *)p));
     case T_SCHEDULE: return json_object_new_string(lb_schedule_kind_name(*(const lb_schedule_kind *)p));
     case T_CLOCK: return json_object_new_string(lb_budget_clock_name(*(const lb_budget_clock *)p));
+    case T_SELECT: return json_object_new_string(lb_val_select_name(*(const lb_val_select *)p));
     case T_STRING: return json_object_new_string(p);
     }
     return NULL;

@@ -128,7 +128,8 @@ typedef struct lb_cli_run {
     int usage;              /* it failed because of the options given (exit status 2) */
     int64_t skipped;        /* steps of this run skipped for a non-finite gradient */
     int64_t best_step;      /* step of the best validation so far (0 = none), in best.h5 */
-    double best_metric;     /* its accuracy, or MSE for regression */
+    double best_metric;     /* its score (--select: accuracy, MSE for regression, or loss) */
+    int64_t solved_step;    /* the validation that reached --stop-at (the run ended there), 0 = none */
 } lb_cli_run;
 
 /* After lb_cli_run_training failed: prints the error on stderr and returns the exit

@@ -400,6 +400,108 @@ lb_status lb_plot_curves_range(const char *png_path, const char *title, const ch
     return run_plot("learning-curve plot", png_path, draw_curves, &c);
 }
 
+/* ---- curves with a band (mean and range over seeds) ---- */
+
+typedef struct band_ctx {
+    curves_ctx base;
+    const double *const *lo, *const *hi;
+    double reference;
+    const char *reference_label;
+} band_ctx;
+
+static void draw_band(const void *p)
+{
+    const band_ctx *b = p;
+    const curves_ctx *c = &b->base;
+    plvpor(0.08, 0.71, 0.11, 0.91);
+    frame(c->x0, c->x1, c->y0, c->y1, "bcnst", "bcnstv", c->x_label, c->y_label, c->title);
+    enum { MAX_ENTRIES = 64 };
+    PLINT colours[MAX_ENTRIES + 1], styles[MAX_ENTRIES + 1];
+    int symbols[MAX_ENTRIES + 1];
+    const char *names[MAX_ENTRIES + 1];
+    int n = c->n_series < MAX_ENTRIES ? c->n_series : MAX_ENTRIES;
+    for (int s = 0; s < c->n_series; s++) {
+        PLINT colour = COL_SERIES + s % N_SERIES_COLOURS;
+        if (c->n_points[s] > 0) {
+            plcol0(colour);
+            plwidth(1.0);
+            pllsty(3); /* dotted: the range over seeds */
+            if (b->lo && b->lo[s])
+                draw_broken_line(c->n_points[s], c->x[s], b->lo[s]);
+            if (b->hi && b->hi[s])
+                draw_broken_line(c->n_points[s], c->x[s], b->hi[s]);
+            pllsty(1);
+            plwidth(2.5);
+            draw_broken_line(c->n_points[s], c->x[s], c->y[s]);
+        }
+        if (s < MAX_ENTRIES) {
+            colours[s] = colour;
+            styles[s] = 1;
+            symbols[s] = 0;
+            names[s] = c->names[s];
+        }
+    }
+    if (isfinite(b->reference)) {
+        PLFLT rx[2] = {c->x0, c->x1}, ry[2] = {b->reference, b->reference};
+        plain_style();
+        pllsty(2);
+        plline(2, rx, ry);
+        pllsty(1);
+        colours[n] = COL_FG;
+        styles[n] = 2;
+        symbols[n] = 0;
+        names[n] = b->reference_label ? b->reference_label : "reference";
+        n++;
+    }
+    legend(n, names, colours, styles, symbols);
+}
+
+lb_status lb_plot_curves_band(const char *png_path, const char *title, const char *x_label, const char *y_label,
+                              int n_series, const char *const *names, const int *n_points, const double *const *x,
+                              const double *const *y, const double *const *lo, const double *const *hi, double y_min,
+                              double y_max, double reference, const char *reference_label)
+{
+    if (n_series < 1 || !names || !n_points || !x || !y)
+        return lb_error(LB_ERR_VALUE, "lb_plot_curves_band: need at least one series with names, counts, x and y "
+                        "(got %d)", n_series);
+    band_ctx b = {{title, x_label, y_label, n_series, names, n_points, x, y, INFINITY, -INFINITY, INFINITY, -INFINITY},
+                  lo, hi, reference, reference_label};
+    curves_ctx *c = &b.base;
+    for (int s = 0; s < n_series; s++) {
+        if (!names[s])
+            return lb_error(LB_ERR_VALUE, "lb_plot_curves_band: series %d has no name", s);
+        if (n_points[s] < 0 || (n_points[s] > 0 && (!x[s] || !y[s])))
+            return lb_error(LB_ERR_VALUE, "lb_plot_curves_band: series '%s' has %d points but a NULL x or y", names[s],
+                            n_points[s]);
+        for (int i = 0; i < n_points[s]; i++) {
+            if (!isfinite(x[s][i]))
+                continue;
+            const double vals[3] = {y[s][i], lo && lo[s] ? lo[s][i] : NAN, hi && hi[s] ? hi[s][i] : NAN};
+            for (int k = 0; k < 3; k++)
+                if (isfinite(vals[k])) {
+                    c->x0 = fmin(c->x0, x[s][i]);
+                    c->x1 = fmax(c->x1, x[s][i]);
+                    c->y0 = fmin(c->y0, vals[k]);
+                    c->y1 = fmax(c->y1, vals[k]);
+                }
+        }
+    }
+    if (!(c->x0 <= c->x1))
+        return lb_error(LB_ERR_VALUE, "lb_plot_curves_band: no finite point in any of the %d series", n_series);
+    if (isfinite(reference)) {
+        c->y0 = fmin(c->y0, reference);
+        c->y1 = fmax(c->y1, reference);
+    }
+    pad_range(&c->x0, &c->x1);
+    if (isnan(y_min) || isnan(y_max) || !(y_min < y_max)) {
+        pad_range(&c->y0, &c->y1);
+    } else {
+        c->y0 = y_min;
+        c->y1 = y_max;
+    }
+    return run_plot("learning-curve plot", png_path, draw_band, &b);
+}
+
 /* ---- series over a logarithmic x axis (accuracy by distance or length, cost by length) ---- */
 
 typedef struct log_x_ctx {

@@ -42,6 +42,18 @@ lb_status lb_plot_curves_range(const char *png_path, const char *title, const ch
                                int n_series, const char *const *names, const int *n_points, const double *const *x,
                                const double *const *y, double y_min, double y_max);
 
+/* Curves with a band: per series s, a mean line y[s][i] at x[s][i] (i < n_points[s]) drawn
+ * thick, and its range lo[s][i]..hi[s][i] drawn as thin dotted lines of the same colour
+ * (lo and hi may be NULL, or NAN at a point, for no range there), with a legend of
+ * `names`. y from y_min to y_max (either NAN: over the finite values with a margin);
+ * reference (NAN for none) is a dashed horizontal line labelled reference_label (e.g.
+ * chance). Used for learning curves over seeds: validation score against CPU seconds,
+ * mean and range. */
+lb_status lb_plot_curves_band(const char *png_path, const char *title, const char *x_label, const char *y_label,
+                              int n_series, const char *const *names, const int *n_points, const double *const *x,
+                              const double *const *y, const double *const *lo, const double *const *hi, double y_min,
+                              double y_max, double reference, const char *reference_label);
+
 /* Accuracy against clue-to-query distance for n_models models, all measured at the
  * same n_points distances (> 0, in positions), on a logarithmic distance axis
  * (e.g. 100 to 7,000), with markers at the measured points and the chance level as

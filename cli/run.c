@@ -339,14 +339,21 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
                           writer ? "the checkpoint is saved" : "rank 0 saved the checkpoint", dir);
         out->skipped = lb_trainer_run_skipped(trainer);
         out->best_step = lb_trainer_best(trainer, &out->best_metric);
+        out->solved_step = lb_trainer_solved_step(trainer, NULL);
         if (st == LB_OK && !quiet) {
             char skipped[64] = "", best[4400] = "";
             if (out->skipped > 0)
                 snprintf(skipped, sizeof skipped, " (%lld skipped: non-finite gradient)", (long long)out->skipped);
             if (out->best_step > 0)
                 snprintf(best, sizeof best, "; best validation %s %.4f at step %lld in %s/best.h5",
-                         isnan(out->last_val.accuracy) ? "mse" : "accuracy", out->best_metric,
+                         rc->train.select == LB_SELECT_LOSS ? "loss" : isnan(out->last_val.accuracy) ? "mse" : "accuracy",
+                         out->best_metric,
                          (long long)out->best_step, dir);
+            double solved_score;
+            if (lb_trainer_solved_step(trainer, &solved_score) == out->steps && out->steps > 0)
+                fprintf(stderr, "solved: validation %s %.4g reached --stop-at %g at step %lld\n",
+                        rc->train.select == LB_SELECT_LOSS ? "loss" : isnan(out->last_val.accuracy) ? "mse" : "accuracy",
+                        solved_score, rc->train.stop_at, (long long)out->steps);
             if (lb_trainer_stopped_early(trainer))
                 fprintf(stderr, "stopped early: %lld evaluations without a better validation (--patience %lld)\n",
                         (long long)rc->train.patience, (long long)rc->train.patience);

@@ -32,7 +32,7 @@
 #include "layers/conv.h"
 #include "layers/stream.h"
 
-enum { MAX_TESTS = 4, MAX_LRS = 3, MAX_SEEDS = 16, CONV_KERNEL = 3 };
+enum { MAX_TESTS = 4, MAX_LRS = 4, MAX_SEEDS = 16, MAX_CURVE = 512 };
 
 /* ---- tasks ---- */
 
@@ -46,8 +46,24 @@ typedef struct study_task {
     int n_tests;
     int64_t test_len[MAX_TESTS];
     int copy;              /* copy memory: scored by the loss against the memoryless baseline */
-    double budget_factor;  /* this task's cells and probes train budget_factor x --budget (0 = 1) */
+    int score_from;        /* variable-length tasks: the first test length beyond training (the
+                              paper's score is the mean accuracy from there on); 0 = none */
+    /* Train to solve: a cell stops at the first validation reaching the criterion (accuracy
+     * >= SOLVED_ACCURACY; copy: loss <= SOLVED_COPY x the memoryless loss) or at its budget. */
+    double budget, quick_budget; /* CPU seconds per cell (default study, --quick) */
+    const char *budget_why;      /* the measured time to learn it is sized from */
+    int64_t eval_every;          /* steps between validations (the learning curve) */
+    int64_t val_examples;        /* validation sequences per validation */
+    double solved_accuracy;      /* the accuracy criterion when not SOLVED_ACCURACY (0) */
 } study_task;
+
+/* Solved: >= 99 % validation accuracy (Zoology's early stop), or for copy memory a
+ * validation loss at most 5 % of the memoryless loss (95 % of the way from the memoryless
+ * baseline to a perfect copy). */
+#define SOLVED_ACCURACY 0.99
+#define SOLVED_COPY 0.05
+
+static double solved_accuracy(const study_task *t) { return t->solved_accuracy > 0 ? t->solved_accuracy : SOLVED_ACCURACY; }
 
 /* ---- methods ---- */
 
@@ -63,11 +79,9 @@ static const char *const method_text_row[M_COUNT] = {
     "Full self-attention", "Local or sparse attention", "RNN or LSTM", "1D convolution", "Full self-attention",
     "Full self-attention", "Full self-attention"};
 
-/* ssmax, mixed and logn are length-robustness variants of the transformer: only on spike16. */
-static int method_applies(method_id m, task_id t)
-{
-    return (m != M_SSMAX && m != M_MIXED && m != M_LOGN) || t == T_SPIKE16;
-}
+/* Whether method m runs on task t: when the recipe table has a row for them (ssmax, mixed
+ * and logn, length-robustness variants of the transformer, have rows on spike16 only). */
+static int method_applies(method_id m, task_id t);
 
 typedef struct job {
     lb_study_phase phase;
@@ -81,12 +95,11 @@ typedef struct job {
 struct lb_study {
     char out[3800];
     int quick, seeds, zoology, threads, parallel;
-    double budget, probe_budget;
+    double budget; /* --budget: every cell's budget when > 0, else the task's own */
     int64_t eval_examples;
     int task_on[T_COUNT], method_on[M_COUNT];
     study_task tasks[T_COUNT];
-    double lrs[MAX_LRS];
-    int n_lrs;
+    char command[1024]; /* the command line that made this run (the report's header) */
     job *jobs[LB_STUDY_PHASES];
     int n_jobs[LB_STUDY_PHASES];
 };
@@ -141,16 +154,16 @@ static void remove_tree(const char *dir)
 
 static void define_tasks(lb_study *s)
 {
-    const int64_t n_train = s->quick ? 8000 : 20000, n_val = s->quick ? 256 : 500;
+    const int64_t n_train = 20000, n_val = s->quick ? 256 : 500;
     study_task *t = s->tasks;
     lb_task_options *o;
 
     t[T_SPIKE16] = (study_task){"spike16", "16 sensors' readings held at once; the alarm asks for one (capacity, "
                                            "unpredictable long-range lookup), tested at 4x and 16x the training length",
-                                "Full self-attention", {0}, 3, {256, 1024, 4096}, 0, 1};
-    /* Its length test needs a trained model: one 1-block attention model takes about
-     * 4,500 steps (120 s on one core) to reach 98 % at the training length. */
-    t[T_SPIKE16].budget_factor = 8.0 / 3.0;
+                                "Full self-attention", {0}, 3, {256, 1024, 4096}, 0, 0, 120, 60,
+                                "the 1-block attention model reaches 98 % in about 4,500 steps, 120 s on one core "
+                                "(the previous default study)",
+                                200, 256, 0};
     o = &t[T_SPIKE16].train;
     lb_task_options_default(LB_TASK_SPIKE, o);
     o->sensors = 16;
@@ -158,7 +171,10 @@ static void define_tasks(lb_study *s)
 
     t[T_RECALL] = (study_task){"recall", "multi-query associative recall (MQAR, Arora et al. 2023): 8 key-value pairs, "
                                          "every key queried",
-                               "Full self-attention", {0}, 2, {128, 512}, 0, 1};
+                               "Full self-attention", {0}, 2, {128, 512}, 0, 0, 150, 90,
+                               "2 attention blocks reach 99 % in 72 to 91 CPU-s (300 to 500 steps after a plateau; "
+                               "learning-calibration.md), 150 s is about 2x",
+                               50, 256, 0};
     o = &t[T_RECALL].train;
     lb_task_options_default(LB_TASK_RECALL, o);
     o->seq_len = 128;
@@ -174,19 +190,31 @@ static void define_tasks(lb_study *s)
     }
 
     t[T_LOCAL] = (study_task){"local", "the answer is the sum of the last 3 symbols mod 8 (a local pattern)",
-                              "1D convolution", {0}, 3, {64, 256, 1024}, 0, 1};
+                              "1D convolution", {0}, 3, {64, 256, 1024}, 0, 0, 60, 30,
+                              "local attention with window 3 or 4 learns it in 21 to 28 CPU-s and the conv within "
+                              "45 s (learning-calibration.md, the previous default study), 60 s is about 2x",
+                              100, 256, 0};
     lb_task_options_default(LB_TASK_LOCAL, &t[T_LOCAL].train);
 
     t[T_PARITY] = (study_task){"parity", "is the count of symbol 1 odd? (sequential state, Deletang et al. 2023); "
-                                         "trained on lengths 2..64, tested up to 16x longer",
-                               "RNN or LSTM", {0}, 3, {64, 256, 1024}, 0, 1};
+                                         "trained on lengths 2..40, tested at 64 to 1,024",
+                               "RNN or LSTM", {0}, 3, {64, 256, 1024}, 0, 1, 60, 40,
+                               "the LSTM on lengths 2..40 is exact at 1,024 after 24 CPU-s (learning-calibration.md), "
+                               "60 s is 2.5x",
+                               100, 256, 0};
     o = &t[T_PARITY].train;
     lb_task_options_default(LB_TASK_PARITY, o);
+    o->seq_len = 40;
     o->variable_length = 1;
     o->min_length = 2;
+    t[T_PARITY].score_from = 0; /* every test length is beyond 40 */
 
     int64_t blank = s->quick ? 200 : 1000;
-    t[T_COPY] = (study_task){"copy", NULL, "Full self-attention", {0}, 1, {blank + 20}, 1, 1};
+    t[T_COPY] = (study_task){"copy", NULL, "Full self-attention", {0}, 1, {blank + 20}, 1, 0, 300, 60,
+                             "Bai's TCN (kernel 8, 8 levels, width 16) is below the memoryless loss after 130 CPU-s "
+                             "and copies every symbol by 210 to 240 s at T = 1,000 (learning-calibration.md); 300 s "
+                             "is 1.3x. At T = 200 (--quick) not measured before this study",
+                             50, 64, 0};
     t[T_COPY].what = s->quick ? "copy memory as Bai et al. 2018, T = 200 (every position scored; 10 symbols to copy)"
                               : "copy memory as Bai et al. 2018, T = 1,000 (every position scored; 10 symbols to copy)";
     o = &t[T_COPY].train;
@@ -196,7 +224,14 @@ static void define_tasks(lb_study *s)
 
     t[T_MODSUM] = (study_task){"modsum", "the sum of every symbol mod 5, asked at the end (sequential state with 5 "
                                          "values, Deletang et al. 2023); trained on lengths 2..16, tested up to 16x longer",
-                               "RNN or LSTM", {0}, 3, {16, 64, 256}, 0, 1};
+                               "RNN or LSTM", {0}, 3, {16, 64, 256}, 0, 1, 30, 15,
+                               "the LSTM (hidden 64) reaches 100 % after 1,000 steps, 3.5 CPU-s, exact at 64 and 256 "
+                               "(learning-calibration.md); 30 s leaves room for slower seeds",
+                               100, 256, 0};
+    /* Exact on the validation split: the LSTM generalises beyond 16 once it is exact at the
+     * training lengths (99.4 % at step 500, 100 % from 1,000 and exact at 16x; calibration);
+     * a cell stopped at 99 % is at 75 % at 4x. */
+    t[T_MODSUM].solved_accuracy = 1.0;
     o = &t[T_MODSUM].train;
     lb_task_options_default(LB_TASK_MODSUM, o);
     o->seq_len = 16;
@@ -209,6 +244,116 @@ static void define_tasks(lb_study *s)
         t[k].train.n_test = 0;
         t[k].train.seed = 100 + (uint64_t)k;
     }
+}
+
+/* ---- the recipes: one row per (task, method) ---- */
+
+/* How a method is trained on a task. Every (task, method) the study runs has exactly one
+ * row (checked when a study is planned); adding a task or a method is adding rows. */
+typedef struct recipe_row {
+    task_id task;
+    method_id method;
+    int layers;         /* attention blocks, LSTM layers; conv: 0 = enough for the receptive field */
+    int width;          /* d_model; the LSTM's hidden size */
+    int window;         /* local attention: keys per query */
+    int kernel;         /* conv */
+    lb_pos_kind pos;    /* attention */
+    lb_length_scale scale;
+    int mixed;          /* trained on spike16's mixed-length file (64..256) */
+    int batch;
+    double weight_decay;
+    double lrs[MAX_LRS]; /* candidates (0 ends the list); the first is the default: --quick and a
+                            probe that cannot rank them use it */
+    const char *source;
+} recipe_row;
+
+#define LR3 {3e-3, 1e-3, 3e-4, 0}
+#define ZOOLOGY_LRS {2.15e-3, 1e-4, 4.64e-4, 1e-2} /* np.logspace(-4, -2, 4), the default first */
+#define NONE LB_POS_NONE
+#define ROT LB_POS_ROTARY
+#define LEARNED LB_POS_LEARNED
+#define PLAIN LB_LENGTH_SCALE_NONE
+static const recipe_row recipes[] = {
+    /* task      method         layers width win kern pos    scale                     mixed batch wd    lrs */
+    {T_SPIKE16, M_TRANSFORMER, 1, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "retrieval by content: 1 block, no positions (docs/study.md)"},
+    {T_SPIKE16, M_LOCAL, 2, 64, 16, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the study's local attention"},
+    {T_SPIKE16, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the study's LSTM"},
+    {T_SPIKE16, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, LR3, "a TCN sized to T (kernel 3)"},
+    {T_SPIKE16, M_SSMAX, 1, 64, 0, 0, NONE, LB_LENGTH_SCALE_SCALABLE, 0, 32, 0.01, LR3, "scalable softmax (Nakanishi 2025)"},
+    {T_SPIKE16, M_MIXED, 1, 64, 0, 0, NONE, PLAIN, 1, 32, 0.01, LR3, "mixed training lengths"},
+    {T_SPIKE16, M_LOGN, 1, 64, 0, 0, NONE, LB_LENGTH_SCALE_LOG_N, 1, 32, 0.01, LR3, "log-n logits (Chiang & Cholak 2022), mixed lengths"},
+
+    {T_RECALL, M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 64, 0.1, ZOOLOGY_LRS, "Zoology (Arora et al. 2023): 2 layers, d_model 64, AdamW wd 0.1, 4 log-spaced lrs; rotary (99 % in 91 s, calibration)"},
+    {T_RECALL, M_LOCAL, 2, 64, 16, 0, ROT, PLAIN, 0, 64, 0.1, ZOOLOGY_LRS, "Zoology's recipe with a window of 16"},
+    {T_RECALL, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "the study's LSTM (probe choice of the previous study)"},
+    {T_RECALL, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "a TCN sized to T (probe choice of the previous study)"},
+
+    {T_LOCAL, M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "at chance for 240 s at 1e-3 and 3e-3 (calibration)"},
+    {T_LOCAL, M_LOCAL, 2, 64, 4, 0, ROT, PLAIN, 0, 32, 0.01, {3e-3, 0}, "window 4 learns in 28 s; window 16 needs about 170 s to leave its plateau (calibration)"},
+    {T_LOCAL, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "probe choice of the previous study"},
+    {T_LOCAL, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "kernel 3 = the pattern's width; 97.5 % in 45 s (previous study)"},
+
+    {T_PARITY, M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Deletang et al. 2023: transformers stay near 50 %; calibration at 1e-3"},
+    {T_PARITY, M_LOCAL, 2, 64, 16, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "as the transformer, window 16"},
+    {T_PARITY, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "Deletang et al. 2023 (lengths up to 40); exact at 1,024 after 24 s at 3e-3, collapses at 1e-2 (calibration)"},
+    {T_PARITY, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "a TCN sized to T"},
+
+    {T_COPY, M_TRANSFORMER, 2, 64, 0, 0, LEARNED, PLAIN, 0, 32, 0.01, {3e-3, 0}, "learned positions (copy is addressed by position); probe choice of the previous study"},
+    {T_COPY, M_LOCAL, 2, 64, 16, 0, LEARNED, PLAIN, 0, 32, 0.01, {3e-3, 0}, "as the transformer, window 16"},
+    {T_COPY, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "Bai et al. 2018: LSTMs reach only the memoryless loss"},
+    {T_COPY, M_CONV, 0, 16, 0, 8, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Bai et al. 2018's TCN: kernel 8, 8 levels at T = 1,000 (width 16; AdamW 1e-3 as calibrated, the paper RMSprop 5e-4); kernel <= 3 stays at the memoryless loss"},
+
+    {T_MODSUM, M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "probe choice of the previous study"},
+    {T_MODSUM, M_LOCAL, 2, 64, 16, 0, ROT, PLAIN, 0, 32, 0.01, {3e-4, 0}, "probe choice of the previous study"},
+    {T_MODSUM, M_LSTM, 1, 64, 0, 0, NONE, PLAIN, 0, 64, 0.01, {1e-2, 0}, "Deletang et al. 2023's LSTM; hidden 64, batch 64, lr 1e-2: exact at 16x after 3.5 s (calibration; hidden 128 generalised only partly)"},
+    {T_MODSUM, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "probe choice of the previous study"},
+};
+#undef NONE
+#undef ROT
+#undef LEARNED
+#undef PLAIN
+enum { N_RECIPES = sizeof recipes / sizeof recipes[0] };
+
+/* The row of (t, m); NULL when there is none. */
+static const recipe_row *recipe_of(task_id t, method_id m)
+{
+    for (int i = 0; i < N_RECIPES; i++)
+        if (recipes[i].task == t && recipes[i].method == m)
+            return &recipes[i];
+    return NULL;
+}
+
+static int method_applies(method_id m, task_id t) { return recipe_of(t, m) != NULL; }
+
+/* The table's own check: at most one row per (task, method), and every task has a row for
+ * each of the four methods of the source's table; every row has a width, a batch, a first
+ * learning rate and a source. LB_ERR_STATE naming the row otherwise. */
+static lb_status check_recipes(void)
+{
+    int count[T_COUNT][M_COUNT] = {{0}};
+    for (int i = 0; i < N_RECIPES; i++) {
+        const recipe_row *r = &recipes[i];
+        if (++count[r->task][r->method] > 1)
+            return lb_error(LB_ERR_STATE, "study: two recipes for %s on task %d", method_names[r->method], (int)r->task);
+        if (r->width < 1 || r->batch < 1 || !(r->lrs[0] > 0) || !r->source || !r->source[0] ||
+            (r->method == M_CONV && r->kernel < 2) || (r->method == M_LOCAL && r->window < 1))
+            return lb_error(LB_ERR_STATE, "study: the recipe of %s on task %d is incomplete", method_names[r->method],
+                            (int)r->task);
+    }
+    for (int t = 0; t < T_COUNT; t++)
+        for (int m = M_TRANSFORMER; m <= M_CONV; m++)
+            if (count[t][m] != 1)
+                return lb_error(LB_ERR_STATE, "study: no recipe for %s on task %d", method_names[m], t);
+    return LB_OK;
+}
+
+/* Learning-rate candidates of a row under this study (--quick: the default alone). */
+static int recipe_lrs(const lb_study *s, const recipe_row *r)
+{
+    int n = 0;
+    while (n < MAX_LRS && r->lrs[n] > 0)
+        n++;
+    return s->quick && n > 1 ? 1 : n;
 }
 
 static lb_status parse_list(const char *list, const char *const *names, int count, int *on, const char *what)
@@ -253,7 +398,7 @@ static lb_status add_job(lb_study *s, job j)
     if (j.phase == LB_STUDY_DATA)
         snprintf(j.name, sizeof j.name, "%s.data", s->tasks[j.task].name);
     else if (j.phase == LB_STUDY_LR) {
-        lr_text(s->lrs[j.lr_index], lr, sizeof lr);
+        lr_text(recipe_of(j.task, j.method)->lrs[j.lr_index], lr, sizeof lr);
         snprintf(j.name, sizeof j.name, "%s.%s.lr-%s", s->tasks[j.task].name, method_names[j.method], lr);
     } else
         snprintf(j.name, sizeof j.name, "%s.%s.seed-%d", s->tasks[j.task].name, method_names[j.method], j.seed);
@@ -267,11 +412,20 @@ static lb_status plan_jobs(lb_study *s)
     for (int t = 0; t < T_COUNT && st == LB_OK; t++) {
         if (!s->task_on[t])
             continue;
+        int cells = 0;
+        for (int m = 0; m < M_COUNT; m++)
+            cells += s->method_on[m] && method_applies((method_id)m, (task_id)t);
+        if (!cells)
+            continue;
         st = add_job(s, (job){LB_STUDY_DATA, (task_id)t, 0, 0, 0, ""});
         for (int m = 0; m < M_COUNT && st == LB_OK; m++) {
             if (!s->method_on[m] || !method_applies((method_id)m, (task_id)t))
                 continue;
-            for (int i = 0; i < s->n_lrs && st == LB_OK; i++)
+            const recipe_row *row = recipe_of((task_id)t, (method_id)m);
+            if (!row)
+                return lb_error(LB_ERR_STATE, "study: no recipe for %s on %s", method_names[m], s->tasks[t].name);
+            int n_lrs = recipe_lrs(s, row);
+            for (int i = 0; n_lrs > 1 && i < n_lrs && st == LB_OK; i++) /* one candidate: no probe */
                 st = add_job(s, (job){LB_STUDY_LR, (task_id)t, (method_id)m, i, 0, ""});
             for (int seed = 1; seed <= s->seeds && st == LB_OK; seed++)
                 st = add_job(s, (job){LB_STUDY_CELL, (task_id)t, (method_id)m, 0, seed, ""});
@@ -328,23 +482,26 @@ lb_study *lb_study_new(const lb_study_options *opt)
     s->threads = opt->threads;
     s->parallel = opt->jobs > 0 ? opt->jobs : 1;
     s->seeds = opt->seeds > 0 ? opt->seeds : (opt->quick ? 1 : 3);
-    s->budget = opt->budget > 0 ? opt->budget : (opt->quick ? 15 : 45);
-    s->probe_budget = s->budget / (opt->quick ? 3 : 4);
+    s->budget = opt->budget > 0 ? opt->budget : 0;
     s->eval_examples = opt->eval_examples > 0 ? opt->eval_examples : (opt->quick ? 100 : 200);
-    static const double lrs[MAX_LRS] = {3e-3, 1e-3, 3e-4};
-    s->n_lrs = opt->quick ? 2 : 3;
-    memcpy(s->lrs, lrs, sizeof lrs);
+    snprintf(s->command, sizeof s->command, "%s", opt->command && opt->command[0] ? opt->command : "lookback study");
     define_tasks(s);
     const char *task_names[T_COUNT];
     for (int t = 0; t < T_COUNT; t++)
         task_names[t] = s->tasks[t].name;
-    lb_status st = LB_OK;
-    if (s->seeds > MAX_SEEDS)
+    lb_status st = check_recipes();
+    if (st == LB_OK && s->seeds > MAX_SEEDS)
         st = lb_error(LB_ERR_VALUE, "--seeds %d: at most %d", s->seeds, MAX_SEEDS);
     if (st == LB_OK)
         st = parse_list(opt->tasks, task_names, T_COUNT, s->task_on, "tasks");
     if (st == LB_OK)
         st = parse_list(opt->methods, method_names, M_COUNT, s->method_on, "methods");
+    if (st == LB_OK)
+        st = plan_jobs(s);
+    if (st == LB_OK && s->n_jobs[LB_STUDY_CELL] == 0)
+        st = lb_error(LB_ERR_VALUE, "--tasks %s with --methods %s make no cell: %s", opt->tasks ? opt->tasks : "(all)",
+                      opt->methods ? opt->methods : "(all)",
+                      "ssmax, mixed and logn run on spike16 only; add spike16 to --tasks or another method");
     char path[4200];
     if (st == LB_OK)
         st = lb_cli_mkdir(s->out);
@@ -354,8 +511,6 @@ lb_study *lb_study_new(const lb_study_options *opt)
         st = lb_cli_mkdir(study_path(s, path, sizeof path, "data"));
     if (st == LB_OK)
         st = check_options_file(s);
-    if (st == LB_OK)
-        st = plan_jobs(s);
     if (st != LB_OK) {
         lb_study_free(s);
         return NULL;
@@ -393,11 +548,12 @@ int lb_study_job_done(const lb_study *s, lb_study_phase phase, int index)
     return lb_cli_exists(job_result_path(s, &s->jobs[phase][index], path, sizeof path));
 }
 
-/* Training seconds of a probe (LB_STUDY_LR) or a cell of task t. */
+/* Training seconds of a probe (LB_STUDY_LR: a quarter of the cell's) or a cell of task t:
+ * --budget when given, else the task's own (sized from its fastest learner). */
 static double task_budget(const lb_study *s, task_id t, lb_study_phase phase)
 {
-    double factor = s->tasks[t].budget_factor > 0 ? s->tasks[t].budget_factor : 1;
-    return phase == LB_STUDY_DATA ? 0 : factor * (phase == LB_STUDY_LR ? s->probe_budget : s->budget);
+    double cell = s->budget > 0 ? s->budget : s->quick ? s->tasks[t].quick_budget : s->tasks[t].budget;
+    return phase == LB_STUDY_DATA ? 0 : phase == LB_STUDY_LR ? cell / 4 : cell;
 }
 
 double lb_study_job_budget(const lb_study *s, lb_study_phase phase, int index)
@@ -468,56 +624,66 @@ static lb_status run_data_job(lb_study *s, const job *j)
 
 /* ---- recipes ---- */
 
-/* The model and training configuration of (task, method), and one line saying what it is. */
+/* The model and training configuration of (task, method) from its recipe row, and one
+ * line saying what it is. */
 static void recipe(const lb_study *s, task_id t, method_id m, lb_run_config *rc, char *text, size_t size)
 {
     const study_task *task = &s->tasks[t];
+    const recipe_row *row = recipe_of(t, m);
     lb_model_kind kind = m == M_LSTM ? LB_MODEL_LSTM : m == M_CONV ? LB_MODEL_CONV
                          : m == M_LOCAL                            ? LB_MODEL_LOCAL
                                                                    : LB_MODEL_TRANSFORMER;
     lb_run_config_default(rc, kind);
-    data_path(s, t, m == M_MIXED || m == M_LOGN ? "train-mixed" : "train", 0, rc->data, sizeof rc->data);
+    data_path(s, t, row->mixed ? "train-mixed" : "train", 0, rc->data, sizeof rc->data);
     lb_model_config *mc = &rc->model;
-    mc->d_model = 64;
+    mc->d_model = kind == LB_MODEL_LSTM ? 64 : row->width; /* the LSTM's embedding: 64 */
     if (kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL) {
         mc->n_heads = 4;
-        mc->d_ff = 128;
-        /* spike: retrieval by content, no positions (any distance, any length); copy:
-         * learned positions (copy is addressed by position); otherwise rotary. */
-        mc->pos = t == T_SPIKE16 ? LB_POS_NONE : t == T_COPY ? LB_POS_LEARNED : LB_POS_ROTARY;
-        mc->n_layers = t == T_SPIKE16 && kind == LB_MODEL_TRANSFORMER ? 1 : 2;
+        mc->d_ff = 2 * row->width;
+        mc->pos = row->pos;
+        mc->n_layers = row->layers;
         if (kind == LB_MODEL_LOCAL)
-            mc->window = 16;
-        if (m == M_LOGN)
-            mc->length_scale = LB_LENGTH_SCALE_LOG_N;
-        if (m == M_SSMAX)
-            mc->length_scale = LB_LENGTH_SCALE_SCALABLE;
-        snprintf(text, size, "%d block%s, d_model 64, 4 heads, %s positions%s%s%s", mc->n_layers,
-                 mc->n_layers == 1 ? "" : "s", lb_pos_kind_name(mc->pos), kind == LB_MODEL_LOCAL ? ", window 16" : "",
+            mc->window = row->window;
+        mc->length_scale = row->scale;
+        char window[32] = "";
+        if (kind == LB_MODEL_LOCAL)
+            snprintf(window, sizeof window, ", window %d", row->window);
+        snprintf(text, size, "%d block%s, d_model %d, 4 heads, %s positions%s%s%s", mc->n_layers,
+                 mc->n_layers == 1 ? "" : "s", row->width, lb_pos_kind_name(mc->pos), window,
                  m == M_SSMAX ? ", scalable softmax (s per head)" : m == M_LOGN ? ", logits x ln(n) / ln(256), n keys seen" : "",
-                 m == M_MIXED || m == M_LOGN ? ", trained on lengths 64..256" : "");
+                 row->mixed ? ", trained on lengths 64..256" : "");
     } else if (kind == LB_MODEL_LSTM) {
-        mc->n_layers = 1;
-        mc->hidden_size = 128;
+        mc->n_layers = row->layers;
+        mc->hidden_size = row->width;
         mc->forget_bias = 1.0;
-        snprintf(text, size, "1 layer, hidden_size 128, forget-gate bias 1");
+        snprintf(text, size, "%d layer, hidden_size %d, forget-gate bias 1", row->layers, row->width);
     } else {
         int64_t T = task->train.seq_len;
-        mc->kernel_size = CONV_KERNEL;
-        mc->n_layers = lb_conv_layers_for(T, CONV_KERNEL);
-        snprintf(text, size, "%d layers, kernel %d, dilations 1..%lld: receptive field %lld >= T = %lld", mc->n_layers,
-                 CONV_KERNEL, (long long)1 << (mc->n_layers - 1),
-                 (long long)(1 + (CONV_KERNEL - 1) * (((int64_t)1 << mc->n_layers) - 1)), (long long)T);
+        mc->kernel_size = row->kernel;
+        mc->n_layers = row->layers > 0 ? row->layers : lb_conv_layers_for(T, row->kernel);
+        snprintf(text, size, "%d layers, kernel %d, d_model %d, dilations 1..%lld: receptive field %lld >= T = %lld",
+                 mc->n_layers, row->kernel, row->width, (long long)1 << (mc->n_layers - 1),
+                 (long long)(1 + (row->kernel - 1) * (((int64_t)1 << mc->n_layers) - 1)), (long long)T);
     }
+    size_t used = strlen(text);
+    snprintf(text + used, size - used, "; batch %d, weight decay %g", row->batch, row->weight_decay);
     lb_train_config *tc = &rc->train;
     tc->steps = 100000000;
-    tc->batch_size = 32;
+    tc->batch_size = row->batch;
+    tc->optim.weight_decay = row->weight_decay;
+    tc->optim.lr = row->lrs[0];
     tc->schedule = lb_schedule_constant(tc->optim.lr);
     tc->schedule.warmup_steps = 50;
-    tc->eval_every = 0; /* validation once, at the end of the budget */
     tc->budget_clock = LB_BUDGET_CPU; /* the same work per cell however busy the machine is */
-    tc->eval_examples = 256;
     tc->threads = s->threads;
+    /* Train to solve: validate every eval_every steps, stop at the criterion. */
+    tc->eval_every = task->eval_every;
+    tc->eval_examples = task->val_examples;
+    tc->select = task->copy ? LB_SELECT_LOSS : LB_SELECT_ACCURACY;
+    lb_task_options o = task->train;
+    lb_task_options_resolve(&o);
+    tc->stop_at = task->copy ? SOLVED_COPY * (double)o.copy_symbols * log((double)o.alphabet) / (double)o.seq_len
+                             : solved_accuracy(task);
 }
 
 /* Floats of decoding state a streaming model keeps per sequence after `len` events,
@@ -553,13 +719,98 @@ static lb_status train_job(lb_study *s, const job *j, lb_run_config *rc, double 
     return st;
 }
 
+/* Memoryless loss of copy memory: C ln A / T (blanks predicted, outputs guessed). */
+static double copy_baseline(const study_task *t)
+{
+    return (double)t->train.copy_symbols * log((double)t->train.alphabet) / (double)t->train.seq_len;
+}
+
+static double task_chance(const study_task *t);
+
+/* The criterion in words ("validation accuracy >= 99 %"). */
+static void solved_text(const study_task *task, char *buf, size_t size)
+{
+    if (task->copy)
+        snprintf(buf, size, "validation loss <= %g %% of the memoryless loss", 100 * SOLVED_COPY);
+    else
+        snprintf(buf, size, "validation accuracy >= %g %%", 100 * solved_accuracy(task));
+}
+
+/* How far a validation score is from chance (0) to perfect (1): accuracy from chance to
+ * 100 %; copy: loss from the memoryless loss to 0. */
+static double progress(const study_task *task, double score)
+{
+    if (task->copy)
+        return 1 - score / copy_baseline(task);
+    double chance = task_chance(task);
+    return (score - chance) / (1 - chance);
+}
+
+/* The validations of a run (metrics.csv's "val" rows): step, accuracy, loss. */
+typedef struct val_curve {
+    int n;
+    int64_t step[MAX_CURVE];
+    double acc[MAX_CURVE], loss[MAX_CURVE];
+} val_curve;
+
+static void read_curve(const char *metrics_path, val_curve *c)
+{
+    c->n = 0;
+    FILE *f = fopen(metrics_path, "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        long long step;
+        char split[16];
+        double loss, acc;
+        if (sscanf(line, "%lld,%15[^,],%lf,%lf", &step, split, &loss, &acc) != 4 || strcmp(split, "val") != 0)
+            continue;
+        if (c->n == MAX_CURVE) { /* keep every other point: the curve's shape over the whole run */
+            for (int i = 0; i < MAX_CURVE / 2; i++) {
+                c->step[i] = c->step[2 * i + 1];
+                c->acc[i] = c->acc[2 * i + 1];
+                c->loss[i] = c->loss[2 * i + 1];
+            }
+            c->n = MAX_CURVE / 2;
+        }
+        c->step[c->n] = step;
+        c->acc[c->n] = acc;
+        c->loss[c->n] = loss;
+        c->n++;
+    }
+    fclose(f);
+}
+
+/* The first validation at which the run got `fraction` of the way from chance to perfect
+ * (solved: the task's criterion), as {step, examples, cpu_seconds}; NULL when it never did.
+ * CPU seconds are the step times the run's mean CPU seconds per step (validations are not
+ * counted, as in the budget). */
+static json_object *time_to(const study_task *task, const val_curve *c, double fraction, int solved, int64_t batch,
+                            double seconds_per_step)
+{
+    for (int i = 0; i < c->n; i++) {
+        double score = task->copy ? c->loss[i] : c->acc[i];
+        int reached = solved ? (task->copy ? score <= SOLVED_COPY * copy_baseline(task) : score >= solved_accuracy(task))
+                             : progress(task, score) >= fraction;
+        if (!reached)
+            continue;
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "step", json_object_new_int64(c->step[i]));
+        json_object_object_add(o, "examples", json_object_new_int64(c->step[i] * batch));
+        json_object_object_add(o, "cpu_seconds", json_real((double)c->step[i] * seconds_per_step));
+        return o;
+    }
+    return NULL;
+}
+
 static lb_status run_lr_job(lb_study *s, const job *j)
 {
     lb_run_config rc;
-    char text[256], path[4200];
+    char text[512], path[4200];
     memset(&rc, 0, sizeof rc);
     recipe(s, j->task, j->method, &rc, text, sizeof text);
-    rc.train.optim.lr = s->lrs[j->lr_index];
+    rc.train.optim.lr = recipe_of(j->task, j->method)->lrs[j->lr_index];
     rc.train.schedule.base_lr = rc.train.optim.lr;
     lb_cli_run run;
     lb_status st = train_job(s, j, &rc, task_budget(s, j->task, LB_STUDY_LR), &run, NULL);
@@ -570,6 +821,7 @@ static lb_status run_lr_job(lb_study *s, const job *j)
     json_object_object_add(r, "method", json_object_new_string(method_names[j->method]));
     json_object_object_add(r, "lr", json_object_new_double(rc.train.optim.lr));
     json_object_object_add(r, "steps", json_object_new_int64(run.steps));
+    json_object_object_add(r, "solved", json_object_new_boolean(run.solved_step > 0));
     json_object_object_add(r, "val_accuracy", json_real(run.last_val.accuracy));
     json_object_object_add(r, "val_loss", json_real(run.last_val.loss));
     json_object_object_add(r, "job_seconds", json_object_new_double(lb_cli_now() - job_start));
@@ -578,45 +830,83 @@ static lb_status run_lr_job(lb_study *s, const job *j)
     return st;
 }
 
-/* The learning rate the probes of (task, method) chose: the best validation accuracy;
- * for copy memory (and on ties) the lower validation loss. LB_ERR_STATE when a probe
- * is missing. */
+/* The learning rate of (task, method): the row's only candidate; else from its probes
+ * (each trained to solve for a quarter of the cell's budget): the solved probe with the
+ * fewest steps; else the best validation score (accuracy; copy: loss) when it is clearly
+ * better than chance and than the runner-up (by two standard errors of an accuracy on
+ * the validation examples; copy: 2 % of the loss); else the row's default (the first
+ * candidate): probes on a plateau cannot rank, and picking among them would pick noise.
+ * LB_ERR_STATE when a probe is missing. */
 static lb_status chosen_lr(const lb_study *s, task_id t, method_id m, double *lr, char *why, size_t size)
 {
-    double best_acc = -1, best_loss = INFINITY;
-    *lr = NAN;
+    const study_task *task = &s->tasks[t];
+    const recipe_row *row = recipe_of(t, m);
+    int n = recipe_lrs(s, row);
+    *lr = row->lrs[0];
+    if (n == 1) {
+        snprintf(why, size, "lr %g (the recipe's)", *lr);
+        return LB_OK;
+    }
+    double score[MAX_LRS];
+    int64_t steps[MAX_LRS];
+    int solved[MAX_LRS], probes = 0;
     char list[128] = "";
     for (int i = 0; i < s->n_jobs[LB_STUDY_LR]; i++) {
         const job *p = &s->jobs[LB_STUDY_LR][i];
         if (p->task != t || p->method != m)
             continue;
         char path[4200];
-        json_object *r = json_object_from_file(job_result_path(s, p, path, sizeof path));
+        json_object *r = json_object_from_file(job_result_path(s, p, path, sizeof path)), *v;
         if (!r)
             return lb_error(LB_ERR_STATE, "study: the learning-rate probe %s has not run (%s missing)", p->name, path);
-        double acc = json_num(r, "val_accuracy"), loss = json_num(r, "val_loss");
+        int k = p->lr_index;
+        score[k] = json_num(r, task->copy ? "val_loss" : "val_accuracy");
+        if (isnan(score[k]))
+            score[k] = task->copy ? INFINITY : -1;
+        steps[k] = (int64_t)json_num(r, "steps");
+        solved[k] = json_object_object_get_ex(r, "solved", &v) && json_object_get_boolean(v);
         json_object_put(r);
-        if (isnan(acc))
-            acc = -1;
-        if (isnan(loss))
-            loss = INFINITY;
-        int better = s->tasks[t].copy ? loss < best_loss
-                                      : (acc > best_acc + 1e-9 || (fabs(acc - best_acc) <= 1e-9 && loss < best_loss));
-        if (better) {
-            best_acc = acc;
-            best_loss = loss;
-            *lr = s->lrs[p->lr_index];
-        }
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%g", list[0] ? ", " : "", s->lrs[p->lr_index]);
+        probes++;
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%g", list[0] ? ", " : "", row->lrs[k]);
     }
-    if (isnan(*lr))
-        return lb_error(LB_ERR_STATE, "study: no learning-rate probe of %s/%s", s->tasks[t].name, method_names[m]);
-    if (s->tasks[t].copy)
-        snprintf(why, size, "lr %g of {%s}: lowest validation loss (%.4f) after %.0f s", *lr, list, best_loss,
-                 task_budget(s, t, LB_STUDY_LR));
-    else
-        snprintf(why, size, "lr %g of {%s}: best validation accuracy (%.3f) after %.0f s", *lr, list, best_acc,
-                 task_budget(s, t, LB_STUDY_LR));
+    if (probes < n)
+        return lb_error(LB_ERR_STATE, "study: %d of the %d learning-rate probes of %s/%s are missing", n - probes, n,
+                        task->name, method_names[m]);
+    int fastest = -1, best = 0, second = -1;
+    for (int k = 0; k < n; k++)
+        if (solved[k] && (fastest < 0 || steps[k] < steps[fastest]))
+            fastest = k;
+    double budget = task_budget(s, t, LB_STUDY_LR);
+    if (fastest >= 0) {
+        *lr = row->lrs[fastest];
+        snprintf(why, size, "lr %g of {%s}: solved in the fewest steps (%lld) of the %.0f-s probes", *lr, list,
+                 (long long)steps[fastest], budget);
+        return LB_OK;
+    }
+    for (int k = 1; k < n; k++)
+        if (task->copy ? score[k] < score[best] : score[k] > score[best])
+            best = k;
+    for (int k = 0; k < n; k++)
+        if (k != best && (second < 0 || (task->copy ? score[k] < score[second] : score[k] > score[second])))
+            second = k;
+    int ranks;
+    if (task->copy) {
+        ranks = score[best] < 0.98 * copy_baseline(task) && score[best] < 0.98 * score[second];
+    } else {
+        double p = task_chance(task), n_val = (double)task->val_examples;
+        double chance_bar = p + fmax(0.02, 2 * sqrt(p * (1 - p) / n_val));
+        double q = fmin(fmax(score[best], p), 1 - 1.0 / n_val);
+        ranks = score[best] > chance_bar && score[best] - score[second] > fmax(0.02, 2 * sqrt(2 * q * (1 - q) / n_val));
+    }
+    if (ranks) {
+        *lr = row->lrs[best];
+        snprintf(why, size, "lr %g of {%s}: best validation %s (%.4g against %.4g) after the %.0f-s probes", *lr, list,
+                 task->copy ? "loss" : "accuracy", score[best], score[second], budget);
+    } else {
+        snprintf(why, size, "lr %g, the recipe's default: the %.0f-s probes of {%s} could not rank them (best %s %.4g, "
+                 "within noise of chance or of the runner-up)", *lr, budget, list, task->copy ? "loss" : "accuracy",
+                 score[best]);
+    }
     return LB_OK;
 }
 
@@ -720,7 +1010,7 @@ static lb_status evaluate_tests(lb_study *s, const job *j, lb_model *model, cons
 static lb_status run_cell_job(lb_study *s, const job *j)
 {
     lb_run_config rc;
-    char text[256], why[256], path[4200];
+    char text[512], why[512], path[4200];
     memset(&rc, 0, sizeof rc);
     recipe(s, j->task, j->method, &rc, text, sizeof text);
     double lr;
@@ -740,6 +1030,7 @@ static lb_status run_cell_job(lb_study *s, const job *j)
     json_object_object_add(r, "method", json_object_new_string(method_names[j->method]));
     json_object_object_add(r, "seed", json_object_new_int(j->seed));
     json_object_object_add(r, "recipe", json_object_new_string(text));
+    json_object_object_add(r, "source", json_object_new_string(recipe_of(j->task, j->method)->source));
     json_object_object_add(r, "lr", json_object_new_double(lr));
     json_object_object_add(r, "lr_choice", json_object_new_string(why));
     json_object_object_add(r, "steps", json_object_new_int64(run.steps));
@@ -748,6 +1039,29 @@ static lb_status run_cell_job(lb_study *s, const job *j)
     json_object_object_add(r, "wall_seconds", json_object_new_double(run.seconds));
     json_object_object_add(r, "parameters", json_object_new_int64(run.parameters));
     json_object_object_add(r, "val_accuracy", json_real(run.last_val.accuracy));
+    json_object_object_add(r, "val_loss", json_real(run.last_val.loss));
+    /* Train to solve: whether it was, when, and the learning curve. */
+    const study_task *task = &s->tasks[j->task];
+    double per_step = run.steps ? run.budget_seconds / (double)run.steps : NAN;
+    static val_curve curve;
+    char metrics[4200];
+    read_curve(study_path(s, metrics, sizeof metrics, "runs/%s/metrics.csv", j->name), &curve);
+    json_object_object_add(r, "solved", json_object_new_boolean(run.solved_step > 0));
+    char criterion[96];
+    solved_text(task, criterion, sizeof criterion);
+    json_object_object_add(r, "criterion", json_object_new_string(criterion));
+    json_object_object_add(r, "time_to_learn", time_to(task, &curve, 1, 1, rc.train.batch_size, per_step));
+    json_object_object_add(r, "time_to_50", time_to(task, &curve, 0.5, 0, rc.train.batch_size, per_step));
+    json_object_object_add(r, "time_to_90", time_to(task, &curve, 0.9, 0, rc.train.batch_size, per_step));
+    json_object *points = json_object_new_array();
+    for (int i = 0; i < curve.n; i++) {
+        json_object *pt = json_object_new_object();
+        json_object_object_add(pt, "step", json_object_new_int64(curve.step[i]));
+        json_object_object_add(pt, "cpu_seconds", json_real((double)curve.step[i] * per_step));
+        json_object_object_add(pt, "score", json_real(task->copy ? curve.loss[i] : curve.acc[i]));
+        json_object_array_add(points, pt);
+    }
+    json_object_object_add(r, "curve", points);
     json_object *tests = json_object_new_array();
     json_object_object_add(r, "tests", tests);
     st = evaluate_tests(s, j, model, &rc, tests);
@@ -792,7 +1106,14 @@ void lb_study_job_summary(const lb_study *s, lb_study_phase phase, int index, ch
     } else if (phase == LB_STUDY_CELL) {
         json_object *tests;
         size_t used = 0;
-        used += (size_t)snprintf(buf, size, "%lld steps, lr %g;", (long long)json_num(r, "steps"), json_num(r, "lr"));
+        json_object *when = NULL;
+        json_object_object_get_ex(r, "time_to_learn", &when);
+        if (when)
+            used += (size_t)snprintf(buf, size, "solved at step %lld (%.1f CPU-s), lr %g;", (long long)json_num(when, "step"),
+                                     json_num(when, "cpu_seconds"), json_num(r, "lr"));
+        else
+            used += (size_t)snprintf(buf, size, "%lld steps, not solved, lr %g;", (long long)json_num(r, "steps"),
+                                     json_num(r, "lr"));
         if (json_object_object_get_ex(r, "tests", &tests))
             for (size_t i = 0; i < json_object_array_length(tests) && used < size; i++) {
                 json_object *t = json_object_array_get_idx(tests, i);
@@ -818,11 +1139,20 @@ typedef struct cell_stats {
     double ms_per_step, peak_mb, params, state[MAX_TESTS], steps;
     double stream_us, stream_bytes; /* streaming at the longest length (NAN: not measured) */
     double lr;
-    char recipe[256], lr_choice[256];
+    char recipe[512], lr_choice[512], source[400];
+    int solved;                 /* seeds that reached the criterion */
+    double learn_s, learn_steps; /* mean CPU seconds and steps to the criterion over the seeds that did */
+    double length_score;        /* mean over seeds of the mean accuracy beyond the training lengths (NAN: none) */
+    /* The learning curve, mean and range over seeds, on a grid of CPU seconds. */
+    int n_grid;
+    double grid[64], curve_mean[64], curve_lo[64], curve_hi[64];
 } cell_stats;
 
 static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, json_object *cells)
 {
+    static double seed_t[MAX_SEEDS][MAX_CURVE], seed_y[MAX_SEEDS][MAX_CURVE];
+    int seed_points[MAX_SEEDS] = {0};
+    double t_max = 0;
     memset(c, 0, sizeof *c);
     c->stream_bytes = NAN;
     const study_task *task = &s->tasks[t];
@@ -849,10 +1179,39 @@ static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, j
             snprintf(c->recipe, sizeof c->recipe, "%s", json_object_get_string(v));
         if (json_object_object_get_ex(r, "lr_choice", &v))
             snprintf(c->lr_choice, sizeof c->lr_choice, "%s", json_object_get_string(v));
+        if (json_object_object_get_ex(r, "source", &v))
+            snprintf(c->source, sizeof c->source, "%s", json_object_get_string(v));
+        if (json_object_object_get_ex(r, "solved", &v) && json_object_get_boolean(v)) {
+            json_object *when = NULL;
+            json_object_object_get_ex(r, "time_to_learn", &when);
+            if (when && isfinite(json_num(when, "cpu_seconds"))) {
+                c->solved++;
+                c->learn_s += json_num(when, "cpu_seconds");
+                c->learn_steps += json_num(when, "step");
+            }
+        }
+        json_object *curve = NULL;
+        if (json_object_object_get_ex(r, "curve", &curve) && curve && c->n <= MAX_SEEDS) {
+            int np = (int)json_object_array_length(curve);
+            seed_points[c->n - 1] = np < MAX_CURVE ? np : MAX_CURVE;
+            for (int i = 0; i < seed_points[c->n - 1]; i++) {
+                json_object *pt = json_object_array_get_idx(curve, (size_t)i);
+                seed_t[c->n - 1][i] = json_num(pt, "cpu_seconds");
+                seed_y[c->n - 1][i] = json_num(pt, "score");
+                if (isfinite(seed_t[c->n - 1][i]))
+                    t_max = fmax(t_max, seed_t[c->n - 1][i]);
+            }
+        }
+        double beyond = 0;
+        int n_beyond = 0;
         if (json_object_object_get_ex(r, "tests", &tests))
             for (int i = 0; i < task->n_tests && i < (int)json_object_array_length(tests); i++) {
                 json_object *x = json_object_array_get_idx(tests, (size_t)i);
                 double acc = json_num(x, "accuracy");
+                if (i >= task->score_from) {
+                    beyond += acc;
+                    n_beyond++;
+                }
                 c->mean[i] += acc;
                 c->lo[i] = fmin(c->lo[i], acc);
                 c->hi[i] = fmax(c->hi[i], acc);
@@ -864,6 +1223,7 @@ static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, j
                     c->stream_bytes = json_num(x, "stream_state_bytes");
                 }
             }
+        c->length_score += n_beyond ? beyond / n_beyond : NAN;
         if (cells)
             json_object_array_add(cells, r);
         else
@@ -871,6 +1231,35 @@ static void stats_of(const lb_study *s, task_id t, method_id m, cell_stats *c, j
     }
     if (c->n == 0)
         return;
+    c->length_score /= c->n;
+    if (c->solved) {
+        c->learn_s /= c->solved;
+        c->learn_steps /= c->solved;
+    }
+    /* The curves on one grid of CPU seconds: each seed's latest validation at or before
+     * each time (a solved seed keeps its last score), mean and range over the seeds. */
+    if (t_max > 0) {
+        c->n_grid = 64;
+        for (int g = 0; g < c->n_grid; g++) {
+            double at = t_max * g / (c->n_grid - 1), sum = 0, lo = INFINITY, hi = -INFINITY;
+            int have = 0;
+            for (int k = 0; k < c->n && k < MAX_SEEDS; k++) {
+                double y = NAN;
+                for (int i = 0; i < seed_points[k] && seed_t[k][i] <= at + 1e-9; i++)
+                    y = seed_y[k][i];
+                if (!isfinite(y))
+                    continue;
+                sum += y;
+                lo = fmin(lo, y);
+                hi = fmax(hi, y);
+                have++;
+            }
+            c->grid[g] = at;
+            c->curve_mean[g] = have ? sum / have : NAN;
+            c->curve_lo[g] = have ? lo : NAN;
+            c->curve_hi[g] = have ? hi : NAN;
+        }
+    }
     c->ms_per_step /= c->n;
     c->stream_us /= c->n;
     c->peak_mb /= c->n;
@@ -891,20 +1280,14 @@ static double task_chance(const study_task *t)
     return 1.0 / (double)lb_task_num_classes(&o);
 }
 
-/* Whether the best-fit method has learnt the task: for accuracy, at least half-way from
- * chance to 100 % at the longest test length (copy: a pick is already below the
- * memoryless loss). A leader short of that is the ranking after a short training, not
+/* Whether the best-fit method has learnt the task: at least 90 % of the way from chance to
+ * perfect at the training length (the first test length; copy: a test loss at most 10 %
+ * of the memoryless loss). A leader short of that is the ranking after its budget, not
  * a verdict on the methods. */
 static int pick_learnt(const study_task *task, const cell_stats *c, int last)
 {
-    double chance = task_chance(task);
-    return task->copy || c->mean[last] >= chance + 0.5 * (1 - chance);
-}
-
-/* Memoryless loss of copy memory: C ln A / T (blanks predicted, outputs guessed). */
-static double copy_baseline(const study_task *t)
-{
-    return (double)t->train.copy_symbols * log((double)t->train.alphabet) / (double)t->train.seq_len;
+    (void)last;
+    return progress(task, task->copy ? c->loss[0] : c->mean[0]) >= 0.9;
 }
 
 /* Whether a method clearly learnt the task: at the training length (the first test
@@ -969,26 +1352,36 @@ static void fmt_acc(char *buf, size_t size, const cell_stats *c, int i, int seed
 static void write_task_section(const lb_study *s, task_id t, const cell_stats *st, FILE *f)
 {
     const study_task *task = &s->tasks[t];
-    int last = task->n_tests - 1;
-    fprintf(f, "\n### %s\n\n%s. Budget per cell %.0f s, per learning-rate probe %.0f s. ", task->name, task->what,
-            task_budget(s, t, LB_STUDY_CELL), task_budget(s, t, LB_STUDY_LR));
+    int last = task->n_tests - 1, scored = task->train.variable_length != 0;
+    char criterion[96];
+    solved_text(task, criterion, sizeof criterion);
+    fprintf(f, "\n### %s\n\n%s. Budget per cell %.3g CPU-s (%s), per learning-rate probe %.3g s; each cell stops "
+               "when solved (%s, checked every %lld steps). ",
+            task->name, task->what, task_budget(s, t, LB_STUDY_CELL),
+            s->budget > 0 ? "--budget" : task->budget_why, task_budget(s, t, LB_STUDY_LR),
+            criterion, (long long)task->eval_every);
     if (task->copy)
         fprintf(f, "Memoryless baseline loss %.4f (10 ln 8 / %lld); chance per copied symbol %.1f%%.\n\n",
                 copy_baseline(task), (long long)task->train.seq_len, 100 * task_chance(task));
     else
         fprintf(f, "Chance %.1f%%.\n\n", 100 * task_chance(task));
+    if (scored)
+        fprintf(f, "Score: the accuracy averaged over the test lengths beyond the training lengths (Deletang et al. "
+                   "2023's score; solved there means >= 90 %%).\n\n");
     fprintf(f, "| method | seeds |");
     for (int i = 0; i < task->n_tests; i++)
         fprintf(f, " %s @ %lld |", task->copy ? "symbols" : "accuracy", (long long)task->test_len[i]);
     if (task->copy)
         fprintf(f, " loss |");
-    fprintf(f, " steps | ms / step | eval us / event @ %lld | stream us / event @ %lld | state KB @ %lld | peak MB | "
-               "parameters | lr |\n",
+    if (scored)
+        fprintf(f, " score |");
+    fprintf(f, " solved | time to learn (CPU s) | steps | ms / step | eval us / event @ %lld | stream us / event @ %lld "
+               "| state KB @ %lld | peak MB | parameters | lr |\n",
             (long long)task->test_len[last], (long long)task->test_len[last], (long long)task->test_len[last]);
     fprintf(f, "|---|---|");
-    for (int i = 0; i < task->n_tests + (task->copy ? 1 : 0); i++)
+    for (int i = 0; i < task->n_tests + (task->copy ? 1 : 0) + scored; i++)
         fprintf(f, "---|");
-    fprintf(f, "---|---|---|---|---|---|---|---|\n");
+    fprintf(f, "---|---|---|---|---|---|---|---|---|---|\n");
     for (int m = 0; m < M_COUNT; m++) {
         if (!s->method_on[m] || !method_applies((method_id)m, t))
             continue;
@@ -1000,11 +1393,19 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
             fprintf(f, " %s |", a);
         }
         if (!c->n) {
-            fprintf(f, "%s - | - | - | - | - | - | - | - |\n", task->copy ? " - |" : "");
+            fprintf(f, "%s%s - | - | - | - | - | - | - | - | - | - |\n", task->copy ? " - |" : "", scored ? " - |" : "");
             continue;
         }
         if (task->copy)
             fprintf(f, " %.4f |", c->loss[last]);
+        if (scored)
+            fprintf(f, " %.1f%% |", 100 * c->length_score);
+        char learn[64];
+        if (c->solved)
+            snprintf(learn, sizeof learn, "%.1f (%.0f steps)", c->learn_s, c->learn_steps);
+        else
+            snprintf(learn, sizeof learn, "not within %.3g", task_budget(s, t, LB_STUDY_CELL));
+        fprintf(f, " %d/%d | %s |", c->solved, c->n, learn);
         char stream[32], state[32];
         if (isfinite(c->stream_us))
             snprintf(stream, sizeof stream, "%.1f", c->stream_us);
@@ -1035,9 +1436,9 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
                 (long long)task->test_len[last]);
     int learnt = pick >= 0 && pick_learnt(task, &st[pick], last);
     if (pick >= 0 && !learnt)
-        fprintf(f, " No method has learnt the task within the budget (the leader is below half-way from chance to "
-                   "100 %%), so this is the ranking after a short training, not a verdict on the methods; the "
-                   "source's table names \"%s\" for this kind of task.\n",
+        fprintf(f, " No method has learnt the task within the budget (the leader is below 90 %% of the way from "
+                   "chance to perfect at the training length), so this is the ranking after its budget, not a verdict "
+                   "on the methods; the source's table names \"%s\" for this kind of task.\n",
                 task->text_pick);
     else if (pick >= 0 && strcmp(method_text_row[pick], task->text_pick) == 0)
         fprintf(f, " This agrees with the source's table (\"%s\" for this kind of task).\n", task->text_pick);
@@ -1047,7 +1448,8 @@ static void write_task_section(const lb_study *s, task_id t, const cell_stats *s
     fprintf(f, "\nRecipes:\n\n");
     for (int m = 0; m < M_COUNT; m++)
         if (st[m].n)
-            fprintf(f, "- %s: %s; %s.\n", method_names[m], st[m].recipe, st[m].lr_choice);
+            fprintf(f, "- %s: %s; %s. Source: %s.\n", method_names[m], st[m].recipe, st[m].lr_choice, st[m].source);
+    fprintf(f, "\n![%s: validation score against CPU seconds](learning-%s.png)\n", task->name, task->name);
 }
 
 /* Seconds the stored jobs took, summed (across the runs that made them). */
@@ -1069,15 +1471,25 @@ static double stored_job_seconds(const lb_study *s)
     return timed ? total : NAN; /* NAN: no stored job has its time */
 }
 
+/* " (k/n solved)" when some seed did not reach the criterion within its budget, else "". */
+static const char *solved_note(const cell_stats *c, char *buf, size_t size)
+{
+    if (c->solved == c->n)
+        return "";
+    snprintf(buf, size, " (%d/%d solved)", c->solved, c->n);
+    return buf;
+}
+
 static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], double seconds, FILE *f)
 {
     fprintf(f, "# The method study, measured\n\n");
-    fprintf(f, "`lookback study%s --seeds %d` — %s budget of %.0f s of training per cell (CPU seconds per thread, "
-               "the same for every method), learning rate per (task, method) chosen on the validation split from "
-               "short runs of %.0f s; %d job%s at once, %d thread%s each; accuracy as the mean over seeds (range in "
-               "brackets when there are several). Times per step and per event are CPU seconds per thread.",
-            s->quick ? " --quick" : "", s->seeds, s->quick ? "quick study:" : "a", s->budget, s->probe_budget,
-            s->parallel, s->parallel == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s");
+    fprintf(f, "`%s` — each cell trains until it is solved on the validation split or its task's budget of CPU "
+               "seconds per thread runs out (the same for every method of a task; --quick: %s), with its recipe's "
+               "learning rate (probed on the validation split where the recipe lists several); %d seed%s, %d job%s "
+               "at once, %d thread%s each; accuracy as the mean over seeds (range in brackets when there are "
+               "several). Times per step and per event are CPU seconds per thread.",
+            s->command, s->quick ? "yes" : "no", s->seeds, s->seeds == 1 ? "" : "s", s->parallel,
+            s->parallel == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s");
     if (seconds >= 0)
         fprintf(f, " Wall time of this run: %.1f min.", seconds / 60);
     double job_seconds = stored_job_seconds(s);
@@ -1085,7 +1497,8 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
         fprintf(f, " The stored jobs took %.1f min in all.", job_seconds / 60);
     fprintf(f, "\n\n## The source's table with measured columns\n\n");
     fprintf(f, "Each method's accuracy at the longest test length of each task (copy: loss, lower is better; "
-               "memoryless %.4f).\n\n| method | the source's best fit |",
+               "memoryless %.4f); \"(k/n solved)\" when only k of the n seeds reached the criterion on the "
+               "validation split within the budget.\n\n| method | the source's best fit |",
             copy_baseline(&s->tasks[T_COPY]));
     for (int t = 0; t < T_COUNT; t++)
         if (s->task_on[t])
@@ -1101,7 +1514,10 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
         "local patterns and high-throughput signals", "(length-robust variant of full attention)",
         "(length-robust variant of full attention)", "(length-robust variant of full attention)"};
     for (int m = 0; m < M_COUNT; m++) {
-        if (!s->method_on[m])
+        int runs = 0; /* a method with no task of this study (ssmax without spike16) has no row */
+        for (int t = 0; t < T_COUNT; t++)
+            runs += s->task_on[t] && method_applies((method_id)m, (task_id)t);
+        if (!s->method_on[m] || !runs)
             continue;
         fprintf(f, "| %s | %s |", method_rows[m], text_fit[m]);
         char won[160] = "";
@@ -1110,12 +1526,13 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
                 continue;
             const cell_stats *c = &st[t][m];
             int last = s->tasks[t].n_tests - 1;
+            char note[48];
             if (!method_applies((method_id)m, (task_id)t) || !c->n)
                 fprintf(f, " - |");
             else if (s->tasks[t].copy)
-                fprintf(f, " %.4f |", c->loss[last]);
+                fprintf(f, " %.4f%s |", c->loss[last], solved_note(c, note, sizeof note));
             else
-                fprintf(f, " %.1f%% |", 100 * c->mean[last]);
+                fprintf(f, " %.1f%%%s |", 100 * c->mean[last], solved_note(c, note, sizeof note));
             if (best_fit(s, (task_id)t, st[t]) == m)
                 snprintf(won + strlen(won), sizeof won - strlen(won), "%s%s%s", won[0] ? ", " : "", s->tasks[t].name,
                          pick_learnt(&s->tasks[t], c, last) ? "" : " (leads, not learnt)");
@@ -1127,6 +1544,22 @@ static void write_markdown(const lb_study *s, cell_stats st[T_COUNT][M_COUNT], d
                "event (the last 64 events of one test sequence of the longest length fed one at a time through the "
                "streaming API, after the rest as one chunk) and the decoding state it holds after that sequence (key-value cache, (h, c), or each conv layer's past "
                "inputs); peak resident memory of the cell's process (data included); parameters.\n");
+    int decided = 0, ran = 0;
+    char names[128] = "";
+    for (int t = 0; t < T_COUNT; t++) {
+        if (!s->task_on[t])
+            continue;
+        int pick = best_fit(s, (task_id)t, st[t]);
+        ran += pick != -1;
+        if (pick >= 0 && pick_learnt(&s->tasks[t], &st[t][pick], s->tasks[t].n_tests - 1)) {
+            decided++;
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                     s->tasks[t].name);
+        }
+    }
+    fprintf(f, "\n**Decided: %d of the %d tasks with results**%s%s%s (a task is decided when its measured best fit "
+               "has learnt it: at least 90 %% of the way from chance to perfect at the training length).\n",
+            decided, ran, decided ? " (" : "", names, decided ? ")" : "");
     fprintf(f, "\n## Per task\n");
     for (int t = 0; t < T_COUNT; t++)
         if (s->task_on[t])
@@ -1166,6 +1599,42 @@ static void write_plots(const lb_study *s, cell_stats st[T_COUNT][M_COUNT])
                           "test sequence length (events, log scale)", "accuracy (%)", n, names, task->n_tests, x, accs,
                           0, 105, 100 * task_chance(task), chance) != LB_OK)
             fprintf(stderr, "lookback study: plot %s skipped: %s\n", path, lb_last_error());
+        /* The learning curves: validation score against CPU seconds, mean and range over seeds. */
+        const char *curve_names[M_COUNT];
+        const double *gx[M_COUNT], *gy[M_COUNT], *glo[M_COUNT], *ghi[M_COUNT];
+        static double ys[M_COUNT][64], los[M_COUNT][64], his[M_COUNT][64];
+        int gn[M_COUNT], nc = 0;
+        for (int m = 0; m < M_COUNT; m++) {
+            const cell_stats *c = &st[t][m];
+            if (!c->n || c->n_grid < 1)
+                continue;
+            double unit = task->copy ? 1 : 100;
+            for (int g = 0; g < c->n_grid; g++) {
+                ys[nc][g] = unit * c->curve_mean[g];
+                los[nc][g] = unit * c->curve_lo[g];
+                his[nc][g] = unit * c->curve_hi[g];
+            }
+            curve_names[nc] = method_names[m];
+            gx[nc] = c->grid;
+            gy[nc] = ys[nc];
+            glo[nc] = los[nc];
+            ghi[nc] = his[nc];
+            gn[nc] = c->n_grid;
+            nc++;
+        }
+        if (nc > 0) {
+            char ref[64];
+            if (task->copy)
+                snprintf(ref, sizeof ref, "memoryless (%.4f)", copy_baseline(task));
+            snprintf(title, sizeof title, "%s: time to learn (mean and range over seeds)", task->name);
+            if (lb_plot_curves_band(study_path(s, path, sizeof path, "learning-%s.png", task->name), title,
+                                    "CPU seconds of training (per thread)",
+                                    task->copy ? "validation loss" : "validation accuracy (%)", nc, curve_names, gn, gx,
+                                    gy, glo, ghi, task->copy ? NAN : 0, task->copy ? NAN : 105,
+                                    task->copy ? copy_baseline(task) : 100 * task_chance(task),
+                                    task->copy ? ref : chance) != LB_OK)
+                fprintf(stderr, "lookback study: plot %s skipped: %s\n", path, lb_last_error());
+        }
         snprintf(title, sizeof title, "%s: evaluation cost by test length", task->name);
         if (lb_plot_log_x(study_path(s, path, sizeof path, "cost-%s.png", task->name), title,
                           "test sequence length (events, log scale)", "microseconds per event (full forward)", n, names,
@@ -1190,7 +1659,7 @@ lb_status lb_study_report(lb_study *s, double seconds)
     json_object_object_add(opts, "quick", json_object_new_boolean(s->quick));
     json_object_object_add(opts, "seeds", json_object_new_int(s->seeds));
     json_object_object_add(opts, "budget_seconds", json_object_new_double(s->budget));
-    json_object_object_add(opts, "lr_probe_seconds", json_object_new_double(s->probe_budget));
+    json_object_object_add(opts, "command", json_object_new_string(s->command));
     json_object_object_add(opts, "eval_examples", json_object_new_int64(s->eval_examples));
     json_object_object_add(opts, "recall_scale", json_object_new_string(s->zoology ? "zoology" : "default"));
     json_object_object_add(opts, "threads", json_object_new_int(s->threads));
@@ -1235,6 +1704,26 @@ lb_status lb_study_report(lb_study *s, double seconds)
         if (r)
             json_object_array_add(lr, r);
     }
+    json_object *rows = json_object_new_array();
+    for (int i = 0; i < N_RECIPES; i++) {
+        const recipe_row *row = &recipes[i];
+        json_object *o = json_object_new_object(), *lrs = json_object_new_array();
+        lb_run_config rc;
+        char text[512];
+        recipe(s, row->task, row->method, &rc, text, sizeof text);
+        json_object_object_add(o, "task", json_object_new_string(s->tasks[row->task].name));
+        json_object_object_add(o, "method", json_object_new_string(method_names[row->method]));
+        json_object_object_add(o, "model", json_object_new_string(text));
+        for (int k = 0; k < MAX_LRS && row->lrs[k] > 0; k++)
+            json_object_array_add(lrs, json_object_new_double(row->lrs[k]));
+        json_object_object_add(o, "lrs", lrs);
+        json_object_object_add(o, "budget_seconds", json_object_new_double(task_budget(s, row->task, LB_STUDY_CELL)));
+        json_object_object_add(o, "stop_at", json_object_new_double(rc.train.stop_at));
+        json_object_object_add(o, "select", json_object_new_string(lb_val_select_name(rc.train.select)));
+        json_object_object_add(o, "source", json_object_new_string(row->source));
+        json_object_array_add(rows, o);
+    }
+    json_object_object_add(root, "recipes", rows);
     json_object_object_add(root, "tasks", tasks);
     json_object_object_add(root, "lr_search", lr);
     json_object_object_add(root, "cells", cells);
@@ -1341,21 +1830,25 @@ static void study_usage(FILE *out)
           "                      --out DIR\n"
           "\n"
           "The source's table of alternatives, measured: full attention (transformer), local attention,\n"
-          "the LSTM and a dilated causal convolution (plus two length-robust attention variants on\n"
-          "spike16) are trained on tasks chosen to test each method's best fit, with the same\n"
-          "training budget per cell (CPU seconds per thread: the same work however busy the machine\n"
-          "is) and a learning rate chosen per (task, method) on the validation\n"
-          "split, then evaluated at the training length and at longer test lengths. Writes\n"
-          "DIR/study.json, DIR/study.md and PNG plots. Every finished job is stored: the same command\n"
-          "run again continues a killed study.\n"
+          "the LSTM and a dilated causal convolution (plus three length-robust attention variants on\n"
+          "spike16) are trained on tasks chosen to test each method's best fit, each with its recipe\n"
+          "(one table in cli/study.c, from the papers and measured runs; docs/study.md). Every cell\n"
+          "trains until it is solved on the validation split (99 % accuracy; modsum 100 %; copy: a\n"
+          "loss at most 5 % of the memoryless loss) or its task's budget runs out (CPU seconds per\n"
+          "thread: the same work however busy the machine is), records when it learnt, then is\n"
+          "evaluated at the training length and at longer test lengths. Writes DIR/study.json,\n"
+          "DIR/study.md and PNG plots. Every finished job is stored: the same command run again\n"
+          "continues a killed study.\n"
           "\n"
           "  --out DIR           the study folder (required)\n"
-          "  --quick             1 seed, 15 s per cell, copy at T = 200: about 15 minutes on 2 cores\n"
+          "  --quick             1 seed, shorter budgets, the recipes' default learning rates, copy at\n"
+          "                      T = 200: at most about 15 minutes on 2 idle cores\n"
           "  --seeds N           seeds per (task, method) (default 3; --quick 1)\n"
           "  --tasks LIST        spike16,recall,local,parity,copy,modsum (default all)\n"
           "  --methods LIST      transformer,local,lstm,conv,ssmax,mixed,logn (default all; ssmax,\n"
           "                      mixed and logn apply to spike16 only)\n"
-          "  --budget SECONDS    training time per cell, CPU seconds per thread (default 45; --quick 15)\n"
+          "  --budget SECONDS    CPU seconds per cell for every task (default: each task's own budget,\n"
+          "                      sized from the measured time to learn of its fastest learner)\n"
           "  --eval-examples N   test sequences per test length (default 200; --quick 100)\n"
           "  --recall-scale S    default (T 128, 8 pairs) or zoology (vocabulary 8,192, T 512, 64 pairs)\n"
           "  --jobs N            jobs run at once, each in its own process (default: processors /\n"
@@ -1441,6 +1934,14 @@ int lb_cli_study(int argc, char **argv)
     if (!o.threads)
         o.threads = avail / jobs > 1 ? (int)(avail / jobs) : 1;
     o.jobs = jobs;
+    /* The command as run, for the report's header (arguments with spaces or quotes quoted). */
+    char command[1024] = "lookback";
+    for (int i = 0; i < argc; i++) {
+        size_t used = strlen(command);
+        int plain = argv[i][0] && strpbrk(argv[i], " \t'\"$\\") == NULL;
+        snprintf(command + used, sizeof command - used, plain ? " %s" : " '%s'", argv[i]);
+    }
+    o.command = command;
     /* Under mpirun rank 0 makes the folder and its options file before the others read them. */
     lb_study *s = lb_dist_rank() == 0 ? lb_study_new(&o) : NULL;
     int64_t made = s != NULL;

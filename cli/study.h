@@ -6,10 +6,13 @@
  * the results of the phases before it:
  *   LB_STUDY_DATA  one job per task: generate its data files (train, mixed-length
  *                  train for the spike task, one test file per test length);
- *   LB_STUDY_LR    one job per (task, method, candidate learning rate): a short run
+ *   LB_STUDY_LR    one job per (task, method, candidate learning rate) of the recipes
+ *                  that list several (none with quick): a short run trained to solve,
  *                  scored on the validation split;
- *   LB_STUDY_CELL  one job per (task, method, seed): train with the learning rate the
- *                  probes chose, for the same wall-clock budget as every other cell,
+ *   LB_STUDY_CELL  one job per (task, method, seed): train with its recipe (one table in
+ *                  cli/study.c) and the learning rate chosen, until solved on the
+ *                  validation split or out of the task's CPU budget (the same for every
+ *                  method of the task), record when it learnt and the learning curve,
  *                  then evaluate at every test length and measure the costs.
  * Every job stores its result in DIR/jobs/<name>.json (written to a temporary file
  * and renamed) and is skipped when that file exists, so a killed study continues
@@ -35,13 +38,16 @@ typedef struct lb_study_options {
     int threads;          /* threads per job (0 = OMP_NUM_THREADS or all processors) */
     int jobs;             /* jobs the driver runs at once (recorded in the report; 0 = 1) */
     int zoology;          /* recall at the scale of Arora et al. 2023 (vocabulary 8,192, T 512, 64 pairs) */
-    double budget;        /* training seconds per cell (0 = 15 with quick, else 45) */
+    double budget;        /* CPU seconds per cell for every task (0 = each task's own budget, sized
+                             from the measured time to learn of its fastest learner) */
     int64_t eval_examples;/* test sequences per test length (0 = 100 with quick, else 200) */
+    const char *command;  /* the command line as run, for the report's header (NULL: "lookback study") */
 } lb_study_options;
 
 typedef struct lb_study lb_study;
 
-/* Plans the study: checks the task and method lists, creates the folder and records
+/* Plans the study: checks the recipe table, the task and method lists (a list that makes
+ * no cell is LB_ERR_VALUE, before any folder is made), creates the folder and records
  * the options that decide the results (quick, zoology, budget, eval_examples) in
  * DIR/study-options.json; a folder holding a study made with other such options is
  * refused (seeds, tasks, methods and threads may change between runs: finished jobs
@@ -51,8 +57,8 @@ lb_study *lb_study_new(const lb_study_options *opt);
 void lb_study_free(lb_study *s);
 
 /* Jobs of a phase; the name of job i ("spike16.lstm.seed-1") and whether its result
- * is stored; the wall-clock seconds it is budgeted for (training time, without data
- * loading and evaluation). */
+ * is stored; the CPU seconds per thread it is budgeted for at most (training time,
+ * without data loading and evaluation; a job that solves its task stops earlier). */
 int lb_study_jobs(const lb_study *s, lb_study_phase phase);
 const char *lb_study_job_name(const lb_study *s, lb_study_phase phase, int index);
 int lb_study_job_done(const lb_study *s, lb_study_phase phase, int index);

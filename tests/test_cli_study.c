@@ -52,8 +52,19 @@ static void check_cell(json_object *cell)
     CU_ASSERT_STRING_EQUAL(json_object_get_string(get(cell, "task")), "local");
     CU_ASSERT_EQUAL(json_object_get_int(get(cell, "seed")), 1);
     CU_ASSERT_TRUE(json_object_get_int64(get(cell, "steps")) >= 1);
+    /* --quick: the recipe's default learning rate, no probe */
     double lr = json_object_get_double(get(cell, "lr"));
-    CU_ASSERT_TRUE(lr == 3e-3 || lr == 1e-3); /* the quick search's candidates */
+    CU_ASSERT_DOUBLE_EQUAL(lr, strcmp(method, "lstm") == 0 ? 1e-3 : 3e-3, 1e-12);
+    CU_ASSERT_PTR_NOT_NULL(get(cell, "source"));
+    /* A fraction of a second solves nothing: the curve has the last validation, no time to learn. */
+    CU_ASSERT_FALSE(json_object_get_boolean(get(cell, "solved")));
+    CU_ASSERT_PTR_NULL(get(cell, "time_to_learn"));
+    json_object *curve = get(cell, "curve");
+    CU_ASSERT_TRUE_FATAL(curve && json_object_array_length(curve) >= 1);
+    json_object *end = json_object_array_get_idx(curve, json_object_array_length(curve) - 1);
+    CU_ASSERT_EQUAL(json_object_get_int64(get(end, "step")), json_object_get_int64(get(cell, "steps")));
+    CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(get(end, "cpu_seconds")),
+                           json_object_get_double(get(cell, "train_seconds")), 1e-9);
     CU_ASSERT_TRUE(json_object_get_double(get(cell, "seconds_per_step")) > 0);
     CU_ASSERT_TRUE(json_object_get_double(get(cell, "peak_rss_mb")) > 1);
     CU_ASSERT_TRUE(json_object_get_double(get(cell, "job_seconds")) >= json_object_get_double(get(cell, "train_seconds")));
@@ -101,7 +112,36 @@ static void test_study_outputs_and_resume(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(root);
     json_object *cells = get(root, "cells"), *tasks = get(root, "tasks"), *lr = get(root, "lr_search");
     CU_ASSERT_EQUAL_FATAL(json_object_array_length(cells), 2);
-    CU_ASSERT_EQUAL(json_object_array_length(lr), 4); /* 2 methods x 2 learning rates */
+    CU_ASSERT_EQUAL(json_object_array_length(lr), 0); /* --quick: the recipes' learning rates, no probe */
+    /* The recipe table: every task has exactly one row for each method of the source's
+     * table, spike16 also one for each length-robust variant; each row has its learning
+     * rates, its budget and its source. */
+    json_object *recipes = get(root, "recipes");
+    static const char *const task_names[] = {"spike16", "recall", "local", "parity", "copy", "modsum"};
+    static const char *const method_names[] = {"transformer", "local", "lstm", "conv", "ssmax", "mixed", "logn"};
+    CU_ASSERT_EQUAL(json_object_array_length(recipes), 6 * 4 + 3);
+    for (int t = 0; t < 6; t++)
+        for (int m = 0; m < 7; m++) {
+            int rows = 0;
+            for (size_t i = 0; i < json_object_array_length(recipes); i++) {
+                json_object *row = json_object_array_get_idx(recipes, i);
+                if (strcmp(json_object_get_string(get(row, "task")), task_names[t]) != 0 ||
+                    strcmp(json_object_get_string(get(row, "method")), method_names[m]) != 0)
+                    continue;
+                rows++;
+                CU_ASSERT_TRUE(json_object_array_length(get(row, "lrs")) >= 1);
+                CU_ASSERT_TRUE(json_object_get_double(get(row, "budget_seconds")) > 0);
+                CU_ASSERT_TRUE(json_object_get_double(get(row, "stop_at")) > 0);
+                CU_ASSERT_TRUE(strlen(json_object_get_string(get(row, "source"))) > 5);
+                if (strcmp(task_names[t], "recall") == 0 && m < 2) /* Zoology's sweep: 4 log-spaced rates */
+                    CU_ASSERT_EQUAL(json_object_array_length(get(row, "lrs")), 4);
+                if (strcmp(task_names[t], "copy") == 0 && m == 3) { /* Bai's TCN: kernel 8, selected on loss */
+                    CU_ASSERT_PTR_NOT_NULL(strstr(json_object_get_string(get(row, "model")), "kernel 8"));
+                    CU_ASSERT_STRING_EQUAL(json_object_get_string(get(row, "select")), "loss");
+                }
+            }
+            CU_ASSERT_EQUAL(rows, m < 4 || t == 0 ? 1 : 0);
+        }
     /* ctest sets OMP_NUM_THREADS=2: with --threads 1, two jobs run at once */
     json_object *options = get(root, "options");
     CU_ASSERT_EQUAL(json_object_get_int(get(options, "jobs")), 2);
@@ -120,12 +160,22 @@ static void test_study_outputs_and_resume(void)
     snprintf(path, sizeof path, "%s/study.md", study_dir());
     char *md = read_all(path, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(md);
+    char png[600], svg[600];
     CU_ASSERT_TRUE(contains(md, "**Best fit, measured:**"));
     CU_ASSERT_TRUE(contains(md, "| lstm | 1 |"));
     CU_ASSERT_TRUE(contains(md, "| conv | 1 |"));
     CU_ASSERT_TRUE(contains(md, "receptive field 127 >= T = 64"));
+    CU_ASSERT_TRUE(contains(md, "| solved | time to learn (CPU s) |"));
+    CU_ASSERT_FALSE(contains(md, "scalable softmax |")); /* no row for a method that runs on no task here */
+    CU_ASSERT_TRUE(contains(md, "| 0/1 | not within 0.4 |"));
+    CU_ASSERT_TRUE(contains(md, "![local: validation score against CPU seconds](learning-local.png)"));
+    /* The header shows the command as it was run. */
+    CU_ASSERT_TRUE(contains(md, "`lookback study --quick --tasks local --methods lstm,conv --budget 0.4 --eval-examples 16 "
+                                "--threads 1 --out "));
     free(md);
-    char png[600], svg[600];
+    snprintf(png, sizeof png, "%s/learning-local.png", study_dir());
+    snprintf(svg, sizeof svg, "%s/learning-local.svg", study_dir());
+    CU_ASSERT_TRUE(exists(png) || exists(svg));
     snprintf(png, sizeof png, "%s/accuracy-local.png", study_dir());
     snprintf(svg, sizeof svg, "%s/accuracy-local.svg", study_dir());
     CU_ASSERT_TRUE(exists(png) || exists(svg));
@@ -156,6 +206,13 @@ static void test_study_outputs_and_resume(void)
            r);
     EXPECT(!contains(r.err, "lr probe"), r);
     run_free(&r);
+    /* The report's header is the command of this run, not of the first one. */
+    snprintf(path, sizeof path, "%s/study.md", study_dir());
+    md = read_all(path, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(md);
+    CU_ASSERT_TRUE(contains(md, "--eval-examples 16 --jobs 1 --out "));
+    CU_ASSERT_FALSE(contains(md, "--threads 1 --out "));
+    free(md);
     CU_ASSERT_TRUE(exists(path));
     after = read_all(cell, NULL);
     CU_ASSERT_TRUE(before && after && strcmp(before, after) == 0);
@@ -175,6 +232,7 @@ static void test_study_outputs_and_resume(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(md);
     CU_ASSERT_TRUE(contains(md, "**Best fit, measured:** lstm (LSTM), 30.0% at 1024. No method has learnt the task"));
     CU_ASSERT_TRUE(contains(md, "| local (leads, not learnt) |"));
+    CU_ASSERT_TRUE(contains(md, "**Decided: 0 of the 1 tasks with results** (a task is decided"));
     CU_ASSERT_FALSE(contains(md, "disagrees"));
     free(md);
     set_cell_accuracy("local.lstm.seed-1", 0.95);
@@ -186,6 +244,7 @@ static void test_study_outputs_and_resume(void)
     CU_ASSERT_TRUE(contains(md, "**Best fit, measured:** lstm (LSTM), 95.0% at 1024. **This disagrees with the "
                                 "source's table**, which names \"1D convolution\""));
     CU_ASSERT_TRUE(contains(md, "| local |"));
+    CU_ASSERT_TRUE(contains(md, "**Decided: 1 of the 1 tasks with results** (local)"));
     free(md);
     snprintf(path, sizeof path, "%s/study.json", study_dir());
     root = json_object_from_file(path);
@@ -221,6 +280,63 @@ static void test_study_usage_errors(void)
     EXPECT(r.code == 2 && one_error_line(&r, "study") && contains(r.err, "--jobs"), r);
     run_free(&r);
     CU_ASSERT_FALSE(exists(path_in("never")));
+    /* A study with no cell (ssmax runs on spike16 only) is a usage error, before any folder. */
+    const char *empty[] = {"study", "--tasks", "modsum", "--methods", "ssmax", "--out", path_in("never"), NULL};
+    r = run(empty);
+    EXPECT(r.code == 2 && one_error_line(&r, "study") && contains(r.err, "no cell") && contains(r.err, "spike16"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(path_in("never")));
+}
+
+/* Train to solve: the LSTM on modsum reaches the task's criterion (exact on the validation
+ * split) within a few hundred steps, so its cell stops there, long before its budget, and
+ * records when: the time to learn is the last validation of its curve, at a multiple of
+ * the task's validation interval. */
+static void test_study_cell_stops_when_solved(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", path_in("study-solve"));
+    const char *args[] = {"study", "--quick", "--tasks", "modsum", "--methods", "lstm", "--budget", "60",
+                          "--eval-examples", "16", "--threads", "1", "--out", dir, NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    char path[600];
+    snprintf(path, sizeof path, "%s/jobs/modsum.lstm.seed-1.json", dir);
+    json_object *cell = json_object_from_file(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cell);
+    CU_ASSERT_TRUE(json_object_get_boolean(get(cell, "solved")));
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(get(cell, "criterion")), "validation accuracy >= 100 %");
+    int64_t steps = json_object_get_int64(get(cell, "steps"));
+    double spent = json_object_get_double(get(cell, "train_seconds"));
+    CU_ASSERT_TRUE(steps > 0 && steps % 100 == 0);
+    CU_ASSERT_TRUE(spent < 30); /* stopped at the criterion, not by the 60-s budget */
+    CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(get(cell, "val_accuracy")), 1.0, 1e-12);
+    json_object *when = get(cell, "time_to_learn");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(when);
+    CU_ASSERT_EQUAL(json_object_get_int64(get(when, "step")), steps);
+    CU_ASSERT_EQUAL(json_object_get_int64(get(when, "examples")), steps * 64); /* batch 64 */
+    CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(get(when, "cpu_seconds")), spent, 1e-9);
+    /* 50 % and 90 % of the way from chance (20 %) come no later. */
+    json_object *half = get(cell, "time_to_50"), *ninety = get(cell, "time_to_90");
+    CU_ASSERT_TRUE_FATAL(half && ninety);
+    CU_ASSERT_TRUE(json_object_get_int64(get(half, "step")) <= json_object_get_int64(get(ninety, "step")));
+    CU_ASSERT_TRUE(json_object_get_int64(get(ninety, "step")) <= steps);
+    json_object *curve = get(cell, "curve");
+    CU_ASSERT_EQUAL(json_object_array_length(curve), (size_t)(steps / 100));
+    for (size_t i = 0; i < json_object_array_length(curve); i++) {
+        json_object *pt = json_object_array_get_idx(curve, i);
+        CU_ASSERT_EQUAL(json_object_get_int64(get(pt, "step")), (int64_t)(100 * (i + 1)));
+        double score = json_object_get_double(get(pt, "score"));
+        CU_ASSERT_TRUE(i + 1 < json_object_array_length(curve) ? score < 1.0 : score == 1.0);
+    }
+    json_object_put(cell);
+    snprintf(path, sizeof path, "%s/study.md", dir);
+    char *md = read_all(path, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(md);
+    CU_ASSERT_TRUE(contains(md, "| 1/1 |"));
+    CU_ASSERT_TRUE(contains(md, "| score |")); /* the paper's score beside the per-length accuracies */
+    free(md);
 }
 
 /* SIGTERM to the study alone (not its process group) stops its running jobs at once
@@ -235,10 +351,10 @@ static void test_study_sigterm_and_lock(void)
     pid_t pid = start_program(args);
     CU_ASSERT_TRUE_FATAL(pid > 0);
     char ck[600];
-    snprintf(ck, sizeof ck, "%s/runs/local.lstm.lr-0.003/checkpoint.h5", dir);
+    snprintf(ck, sizeof ck, "%s/runs/local.lstm.seed-1/checkpoint.h5", dir);
     for (int i = 0; i < 6000 && !exists(ck); i++)
         usleep(10000);
-    CU_ASSERT_TRUE_FATAL(exists(ck)); /* a probe of 60 s is training */
+    CU_ASSERT_TRUE_FATAL(exists(ck)); /* a cell of 60 s is training */
     kill(pid, SIGTERM);
     run_result r = finish_program(pid, 60);
     EXPECT(r.code == 143 && contains(r.err, "interrupted") && contains(r.err, "run the same command again"), r);
@@ -270,6 +386,7 @@ int main(void)
     const lb_test_case cases[] = {
         {"study: outputs, values, resumption, options check", test_study_outputs_and_resume},
         {"study: usage errors name the option", test_study_usage_errors},
+        {"study: a cell stops when solved and records when", test_study_cell_stops_when_solved},
         {"study: SIGTERM stops the jobs (143); a folder in use is refused",
          test_study_sigterm_and_lock},
         {NULL, NULL},

@@ -594,6 +594,148 @@ static void test_best_checkpoint_and_patience(void)
     lb_dataset_close(ds);
 }
 
+/* The validations of a run: step, accuracy and loss of each. */
+typedef struct val_log {
+    int n;
+    int64_t step[64];
+    double acc[64], loss[64];
+} val_log;
+
+static void log_validations(lb_loop_event e, const lb_step_stats *s, const lb_eval_result *r, void *user)
+{
+    val_log *log = user;
+    if (e == LB_EVENT_EVAL && log->n < 64) {
+        log->step[log->n] = s->step;
+        log->acc[log->n] = r->accuracy;
+        log->loss[log->n] = r->loss;
+        log->n++;
+    }
+}
+
+/* Runs 60 steps (validation every 5) with cfg's select and stop_at into sub/checkpoint.h5;
+ * returns the trainer (the caller frees it) and logs the validations. */
+static lb_trainer *run_to_solve(lb_model *m, lb_dataset *ds, lb_val_select select, double stop_at, const char *ck,
+                                val_log *log)
+{
+    lb_train_config tc;
+    small_train_config(&tc, 60);
+    tc.schedule = lb_schedule_constant(3e-3);
+    tc.eval_every = 5;
+    tc.select = select;
+    tc.stop_at = stop_at;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    memset(log, 0, sizeof *log);
+    CU_ASSERT_EQUAL(lb_trainer_run(t, ck, NULL, log_validations, log), LB_OK);
+    return t;
+}
+
+static long long checkpoint_step(const char *path)
+{
+    long long step = -1;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return -1;
+    hid_t a = H5Aopen(f, "step", H5P_DEFAULT);
+    H5Aread(a, H5T_NATIVE_LLONG, &step);
+    H5Aclose(a);
+    H5Fclose(f);
+    return step;
+}
+
+/* Train to solve: with stop_at the run ends at the first validation whose score reaches
+ * it (accuracy >= X, or loss <= X with select loss), saves its checkpoint there and
+ * records the step; select loss makes best.h5 follow the lowest validation loss. The
+ * thresholds are taken from a full run of the same (deterministic) training. */
+static void test_stop_at_criterion(void)
+{
+    char sub[300], ck[400], best[400];
+    snprintf(sub, sizeof sub, "%s/solve-run", dir);
+    mkdir(sub, 0777);
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", sub);
+    snprintf(best, sizeof best, "%s/best.h5", sub);
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+
+    /* The full run: its validations, never solved. */
+    val_log full, log;
+    lb_model *m = lb_model_new(&mc);
+    lb_trainer *t = run_to_solve(m, ds, LB_SELECT_LOSS, 0, ck, &full);
+    CU_ASSERT_EQUAL_FATAL(full.n, 12);
+    CU_ASSERT_EQUAL(lb_trainer_solved_step(t, NULL), 0);
+    int lowest = 0, target = -1;
+    for (int i = 1; i < full.n; i++)
+        if (full.loss[i] < full.loss[lowest])
+            lowest = i;
+    /* best.h5 under select loss: the validation with the lowest loss. */
+    double metric;
+    CU_ASSERT_EQUAL(lb_trainer_best(t, &metric), full.step[lowest]);
+    CU_ASSERT_DOUBLE_EQUAL(metric, full.loss[lowest], 1e-12);
+    CU_ASSERT_EQUAL(checkpoint_step(best), full.step[lowest]);
+    lb_trainer_free(t);
+    lb_model_free(m);
+
+    /* A loss threshold first reached at a middle validation: the run stops there. */
+    for (int i = 1; i < full.n - 1 && target < 0; i++) {
+        int first = 1;
+        for (int k = 0; k < i; k++)
+            first &= full.loss[k] > full.loss[i];
+        if (first && full.loss[i] < full.loss[0])
+            target = i;
+    }
+    CU_ASSERT_TRUE_FATAL(target > 0);
+    m = lb_model_new(&mc);
+    t = run_to_solve(m, ds, LB_SELECT_LOSS, full.loss[target], ck, &log);
+    double score;
+    CU_ASSERT_EQUAL(lb_trainer_solved_step(t, &score), full.step[target]);
+    CU_ASSERT_DOUBLE_EQUAL(score, full.loss[target], 1e-12);
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(t), full.step[target]);
+    CU_ASSERT_EQUAL(log.n, target + 1);
+    CU_ASSERT_EQUAL(checkpoint_step(ck), full.step[target]); /* saved where it stopped */
+    CU_ASSERT_EQUAL(checkpoint_step(best), full.step[target]);
+    lb_trainer_free(t);
+    lb_model_free(m);
+
+    /* An accuracy threshold: the first validation at or above it. */
+    int acc_target = -1;
+    double best_acc = full.acc[0];
+    for (int i = 1; i < full.n && acc_target < 0; i++)
+        if (full.acc[i] > best_acc)
+            acc_target = i;
+    CU_ASSERT_TRUE_FATAL(acc_target > 0);
+    m = lb_model_new(&mc);
+    t = run_to_solve(m, ds, LB_SELECT_ACCURACY, full.acc[acc_target], ck, &log);
+    CU_ASSERT_EQUAL(lb_trainer_solved_step(t, &score), full.step[acc_target]);
+    CU_ASSERT_DOUBLE_EQUAL(score, full.acc[acc_target], 1e-12);
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(t), full.step[acc_target]);
+    lb_trainer_free(t);
+    lb_model_free(m);
+
+    /* Bad values are refused, naming the field. */
+    lb_train_config tc;
+    small_train_config(&tc, 10);
+    tc.stop_at = 1.5;
+    CU_ASSERT_EQUAL(lb_train_config_check(&tc), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "stop-at"));
+    tc.select = LB_SELECT_LOSS; /* a loss may be above 1 */
+    CU_ASSERT_EQUAL(lb_train_config_check(&tc), LB_OK);
+    tc.stop_at = -1;
+    CU_ASSERT_EQUAL(lb_train_config_check(&tc), LB_ERR_VALUE);
+    tc.stop_at = 0;
+    tc.select = (lb_val_select)5;
+    CU_ASSERT_EQUAL(lb_train_config_check(&tc), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "select"));
+    lb_val_select sel;
+    CU_ASSERT_EQUAL(lb_val_select_parse("loss", &sel), LB_OK);
+    CU_ASSERT_EQUAL(sel, LB_SELECT_LOSS);
+    CU_ASSERT_EQUAL(lb_val_select_parse("f1", &sel), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "'f1'"));
+    CU_ASSERT_STRING_EQUAL(lb_val_select_name(LB_SELECT_ACCURACY), "accuracy");
+    CU_ASSERT_TRUE(isnan(lb_val_score(NULL, LB_SELECT_LOSS, NULL)));
+    lb_dataset_close(ds);
+}
+
 static double process_cpu_seconds(void)
 {
     struct timespec ts;
@@ -696,6 +838,7 @@ int main(void)
         {"skipped steps are counted and stop a run that keeps skipping", test_skipped_steps_stop_the_run},
         {"the train row of the metrics is the mean over its interval", test_train_row_is_interval_mean},
         {"best.h5 and --patience; the best survives a resume", test_best_checkpoint_and_patience},
+        {"train to solve: --stop-at ends the run at the criterion; --select loss", test_stop_at_criterion},
         {NULL, NULL},
     };
     int rc = lb_test_main("trainer", cases);

@@ -61,6 +61,13 @@ lb_status lb_train_config_check(const lb_train_config *cfg)
         return lb_error(LB_ERR_VALUE, "train config: threads must be >= 0 (got %d)", cfg->threads);
     if (cfg->patience < 0 || cfg->max_skipped < 0)
         return lb_error(LB_ERR_VALUE, "train config: patience and max_skipped must be >= 0");
+    if (!lb_val_select_name(cfg->select))
+        return lb_error(LB_ERR_VALUE, "train config: select must be accuracy or loss (got %d)", (int)cfg->select);
+    if (!(cfg->stop_at >= 0) || !isfinite(cfg->stop_at))
+        return lb_error(LB_ERR_VALUE, "train config: stop-at must be a finite value >= 0 (got %g)", cfg->stop_at);
+    if (cfg->select == LB_SELECT_ACCURACY && cfg->stop_at > 1)
+        return lb_error(LB_ERR_VALUE, "train config: stop-at %g is an accuracy above 1 (with select accuracy it is a "
+                        "fraction in (0, 1]; a regression's MSE is compared as is)", cfg->stop_at);
     if (lb_optim_config_check(&cfg->optim) != LB_OK)
         return lb_last_status();
     lb_schedule s = effective_schedule(cfg);
@@ -80,6 +87,33 @@ static double cpu_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *lb_val_select_name(lb_val_select s)
+{
+    return s == LB_SELECT_ACCURACY ? "accuracy" : s == LB_SELECT_LOSS ? "loss" : NULL;
+}
+
+lb_status lb_val_select_parse(const char *name, lb_val_select *out)
+{
+    if (name && strcmp(name, "accuracy") == 0)
+        *out = LB_SELECT_ACCURACY;
+    else if (name && strcmp(name, "loss") == 0)
+        *out = LB_SELECT_LOSS;
+    else
+        return lb_error(LB_ERR_VALUE, "validation score '%s': expected accuracy or loss", name ? name : "(null)");
+    return LB_OK;
+}
+
+double lb_val_score(const lb_eval_result *r, lb_val_select select, int *higher_better)
+{
+    if (!r)
+        return NAN;
+    int regression = isnan(r->accuracy);
+    int higher = select == LB_SELECT_ACCURACY && !regression;
+    if (higher_better)
+        *higher_better = higher;
+    return select == LB_SELECT_LOSS ? r->loss : regression ? r->mse : r->accuracy;
 }
 
 const char *lb_budget_clock_name(lb_budget_clock c)
@@ -668,6 +702,13 @@ int lb_trainer_stopped_early(const lb_trainer *t)
     return t->stopped_early;
 }
 
+int64_t lb_trainer_solved_step(const lb_trainer *t, double *score)
+{
+    if (score)
+        *score = t->solved_step ? t->solved_score : NAN;
+    return t->solved_step;
+}
+
 int64_t lb_trainer_best(const lb_trainer *t, double *metric)
 {
     LB_CHECK_ARG(t, -1);
@@ -689,9 +730,9 @@ static void best_path(const char *checkpoint_path, char *buf, size_t size)
 /* Records an evaluation; 1 when it is the best so far. */
 static int note_validation(lb_trainer *t, const lb_eval_result *r)
 {
-    int regression = isnan(r->accuracy);
-    double metric = regression ? r->mse : r->accuracy;
-    int better = t->best_step == 0 || (regression ? metric < t->best_metric : metric > t->best_metric);
+    int higher;
+    double metric = lb_val_score(r, t->cfg.select, &higher);
+    int better = t->best_step == 0 || (higher ? metric > t->best_metric : metric < t->best_metric);
     if (better) {
         t->best_step = t->step;
         t->best_metric = metric;
@@ -749,7 +790,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         int last = t->step == c->steps || (c->time_budget > 0 && t->budget_spent >= c->time_budget);
         int eval_now = last || (c->eval_every > 0 && t->step % c->eval_every == 0);
         int ckpt_due = last || (c->checkpoint_every > 0 ? t->step % c->checkpoint_every == 0 : eval_now);
-        int improved = 0, judged = 0;
+        int improved = 0, judged = 0, solved = 0;
         if (eval_now) {
             lb_eval_result r;
             st = write_metrics(metrics, t->step, "train", t->interval_loss / (double)t->interval_steps,
@@ -762,8 +803,18 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
             if (lb_dataset_split_size(t->data, "val") > 0) {
                 if ((st = lb_trainer_evaluate(t, "val", c->eval_examples, &r)) != LB_OK)
                     return st;
-                /* The best and --patience are judged where a checkpoint is written. */
-                judged = ckpt_due;
+                /* The best and --patience are judged where a checkpoint is written
+                 * (and at the validation that solves the task: the run ends there). */
+                if (c->stop_at > 0) {
+                    int higher;
+                    double score = lb_val_score(&r, c->select, &higher);
+                    solved = higher ? score >= c->stop_at : score <= c->stop_at;
+                    if (solved && t->solved_step == 0) {
+                        t->solved_step = t->step;
+                        t->solved_score = score;
+                    }
+                }
+                judged = ckpt_due || solved;
                 improved = judged && note_validation(t, &r);
                 if ((st = write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed, 0)) != LB_OK)
                     return st;
@@ -778,17 +829,17 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
                 return st;
         }
         int early = judged && c->patience > 0 && t->evals_since_best >= c->patience;
-        int ckpt_now = ckpt_due || early;
+        int ckpt_now = ckpt_due || early || solved;
         if (ckpt_now && checkpoint_path) {
             if ((st = lb_trainer_save(t, checkpoint_path)) != LB_OK)
                 return st;
             if (cb)
                 cb(LB_EVENT_CHECKPOINT, &s, NULL, user);
         }
-        if (early) {
+        if (early)
             t->stopped_early = 1;
+        if (early || solved)
             break;
-        }
     }
     if (t->run_steps > 0 && t->run_skipped == t->run_steps)
         return lb_error(LB_ERR_NUMERIC, "all %lld steps of this run were skipped because the gradient was not finite: "

@@ -35,6 +35,20 @@ LB_API_BEGIN
  *   it waits for a core, so budgeted comparisons stay fair (slower, not worse). */
 typedef enum lb_budget_clock { LB_BUDGET_WALL = 0, LB_BUDGET_CPU = 1 } lb_budget_clock;
 
+/* The validation score that selects best.h5 and that --patience and --stop-at judge.
+ * LB_SELECT_ACCURACY: accuracy over the scored targets (higher is better); for
+ *   regression the MSE (lower is better).
+ * LB_SELECT_LOSS: the mean validation loss over the scored targets (lower is better).
+ *   For a task whose scored targets are mostly trivial (copy memory with its blanks
+ *   scored, where accuracy is 99 % while the model still guesses every symbol to copy)
+ *   the loss is the task's own score: it is compared with the memoryless baseline. */
+typedef enum lb_val_select { LB_SELECT_ACCURACY = 0, LB_SELECT_LOSS = 1 } lb_val_select;
+
+/* "accuracy" / "loss"; NULL for a value out of range. */
+const char *lb_val_select_name(lb_val_select s);
+/* Parses "accuracy" or "loss"; LB_ERR_VALUE naming the value otherwise. */
+lb_status lb_val_select_parse(const char *name, lb_val_select *out);
+
 /* "wall" / "cpu"; NULL for a value out of range. */
 const char *lb_budget_clock_name(lb_budget_clock c);
 /* Parses "wall" or "cpu"; LB_ERR_VALUE naming the value otherwise. */
@@ -60,6 +74,12 @@ typedef struct lb_train_config {
                                 metric (0 = never stop early) */
     int64_t max_skipped;     /* stop when this many steps in a row were skipped for a
                                 non-finite gradient (0 = never) */
+    lb_val_select select;    /* the validation score of best.h5, patience and stop_at
+                                (default LB_SELECT_ACCURACY) */
+    double stop_at;          /* train to solve: stop at the first validation whose score reaches
+                                this value (score >= stop_at when higher is better, <= when
+                                lower is better; 0 = never). The run saves its checkpoint and
+                                ends (lb_trainer_solved_step) */
 } lb_train_config;
 
 /* Defaults: 1000 steps, batch 32, AdamW lr 1e-3 weight decay 0.01, warm-up 100
@@ -88,6 +108,10 @@ typedef struct lb_eval_result {
     int n_outputs;
     int64_t output_correct[LB_EVAL_MAX_OUTPUTS], output_total[LB_EVAL_MAX_OUTPUTS];
 } lb_eval_result;
+
+/* The score of a validation result under `select` (see lb_val_select) and whether higher
+ * is better (*higher_better, may be NULL). NAN for a NULL result. */
+double lb_val_score(const lb_eval_result *r, lb_val_select select, int *higher_better);
 
 /* Evaluates `model` (no gradients, no dropout) on the first max_examples (0 = all)
  * examples of `split`, in file order, batch_size at a time. With distances, the
@@ -202,9 +226,13 @@ typedef void (*lb_loop_callback)(lb_loop_event event, const lb_step_stats *step,
  * regression) is judged at the evaluations where a checkpoint is written (every
  * evaluation unless cfg->checkpoint_every is set); with checkpoint_path the best so far
  * is also saved as "best.h5" in the same folder.
+ * The validation metric is cfg->select's score (lb_val_score).
  * Early stopping: with cfg->patience > 0 the run stops after that many judged
  * evaluations in a row without improvement, saving its checkpoint
  * (lb_trainer_stopped_early).
+ * Train to solve: with cfg->stop_at > 0 the run stops at the first validation whose
+ * score reaches it (that validation is judged for best.h5 and the checkpoint is saved;
+ * lb_trainer_solved_step).
  * Errors: LB_ERR_NUMERIC when the loss is not finite (the last good checkpoint is left
  * untouched), when cfg->max_skipped steps in a row were skipped, or when every step of
  * this call was skipped; the message names the steps and what to try. LB_ERR_IO when a
@@ -217,8 +245,13 @@ int64_t lb_trainer_run_steps(const lb_trainer *t);
 int64_t lb_trainer_run_skipped(const lb_trainer *t);
 /* 1 when the last lb_trainer_run ended by cfg->patience. */
 int lb_trainer_stopped_early(const lb_trainer *t);
+/* The step of the first validation of this trainer whose score reached cfg->stop_at
+ * (the run ended there), 0 when none did; *score (may be NULL) receives that score. Not
+ * kept in checkpoints: a resumed run that is already solved trains to its next
+ * validation and stops there. */
+int64_t lb_trainer_solved_step(const lb_trainer *t, double *score);
 /* The best validation so far (also across resumes): its step (0 = no evaluation yet)
- * and metric (accuracy, or MSE for regression). */
+ * and metric (cfg->select's score: accuracy, MSE for regression, or loss). */
 int64_t lb_trainer_best(const lb_trainer *t, double *metric);
 
 /* The CSV header line written before the first metrics row. */

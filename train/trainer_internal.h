@@ -27,6 +27,8 @@ struct lb_trainer {
     double best_metric;    /* accuracy (classification, higher is better) or MSE (lower) */
     int64_t evals_since_best;
     int stopped_early;     /* the last run ended by --patience */
+    int64_t solved_step;   /* the validation that reached cfg.stop_at (0 = none yet) */
+    double solved_score;
     int64_t run_steps, run_skipped, skipped_in_row; /* of the last lb_trainer_run */
     /* The metrics' train row: sums over the steps since the last row (saved in
      * checkpoints, so a resumed run writes the same rows as an uninterrupted one). */
