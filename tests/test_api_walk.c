@@ -256,6 +256,7 @@ static const struct {
     {"lb_checked_mul", "out"},         {"lb_shape_numel", "numel"},        {"lb_param_new", "name"},
     {"lb_params_add", "prefix"},       {"lb_trainer_distribute", "cfg"},
     {"lb_gradcheck", "options"},       {"lb_gradcheck", "report"},         {"lb_param_name", "prefix"},
+    {"lb_val_score", "higher_better"}, {"lb_trainer_solved_step", "score"},
     {NULL, NULL},
 };
 

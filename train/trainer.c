@@ -107,8 +107,7 @@ lb_status lb_val_select_parse(const char *name, lb_val_select *out)
 
 double lb_val_score(const lb_eval_result *r, lb_val_select select, int *higher_better)
 {
-    if (!r)
-        return NAN;
+    LB_CHECK_ARG(r, NAN);
     int regression = isnan(r->accuracy);
     int higher = select == LB_SELECT_ACCURACY && !regression;
     if (higher_better)
@@ -704,6 +703,9 @@ int lb_trainer_stopped_early(const lb_trainer *t)
 
 int64_t lb_trainer_solved_step(const lb_trainer *t, double *score)
 {
+    if (score)
+        *score = NAN;
+    LB_CHECK_ARG(t, -1);
     if (score)
         *score = t->solved_step ? t->solved_score : NAN;
     return t->solved_step;

@@ -110,7 +110,7 @@ typedef struct lb_eval_result {
 } lb_eval_result;
 
 /* The score of a validation result under `select` (see lb_val_select) and whether higher
- * is better (*higher_better, may be NULL). NAN for a NULL result. */
+ * is better (*higher_better, may be NULL). NAN with an LB_ERR_VALUE error for a NULL result. */
 double lb_val_score(const lb_eval_result *r, lb_val_select select, int *higher_better);
 
 /* Evaluates `model` (no gradients, no dropout) on the first max_examples (0 = all)
@@ -248,7 +248,7 @@ int lb_trainer_stopped_early(const lb_trainer *t);
 /* The step of the first validation of this trainer whose score reached cfg->stop_at
  * (the run ended there), 0 when none did; *score (may be NULL) receives that score. Not
  * kept in checkpoints: a resumed run that is already solved trains to its next
- * validation and stops there. */
+ * validation and stops there. -1 (score NAN) with an LB_ERR_VALUE error when t is NULL. */
 int64_t lb_trainer_solved_step(const lb_trainer *t, double *score);
 /* The best validation so far (also across resumes): its step (0 = no evaluation yet)
  * and metric (cfg->select's score: accuracy, MSE for regression, or loss). */
