@@ -230,6 +230,7 @@ static int locked_by_writer(const char *path)
 
 lb_status lb_h5_open_read(const char *path, const char *what, hid_t *out)
 {
+    LB_CHECK_ARG(path, LB_ERR_VALUE);
     LB_CHECK_ARG(out, LB_ERR_VALUE);
     *out = -1;
     struct stat sb;

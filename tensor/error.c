@@ -45,6 +45,7 @@ lb_status lb_error(lb_status status, const char *fmt, ...)
 
 lb_status lb_error_context(const char *fmt, ...)
 {
+    LB_CHECK_ARG(fmt, LB_ERR_VALUE);
     char prefix[256];
     char old[LB_ERROR_MAX];
     va_list ap;

@@ -59,7 +59,8 @@ static void test_views_refuse_overflow(void)
     LB_ASSERT_ERROR(LB_ERR_SHAPE, "reshape", "[1099511627776, 1099511627776, -1]");
     /* expand of a size-1 dim to more elements than int64 counts */
     const int64_t one[2] = {1, 3};
-    lb_tensor *row = lb_tensor_reshape(lb_tensor_slice(t, 0, 0, 1, 1), 2, one);
+    lb_tensor *first = lb_tensor_slice(t, 0, 0, 1, 1);
+    lb_tensor *row = lb_tensor_reshape(first, 2, one);
     CU_ASSERT_PTR_NOT_NULL_FATAL(row);
     const int64_t big[3] = {INT64_C(1) << 40, INT64_C(1) << 40, 3};
     CU_ASSERT_PTR_NULL(lb_tensor_expand(row, 3, big));
@@ -72,6 +73,7 @@ static void test_views_refuse_overflow(void)
     CU_ASSERT_DOUBLE_EQUAL(lb_tensor_get(sl, at), 4.0, 0);
     lb_tensor_free(sl);
     lb_tensor_free(row);
+    lb_tensor_free(first);
     lb_tensor_free(t);
 }
 
