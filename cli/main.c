@@ -33,11 +33,11 @@ static void usage(FILE *out)
           "'lookback --version' prints the version. An option given twice is a usage error (exit 2).\n"
           "\n"
           "Every HDF5 file named is read first in a child process: one that crashes or hangs the HDF5\n"
-          "library is reported as damaged. LOOKBACK_HDF5_TIMEOUT=S sets that time limit (1 to 86400 s; default\n"
-          "20 s plus 1 s per 20 MB). Outputs are only ever regular files, never one of the command's own\n"
-          "inputs (whatever the path's spelling, even with --force), and one writer at a time (FILE.lock);\n"
-          "a full disk, an unwritable standard output or a lack of memory (ulimit -v) stops with one line\n"
-          "and exit 1.\n",
+          "library is reported as damaged. LOOKBACK_HDF5_TIMEOUT=S sets that time limit (1 to 86400\n"
+          "s; default 20 s plus 1 s per 20 MB). Outputs are only ever regular files, never one of the\n"
+          "command's own inputs (whatever the path's spelling, even with --force), and one writer at a\n"
+          "time (FILE.lock); a full disk, an unwritable standard output or a lack of memory (ulimit\n"
+          "-v) stops with one line and exit 1.\n",
           out);
 }
 
