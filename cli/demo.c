@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -422,9 +423,10 @@ static void compare_usage(FILE *out)
           "\n"
           "Trains each model (transformer, local, lstm, conv; a name may repeat as name=kind, e.g.\n"
           "big=transformer) on the train file with the same options and time budget, evaluates each\n"
-          "on the test split of every evaluation file, prints one table and writes DIR/summary.json,\n"
-          "one run folder per model and the plots. Under mpirun -np N the models are shared out\n"
-          "over the N processes (model i on process i mod N) and process 0 writes the report.\n"
+          "on the test split of every evaluation file (each file once), prints one table and writes\n"
+          "DIR/summary.json, one run folder per model and the plots. Under mpirun -np N the models\n"
+          "are shared out over the N processes (model i on process i mod N) and process 0 writes\n"
+          "the report.\n"
           "\n"
           "  --budget SECONDS   training time per model (default 60; 0 = until --steps); the same as\n"
           "                     --time-budget, so give one of them\n"
@@ -541,6 +543,13 @@ int lb_cli_compare(int argc, char **argv)
             return lb_cli_error(cmd, 2, "--eval has an empty file name (two commas, or a trailing comma?)");
         if (n_evals == MAX_EVALS)
             return lb_cli_error(cmd, 2, "at most %d evaluation files", MAX_EVALS);
+        /* one file once, however spelled: two columns of it would tell nothing apart */
+        struct stat a, b;
+        for (int e = 0; e < n_evals; e++)
+            if (strcmp(evals[e].path, tok) == 0 ||
+                (stat(evals[e].path, &a) == 0 && stat(tok, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+                return lb_cli_error(cmd, 2, "--eval names the file %s twice ('%s' and '%s'); give each file once", tok,
+                                    evals[e].path, tok);
         snprintf(evals[n_evals].path, sizeof evals[n_evals].path, "%s", tok);
         evals[n_evals++].examples = eval_limit;
     }

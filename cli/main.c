@@ -12,6 +12,7 @@
 #include "tensor/threads.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "data/h5io.h"
 
 static void usage(FILE *out)
 {
@@ -28,14 +29,15 @@ static void usage(FILE *out)
           "  stream      read token ids one event at a time and print the model's prediction per event\n"
           "  gradcheck   check a model's gradients numerically (float64, central differences)\n"
           "\n"
-          "'lookback <command> --help' lists a command's options; 'lookback --version' prints the version.\n"
+          "'lookback <command> --help' (or 'lookback help <command>') lists a command's options;\n"
+          "'lookback --version' prints the version. An option given twice is a usage error (exit 2).\n"
           "\n"
           "Every HDF5 file named is read first in a child process: one that crashes or hangs the HDF5\n"
-          "library is reported as damaged. LOOKBACK_HDF5_TIMEOUT=S sets that time limit (default 20 s\n"
-          "plus 1 s per 20 MB). Outputs are only ever regular files, never one of the command's own\n"
-          "inputs (whatever the path's spelling, even with --force), and one writer at a time (FILE.lock);\n"
-          "a full disk, an unwritable standard output or a lack of memory (ulimit -v) stops with one line\n"
-          "and exit 1.\n",
+          "library is reported as damaged. LOOKBACK_HDF5_TIMEOUT=S sets that time limit (1 to 86400\n"
+          "s; default 20 s plus 1 s per 20 MB). Outputs are only ever regular files, never one of the\n"
+          "command's own inputs (whatever the path's spelling, even with --force), and one writer at a\n"
+          "time (FILE.lock); a full disk, an unwritable standard output or a lack of memory (ulimit\n"
+          "-v) stops with one line and exit 1.\n",
           out);
 }
 
@@ -159,6 +161,21 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if ((strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) &&
+        argc > 2) {
+        fprintf(stderr, "lookback: %s takes no argument, got '%s' (see lookback --help)\n", argv[1], argv[2]);
+        return 2;
+    }
+    /* "lookback help COMMAND" is "lookback COMMAND --help". */
+    char help_flag[] = "--help", *help_argv[] = {argv[0], argc > 2 ? argv[2] : NULL, help_flag, NULL};
+    if (strcmp(argv[1], "help") == 0 && argc > 3) {
+        fprintf(stderr, "lookback: help takes one command, got '%s' and '%s' (see lookback --help)\n", argv[2], argv[3]);
+        return 2;
+    }
+    if (strcmp(argv[1], "help") == 0 && argc == 3) {
+        argc = 3;
+        argv = help_argv;
+    }
     if (strcmp(argv[1], "--version") == 0) {
         /* what a performance report needs: the BLAS, its kernels, threads, the fused kernels' build */
         lb_blas_report blas;
@@ -176,11 +193,16 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) == 0) {
             if (empty_argument(argc, argv))
                 return 2;
+            /* an option given twice is refused by every command, before it starts */
+            if (lb_cli_check_repeats(argv[1], argc - 1, argv + 1) != LB_OK)
+                return lb_cli_error(argv[1], 2, "%s (see lookback %s --help)", lb_last_error(), argv[1]);
+            /* the time limit of every HDF5 read: a bad value is said once, before any file is read */
+            if (lb_h5_timeout_check() != LB_OK)
+                return lb_cli_error(argv[1], 2, "%s", lb_last_error());
             int code = lb_cli_run_command(commands[i].name, commands[i].run, commands[i].mpi, argc - 1, argv + 1);
             return check_stdout(commands[i].name, code);
         }
-    fprintf(stderr, "lookback: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "lookback: unknown command '%s' (see lookback --help)\n", argv[1]);
     return 2;
 }
 

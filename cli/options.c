@@ -2,6 +2,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <json-c/json.h>
 #include <zlib.h>
 #include <stddef.h>
@@ -344,12 +346,97 @@ lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path, con
     return lb_cli_write_json(root, path, "configuration");
 }
 
-/* Reads a whole JSON document strictly: no trailing text, no comments. */
+/* A JSON string's text at p (just after its opening quote) into buf as written (escapes
+ * kept: two spellings of one key are rare enough to be told apart); returns the byte
+ * after its closing quote. */
+static const char *json_string_text(const char *p, const char *end, char *buf, size_t size)
+{
+    size_t n = 0;
+    while (p < end && *p != '"') {
+        if (*p == '\\' && p + 1 < end) {
+            if (n + 2 < size) {
+                buf[n++] = p[0];
+                buf[n++] = p[1];
+            }
+            p += 2;
+            continue;
+        }
+        if (n + 1 < size)
+            buf[n++] = *p;
+        p++;
+    }
+    buf[n] = '\0';
+    return p < end ? p + 1 : p;
+}
+
+/* 1 when an object of a valid JSON document holds one key twice (copied into `key`):
+ * the keys of every object are compared, each object with its own. */
+static int repeated_key(const char *text, size_t len, char *key, size_t size)
+{
+    enum { MAX_DEPTH = 32, MAX_KEYS = 512, KEY_BYTES = 64 };
+    static char keys[MAX_KEYS][KEY_BYTES];
+    int depth_start[MAX_DEPTH + 1], n_keys = 0, depth = 0, in_object[MAX_DEPTH + 1];
+    const char *p = text, *end = text + len;
+    int expect_key = 0;
+    while (p < end) {
+        char c = *p;
+        if (c == '{' || c == '[') {
+            if (depth < MAX_DEPTH) {
+                depth++;
+                in_object[depth] = c == '{';
+                depth_start[depth] = n_keys;
+            }
+            expect_key = c == '{';
+            p++;
+        } else if (c == '}' || c == ']') {
+            if (depth > 0)
+                n_keys = depth_start[depth--];
+            expect_key = 0;
+            p++;
+        } else if (c == ',') {
+            expect_key = depth > 0 && in_object[depth];
+            p++;
+        } else if (c == '"') {
+            char word[KEY_BYTES];
+            p = json_string_text(p + 1, end, word, sizeof word);
+            if (expect_key) {
+                for (int k = depth_start[depth]; k < n_keys; k++)
+                    if (strcmp(keys[k], word) == 0) {
+                        snprintf(key, size, "%s", word);
+                        return 1;
+                    }
+                if (n_keys < MAX_KEYS)
+                    snprintf(keys[n_keys++], KEY_BYTES, "%s", word);
+            }
+            expect_key = 0;
+        } else {
+            p++;
+        }
+    }
+    return 0;
+}
+
+/* Reads a whole JSON document strictly: no trailing text, no comments, no key twice in
+ * one object. */
 static json_object *read_json_strict(const char *path)
 {
-    FILE *f = fopen(path, "r");
+    /* Opened without waiting (a FIFO would block until a writer comes) and refused unless
+     * a regular file: a device or FIFO named by mistake is one error line, not a hang. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0) {
+        lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "r");
     if (!f) {
-        lb_error(LB_ERR_IO, "%s: no such file (or not readable)", path);
+        lb_error(LB_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
     char *text = NULL;
@@ -379,9 +466,15 @@ static json_object *read_json_strict(const char *path)
     size_t end = json_tokener_get_parse_end(tok);
     while (root && end < used && (text[end] == ' ' || text[end] == '\n' || text[end] == '\t' || text[end] == '\r'))
         end++;
+    char repeated[256];
     if (!root || err != json_tokener_success || end != used) {
         lb_error(LB_ERR_FORMAT, "%s: not a valid JSON document (%s at byte %zu)", path,
                  root ? "text after the object" : json_tokener_error_desc(err), end);
+        json_object_put(root);
+        root = NULL;
+    } else if (repeated_key(text, used, repeated, sizeof repeated)) {
+        /* json-c keeps the last of two equal keys: one would be dropped without a word */
+        lb_error(LB_ERR_VALUE, "%s: key '%s' is given twice; give it once", path, repeated);
         json_object_put(root);
         root = NULL;
     }
@@ -650,6 +743,12 @@ void lb_run_options_help(FILE *out, int single_run)
     }
 }
 
+int lb_run_option_is_model(const char *name)
+{
+    const run_option *o = name ? find_option(name) : NULL;
+    return o && o->field != NULL;
+}
+
 int lb_run_option_resumable(const char *name)
 {
     static const char *ok[] = {"steps", "threads", "time-budget", "eval-every", "eval-examples", "checkpoint-every",
@@ -685,4 +784,86 @@ void lb_cli_name_options(char *message, size_t size)
     }
     out[used] = '\0';
     snprintf(message, size, "%s", out);
+}
+
+/* An option name rather than a value: "-x" or "--x", but not "-5", "-.5" or "-". */
+static int looks_like_option(const char *arg)
+{
+    if (arg[0] != '-' || arg[1] == '\0')
+        return 0;
+    const char *p = arg + (arg[1] == '-' ? 2 : 1);
+    return *p && !isdigit((unsigned char)*p) && *p != '.';
+}
+
+/* The option an argument names, as one canonical spelling: "--n_train=3" -> "n-train",
+ * "-o" -> "o", then the command's aliases ("-o" and "--output" of data are one option). */
+static void canonical_option(const char *command, const char *arg, char *buf, size_t size)
+{
+    static const struct {
+        const char *command, *alias, *name;
+    } aliases[] = {
+        {NULL, "h", "help"},          {"data", "o", "output"},      {"data", "q", "quiet"},
+        {"data", "train", "n-train"}, {"data", "val", "n-val"},     {"data", "test", "n-test"},
+        {"predict", "o", "out"},
+    };
+    const char *p = arg + (arg[1] == '-' ? 2 : 1);
+    size_t n = arg[1] == '-' ? strcspn(p, "=") : 1; /* "-ofile": the option is 'o' */
+    if (n >= size)
+        n = size - 1;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = p[i] == '_' ? '-' : p[i];
+    buf[n] = '\0';
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if ((!aliases[i].command || strcmp(aliases[i].command, command) == 0) && strcmp(buf, aliases[i].alias) == 0) {
+            snprintf(buf, size, "%s", aliases[i].name);
+            return;
+        }
+}
+
+/* The value an option argument carries ("--lr=3" or "--lr 3"), or NULL when it has none
+ * (a flag, or an option followed by another option). */
+static const char *option_value(int argc, char *const *argv, int i)
+{
+    const char *eq = argv[i][1] == '-' ? strchr(argv[i], '=') : NULL;
+    if (eq)
+        return eq + 1;
+    if (argv[i][1] != '-' && argv[i][2] != '\0')
+        return argv[i] + 2; /* "-ofile" */
+    return i + 1 < argc && argv[i + 1] && !looks_like_option(argv[i + 1]) ? argv[i + 1] : NULL;
+}
+
+lb_status lb_cli_check_repeats(const char *command, int argc, char *const *argv)
+{
+    LB_CHECK_ARG(command, LB_ERR_VALUE);
+    LB_CHECK_ARG(argv, LB_ERR_VALUE);
+    enum { MAX_SEEN = 256 };
+    char names[MAX_SEEN][64];
+    int first[MAX_SEEN], n = 0;
+    for (int i = 1; i < argc && argv[i]; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break; /* the rest are arguments, not options */
+        if (!looks_like_option(argv[i]))
+            continue;
+        char name[64];
+        canonical_option(command, argv[i], name, sizeof name);
+        for (int k = 0; k < n; k++) {
+            if (strcmp(names[k], name) != 0)
+                continue;
+            const char *was = argv[first[k]];
+            size_t was_len = strcspn(was, "="), now_len = strcspn(argv[i], "=");
+            const char *v1 = option_value(argc, argv, first[k]), *v2 = option_value(argc, argv, i);
+            char values[600] = "";
+            if (v1 && v2)
+                snprintf(values, sizeof values, " ('%.256s', then '%.256s')", v1, v2);
+            if (was_len == now_len && strncmp(was, argv[i], was_len) == 0)
+                return lb_error(LB_ERR_VALUE, "%.*s is given twice%s; give it once", (int)now_len, argv[i], values);
+            return lb_error(LB_ERR_VALUE, "%.*s and %.*s are the same option, given twice%s; give it once",
+                            (int)was_len, was, (int)now_len, argv[i], values);
+        }
+        if (n < MAX_SEEN) {
+            snprintf(names[n], sizeof names[n], "%s", name);
+            first[n++] = i;
+        }
+    }
+    return LB_OK;
 }

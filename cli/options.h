@@ -82,6 +82,13 @@ lb_status lb_cli_check_scored(const lb_dataset *data, const char *split);
  * is then said to name no file; other options are said to need a value. */
 int lb_cli_option_takes_path(const char *option);
 
+/* Refuses an option given twice on a command line (argv[1..argc-1] of `command`, e.g.
+ * "eval"), whatever its spelling: "--split val --split test", "--out=a --out b", "-o a
+ * --out b", an option and its alias ("data --train 2 --n-train 3"; hyphens and
+ * underscores alike). Arguments after "--" and values such as "-5" are not options.
+ * Errors: LB_ERR_VALUE naming the option ("--split is given twice; give it once"). */
+lb_status lb_cli_check_repeats(const char *command, int argc, char *const *argv);
+
 /* The CRC-32 and size of a whole file. Errors: LB_ERR_IO naming it. */
 lb_status lb_cli_file_crc32(const char *path, uint32_t *crc, int64_t *bytes);
 
@@ -106,6 +113,10 @@ void lb_run_options_help(FILE *out, int single_run);
 /* 1 when option `name` is used by rc's model, optimizer and schedule (e.g. --window only
  * with local attention, --momentum only with sgd), 0 otherwise or when unknown. */
 int lb_run_option_applies(const lb_run_config *rc, const char *name);
+
+/* 1 when option `name` sets a field of the model configuration ("heads", "model",
+ * "model-seed"), 0 for a training option, "data", an unknown name or NULL. */
+int lb_run_option_is_model(const char *name);
 
 /* 1 when option `name` may change on --resume (steps, threads, time-budget,
  * eval-every, eval-examples, checkpoint-every, patience, max-skipped), 0 otherwise. */

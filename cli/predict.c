@@ -317,9 +317,12 @@ int lb_cli_predict(int argc, char **argv)
     int code = 0;
     char task[64] = "";
     if (!model || lb_checkpoint_read_task(ck, task, sizeof task) != LB_OK ||
-        lb_model_data_check(lb_model_get_config(model), task, data) != LB_OK || n < 0 ||
-        lb_cli_check_max_context(ck, lb_model_get_config(model), max_context) != LB_OK) {
+        lb_model_data_check(lb_model_get_config(model), task, data) != LB_OK || n < 0) {
         code = lb_cli_fail(cmd);
+        goto done;
+    }
+    if (lb_cli_check_max_context(ck, lb_model_get_config(model), max_context) != LB_OK) {
+        code = lb_cli_error(cmd, 2, "%s", lb_last_error()); /* an option that does not apply: usage */
         goto done;
     }
     if (examples > 0 && examples < n)

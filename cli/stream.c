@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,14 +22,18 @@ static void stream_usage(FILE *out)
           "regression value. Each line is flushed as it is printed, so the command can sit at the\n"
           "end of a pipe. The model keeps its state between events: attention a key-value cache\n"
           "that grows with every event, local attention its window, the LSTM (h, c), the conv\n"
-          "stack its last inputs.\n"
+          "stack its last inputs. A failed read or write (standard output full or closed) stops\n"
+          "the command at once with one line and exit 1; --max-context on a model without\n"
+          "attention is a usage error (exit 2).\n"
           "\n"
           "  --input FILE|-          where the ids come from (default -: standard input)\n"
           "  --every N               print every N-th event only (default 1)\n"
           "  --json                  one JSON object per line: event, token, class and probability\n"
           "                          (or value), state_bytes\n"
           "  --strict                stop at the first bad id (exit 1); by default a bad id is\n"
-          "                          reported on standard error and skipped (a NUL byte is a bad id)\n"
+          "                          reported on standard error and skipped (a NUL byte is a bad id,\n"
+          "                          and so is a token of more than 24 bytes, read in bounded memory;\n"
+          "                          other bytes than printable ASCII are shown as \\xHH)\n"
           "  --max-context N         full attention keeps the last N events only (an approximation:\n"
           "                          bounded memory and time per event; default all)\n"
           "  --threads N             threads (default 1: one event is too little work to share)\n",
@@ -40,6 +45,7 @@ typedef struct stream_run {
     const lb_model_config *mc;
     int64_t every, events, skipped;
     int json;
+    int write_failed; /* a write to standard output failed: the error says so, nothing more is read */
 } stream_run;
 
 /* Feeds one id and prints the prediction when due. */
@@ -81,69 +87,110 @@ static lb_status stream_event(stream_run *r, int32_t token)
         } else {
             printf("event %lld: %.6g\n", (long long)r->events, value);
         }
-        fflush(stdout);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            int err = errno;
+            lb_tensor_free(y);
+            r->write_failed = 1;
+            return lb_error(LB_ERR_IO, "cannot write to standard output: %s", err ? strerror(err) : "write error");
+        }
     }
     lb_tensor_free(y);
     return LB_OK;
 }
 
-/* Reads ids from `in` line by line; a bad id is named by line and column. Returns the
- * exit code. */
+/* The longest token kept: an id of the vocabulary (int32) has at most 10 digits, so a
+ * longer token is a bad id whatever it holds; it is read to its end in bounded memory. */
+enum { TOKEN_MAX = 24, SHOWN_MAX = 40 };
+
+/* A token as a message shows it: printable ASCII as is, other bytes as \xHH, a quote or
+ * backslash escaped, at most SHOWN_MAX bytes, then "..." and its length when longer. */
+static void show_token(const unsigned char *tok, size_t kept, uint64_t length, char *buf, size_t size)
+{
+    size_t used = 0;
+    for (size_t i = 0; i < kept && i < SHOWN_MAX && used + 5 < size; i++) {
+        unsigned char ch = tok[i];
+        if (ch == '\'' || ch == '\\')
+            used += (size_t)snprintf(buf + used, size - used, "\\%c", ch);
+        else if (ch >= 0x20 && ch < 0x7f)
+            buf[used++] = (char)ch;
+        else
+            used += (size_t)snprintf(buf + used, size - used, "\\x%02x", ch);
+    }
+    buf[used] = '\0';
+    if (length > SHOWN_MAX || length > kept)
+        snprintf(buf + used, size - used, "...' (%llu bytes", (unsigned long long)length);
+}
+
+/* Reads ids from `in` byte by byte; a bad id is named by line and column. Memory stays
+ * bounded whatever the input holds (no line or token is kept whole). Returns the exit code. */
 static int stream_read(stream_run *r, FILE *in, const char *name, int strict)
 {
     const char *cmd = "stream";
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int64_t lineno = 0, vocab = r->mc->vocab_size;
+    unsigned char tok[TOKEN_MAX + 1];
+    size_t kept = 0;
+    uint64_t length = 0; /* the current token's bytes (kept or not) */
+    int64_t lineno = 1, column = 0, tok_line = 0, tok_column = 0, vocab = r->mc->vocab_size;
     int code = 0;
-    while (code == 0 && (len = getline(&line, &cap, in)) != -1) {
-        lineno++;
-        /* Every byte of the line counts (len, not the first NUL): a NUL byte is a bad
-         * token of its own, named by its column like any other. */
-        char *p = line, *stop = line + len;
-        while (code == 0 && p < stop) {
-            while (p < stop && *p && isspace((unsigned char)*p))
-                p++;
-            if (p == stop)
-                break;
-            char *word = p;
-            int column = (int)(word - line) + 1;
-            if (*p == '\0') {
-                p++;
-                fprintf(stderr, "lookback stream: %s, line %lld, column %d: a NUL byte is not a token id%s\n", name,
-                        (long long)lineno, column, strict ? "" : "; skipped");
-                r->skipped++;
-                if (strict)
-                    code = 1;
-                continue;
+    for (;;) {
+        int ch = getc(in);
+        if (ch != EOF)
+            column++;
+        int ends = ch == EOF || ch == '\0' || isspace(ch);
+        if (!ends) {
+            if (length == 0) {
+                tok_line = lineno;
+                tok_column = column;
             }
-            while (p < stop && *p && !isspace((unsigned char)*p))
-                p++;
-            char saved = p < stop ? *p : '\0';
-            if (p < stop)
-                *p = '\0';
+            if (kept < TOKEN_MAX)
+                tok[kept++] = (unsigned char)ch;
+            length++;
+            continue;
+        }
+        if (length > 0) { /* a token ended */
+            tok[kept] = '\0';
             char *end = NULL;
             errno = 0;
-            long long id = strtoll(word, &end, 10);
-            if (*end || errno == ERANGE || id < 0 || id >= vocab) {
-                fprintf(stderr, "lookback stream: %s, line %lld, column %d: '%.40s' is not a token id (a whole number in "
+            long long id = length <= TOKEN_MAX ? strtoll((char *)tok, &end, 10) : -1;
+            if (length > TOKEN_MAX || *end || errno == ERANGE || id < 0 || id >= vocab) {
+                char shown[SHOWN_MAX * 4 + 64];
+                show_token(tok, kept, length, shown, sizeof shown);
+                fprintf(stderr, "lookback stream: %s, line %lld, column %lld: '%s%s is not a token id (a whole number in "
                                 "[0, %lld), the model's vocabulary)%s\n",
-                        name, (long long)lineno, column, word, (long long)vocab, strict ? "" : "; skipped");
+                        name, (long long)tok_line, (long long)tok_column, shown,
+                        length > SHOWN_MAX || length > kept ? ")" : "'", (long long)vocab,
+                        strict ? "" : "; skipped");
                 r->skipped++;
                 if (strict)
                     code = 1;
             } else if (stream_event(r, (int32_t)id) != LB_OK) {
-                code = lb_cli_error(cmd, 1, "%s, line %lld, column %d, event %lld: %s", name, (long long)lineno, column,
-                                    (long long)r->events + 1, lb_last_error());
+                code = r->write_failed ? lb_cli_error(cmd, 1, "%s", lb_last_error())
+                                       : lb_cli_error(cmd, 1, "%s, line %lld, column %lld, event %lld: %s", name,
+                                                      (long long)tok_line, (long long)tok_column,
+                                                      (long long)r->events + 1, lb_last_error());
             }
-            if (p < stop)
-                *p = saved;
+            kept = 0;
+            length = 0;
+            if (code)
+                break;
+        }
+        if (ch == EOF)
+            break;
+        if (ch == '\0') {
+            fprintf(stderr, "lookback stream: %s, line %lld, column %lld: a NUL byte is not a token id%s\n", name,
+                    (long long)lineno, (long long)column, strict ? "" : "; skipped");
+            r->skipped++;
+            if (strict) {
+                code = 1;
+                break;
+            }
+        } else if (ch == '\n') {
+            lineno++;
+            column = 0;
         }
     }
     if (code == 0 && ferror(in))
-        code = lb_cli_error(cmd, 1, "%s: read error after line %lld", name, (long long)lineno);
-    free(line);
+        code = lb_cli_error(cmd, 1, "%s: read error at line %lld: %s", name, (long long)lineno,
+                            errno ? strerror(errno) : "unknown error");
     return code;
 }
 
@@ -191,14 +238,14 @@ int lb_cli_stream(int argc, char **argv)
         return lb_cli_fail(cmd);
     int code = 0;
     const lb_model_config *mc = lb_model_get_config(model);
-    stream_run r = {NULL, mc, every, 0, 0, json};
+    stream_run r = {NULL, mc, every, 0, 0, json, 0};
     lb_stream_options so = {0, max_context, 0};
     FILE *in = strcmp(input, "-") == 0 ? stdin : fopen(input, "r");
     struct stat sb;
     if (mc->vocab_size == 0) {
         code = lb_cli_error(cmd, 1, "%s: the model reads real-valued features, but stream reads token ids", ck);
     } else if (lb_cli_check_max_context(ck, mc, max_context) != LB_OK) {
-        code = lb_cli_fail(cmd);
+        code = lb_cli_error(cmd, 2, "%s", lb_last_error()); /* an option that does not apply: usage */
     } else if (!in) {
         code = lb_cli_error(cmd, 1, "%s: cannot open: %s", input, strerror(errno));
     } else if (fstat(fileno(in), &sb) == 0 && S_ISDIR(sb.st_mode)) {

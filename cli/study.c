@@ -830,6 +830,13 @@ static lb_status run_lr_job(lb_study *s, const job *j)
     return st;
 }
 
+/* Decimals that show a time in seconds without rounding a nonzero one to 0: 12, 2.5,
+ * 0.25, 0.025. */
+static int time_decimals(double seconds)
+{
+    return seconds >= 10 || seconds < 0.001 ? 0 : seconds >= 1 ? 1 : seconds >= 0.1 ? 2 : 3;
+}
+
 /* The learning rate of (task, method): the row's only candidate; else from its probes
  * (each trained to solve for a quarter of the cell's budget): the solved probe with the
  * fewest steps; else the best validation score (accuracy; copy: loss) when it is clearly
@@ -879,8 +886,8 @@ static lb_status chosen_lr(const lb_study *s, task_id t, method_id m, double *lr
     double budget = task_budget(s, t, LB_STUDY_LR);
     if (fastest >= 0) {
         *lr = row->lrs[fastest];
-        snprintf(why, size, "lr %g of {%s}: solved in the fewest steps (%lld) of the %.0f-s probes", *lr, list,
-                 (long long)steps[fastest], budget);
+        snprintf(why, size, "lr %g of {%s}: solved in the fewest steps (%lld) of the %.*f-s probes", *lr, list,
+                 (long long)steps[fastest], time_decimals(budget), budget);
         return LB_OK;
     }
     for (int k = 1; k < n; k++)
@@ -900,11 +907,11 @@ static lb_status chosen_lr(const lb_study *s, task_id t, method_id m, double *lr
     }
     if (ranks) {
         *lr = row->lrs[best];
-        snprintf(why, size, "lr %g of {%s}: best validation %s (%.4g against %.4g) after the %.0f-s probes", *lr, list,
-                 task->copy ? "loss" : "accuracy", score[best], score[second], budget);
+        snprintf(why, size, "lr %g of {%s}: best validation %s (%.4g against %.4g) after the %.*f-s probes", *lr, list,
+                 task->copy ? "loss" : "accuracy", score[best], score[second], time_decimals(budget), budget);
     } else {
-        snprintf(why, size, "lr %g, the recipe's default: the %.0f-s probes of {%s} could not rank them (best %s %.4g, "
-                 "within noise of chance or of the runner-up)", *lr, budget, list, task->copy ? "loss" : "accuracy",
+        snprintf(why, size, "lr %g, the recipe's default: the %.*f-s probes of {%s} could not rank them (best %s %.4g, "
+                 "within noise of chance or of the runner-up)", *lr, time_decimals(budget), budget, list, task->copy ? "loss" : "accuracy",
                  score[best]);
     }
     return LB_OK;
@@ -1818,7 +1825,9 @@ static int child_result(const lb_study *s, lb_study_phase phase, int i, int stat
 
 static void format_duration(double seconds, char *buf, size_t size)
 {
-    if (seconds < 90)
+    if (seconds < 10) /* a short budget: decimals, so that a nonzero time never reads "0 s" */
+        snprintf(buf, size, "%.*f s", time_decimals(seconds), seconds);
+    else if (seconds < 90)
         snprintf(buf, size, "%.0f s", seconds);
     else
         snprintf(buf, size, "%.0f min", seconds / 60);
@@ -2108,9 +2117,12 @@ int lb_cli_study(int argc, char **argv)
         lb_study_free(s);
         return lb_cli_fail(cmd);
     }
-    if (!quiet)
-        fprintf(stderr, "study done in %.1f min: %d of %d cells; %s/study.md, study.json and the plots written\n",
-                seconds / 60, done_cells, total_cells, o.out);
+    if (!quiet) {
+        char took[32];
+        format_duration(seconds, took, sizeof took);
+        fprintf(stderr, "study done in %s: %d of %d cells; %s/study.md, study.json and the plots written\n", took,
+                done_cells, total_cells, o.out);
+    }
     lb_study_free(s);
     if (failed)
         return lb_cli_error(cmd, 1, "%d job%s failed (see above); run the same command again to retry", failed,

@@ -26,8 +26,10 @@ static void train_usage(FILE *out)
           "                       --time-budget, --eval-every, --eval-examples, --checkpoint-every,\n"
           "                       --patience and --max-skipped may change (command line or --config)\n"
           "  --init-from CK.h5    start from the parameters of a checkpoint (of lookback, or written by\n"
-          "                       python/lookback_torch.py): its model options, a new optimizer, step 0\n"
-          "  --config FILE.json   options as a JSON object {\"option\": value}; the command line wins\n"
+          "                       python/lookback_torch.py): its model options (a model option given\n"
+          "                       with it is a usage error; --model-seed is free), a new optimizer, step 0\n"
+          "  --config FILE.json   options as a JSON object {\"option\": value}, each key once (a regular\n"
+          "                       file); the command line wins\n"
           "  --quiet              no progress display\n"
           "\n"
           "An option that the chosen model, optimizer or schedule does not use is refused, and so is\n"
@@ -125,7 +127,7 @@ static int resolve_options(const char *cmd, const train_args *a, const char *dir
     int code = -1;
     if (a->resume) {
         if (!lb_cli_exists(config_path))
-            code = lb_cli_error(cmd, 1, "%s holds no run to resume (no config.json)", dir);
+            code = lb_cli_error(cmd, 2, "%s holds no run to resume (no config.json)", dir);
         else if (lb_run_config_load_json(rc, config_path) != LB_OK)
             code = lb_cli_fail(cmd);
         /* No option sets these; a run started with --init-from may have any. */
@@ -154,6 +156,14 @@ static int resolve_options(const char *cmd, const train_args *a, const char *dir
         code = lb_cli_error(cmd, 2, "%s", lb_last_error());
     if (code < 0 && a->init_from && init_model_from(rc, a, a->init_from) != 0)
         code = lb_cli_error(cmd, lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
+    /* The model comes from the --init-from checkpoint: an option that would change it is a
+     * usage error here, not a mismatch found when the parameters are loaded. */
+    for (int i = 0; code < 0 && a->init_from && i < a->given.n; i++) {
+        const char *name = a->given.items[i].name;
+        if (lb_run_option_is_model(name) && strcmp(name, "model") != 0 && strcmp(name, "model-seed") != 0)
+            code = lb_cli_error(cmd, 2, "--%s cannot be given with --init-from: the model comes from the checkpoint "
+                                        "%s (drop --%s)", name, a->init_from, name);
+    }
     if (code < 0 && lb_run_config_apply(rc, &a->given) != LB_OK)
         code = lb_cli_error(cmd, 2, "%s", lb_last_error());
     if (code < 0 && (lb_run_config_check_used(rc, &file) != LB_OK || lb_run_config_check_used(rc, &a->given) != LB_OK))

@@ -1,5 +1,6 @@
 #include "data/h5io_internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -111,6 +112,24 @@ static int read_report(int fd, child_report *r, double deadline)
     return 1;
 }
 
+/* The accepted range of LOOKBACK_HDF5_TIMEOUT, in seconds: below a second a good file
+ * of any size could be taken for a hanging one. */
+#define TIMEOUT_MIN 1.0
+#define TIMEOUT_MAX 86400.0
+
+/* LOOKBACK_HDF5_TIMEOUT when set to a valid value; 0 when unset or invalid. */
+static double timeout_from_environment(void)
+{
+    const char *env = getenv("LOOKBACK_HDF5_TIMEOUT");
+    char *end = NULL;
+    errno = 0;
+    double v = env ? strtod(env, &end) : 0;
+    if (!env || end == env || *end != '\0' || errno == ERANGE || strpbrk(env, "xXnN") || !(v >= TIMEOUT_MIN) ||
+        !(v <= TIMEOUT_MAX) || isspace((unsigned char)env[0]))
+        return 0;
+    return v;
+}
+
 lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeout_seconds, int writing,
                          const char *file)
 {
@@ -179,6 +198,13 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
         ;
     if (got < 0)
         return writing ? lb_error(LB_ERR_IO, "%s: writing did not finish within %.0f s; stopped", file, timeout_seconds)
+                       : timeout_from_environment() == timeout_seconds
+                       /* a limit the user chose may simply be too short for this file */
+                       ? lb_error(LB_ERR_FORMAT,
+                                  "%s: reading it did not finish within %g s, the limit LOOKBACK_HDF5_TIMEOUT sets: "
+                                  "the limit was reached (raise it for a large file), or the file is damaged or "
+                                  "hostile (the HDF5 library hangs on it); nothing was read",
+                                  file, timeout_seconds)
                        : lb_error(LB_ERR_FORMAT,
                                   "%s: damaged or hostile HDF5 file: reading it did not finish within %.0f s (the "
                                   "HDF5 library hangs on it); nothing was read",
@@ -204,14 +230,21 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
     return LB_OK;
 }
 
-double lb_h5_read_timeout(int64_t bytes)
+lb_status lb_h5_timeout_check(void)
 {
     const char *env = getenv("LOOKBACK_HDF5_TIMEOUT");
-    char *end = NULL;
-    double v = env ? strtod(env, &end) : 0;
-    if (env && end != env && *end == '\0' && v > 0)
-        return v;
-    return 20.0 + (double)bytes / 20e6;
+    if (env && timeout_from_environment() == 0)
+        return lb_error(LB_ERR_VALUE,
+                        "LOOKBACK_HDF5_TIMEOUT='%.64s' is not a number of seconds in [%g, %g] (unset it for the "
+                        "default: 20 s plus 1 s per 20 MB of the file)",
+                        env, TIMEOUT_MIN, TIMEOUT_MAX);
+    return LB_OK;
+}
+
+double lb_h5_read_timeout(int64_t bytes)
+{
+    double v = timeout_from_environment();
+    return v > 0 ? v : 20.0 + (double)(bytes > 0 ? bytes : 0) / 20e6;
 }
 
 /* 1 when another process holds an exclusive lock on the file (a writer, with HDF5's

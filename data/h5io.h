@@ -52,8 +52,14 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
                          const char *file);
 
 /* Time limit for validating a file of `bytes` bytes in a child: 20 s plus 1 s per
- * 20 MB, or the environment variable LOOKBACK_HDF5_TIMEOUT (seconds) when set. */
+ * 20 MB, or the environment variable LOOKBACK_HDF5_TIMEOUT (seconds) when set to a
+ * decimal number in [1, 86400]; any other value of it gives the default here, and
+ * lb_h5_timeout_check says what is wrong with it. */
 double lb_h5_read_timeout(int64_t bytes);
+/* Checks LOOKBACK_HDF5_TIMEOUT: LB_OK when unset or a decimal number of seconds in
+ * [1, 86400]; LB_ERR_VALUE naming the variable, its value and the range otherwise
+ * ("abc", "", "0", "-1", "0.001"). */
+lb_status lb_h5_timeout_check(void);
 
 /* Opens an existing file read-only. LB_ERR_IO "is locked by another process" when
  * another process holds it open for writing (HDF5 file locking, flock), LB_ERR_FORMAT

@@ -225,7 +225,9 @@ static void test_memory_limits(void)
             run_result r = run_with(&s, commands[k], 60);
             double took = now_seconds() - start;
             const char *name = commands[k] == info ? "data info" : commands[k][0];
-            int answered = r.code == 0 || (r.code == 1 && one_error_line(&r, name));
+            /* a resume of a run that never started is a usage error (exit 2) */
+            int usage = r.code == 2 && commands[k] == resume && !trained;
+            int answered = r.code == 0 || ((r.code == 1 || usage) && one_error_line(&r, name));
             EXPECT(answered, r);
             if (commands[k] == train)
                 trained = r.code == 0;

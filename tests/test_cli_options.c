@@ -724,6 +724,178 @@ static void test_demo_cache(void)
     run_free(&r);
 }
 
+/* Every command refuses an option given twice, however spelled (--x=v, -o and --out, an
+ * option and its alias, hyphens or underscores): one line naming it, exit 2, nothing
+ * written; values such as "-5" are not options. */
+static void test_every_command_refuses_repeats(void)
+{
+    char q1[512], q2[512];
+    snprintf(q1, sizeof q1, "%s", path_in("q1.h5"));
+    snprintf(q2, sizeof q2, "%s", path_in("q2.h5"));
+    const struct {
+        const char *args[16], *command, *message;
+    } cases[] = {
+        {{"eval", "--checkpoint", "ck.h5", "--split", "val", "--split", "test", NULL}, "eval",
+         "--split is given twice ('val', then 'test'); give it once"},
+        {{"predict", "--checkpoint", "ck.h5", "--data", spike64(), "-o", q1, "-o", q2, NULL}, "predict",
+         "-o is given twice"},
+        {{"predict", "--checkpoint", "ck.h5", "--data", spike64(), "-o", q1, "--out", q2, NULL}, "predict",
+         "-o and --out are the same option, given twice"},
+        {{"stream", "--checkpoint", "ck.h5", "--every", "2", "--every=3", NULL}, "stream",
+         "--every is given twice ('2', then '3')"},
+        {{"stream", "--checkpoint", "ck.h5", "--json", "--json", NULL}, "stream", "--json is given twice; give it once"},
+        {{"data", "--seq-len", "16", "--seq-len", "32", "-o", q1, NULL}, "data", "--seq-len is given twice"},
+        {{"data", "--train", "2", "--n-train", "3", "-o", q1, NULL}, "data",
+         "--train and --n-train are the same option, given twice"},
+        {{"data", "--seq_len", "16", "--seq-len", "32", "-o", q1, NULL}, "data",
+         "--seq_len and --seq-len are the same option"},
+        {{"gradcheck", "--model", "lstm", "--model", "conv", NULL}, "gradcheck", "--model is given twice"},
+        {{"compare", "--train", "a.h5", "--train", "b.h5", "--models", "lstm", "--eval", "a.h5", "--out", q1, NULL},
+         "compare", "--train is given twice"},
+        {{"demo", "--out", q1, "--out", q2, NULL}, "demo", "--out is given twice"},
+        {{"study", "--seeds", "1", "--seeds", "2", "--out", q1, NULL}, "study", "--seeds is given twice"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_result r = run(cases[i].args);
+        EXPECT(r.code == 2 && one_error_line(&r, cases[i].command) && contains(r.err, cases[i].message), r);
+        run_free(&r);
+    }
+    CU_ASSERT_FALSE(exists(q1));
+    CU_ASSERT_FALSE(exists(q2));
+    /* the same value twice after different options, and a negative value, are not repeats */
+    const char *fine[] = {"data", "--seq-len", "16", "--max-distance", "8", "--train", "8", "--val", "8", "--test", "8",
+                          "--seed", "8", "--quiet", "-o", q1, NULL};
+    run_result r = run(fine);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    unlink(q1);
+}
+
+/* A --config file holding one key twice is refused naming the key (the JSON library would
+ * keep the last one); equal keys in different objects are fine. A FIFO or device named
+ * by --config is refused at once, not read (it would wait for a writer). */
+static void test_config_repeated_keys_and_fifos(void)
+{
+    char dir[512], config[512], fifo[512];
+    snprintf(dir, sizeof dir, "%s", path_in("cfg-dup"));
+    snprintf(config, sizeof config, "%s", path_in("dup.json"));
+    snprintf(fifo, sizeof fifo, "%s", path_in("config.fifo"));
+    static const char twice[] = "{\"steps\": 3, \"steps\": 4}";
+    CU_ASSERT_TRUE(write_all(config, twice, sizeof twice - 1));
+    const char *with_config[] = {"--config", config, NULL};
+    run_result r = train_into(dir, with_config);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, config) &&
+               contains(r.err, "key 'steps' is given twice"),
+           r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(dir));
+    static const char nested[] = "{\"steps\": 2, \"run\": {\"steps\": 5, \"blas\": {\"steps\": 1}}}";
+    CU_ASSERT_TRUE(write_all(config, nested, sizeof nested - 1));
+    const char *quiet_config[] = {"--config", config, "--quiet", NULL};
+    r = train_into(dir, quiet_config);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    remove_tree(dir);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    const char *args[] = {LB_LOOKBACK_BIN, "train", "--data", spike64(), "--config", fifo, "--out", dir, NULL};
+    r = finish_program(start_program(args), 10);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, fifo) && contains(r.err, "not a regular file"),
+           r);
+    run_free(&r);
+    const char *device[] = {"--config", "/dev/zero", NULL};
+    r = train_into(dir, device);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "/dev/zero: not a regular file"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(dir));
+}
+
+/* The command word itself: an unknown one is one line and a hint, 'help COMMAND' is that
+ * command's help, and --version or --help take no argument. */
+static void test_command_word(void)
+{
+    const char *bogus[] = {"bogus", NULL};
+    run_result r = run(bogus);
+    EXPECT(r.code == 2 && count_lines(r.err) == 1 && contains(r.err, "unknown command 'bogus'") &&
+               contains(r.err, "see lookback --help") && !r.out[0],
+           r);
+    run_free(&r);
+    const char *help_train[] = {"help", "train", NULL};
+    r = run(help_train);
+    EXPECT(r.code == 0 && contains(r.out, "usage: lookback train") && contains(r.out, "--init-from"), r);
+    run_free(&r);
+    const char *help_bogus[] = {"help", "bogus", NULL};
+    r = run(help_bogus);
+    EXPECT(r.code == 2 && count_lines(r.err) == 1 && contains(r.err, "unknown command 'bogus'"), r);
+    run_free(&r);
+    const char *version[] = {"--version", "extra", NULL};
+    r = run(version);
+    EXPECT(r.code == 2 && count_lines(r.err) == 1 && contains(r.err, "--version takes no argument") && !r.out[0], r);
+    run_free(&r);
+}
+
+/* LOOKBACK_HDF5_TIMEOUT is checked before any file is read: a value that is not a number
+ * of seconds in [1, 86400] is one usage error naming the variable; a good one is used. */
+static void test_hdf5_timeout_checked(void)
+{
+    static const char *const bad[] = {"abc", "0", "-1", "", "0.001", "1e9", "5s"};
+    const char *info[] = {"data", "info", spike64(), NULL};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("LOOKBACK_HDF5_TIMEOUT", bad[i], 1);
+        run_result r = run(info);
+        EXPECT(r.code == 2 && one_error_line(&r, "data") && contains(r.err, "LOOKBACK_HDF5_TIMEOUT") &&
+                   contains(r.err, "[1, 86400]"),
+               r);
+        run_free(&r);
+    }
+    setenv("LOOKBACK_HDF5_TIMEOUT", "30", 1);
+    run_result r = run(info);
+    EXPECT(r.code == 0 && contains(r.out, "spike"), r);
+    run_free(&r);
+    unsetenv("LOOKBACK_HDF5_TIMEOUT");
+}
+
+/* Usage errors found after a file is read still exit 2: a run to resume that is not there,
+ * a model option beside --init-from (the model comes from the checkpoint). */
+static void test_usage_errors_after_reading(void)
+{
+    const char *resume[] = {"train", "--resume", path_in("nope"), NULL};
+    run_result r = run(resume);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "no run to resume"), r);
+    run_free(&r);
+    char dir[512], ck[600];
+    snprintf(dir, sizeof dir, "%s", path_in("init-src"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    const char *small[] = {"--heads", "2", "--steps", "1", "--quiet", NULL};
+    r = train_into(dir, small);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *init[] = {"train", "--data", spike64(), "--init-from", ck, "--heads", "4", "--out", path_in("init-dst"),
+                          NULL};
+    r = run(init);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "--heads cannot be given with --init-from"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(path_in("init-dst")));
+}
+
+/* compare refuses an evaluation file named twice, however spelled. */
+static void test_compare_eval_file_once(void)
+{
+    char twice[1200], spelled[1200];
+    snprintf(twice, sizeof twice, "%s,%s", spike64(), spike64());
+    snprintf(spelled, sizeof spelled, "%s,%s/./spike64.h5", spike64(), work_dir);
+    const char *lists[] = {twice, spelled};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"compare", "--train", spike64(), "--models", "lstm", "--eval", lists[i], "--out",
+                              path_in("cmp-twice"), NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 2 && one_error_line(&r, "compare") && contains(r.err, "--eval names the file") &&
+                   contains(r.err, "twice"),
+               r);
+        run_free(&r);
+    }
+    CU_ASSERT_FALSE(exists(path_in("cmp-twice")));
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_options_%d", (int)getpid());
@@ -749,6 +921,12 @@ int main(void)
         {"config.json records threads, version, commit, data task and checksum", test_config_records_resolved_values},
         {"regression baselines in tables; eval --json carries every figure", test_reports_carry_baselines},
         {"the demo regenerates cached files made otherwise; a second demo waits", test_demo_cache},
+        {"every command refuses an option given twice, however spelled", test_every_command_refuses_repeats},
+        {"--config: a key twice is refused; FIFOs and devices refused at once", test_config_repeated_keys_and_fifos},
+        {"unknown command, help COMMAND, --version with an argument", test_command_word},
+        {"LOOKBACK_HDF5_TIMEOUT is checked, naming the variable and the range", test_hdf5_timeout_checked},
+        {"usage errors found after reading a file exit 2", test_usage_errors_after_reading},
+        {"compare: an evaluation file named twice is refused", test_compare_eval_file_once},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_options", cases);

@@ -445,7 +445,8 @@ static void test_no_scored_target(void)
     }
 }
 
-/* An input that is a folder is named as such; --max-context is refused (not ignored) for
+/* An input that is a folder is named as such; --max-context is refused (not ignored, a
+ * usage error: exit 2) for
  * a model without an attention cache, by stream and by predict --incremental, which
  * then writes nothing. */
 static void test_stream_inputs_and_options_that_do_not_apply(void)
@@ -460,7 +461,7 @@ static void test_stream_inputs_and_options_that_do_not_apply(void)
         const char *other = checkpoint(families[f], "none");
         const char *stream[] = {"stream", "--checkpoint", other, "--max-context", "4", NULL};
         r = run(stream);
-        EXPECT(r.code == 1 && one_error_line(&r, "stream") && contains(r.err, "--max-context") &&
+        EXPECT(r.code == 2 && one_error_line(&r, "stream") && contains(r.err, "--max-context") &&
                    contains(r.err, other) && contains(r.err, families[f]),
                r);
         run_free(&r);
@@ -468,12 +469,78 @@ static void test_stream_inputs_and_options_that_do_not_apply(void)
         const char *predict[] = {"predict", "--checkpoint", other, "--data", spike_file(), "-o", out,
                                  "--incremental", "--max-context", "4", NULL};
         r = run(predict);
-        EXPECT(r.code == 1 && one_error_line(&r, "predict") && contains(r.err, "--max-context") &&
+        EXPECT(r.code == 2 && one_error_line(&r, "predict") && contains(r.err, "--max-context") &&
                    contains(r.err, families[f]),
                r);
         CU_ASSERT_FALSE(access(out, F_OK) == 0);
         run_free(&r);
     }
+}
+
+/* Bounded reading: /dev/zero with --strict stops at its first byte (a NUL is a bad id);
+ * a token longer than any id is one bad id, read in bounded memory (under ulimit -v,
+ * where keeping it whole fails) and named by its start and length; non-printable bytes
+ * of a bad token are shown escaped. */
+static void test_stream_bounded_tokens(void)
+{
+    const char *ck = checkpoint("transformer", "rotary");
+    const char *zero[] = {LB_LOOKBACK_BIN, "stream", "--checkpoint", ck, "--input", "/dev/zero", "--strict", NULL};
+    run_result r = finish_program(start_program(zero), 20);
+    EXPECT(r.code == 1 && one_error_line(&r, "stream") && contains(r.err, "line 1, column 1: a NUL byte") &&
+               !r.out[0],
+           r);
+    run_free(&r);
+    char script[2048];
+#if defined(__SANITIZE_ADDRESS__)
+    const char *limit = ""; /* AddressSanitizer's shadow memory does not fit under ulimit -v */
+#else
+    const char *limit = "ulimit -v 400000; ";
+#endif
+    snprintf(script, sizeof script,
+             "%s{ yes 1 | tr -d '\\n' | head -c 200000000; printf ' 3\\n'; } | '%s' stream "
+             "--checkpoint '%s'",
+             limit, LB_LOOKBACK_BIN, ck);
+    const char *sh[] = {"-c", script, NULL};
+    r = run_program("sh", sh);
+    EXPECT(r.code == 0 && count_lines(r.out) == 1 && contains(r.out, "event 1: class ") &&
+               contains(r.err, "line 1, column 1: '111111111111111111111111...' (200000000 bytes) is not a token id") &&
+               contains(r.err, "1 events, 1 bad ids skipped"),
+           r);
+    run_free(&r);
+    char tokens[512];
+    snprintf(tokens, sizeof tokens, "%s", path_in("tokens_binary.txt"));
+    static const char text[] = "1 \xff\xfe\x01" "ab\\' 2\n";
+    CU_ASSERT_TRUE(write_all(tokens, text, sizeof text - 1));
+    const char *args[] = {"stream", "--checkpoint", ck, "--input", tokens, NULL};
+    r = run(args);
+    EXPECT(r.code == 0 && count_lines(r.out) == 2 &&
+               contains(r.err, "line 1, column 3: '\\xff\\xfe\\x01ab\\\\\\'' is not a token id") &&
+               !strchr(r.err, '\xff'),
+           r);
+    run_free(&r);
+}
+
+/* A write to standard output that fails (/dev/full) ends the command at once: one line,
+ * exit 1, no summary, the rest of the input unread. */
+static void test_stream_stops_at_failed_write(void)
+{
+    const char *ck = checkpoint("transformer", "rotary");
+    char tokens[512];
+    snprintf(tokens, sizeof tokens, "%s", path_in("tokens_many.txt"));
+    FILE *f = fopen(tokens, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < 3000; i++)
+        fprintf(f, "%d\n", 1 + i % 8);
+    fclose(f);
+    char script[2048];
+    snprintf(script, sizeof script, "'%s' stream --checkpoint '%s' --input '%s' > /dev/full", LB_LOOKBACK_BIN, ck,
+             tokens);
+    const char *sh[] = {"-c", script, NULL};
+    run_result r = run_program("sh", sh);
+    EXPECT(r.code == 1 && one_error_line(&r, "stream") && contains(r.err, "cannot write to standard output") &&
+               !contains(r.err, "events,"),
+           r);
+    run_free(&r);
 }
 
 int main(void)
@@ -489,6 +556,8 @@ int main(void)
         {"stream: a NUL byte is a bad token, the rest of its line is read", test_stream_nul_bytes},
         {"stream: learned positions end at the table's rows, said so", test_stream_learned_positions_limit},
         {"no scored target: train and eval refuse before any work", test_no_scored_target},
+        {"stream: token length bounded, --strict stops at a NUL, bad bytes escaped", test_stream_bounded_tokens},
+        {"stream: the first failed write to standard output ends it, one line", test_stream_stops_at_failed_write},
         {"stream: a folder as input; --max-context needs an attention model (stream, predict)",
          test_stream_inputs_and_options_that_do_not_apply},
         {NULL, NULL},

@@ -104,6 +104,10 @@ static void test_study_outputs_and_resume(void)
     run_result r = run_study("0.4");
     EXPECT(r.code == 0, r);
     EXPECT(contains(r.err, "[cell 0/2]") && contains(r.err, "ETA"), r);
+    /* short times keep their decimals: a study of seconds is not "0.0 min", an ETA not "0 s" */
+    EXPECT(contains(r.err, "study done in ") && !contains(r.err, "done in 0.0 min") && !contains(r.err, "done in 0 s") &&
+               !contains(r.err, "ETA 0 s"),
+           r);
     run_free(&r);
 
     char path[600];
