@@ -213,6 +213,17 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         lb_dataset_close(data);
         return lb_last_status();
     }
+    /* Every file the run writes is checked before any work (an input, a device, a link at
+     * one of them refuses the run now, not at its first checkpoint with files left behind). */
+    static const char *const run_files[][2] = {{"config.json", "run's options"}, {"metrics.csv", "metrics"},
+                                               {"checkpoint.h5", "checkpoint"}, {"best.h5", "checkpoint"}};
+    for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
+        char path[4200];
+        if (lb_output_check(lb_cli_path(path, sizeof path, dir, run_files[i][0]), run_files[i][1]) != LB_OK) {
+            lb_dataset_close(data);
+            return lb_last_status();
+        }
+    }
     lb_run_config_fit_data(rc, data);
     int threads = lb_cli_set_threads(rc->train.threads);
     if (threads < 0) {

@@ -41,6 +41,26 @@ static void test_failed_start_leaves_nothing(void)
     EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "larger than the train split"), r);
     CU_ASSERT_FALSE(exists(dir)); /* the same --out can be used again */
     run_free(&r);
+    /* The data file where the run would write best.h5: refused before any work, and the
+     * folder holds only what it held before (no config.json, no metrics.csv). */
+    char folder[512], data[600], cfg[600], metrics[600];
+    snprintf(folder, sizeof folder, "%s", path_in("run-own-data"));
+    mkdir(folder, 0755);
+    snprintf(data, sizeof data, "%s/best.h5", folder);
+    snprintf(cfg, sizeof cfg, "%s/config.json", folder);
+    snprintf(metrics, sizeof metrics, "%s/metrics.csv", folder);
+    size_t size = 0;
+    char *bytes = read_all(spike_file(), &size);
+    CU_ASSERT_TRUE_FATAL(bytes && write_all(data, bytes, size));
+    free(bytes);
+    const char *own[] = {"train", "--data", data, "--model", "lstm", "--layers", "1", "--hidden", "4", "--d-model",
+                         "4", "--steps", "2", "--batch", "4", "--out", folder, "--quiet", NULL};
+    r = run(own);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "an input of this command"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(cfg));
+    CU_ASSERT_FALSE(exists(metrics));
+    CU_ASSERT_TRUE(exists(data));
 }
 
 static void test_run_folder_rules(void)
