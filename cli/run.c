@@ -66,10 +66,15 @@ int lb_cli_caught_signal(void)
 
 int lb_cli_run_failed(const char *command, const lb_cli_run *run)
 {
-    lb_cli_fail(command);
-    if (run->signal > 0)
+    if (run->signal > 0) {
+        lb_cli_fail(command);
         return 128 + run->signal;
-    return run->usage ? 2 : 1;
+    }
+    /* A usage error found after start-up (--batch not divisible by the ranks, --steps below
+     * the checkpoint's): every rank finds it, rank 0 alone prints it, exit 2. */
+    if (run->usage)
+        return lb_cli_error(command, 2, "%s", lb_last_error());
+    return lb_cli_fail(command);
 }
 
 /* Keeps the header and the rows of steps <= step (drops what a resumed run repeats).
@@ -297,8 +302,8 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     if (st == LB_OK && !quiet && lb_dataset_split_size(data, "val") == 0)
         fprintf(stderr, "lookback: note: %s has no validation examples (its val split is empty): the run will not "
                 "validate and writes no best.h5\n", rc->data);
-    if (st == LB_OK && ranks > 1)
-        st = lb_trainer_distribute(trainer, NULL);
+    if (st == LB_OK && ranks > 1 && (st = lb_trainer_distribute(trainer, NULL)) == LB_ERR_VALUE)
+        out->usage = 1; /* the batch does not split over the ranks: the same on every rank */
     if (st == LB_OK && writer)
         st = lb_run_config_save_json(rc, config_path, &record);
     if (st == LB_OK && writer && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
