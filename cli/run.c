@@ -1,6 +1,7 @@
 /* One training run into a run folder, shared by train, compare and demo. */
 #include <errno.h>
 #include <fcntl.h>
+#include <json-c/json.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -62,6 +63,23 @@ static void on_signal(int sig)
 int lb_cli_caught_signal(void)
 {
     return (int)caught_signal;
+}
+
+void lb_cli_memory_message(const char *command, char *message, size_t size)
+{
+    if (!command || !message || size == 0 || lb_last_status() != LB_ERR_MEMORY || strstr(message, "out of memory"))
+        return;
+    /* "doing: inner context: ...: detail" (lb_error_context prepends "context: "). */
+    const char *first_end = strstr(message, ": "), *last = message;
+    for (const char *p = message; (p = strstr(p, ": ")); p += 2)
+        last = p + 2;
+    char doing[1024], detail[1024];
+    if (first_end && (size_t)(first_end - message) < sizeof doing)
+        snprintf(doing, sizeof doing, "%.*s", (int)(first_end - message), message);
+    else
+        snprintf(doing, sizeof doing, "running lookback %s", command);
+    snprintf(detail, sizeof detail, "%s", last);
+    snprintf(message, size, "out of memory (while %s): %s", doing, detail);
 }
 
 int lb_cli_run_failed(const char *command, const lb_cli_run *run)
@@ -178,6 +196,39 @@ void lb_cli_unlock_dir(const char *dir, int fd)
 static int data_parallel;
 void lb_cli_run_set_data_parallel(int on) { data_parallel = on; }
 
+static int accept_data_change;
+void lb_cli_run_set_accept_data_change(int on) { accept_data_change = on; }
+
+/* On resume: the data file must be the one the run started on (size and CRC-32 recorded
+ * in config.json), or validation scores and best.h5 would compare different sets. A
+ * config.json without the record (older runs) is not checked. */
+static lb_status check_same_data(const char *config_path, const char *data, const lb_run_record *now)
+{
+    json_object *root = json_object_from_file(config_path), *run = NULL, *crc = NULL, *bytes = NULL;
+    lb_status st = LB_OK;
+    if (root && json_object_object_get_ex(root, LB_CONFIG_RECORD_KEY, &run) &&
+        json_object_object_get_ex(run, "data_crc32", &crc) && json_object_object_get_ex(run, "data_bytes", &bytes) &&
+        json_object_is_type(crc, json_type_string) && json_object_is_type(bytes, json_type_int)) {
+        char *end = NULL;
+        unsigned long was_crc = strtoul(json_object_get_string(crc), &end, 16);
+        int64_t was_bytes = json_object_get_int64(bytes);
+        if (end && !*end && (was_crc != now->data_crc32 || was_bytes != now->data_bytes) && !accept_data_change) {
+            char what[160];
+            if (was_bytes != now->data_bytes)
+                snprintf(what, sizeof what, "its size is %lld bytes, was %lld", (long long)now->data_bytes,
+                         (long long)was_bytes);
+            else
+                snprintf(what, sizeof what, "same size, but its CRC-32 is %08x, was %08lx", (unsigned)now->data_crc32,
+                         was_crc);
+            st = lb_error(LB_ERR_STATE, "%s changed since the run started (%s): its validation scores and best.h5 "
+                          "would compare different data; restore the file, or continue on the new one with "
+                          "--accept-data-change", data, what);
+        }
+    }
+    json_object_put(root);
+    return st;
+}
+
 /* Removes what a new run wrote before failing, so the same --out can be used again. */
 static void clean_failed_run(const char *dir, int created_dir)
 {
@@ -287,8 +338,10 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     }
     /* What the run resolved, recorded beside the options. */
     lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_task_name(lb_dataset_task(data)), 0, 0};
-    if (st == LB_OK && (writer || ranks > 1))
+    if (st == LB_OK && (writer || ranks > 1 || resume))
         st = lb_cli_file_crc32(rc->data, &record.data_crc32, &record.data_bytes);
+    if (st == LB_OK && resume)
+        st = check_same_data(config_path, rc->data, &record);
     /* Every rank reads the same data, byte for byte (config.json records rank 0's checksum). */
     if (st == LB_OK && ranks > 1)
         st = lb_dist_check_same(record.data_bytes, "the data file's size in bytes (every rank must read the same "

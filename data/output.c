@@ -86,6 +86,9 @@ static lb_status check_one(const char *path, const char *what)
 {
     struct stat sb;
     if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+        struct stat to; /* a link to one of the inputs: that is the graver mistake, said first */
+        if (stat(path, &to) == 0 && S_ISREG(to.st_mode) && not_an_input(path, &to, what) != LB_OK)
+            return lb_last_status();
         char target[512];
         ssize_t n = readlink(path, target, sizeof target - 1);
         target[n > 0 ? n : 0] = '\0';

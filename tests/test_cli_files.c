@@ -166,6 +166,51 @@ static void test_outputs_that_are_links(void)
     unlink(dangling);
 }
 
+/* eval --split test reads that split alone: a file whose train split holds a bad token
+ * id (refused by `data info` and training) still evaluates its test split, and the
+ * split it reads is checked as ever. */
+static void test_eval_reads_one_split(void)
+{
+    char data[512], dir[512], ck[600];
+    snprintf(data, sizeof data, "%s", path_in("bad-train.h5"));
+    snprintf(dir, sizeof dir, "%s", path_in("run-one-split"));
+    const char *train[] = {"train", "--data", small_data(), "--model", "lstm", "--layers", "1", "--hidden", "4",
+                           "--d-model", "4", "--steps", "2", "--batch", "4", "--out", dir, "--quiet", NULL};
+    run_result r = run(train);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    size_t size = 0;
+    char *bytes = read_all(small_data(), &size);
+    CU_ASSERT_TRUE_FATAL(bytes && write_all(data, bytes, size));
+    free(bytes);
+    const char *splits[] = {"/train/inputs", NULL};
+    hid_t f = H5Fopen(data, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(f >= 0);
+    hid_t d = H5Dopen2(f, splits[0], H5P_DEFAULT), space = H5Dget_space(d);
+    hsize_t start[2] = {1, 2}, count[2] = {1, 1}, one = 1;
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
+    hid_t mem = H5Screate_simple(1, &one, NULL);
+    int32_t bad = 100000;
+    CU_ASSERT_TRUE(H5Dwrite(d, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, &bad) >= 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(d);
+    H5Fclose(f);
+    const char *info[] = {"data", "info", data, NULL};
+    r = run(info);
+    EXPECT(r.code == 1 && contains(r.err, "/train/inputs"), r);
+    run_free(&r);
+    const char *eval_test[] = {"eval", "--checkpoint", ck, "--data", data, "--split", "test", NULL};
+    r = run(eval_test);
+    EXPECT(r.code == 0 && contains(r.out, "(test split, 16 examples)"), r);
+    run_free(&r);
+    const char *eval_train[] = {"eval", "--checkpoint", ck, "--data", data, "--split", "train", NULL};
+    r = run(eval_train);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") && contains(r.err, "/train/inputs"), r);
+    run_free(&r);
+}
+
 /* ---- full disks ---- */
 
 /* Mounts a tmpfs of `kib` KiB at path; 0 when not permitted (then the caller skips). */
@@ -411,6 +456,7 @@ int main(void)
     const lb_test_case cases[] = {
         {"outputs that are devices, FIFOs or folders are refused and left alone", test_outputs_that_are_not_files},
         {"outputs that are symbolic links are refused and left alone", test_outputs_that_are_links},
+        {"eval --split reads that split alone", test_eval_reads_one_split},
         {"data generation on a full disk: one line, exit 1, no partial file", test_data_on_a_full_disk},
         {"training on a full disk keeps the last checkpoint and the metrics rows", test_training_on_a_full_disk},
         {"a metrics row that cannot be written stops the run, whole rows kept", test_metrics_write_fails_mid_run},
