@@ -25,7 +25,8 @@ int lb_cli_stream(int argc, char **argv);
 int lb_cli_fail(const char *command);
 /* When the last error is LB_ERR_MEMORY, rewrites `message` (size bytes) into the one form
  * every command uses for it: "out of memory (while <the outermost context>): <the
- * innermost detail>" ("while running lookback <command>" when there is no context). A
+ * innermost detail>" ("while training", "while evaluating", ... after the command when
+ * there is no context). A
  * message already in an "out of memory" form, or another status, is left as it is. */
 void lb_cli_memory_message(const char *command, char *message, size_t size);
 /* Prints "lookback <command>: <formatted message>" on stderr and returns `code`. */

@@ -76,8 +76,17 @@ void lb_cli_memory_message(const char *command, char *message, size_t size)
     char doing[1024], detail[1024];
     if (first_end && (size_t)(first_end - message) < sizeof doing)
         snprintf(doing, sizeof doing, "%.*s", (int)(first_end - message), message);
-    else
+    else {
+        static const char *const activity[][2] = {
+            {"train", "training"},         {"eval", "evaluating"},           {"predict", "predicting"},
+            {"data", "generating data"},   {"compare", "comparing models"}, {"demo", "running the demo"},
+            {"study", "running the study"}, {"stream", "streaming"},         {"gradcheck", "checking gradients"},
+        };
         snprintf(doing, sizeof doing, "running lookback %s", command);
+        for (size_t i = 0; i < sizeof activity / sizeof activity[0]; i++)
+            if (strcmp(command, activity[i][0]) == 0)
+                snprintf(doing, sizeof doing, "%s", activity[i][1]);
+    }
     snprintf(detail, sizeof detail, "%s", last);
     snprintf(message, size, "out of memory (while %s): %s", doing, detail);
 }

@@ -265,7 +265,7 @@ static void test_demo_out_of_memory(void)
         for (int attempt = 0; attempt < 2; attempt++) { /* the second: the same --out again */
             run_result r = run_with(&s, demo, 120);
             EXPECT(r.code == 0 || (r.code == 1 && one_error_line(&r, "demo") &&
-                                   contains(r.err, "lookback demo: out of memory (while ") && !exists(out)),
+                                   contains(r.err, "out of memory (while ") && !exists(out)),
                    r);
             if (r.code == 1 && (contains(r.err, "(while evaluating ") || contains(r.err, "(while training ")))
                 failed_mid_way++;
