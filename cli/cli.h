@@ -23,6 +23,12 @@ int lb_cli_stream(int argc, char **argv);
 
 /* Prints "lookback <command>: <lb_last_error()>" on stderr and returns 1. */
 int lb_cli_fail(const char *command);
+/* When the last error is LB_ERR_MEMORY, rewrites `message` (size bytes) into the one form
+ * every command uses for it: "out of memory (while <the outermost context>): <the
+ * innermost detail>" ("while training", "while evaluating", ... after the command when
+ * there is no context). A
+ * message already in an "out of memory" form, or another status, is left as it is. */
+void lb_cli_memory_message(const char *command, char *message, size_t size);
 /* Prints "lookback <command>: <formatted message>" on stderr and returns `code`. */
 int lb_cli_error(const char *command, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The usage error for getopt_long's return c after an option it could not take (':' a
@@ -100,6 +106,9 @@ int lb_cli_run_command(const char *command, int (*run)(int, char **), int distri
 /* Makes lb_cli_run_training train one model on all ranks (train) rather than whole
  * runs per rank (compare). */
 void lb_cli_run_set_data_parallel(int on);
+/* Lets a resumed run continue on a data file whose size or CRC-32 differs from what its
+ * config.json recorded (train --accept-data-change); off: such a resume is refused. */
+void lb_cli_run_set_accept_data_change(int on);
 
 /* The model of a checkpoint with its parameters loaded (max_seq_len limits learned
  * positions only; the other models read any length). NULL with the library's

@@ -52,6 +52,7 @@ int lb_cli_fail(const char *command)
     char message[2048];
     snprintf(message, sizeof message, "%s", lb_last_error()[0] ? user_message(lb_last_error()) : "failed");
     lb_cli_name_options(message, sizeof message);
+    lb_cli_memory_message(command, message, sizeof message);
     print_error(command, 1, message);
     return 1;
 }

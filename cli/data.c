@@ -11,8 +11,10 @@
  * (lb_task_raw_bytes: also the memory needed to read it back) is refused unless
  * --allow-large is given, and a note is printed when the output folder has less
  * free space than that. While the file is written, SIGINT, SIGTERM and SIGHUP
- * remove FILE.h5.tmp (unlink from the handler) and then end the process by the same
- * signal (exit status 130 for Ctrl-C, 143 for SIGTERM in a shell).
+ * remove FILE.h5.tmp and the writer's lock file FILE.h5.lock (unlink from the
+ * handler; the lock file only once generation has reported progress, which it does
+ * only while holding the lock) and then end the process by the same signal (exit
+ * status 130 for Ctrl-C, 143 for SIGTERM in a shell).
  */
 #include <ctype.h>
 #include <signal.h>
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "data/output.h"
 #include "data/tasks.h"
 #include "cli/cli.h"
 
@@ -100,7 +103,9 @@ static int check_size(const lb_task_options *opt, const char *output, int allow_
 /* ---- removing FILE.h5.tmp when interrupted ---- */
 
 static char interrupted_tmp[4096];         /* the temporary file being written */
+static char interrupted_lock[4096];        /* the writer's lock file (lb_output_lock) */
 static volatile sig_atomic_t tmp_armed;    /* 1 while it may exist */
+static volatile sig_atomic_t lock_armed;   /* 1 once this process holds the lock */
 static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
 enum { CLEANUP_SIGNALS = (int)(sizeof cleanup_signals / sizeof cleanup_signals[0]) };
 
@@ -110,6 +115,8 @@ static void on_signal(int sig)
 {
     if (tmp_armed)
         unlink(interrupted_tmp);
+    if (tmp_armed && lock_armed)
+        unlink(interrupted_lock);
     raise(sig);
 }
 
@@ -118,6 +125,9 @@ static void arm_cleanup(const char *output, struct sigaction *old)
 {
     if (lb_task_temp_path(output, interrupted_tmp, sizeof interrupted_tmp) != 0)
         return; /* cannot name it: then no handler (the library still cleans up on errors) */
+    if (snprintf(interrupted_lock, sizeof interrupted_lock, "%s.lock", output) >= (int)sizeof interrupted_lock)
+        return;
+    lock_armed = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -138,6 +148,7 @@ static void disarm_cleanup(const struct sigaction *old)
     for (int i = 0; i < CLEANUP_SIGNALS; i++)
         sigaction(cleanup_signals[i], &old[i], NULL);
     tmp_armed = 0;
+    lock_armed = 0;
 }
 
 /* An option name rather than a value: "-x" or "--x", but not "-5" or "-". */
@@ -156,6 +167,7 @@ typedef struct data_progress {
 static void on_progress(int64_t done, int64_t total, void *user)
 {
     data_progress *p = user;
+    lock_armed = 1; /* generation runs only while this process holds FILE.h5.lock */
     if (!p->enabled)
         return;
     if (!p->shown) {
@@ -303,6 +315,12 @@ int lb_cli_data(int argc, char **argv)
     }
     if (!output) {
         code = lb_cli_error("data", 2, "missing the output file: add -o FILE.h5");
+        goto done;
+    }
+    /* What may not be written at all (a device, a symbolic link, ...) is said so before
+     * "already exists", which --force would answer. */
+    if (lb_output_check(output, "data file") != LB_OK) {
+        code = lb_cli_fail("data");
         goto done;
     }
     if (lb_cli_exists(output) && !force) {

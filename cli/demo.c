@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/tasks.h"
@@ -274,6 +276,26 @@ static void write_plots(const char *out_dir, const model_spec *specs, const mode
 #undef NOTE_WRITTEN
 }
 
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else if (flag == FTW_F || flag == FTW_SL || flag == FTW_SLN)
+        unlink(path);
+    return 0;
+}
+
+/* Removes a folder that this command created and everything in it (links are removed,
+ * never followed; other file systems are not entered). */
+static void remove_created_tree(const char *dir)
+{
+    struct stat sb;
+    if (lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
 /* Trains every model, evaluates it on every file, prints the table, writes the report. */
 static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval_file *evals, int n_evals,
                           const char *out_dir, int quiet)
@@ -295,6 +317,7 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
      * rank has checked; rank 0 gathers the results and writes the report. */
     if (lb_dist_barrier() != LB_OK || lb_cli_mkdir(out_dir) != LB_OK)
         return lb_cli_fail(cmd);
+    int code = 0;
     lb_tensor *attention = NULL;
     int64_t spike_position = -1;
     char attention_label[160] = "";
@@ -309,8 +332,10 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
             continue;
         lb_cli_path(dir, sizeof dir, out_dir, specs[m].name);
         if (lb_cli_run_training(&specs[m].rc, dir, 0, quiet, &res[m].run, &model) != LB_OK) {
+            lb_error_context("training %s", specs[m].name);
             lb_tensor_free(attention);
-            return lb_cli_run_failed(cmd, &res[m].run);
+            code = lb_cli_run_failed(cmd, &res[m].run);
+            goto failed;
         }
         res[m].seconds_per_step = res[m].run.steps ? res[m].run.seconds / (double)res[m].run.steps : 0;
         for (int e = 0; e < n_evals; e++) {
@@ -320,10 +345,12 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
             lb_tensor *w = NULL;
             double t0 = lb_cli_now();
             if (!ds || lb_evaluate(model, ds, "test", evals[e].examples, 8, 0, &r, want_attention ? &w : NULL) != LB_OK) {
+                lb_error_context("evaluating %s on %s", specs[m].name, evals[e].label);
                 lb_dataset_close(ds);
                 lb_model_free(model);
                 lb_tensor_free(attention);
-                return lb_cli_fail(cmd);
+                code = lb_cli_fail(cmd);
+                goto failed;
             }
             if (chance == 0 && lb_dataset_num_classes(ds) > 0)
                 chance = 1.0 / (double)lb_dataset_num_classes(ds);
@@ -387,6 +414,14 @@ static int run_comparison(const char *cmd, model_spec *specs, int n_models, eval
         return lb_cli_fail(cmd);
     printf("report: %s (summary.json%s, one folder per model)\n", out_dir, written);
     return 0;
+failed:
+    /* The model folders of this run (checked absent above) go: the same --out works again. */
+    for (int m = 0; m < n_models; m++) {
+        char dir[4200];
+        if (lb_dist_owns(m))
+            remove_created_tree(lb_cli_path(dir, sizeof dir, out_dir, specs[m].name));
+    }
+    return code;
 }
 
 /* A report folder must be new or hold no earlier report: nothing is overwritten.
@@ -685,7 +720,8 @@ static lb_status choose_lr(model_spec *spec, const char *out_dir, double budget,
 
 static void demo_usage(FILE *out)
 {
-    fputs("usage: lookback demo [--quick] [--out DIR] [--budget SECONDS] [--threads N] [--data-dir DIR]\n"
+    fputs("usage: lookback demo [--quick] [--out DIR] [--budget SECONDS] [--budget-clock cpu|wall]\n"
+          "                     [--threads N] [--data-dir DIR]\n"
           "\n"
           "The main job: a voltage spike (the clue) binds a sensor to its reading; thousands of\n"
           "ordinary events later an alarm names the sensor, and the model must answer the reading.\n"
@@ -698,6 +734,9 @@ static void demo_usage(FILE *out)
           "  --out DIR         report folder (default lookback-demo, or lookback-demo-quick with\n"
           "                    --quick; must not hold a report)\n"
           "  --budget SECONDS  training time per model (default 45; --quick 8); each LSTM's\n                    learning-rate search takes 3/4 of it again\n"
+          "  --budget-clock C  what --budget counts: cpu (default; the process's CPU seconds\n"
+          "                    divided by the threads, so a busy machine trains each model as\n"
+          "                    far as an idle one) or wall (wall-clock seconds)\n"
           "  --quick           a smaller version for smoke tests (under a minute)\n"
           "  --data-dir DIR    where the generated data is cached (default ~/.cache/lookback/demo,\n"
           "                    demo-quick for --quick); a cached file made with other options is\n"
@@ -717,8 +756,11 @@ int lb_cli_demo(int argc, char **argv)
         {"out", required_argument, NULL, 'o'},     {"budget", required_argument, NULL, 'b'},
         {"quick", no_argument, NULL, 'Q'},         {"data-dir", required_argument, NULL, 'd'},
         {"threads", required_argument, NULL, 't'}, {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},          {"budget-clock", required_argument, NULL, 'k'},
+        {NULL, 0, NULL, 0},
     };
+    /* CPU time by default: the same work per model however busy the machine is. */
+    lb_budget_clock budget_clock = LB_BUDGET_CPU;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -726,6 +768,7 @@ int lb_cli_demo(int argc, char **argv)
         switch (c) {
         case 'o': out_dir = optarg; break;
         case 'b': st = lb_cli_real("--budget", optarg, 1, 1e6, &budget); break;
+        case 'k': st = lb_budget_clock_parse(optarg, &budget_clock); break;
         case 'Q': quick = 1; break;
         case 'd': data_dir_opt = optarg; break;
         case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
@@ -803,6 +846,7 @@ int lb_cli_demo(int argc, char **argv)
     snprintf(lstm_short->rc.data, sizeof lstm_short->rc.data, "%s", paths[1]);
     for (int m = 0; m < 3; m++) {
         specs[m].rc.train.time_budget = budget;
+        specs[m].rc.train.budget_clock = budget_clock;
         specs[m].rc.train.steps = 1000000;
         specs[m].rc.train.schedule = lb_schedule_constant(specs[m].rc.train.optim.lr); /* base_lr follows lr */
         specs[m].rc.train.schedule.warmup_steps = 50;
@@ -813,9 +857,18 @@ int lb_cli_demo(int argc, char **argv)
 
     /* Each LSTM's learning rate: short runs on its own train file, best validation accuracy
      * wins (skipped by --quick, which keeps 3e-3). */
-    for (int m = 1; m < 3 && !quick; m++)
-        if (choose_lr(&specs[m], out_dir, budget / 4, quiet) != LB_OK)
-            return lb_cli_fail(cmd);
+    char search_dirs[3][4200];
+    int search_new[3] = {0, 0, 0}, out_new = !lb_cli_exists(out_dir);
+    for (int m = 1; m < 3; m++) {
+        snprintf(search_dirs[m], sizeof search_dirs[m], "%s/%s-lr-search", out_dir, specs[m].name);
+        search_new[m] = !lb_cli_exists(search_dirs[m]);
+    }
+    code = 0;
+    for (int m = 1; m < 3 && !quick && code == 0; m++)
+        if (choose_lr(&specs[m], out_dir, budget / 4, quiet) != LB_OK) {
+            lb_error_context("choosing the learning rate of %s", specs[m].name);
+            code = lb_cli_fail(cmd);
+        }
     if (quick)
         for (int m = 1; m < 3; m++) {
             specs[m].rc.train.optim.lr = 3e-3;
@@ -831,10 +884,22 @@ int lb_cli_demo(int argc, char **argv)
         snprintf(evals[e].path, sizeof evals[e].path, "%s", paths[e + 1]);
         snprintf(evals[e].label, sizeof evals[e].label, "%s", labels[e]);
     }
-    if (threads == 0 && (threads = lb_cli_set_threads(0)) < 0)
-        return lb_cli_fail(cmd);
-    if (!quiet)
-        fprintf(stderr, "training each model for %.0f s on %lld thread%s\n", budget, (long long)threads,
+    if (code == 0 && threads == 0 && (threads = lb_cli_set_threads(0)) < 0)
+        code = lb_cli_fail(cmd);
+    if (code == 0 && !quiet)
+        fprintf(stderr, "training each model for %.0f s of %s time on %lld thread%s\n", budget,
+                budget_clock == LB_BUDGET_CPU ? "CPU (per thread)" : "wall-clock", (long long)threads,
                 threads == 1 ? "" : "s");
-    return run_comparison(cmd, specs, 3, evals, 4, out_dir, quiet);
+    if (code == 0)
+        code = run_comparison(cmd, specs, 3, evals, 4, out_dir, quiet);
+    /* A demo that failed leaves no half-made report: what it created goes, so the same
+     * --out works again. */
+    if (code != 0) {
+        for (int m = 1; m < 3; m++)
+            if (search_new[m])
+                remove_created_tree(search_dirs[m]);
+        if (out_new)
+            rmdir(out_dir); /* only when empty */
+    }
+    return code;
 }

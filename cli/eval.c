@@ -229,7 +229,7 @@ int lb_cli_eval(int argc, char **argv)
     char task[64];
     if (lb_checkpoint_read_task(ck, task, sizeof task) != LB_OK)
         return lb_cli_fail(cmd);
-    lb_dataset *data = lb_dataset_open(data_path);
+    lb_dataset *data = lb_dataset_open_split(data_path, split); /* memory for that split only */
     if (!data)
         return lb_cli_fail(cmd);
     /* The checkpoint's model and the file must fit: checked before any work. */

@@ -1,6 +1,7 @@
 /* One training run into a run folder, shared by train, compare and demo. */
 #include <errno.h>
 #include <fcntl.h>
+#include <json-c/json.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -64,12 +65,43 @@ int lb_cli_caught_signal(void)
     return (int)caught_signal;
 }
 
+void lb_cli_memory_message(const char *command, char *message, size_t size)
+{
+    if (!command || !message || size == 0 || lb_last_status() != LB_ERR_MEMORY || strstr(message, "out of memory"))
+        return;
+    /* "doing: inner context: ...: detail" (lb_error_context prepends "context: "). */
+    const char *first_end = strstr(message, ": "), *last = message;
+    for (const char *p = message; (p = strstr(p, ": ")); p += 2)
+        last = p + 2;
+    char doing[1024], detail[1024];
+    if (first_end && (size_t)(first_end - message) < sizeof doing)
+        snprintf(doing, sizeof doing, "%.*s", (int)(first_end - message), message);
+    else {
+        static const char *const activity[][2] = {
+            {"train", "training"},         {"eval", "evaluating"},           {"predict", "predicting"},
+            {"data", "generating data"},   {"compare", "comparing models"}, {"demo", "running the demo"},
+            {"study", "running the study"}, {"stream", "streaming"},         {"gradcheck", "checking gradients"},
+        };
+        snprintf(doing, sizeof doing, "running lookback %s", command);
+        for (size_t i = 0; i < sizeof activity / sizeof activity[0]; i++)
+            if (strcmp(command, activity[i][0]) == 0)
+                snprintf(doing, sizeof doing, "%s", activity[i][1]);
+    }
+    snprintf(detail, sizeof detail, "%s", last);
+    snprintf(message, size, "out of memory (while %s): %s", doing, detail);
+}
+
 int lb_cli_run_failed(const char *command, const lb_cli_run *run)
 {
-    lb_cli_fail(command);
-    if (run->signal > 0)
+    if (run->signal > 0) {
+        lb_cli_fail(command);
         return 128 + run->signal;
-    return run->usage ? 2 : 1;
+    }
+    /* A usage error found after start-up (--batch not divisible by the ranks, --steps below
+     * the checkpoint's): every rank finds it, rank 0 alone prints it, exit 2. */
+    if (run->usage)
+        return lb_cli_error(command, 2, "%s", lb_last_error());
+    return lb_cli_fail(command);
 }
 
 /* Keeps the header and the rows of steps <= step (drops what a resumed run repeats).
@@ -173,6 +205,39 @@ void lb_cli_unlock_dir(const char *dir, int fd)
 static int data_parallel;
 void lb_cli_run_set_data_parallel(int on) { data_parallel = on; }
 
+static int accept_data_change;
+void lb_cli_run_set_accept_data_change(int on) { accept_data_change = on; }
+
+/* On resume: the data file must be the one the run started on (size and CRC-32 recorded
+ * in config.json), or validation scores and best.h5 would compare different sets. A
+ * config.json without the record (older runs) is not checked. */
+static lb_status check_same_data(const char *config_path, const char *data, const lb_run_record *now)
+{
+    json_object *root = json_object_from_file(config_path), *run = NULL, *crc = NULL, *bytes = NULL;
+    lb_status st = LB_OK;
+    if (root && json_object_object_get_ex(root, LB_CONFIG_RECORD_KEY, &run) &&
+        json_object_object_get_ex(run, "data_crc32", &crc) && json_object_object_get_ex(run, "data_bytes", &bytes) &&
+        json_object_is_type(crc, json_type_string) && json_object_is_type(bytes, json_type_int)) {
+        char *end = NULL;
+        unsigned long was_crc = strtoul(json_object_get_string(crc), &end, 16);
+        int64_t was_bytes = json_object_get_int64(bytes);
+        if (end && !*end && (was_crc != now->data_crc32 || was_bytes != now->data_bytes) && !accept_data_change) {
+            char what[160];
+            if (was_bytes != now->data_bytes)
+                snprintf(what, sizeof what, "its size is %lld bytes, was %lld", (long long)now->data_bytes,
+                         (long long)was_bytes);
+            else
+                snprintf(what, sizeof what, "same size, but its CRC-32 is %08x, was %08lx", (unsigned)now->data_crc32,
+                         was_crc);
+            st = lb_error(LB_ERR_STATE, "%s changed since the run started (%s): its validation scores and best.h5 "
+                          "would compare different data; restore the file, or continue on the new one with "
+                          "--accept-data-change", data, what);
+        }
+    }
+    json_object_put(root);
+    return st;
+}
+
 /* Removes what a new run wrote before failing, so the same --out can be used again. */
 static void clean_failed_run(const char *dir, int created_dir)
 {
@@ -212,6 +277,17 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         (!resume && rc->init_from[0] && lb_output_protect(rc->init_from, "the --init-from checkpoint") != LB_OK)) {
         lb_dataset_close(data);
         return lb_last_status();
+    }
+    /* Every file the run writes is checked before any work (an input, a device, a link at
+     * one of them refuses the run now, not at its first checkpoint with files left behind). */
+    static const char *const run_files[][2] = {{"config.json", "run's options"}, {"metrics.csv", "metrics"},
+                                               {"checkpoint.h5", "checkpoint"}, {"best.h5", "checkpoint"}};
+    for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
+        char path[4200];
+        if (lb_output_check(lb_cli_path(path, sizeof path, dir, run_files[i][0]), run_files[i][1]) != LB_OK) {
+            lb_dataset_close(data);
+            return lb_last_status();
+        }
     }
     lb_run_config_fit_data(rc, data);
     int threads = lb_cli_set_threads(rc->train.threads);
@@ -271,8 +347,10 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     }
     /* What the run resolved, recorded beside the options. */
     lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_task_name(lb_dataset_task(data)), 0, 0};
-    if (st == LB_OK && (writer || ranks > 1))
+    if (st == LB_OK && (writer || ranks > 1 || resume))
         st = lb_cli_file_crc32(rc->data, &record.data_crc32, &record.data_bytes);
+    if (st == LB_OK && resume)
+        st = check_same_data(config_path, rc->data, &record);
     /* Every rank reads the same data, byte for byte (config.json records rank 0's checksum). */
     if (st == LB_OK && ranks > 1)
         st = lb_dist_check_same(record.data_bytes, "the data file's size in bytes (every rank must read the same "
@@ -286,8 +364,8 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     if (st == LB_OK && !quiet && lb_dataset_split_size(data, "val") == 0)
         fprintf(stderr, "lookback: note: %s has no validation examples (its val split is empty): the run will not "
                 "validate and writes no best.h5\n", rc->data);
-    if (st == LB_OK && ranks > 1)
-        st = lb_trainer_distribute(trainer, NULL);
+    if (st == LB_OK && ranks > 1 && (st = lb_trainer_distribute(trainer, NULL)) == LB_ERR_VALUE)
+        out->usage = 1; /* the batch does not split over the ranks: the same on every rank */
     if (st == LB_OK && writer)
         st = lb_run_config_save_json(rc, config_path, &record);
     if (st == LB_OK && writer && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {

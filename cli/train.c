@@ -30,6 +30,8 @@ static void train_usage(FILE *out)
           "                       with it is a usage error; --model-seed is free), a new optimizer, step 0\n"
           "  --config FILE.json   options as a JSON object {\"option\": value}, each key once (a regular\n"
           "                       file); the command line wins\n"
+          "  --accept-data-change with --resume: continue although the data file's size or CRC-32\n"
+          "                       differs from the one config.json recorded (refused otherwise)\n"
           "  --quiet              no progress display\n"
           "\n"
           "An option that the chosen model, optimizer or schedule does not use is refused, and so is\n"
@@ -43,7 +45,7 @@ static void train_usage(FILE *out)
 /* Parsed command line: the run options in the order given, plus the command's own. */
 typedef struct train_args {
     const char *out, *resume, *config, *init_from;
-    int quiet;
+    int quiet, accept_data_change;
     lb_option_list given;
 } train_args;
 
@@ -53,8 +55,9 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"out", required_argument, NULL, 'o'}, {"resume", required_argument, NULL, 'r'},
         {"config", required_argument, NULL, 'c'}, {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'}, {"init-from", required_argument, NULL, 'i'},
+        {"accept-data-change", no_argument, NULL, 'A'},
     };
-    const struct option *longopts = lb_run_options(extra, 6);
+    const struct option *longopts = lb_run_options(extra, 7);
     optind = 1;
     opterr = 0;
     int c;
@@ -71,6 +74,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         }
         switch (c) {
         case 'q': a->quiet = 1; break;
+        case 'A': a->accept_data_change = 1; break;
         case 'h': train_usage(stdout); return 0;
         case ':':
         case '?': return lb_cli_bad_option(argv[0], c, argv);
@@ -185,6 +189,8 @@ int lb_cli_train(int argc, char **argv)
         code = lb_cli_error(cmd, 2, "--out RUN_DIR is required (or --resume RUN_DIR)");
     if (code < 0 && a->resume && a->out && strcmp(a->resume, a->out) != 0)
         code = lb_cli_error(cmd, 2, "--resume continues a run in its own folder; drop --out");
+    if (code < 0 && a->accept_data_change && !a->resume)
+        code = lb_cli_error(cmd, 2, "--accept-data-change applies to --resume only");
     if (code < 0 && a->resume && a->init_from)
         code = lb_cli_error(cmd, 2, "--init-from starts a new run; --resume continues one: give only one of them");
     const char *dir = a->resume ? a->resume : a->out;
@@ -194,6 +200,7 @@ int lb_cli_train(int argc, char **argv)
     if (code < 0) {
         lb_cli_run run;
         lb_cli_run_set_data_parallel(1);
+        lb_cli_run_set_accept_data_change(a->accept_data_change);
         if (lb_cli_run_training(&rc, dir, a->resume != NULL, a->quiet, &run, NULL) == LB_OK)
             code = 0;
         else if (run.interrupted && lb_dist_rank() != 0)

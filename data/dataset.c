@@ -55,6 +55,7 @@ typedef struct reader {
     hid_t fid;
     int64_t file_bytes;
     int64_t claimed_bytes;
+    int only; /* the one split read into memory (the others: structure only), or -1: all */
 } reader;
 
 /* ---- root attributes ---- */
@@ -456,13 +457,15 @@ static lb_status read_field(reader *r, hid_t group, int split, lb_field f, int64
     if (st == LB_OK && *n >= 0 && this_n != *n)
         st = lb_error(LB_ERR_FORMAT, "%s: dataset %s has %lld examples but /%s/inputs has %lld", r->file, where,
                       (long long)this_n, split_names[split], (long long)*n);
+    int load = r->only < 0 || r->only == split;
     if (st == LB_OK && *n < 0) { /* inputs come first: they fix N and allocate the split */
         *n = this_n;
-        st = claim_bytes(r, split_names[split], this_n);
-        if (st == LB_OK)
+        if (load)
+            st = claim_bytes(r, split_names[split], this_n);
+        if (st == LB_OK && load)
             st = lb_rows_alloc(l, this_n, NULL, r->file, &r->ds->split[split]);
     }
-    if (st == LB_OK)
+    if (st == LB_OK && load)
         st = read_values(r, dset, where, f, &info, r->ds->split[split].data[f], this_n);
     lb_h5_close(dset);
     return st;
@@ -576,12 +579,29 @@ static lb_status open_receive(void *ctx)
     return st == LB_ERR_STATE ? lb_error(LB_ERR_STATE, "%s: the reading process stopped", job->r.file) : st;
 }
 
+static lb_dataset *open_splits(const char *path, int only);
+
 lb_dataset *lb_dataset_open(const char *path)
 {
     if (!path) {
         lb_error(LB_ERR_VALUE, "lb_dataset_open: path is NULL");
         return NULL;
     }
+    return open_splits(path, -1);
+}
+
+lb_dataset *lb_dataset_open_split(const char *path, const char *split)
+{
+    if (!path || !split) {
+        lb_error(LB_ERR_VALUE, "lb_dataset_open_split: path and split must not be NULL");
+        return NULL;
+    }
+    int only = lb_split_index(split, path);
+    return only < 0 ? NULL : open_splits(path, only);
+}
+
+static lb_dataset *open_splits(const char *path, int only)
+{
     if (!*path) {
         lb_error(LB_ERR_VALUE, "lb_dataset_open: the data file path is empty");
         return NULL;
@@ -594,7 +614,7 @@ lb_dataset *lb_dataset_open(const char *path)
         return NULL;
     }
     ds->path = copy;
-    open_job job = {.r = {.ds = ds, .file = path, .fid = -1}, .sock = {-1, -1}};
+    open_job job = {.r = {.ds = ds, .file = path, .fid = -1, .only = only}, .sock = {-1, -1}};
     struct stat sb;
     lb_status st = stat(path, &sb) == 0 ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (st == LB_OK && !S_ISREG(sb.st_mode))

@@ -54,6 +54,12 @@ typedef struct lb_batch {
  * LB_ERR_FORMAT (not HDF5, truncated, corrupted, wrong attribute, dtype, shape or
  * value, unknown format_version), LB_ERR_VALUE (empty path) or LB_ERR_MEMORY. */
 lb_dataset *lb_dataset_open(const char *path);
+/* The same, with only the split named `split` ("train", "val" or "test") read into
+ * memory and checked value by value: memory in proportion to that split, not to the
+ * file (eval of a small test split beside a large train split). The other splits are
+ * checked for presence, dtype and shape only and appear empty (0 examples). Errors as
+ * lb_dataset_open, and LB_ERR_VALUE for a NULL argument or an unknown split name. */
+lb_dataset *lb_dataset_open_split(const char *path, const char *split);
 /* Frees everything; NULL is allowed. Batches from lb_dataset_slice stay valid. */
 void lb_dataset_close(lb_dataset *ds);
 

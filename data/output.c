@@ -79,10 +79,23 @@ static const char *kind_of(mode_t mode)
     return "not a regular file";
 }
 
-/* LB_OK when nothing or a regular file is at `path`. */
+/* LB_OK when nothing or a regular file is at `path`. A symbolic link (dangling or
+ * not) is refused: the rename that finishes a write would replace the link by a regular
+ * file and leave its target as it was, which is neither of the things a user means. */
 static lb_status check_one(const char *path, const char *what)
 {
     struct stat sb;
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+        struct stat to; /* a link to one of the inputs: that is the graver mistake, said first */
+        if (stat(path, &to) == 0 && S_ISREG(to.st_mode) && not_an_input(path, &to, what) != LB_OK)
+            return lb_last_status();
+        char target[512];
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        return lb_error(LB_ERR_IO, "%s: is a symbolic link (to %s%s); lookback does not write the %s through a link "
+                        "(give the path of the file itself, or remove the link)",
+                        path, n > 0 ? target : "?", n == (ssize_t)sizeof target - 1 ? "..." : "", what);
+    }
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT)
             return LB_OK;

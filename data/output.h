@@ -15,9 +15,11 @@
 LB_API_BEGIN
 
 /* Checks that `path` may be written: not NULL or empty (LB_ERR_VALUE), and either
- * absent or a regular file (a symbolic link is judged by what it points to);
- * otherwise LB_ERR_IO "PATH: is a device / FIFO / socket / folder, not a regular
- * file; lookback writes only regular files". The same for its temporary sibling
+ * absent or a regular file; otherwise LB_ERR_IO "PATH: is a device / FIFO / socket /
+ * folder, not a regular file; lookback writes only regular files". A symbolic link at
+ * PATH, dangling or not, is refused with LB_ERR_IO "PATH: is a symbolic link (to
+ * TARGET); lookback does not write through a link" (links in the folders above PATH are
+ * followed as usual). The same for its temporary sibling
  * PATH.tmp, which writers create first. `what` names the file in messages
  * ("checkpoint", "data file", ...). */
 lb_status lb_output_check(const char *path, const char *what);

@@ -413,6 +413,10 @@ static void interrupt_generation(int sig, const char *name)
         fprintf(stderr, "\n  %s left behind (%ld bytes)\n", tmp, size_of(tmp));
     CU_ASSERT_NOT_EQUAL(access(tmp, F_OK), 0);
     CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
+    char lock[600];
+    snprintf(lock, sizeof lock, "%s.lock", out);
+    CU_ASSERT_NOT_EQUAL(access(lock, F_OK), 0); /* the writer's lock file goes too */
+    remove(lock);
     remove(tmp);
     remove(out);
 }
@@ -718,7 +722,7 @@ int main(void)
         {"data info: bad files give one line (exit 1)", test_data_info_bad_files},
         {"data: messages name the option as typed, reals with %g", test_data_messages_for_users},
         {"data: more than 16 GiB needs --allow-large", test_data_size_guard},
-        {"data: SIGINT/SIGTERM remove FILE.h5.tmp", test_data_interrupt_removes_tmp},
+        {"data: SIGINT/SIGTERM remove FILE.h5.tmp and FILE.h5.lock", test_data_interrupt_removes_tmp},
         {"gradcheck: every family passes", test_gradcheck_families},
         {"gradcheck: a wrong gradient fails (exit 1)", test_gradcheck_wrong_gradient_fails},
         {"gradcheck: usage errors (exit 2)", test_gradcheck_usage_errors},

@@ -160,6 +160,20 @@ static void test_usage_errors_and_rank0_commands(void)
     r = finish_program(start_program(usage_eval), 120);
     EXPECT(r.code == 2 && count_occurrences(r.err, "lookback eval:") == 1, r);
     run_free(&r);
+    /* Found after start-up (the batch does not split over the ranks): still one line from
+     * rank 0, exit 2, no MPI_ABORT banner (mpirun's own note on a non-zero exit stays), and
+     * no run folder left. */
+    char odd_dir[512];
+    snprintf(odd_dir, sizeof odd_dir, "%s", path_in("odd-batch"));
+    const char *odd[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, "train", "--data", recall_file(), "--layers", "1",
+                         "--d-model", "16", "--heads", "2", "--d-ff", "32", "--batch", "7", "--threads", "1",
+                         "--steps", "2", "--quiet", "--out", odd_dir, NULL};
+    r = finish_program(start_program(odd), 120);
+    EXPECT(r.code == 2 && count_occurrences(r.err, "lookback train:") == 1 && contains(r.err, "not divisible") &&
+               !contains(r.err, "MPI_ABORT") && !contains(r.err, "rank 1:"),
+           r);
+    CU_ASSERT_FALSE(exists(odd_dir));
+    run_free(&r);
 
     char dir[512], ck[600], out[512], data[512];
     snprintf(dir, sizeof dir, "%s", path_in("rank0"));

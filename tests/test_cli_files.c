@@ -111,6 +111,106 @@ static void test_outputs_that_are_not_files(void)
     unlink(plot_fifo);
 }
 
+/* A symbolic link as an output, dangling or not, is refused with one line and left as it
+ * was; its target is not touched and no file appears where a dangling link points. */
+static void test_outputs_that_are_links(void)
+{
+    char target[512], link_ok[512], dangling[512], nowhere[512], readback[512];
+    snprintf(target, sizeof target, "%s", path_in("target.h5"));
+    snprintf(link_ok, sizeof link_ok, "%s", path_in("link.h5"));
+    snprintf(dangling, sizeof dangling, "%s", path_in("dangling.h5"));
+    snprintf(nowhere, sizeof nowhere, "%s", path_in("nowhere.h5"));
+    CU_ASSERT_TRUE_FATAL(write_all(target, "old", 3));
+    CU_ASSERT_EQUAL_FATAL(symlink(target, link_ok), 0);
+    CU_ASSERT_EQUAL_FATAL(symlink(nowhere, dangling), 0);
+    const char *links[] = {link_ok, dangling};
+    for (int i = 0; i < 2; i++)
+        for (int force = 0; force < 2; force++) {
+            const char *args[] = {"data", "--seq-len", "16", "--train", "4", "--val", "2", "--test", "2", "-o",
+                                  links[i], "--quiet", force ? "--force" : NULL, NULL};
+            run_result r = run(args);
+            EXPECT(r.code == 1 && one_error_line(&r, "data") && contains(r.err, "symbolic link") &&
+                       contains(r.err, links[i]),
+                   r);
+            run_free(&r);
+            struct stat sb;
+            CU_ASSERT_TRUE(lstat(links[i], &sb) == 0 && S_ISLNK(sb.st_mode));
+            ssize_t n = readlink(links[i], readback, sizeof readback - 1);
+            CU_ASSERT_TRUE(n > 0);
+            readback[n > 0 ? n : 0] = '\0';
+            CU_ASSERT_STRING_EQUAL(readback, i == 0 ? target : nowhere);
+        }
+    size_t size = 0;
+    char *text = read_all(target, &size);
+    CU_ASSERT_TRUE(text && size == 3 && memcmp(text, "old", 3) == 0);
+    free(text);
+    CU_ASSERT_FALSE(exists(nowhere));
+    /* The run folder's files too: a link where metrics.csv goes. */
+    char dir[512], metrics[600];
+    snprintf(dir, sizeof dir, "%s", path_in("run-link"));
+    mkdir(dir, 0755);
+    snprintf(metrics, sizeof metrics, "%s/metrics.csv", dir);
+    CU_ASSERT_EQUAL_FATAL(symlink(target, metrics), 0);
+    const char *train[] = {"train", "--data", small_data(), "--model", "lstm", "--layers", "1", "--hidden", "4",
+                           "--d-model", "4", "--steps", "2", "--batch", "4", "--out", dir, "--quiet", NULL};
+    run_result r = run(train);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "metrics.csv") &&
+               contains(r.err, "symbolic link"),
+           r);
+    run_free(&r);
+    text = read_all(target, &size);
+    CU_ASSERT_TRUE(text && size == 3);
+    free(text);
+    unlink(metrics);
+    unlink(link_ok);
+    unlink(dangling);
+}
+
+/* eval --split test reads that split alone: a file whose train split holds a bad token
+ * id (refused by `data info` and training) still evaluates its test split, and the
+ * split it reads is checked as ever. */
+static void test_eval_reads_one_split(void)
+{
+    char data[512], dir[512], ck[600];
+    snprintf(data, sizeof data, "%s", path_in("bad-train.h5"));
+    snprintf(dir, sizeof dir, "%s", path_in("run-one-split"));
+    const char *train[] = {"train", "--data", small_data(), "--model", "lstm", "--layers", "1", "--hidden", "4",
+                           "--d-model", "4", "--steps", "2", "--batch", "4", "--out", dir, "--quiet", NULL};
+    run_result r = run(train);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    size_t size = 0;
+    char *bytes = read_all(small_data(), &size);
+    CU_ASSERT_TRUE_FATAL(bytes && write_all(data, bytes, size));
+    free(bytes);
+    const char *splits[] = {"/train/inputs", NULL};
+    hid_t f = H5Fopen(data, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(f >= 0);
+    hid_t d = H5Dopen2(f, splits[0], H5P_DEFAULT), space = H5Dget_space(d);
+    hsize_t start[2] = {1, 2}, count[2] = {1, 1}, one = 1;
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
+    hid_t mem = H5Screate_simple(1, &one, NULL);
+    int32_t bad = 100000;
+    CU_ASSERT_TRUE(H5Dwrite(d, H5T_NATIVE_INT32, mem, space, H5P_DEFAULT, &bad) >= 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(d);
+    H5Fclose(f);
+    const char *info[] = {"data", "info", data, NULL};
+    r = run(info);
+    EXPECT(r.code == 1 && contains(r.err, "/train/inputs"), r);
+    run_free(&r);
+    const char *eval_test[] = {"eval", "--checkpoint", ck, "--data", data, "--split", "test", NULL};
+    r = run(eval_test);
+    EXPECT(r.code == 0 && contains(r.out, "(test split, 16 examples)"), r);
+    run_free(&r);
+    const char *eval_train[] = {"eval", "--checkpoint", ck, "--data", data, "--split", "train", NULL};
+    r = run(eval_train);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") && contains(r.err, "/train/inputs"), r);
+    run_free(&r);
+}
+
 /* ---- full disks ---- */
 
 /* Mounts a tmpfs of `kib` KiB at path; 0 when not permitted (then the caller skips). */
@@ -355,6 +455,8 @@ int main(void)
     mkdir(work_dir, 0777);
     const lb_test_case cases[] = {
         {"outputs that are devices, FIFOs or folders are refused and left alone", test_outputs_that_are_not_files},
+        {"outputs that are symbolic links are refused and left alone", test_outputs_that_are_links},
+        {"eval --split reads that split alone", test_eval_reads_one_split},
         {"data generation on a full disk: one line, exit 1, no partial file", test_data_on_a_full_disk},
         {"training on a full disk keeps the last checkpoint and the metrics rows", test_training_on_a_full_disk},
         {"a metrics row that cannot be written stops the run, whole rows kept", test_metrics_write_fails_mid_run},

@@ -244,6 +244,43 @@ static void test_memory_limits(void)
 #endif
 }
 
+/* demo --quick where the address space runs out mid-way (training or evaluating a model on
+ * the 7,200-event file): one line "out of memory (while <doing what>): ...", exit 1, and no
+ * half-made report folder, so the same --out is taken again. */
+static void test_demo_out_of_memory(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    fprintf(stderr, "\n  skipped: AddressSanitizer reserves terabytes of address space");
+    return;
+#else
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s", path_in("demo-cache"));
+    static const long limits[] = {320, 335, 350, 365};
+    int failed_mid_way = 0;
+    for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+        char out[512], tag[32];
+        snprintf(tag, sizeof tag, "demo%ld", limits[l]);
+        snprintf(out, sizeof out, "%s-report", path_in(tag));
+        const char *demo[] = {"demo", "--quick", "--budget", "1", "--threads", "1", "--data-dir", cache, "--out", out,
+                              "--quiet", NULL};
+        child_setup s = {.as_mb = limits[l], .tag = tag};
+        for (int attempt = 0; attempt < 2; attempt++) { /* the second: the same --out again */
+            run_result r = run_with(&s, demo, 120);
+            EXPECT(r.code == 0 || (r.code == 1 && one_error_line(&r, "demo") &&
+                                   contains(r.err, "out of memory (while ") && !exists(out)),
+                   r);
+            if (r.code == 1 && (contains(r.err, "(while evaluating ") || contains(r.err, "(while training ")))
+                failed_mid_way++;
+            CU_ASSERT_FALSE(contains(r.err, "already exists"));
+            run_free(&r);
+            if (r.code == 0)
+                break;
+        }
+    }
+    CU_ASSERT_TRUE(failed_mid_way >= 2); /* at least one limit failed after training had begun, twice */
+#endif
+}
+
 /* ---- standard descriptors ---- */
 
 /* A job started with stdin and stderr closed reads a good file as good. */
@@ -500,6 +537,7 @@ int main(void)
     mkdir(work_dir, 0755);
     const lb_test_case cases[] = {
         {"every command that reads a file answers in time under 150, 200 and 400 MB", test_memory_limits},
+        {"demo out of memory mid-way: one line, no half-made report", test_demo_out_of_memory},
         {"stdin and stderr closed: good files read as good", test_closed_standard_streams},
         {"standard output that cannot be written: exit 1; a closed pipe: 141", test_standard_output_errors},
         {"a file the user may not read: permission denied", test_permission_denied},

@@ -720,7 +720,28 @@ static void test_demo_cache(void)
     /* --quick and the full demo report into different folders by default. */
     const char *help[] = {"demo", "--help", NULL};
     r = run(help);
-    EXPECT(r.code == 0 && contains(r.out, "lookback-demo-quick with"), r);
+    EXPECT(r.code == 0 && contains(r.out, "lookback-demo-quick with") && contains(r.out, "--budget-clock"), r);
+    run_free(&r);
+    /* Each model trains for the same CPU time by default (a loaded machine tells the same
+     * story), recorded in its config.json; --budget-clock wall is the other choice. */
+    char out[512], cfg[600];
+    snprintf(out, sizeof out, "%s", path_in("demo-cpu"));
+    const char *demo[] = {"demo", "--quick", "--budget", "1", "--threads", "1", "--data-dir", dir, "--out", out,
+                          "--quiet", NULL};
+    r = run(demo);
+    EXPECT(r.code == 0 && contains(r.out, "report: "), r);
+    run_free(&r);
+    const char *models[] = {"attention", "lstm", "lstm-short"};
+    for (int m = 0; m < 3; m++) {
+        snprintf(cfg, sizeof cfg, "%s/%s/config.json", out, models[m]);
+        char *json = read_all(cfg, NULL);
+        CU_ASSERT_TRUE(contains(json, "\"budget-clock\": \"cpu\""));
+        CU_ASSERT_TRUE(contains(json, "\"time-budget\": 1"));
+        free(json);
+    }
+    const char *bad[] = {"demo", "--budget-clock", "gpu", NULL};
+    r = run(bad);
+    EXPECT(r.code == 2 && one_error_line(&r, "demo") && contains(r.err, "expected wall or cpu"), r);
     run_free(&r);
 }
 

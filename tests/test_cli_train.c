@@ -41,6 +41,89 @@ static void test_failed_start_leaves_nothing(void)
     EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "larger than the train split"), r);
     CU_ASSERT_FALSE(exists(dir)); /* the same --out can be used again */
     run_free(&r);
+    /* The data file where the run would write best.h5: refused before any work, and the
+     * folder holds only what it held before (no config.json, no metrics.csv). */
+    char folder[512], data[600], cfg[600], metrics[600];
+    snprintf(folder, sizeof folder, "%s", path_in("run-own-data"));
+    mkdir(folder, 0755);
+    snprintf(data, sizeof data, "%s/best.h5", folder);
+    snprintf(cfg, sizeof cfg, "%s/config.json", folder);
+    snprintf(metrics, sizeof metrics, "%s/metrics.csv", folder);
+    size_t size = 0;
+    char *bytes = read_all(spike_file(), &size);
+    CU_ASSERT_TRUE_FATAL(bytes && write_all(data, bytes, size));
+    free(bytes);
+    const char *own[] = {"train", "--data", data, "--model", "lstm", "--layers", "1", "--hidden", "4", "--d-model",
+                         "4", "--steps", "2", "--batch", "4", "--out", folder, "--quiet", NULL};
+    r = run(own);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "an input of this command"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(cfg));
+    CU_ASSERT_FALSE(exists(metrics));
+    CU_ASSERT_TRUE(exists(data));
+}
+
+/* A resume on a data file that changed since the run started (regenerated with another
+ * seed: same shapes, other bytes; or another size) is refused in one line naming the file
+ * and what changed, unless --accept-data-change says to go on. */
+static void test_resume_notices_changed_data(void)
+{
+    char data[512], dir[512];
+    snprintf(data, sizeof data, "%s", path_in("changing.h5"));
+    snprintf(dir, sizeof dir, "%s", path_in("run-changing"));
+    const char *gen1[] = {"data", "--seq-len", "16", "--train", "32", "--val", "8", "--test", "8", "--seed", "1",
+                          "-o", data, "--quiet", NULL};
+    run_result r = run(gen1);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *train[] = {"train", "--data", data, "--model", "lstm", "--layers", "1", "--hidden", "4", "--d-model",
+                           "4", "--steps", "2", "--batch", "4", "--out", dir, "--quiet", NULL};
+    r = run(train);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    /* The same file again: resumes. */
+    const char *resume3[] = {"train", "--resume", dir, "--steps", "3", "--quiet", NULL};
+    r = run(resume3);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *gen2[] = {"data", "--seq-len", "16", "--train", "32", "--val", "8", "--test", "8", "--seed", "2",
+                          "-o", data, "--quiet", "--force", NULL};
+    r = run(gen2);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *resume4[] = {"train", "--resume", dir, "--steps", "4", "--quiet", NULL};
+    r = run(resume4);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, data) &&
+               contains(r.err, "changed since the run started") && contains(r.err, "CRC-32") &&
+               contains(r.err, "--accept-data-change"),
+           r);
+    run_free(&r);
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    CU_ASSERT_TRUE(exists(ck));
+    /* Another size: said so. */
+    const char *gen3[] = {"data", "--seq-len", "16", "--train", "400", "--val", "8", "--test", "8", "--seed", "1",
+                          "-o", data, "--quiet", "--force", NULL};
+    r = run(gen3);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    r = run(resume4);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "its size is"), r);
+    run_free(&r);
+    /* Accepted explicitly: continues, and config.json now records the new file. */
+    const char *accept[] = {"train", "--resume", dir, "--steps", "4", "--accept-data-change", "--quiet", NULL};
+    r = run(accept);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *resume5[] = {"train", "--resume", dir, "--steps", "5", "--quiet", NULL};
+    r = run(resume5);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    /* Only with --resume. */
+    const char *misplaced[] = {"train", "--data", data, "--accept-data-change", "--out", path_in("x"), NULL};
+    r = run(misplaced);
+    EXPECT(r.code == 2 && one_error_line(&r, "train"), r);
+    run_free(&r);
 }
 
 static void test_run_folder_rules(void)
@@ -387,6 +470,7 @@ int main(void)
     const lb_test_case cases[] = {
         {"--budget-clock cpu: trained, recorded, resumed; a bad clock refused", test_budget_clock},
         {"a failed start leaves no files behind", test_failed_start_leaves_nothing},
+        {"resume refuses a data file changed since the run started", test_resume_notices_changed_data},
         {"run folders: no overwrite, resume checks, metrics after resume, eval", test_run_folder_rules},
         {"SIGINT stops training with a checkpoint (exit 130)", test_interrupt_saves_checkpoint},
         {"--init-from starts a new run from a checkpoint's weights", test_init_from},

@@ -434,6 +434,44 @@ static void test_out_of_range_values(void)
     remove(path);
 }
 
+/* lb_dataset_open_split reads one split's values: a bad value in another split does
+ * not stop it (lb_dataset_open refuses the file), the other splits appear empty, and a
+ * bad value in the split read is still refused; structure is checked for every split. */
+static void test_open_one_split(void)
+{
+    const char *path = tmp_path("one_split");
+    make_small(LB_TASK_SPIKE, path);
+    poke_int(path, "/train/inputs", 2, 3, 1 + 16 + 8 + 1);
+    const char *const needles[] = {path, "/train/inputs", NULL};
+    expect_open_error(path, LB_ERR_FORMAT, needles);
+    lb_dataset *ds = lb_dataset_open_split(path, "test");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "test"), 2);
+    CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "train"), 0);
+    CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "val"), 0);
+    CU_ASSERT_EQUAL(lb_dataset_seq_len(ds), 16);
+    lb_batch b;
+    CU_ASSERT_EQUAL(lb_dataset_slice(ds, "test", 0, 2, &b), LB_OK);
+    CU_ASSERT_EQUAL(b.batch_size, 2);
+    lb_batch_free(&b);
+    lb_dataset_close(ds);
+    ds = lb_dataset_open_split(path, "train");
+    CU_ASSERT_PTR_NULL(ds);
+    CU_ASSERT_TRUE(lb_test_error_has("/train/inputs"));
+    CU_ASSERT_PTR_NULL(lb_dataset_open_split(path, "dev"));
+    CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NULL(lb_dataset_open_split(NULL, "test"));
+    CU_ASSERT_PTR_NULL(lb_dataset_open_split(path, NULL));
+    /* A missing dataset in another split is still found. */
+    make_small(LB_TASK_SPIKE, path);
+    hid_t f = open_rw(path);
+    CU_ASSERT_TRUE(H5Ldelete(f, "/val/targets", H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+    CU_ASSERT_PTR_NULL(lb_dataset_open_split(path, "test"));
+    CU_ASSERT_TRUE(lb_test_error_has("/val/targets"));
+    remove(path);
+}
+
 static void test_bad_attributes(void)
 {
     const char *path = tmp_path("attrs");
@@ -954,6 +992,7 @@ int main(void)
         {"wrong dtype is rejected naming expected and found", test_wrong_dtype},
         {"wrong shape, count or missing datasets are rejected", test_wrong_shape},
         {"out-of-range values are rejected with their position", test_out_of_range_values},
+        {"one split read: other splits checked for structure only", test_open_one_split},
         {"bad or unknown attributes and format_version are rejected", test_bad_attributes},
         {"corrupted files give an error or a valid dataset, never a crash", test_corrupted_corpus},
         {"data info prints task, options, shapes and histogram", test_print_info},

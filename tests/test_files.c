@@ -611,7 +611,9 @@ static void test_inputs_and_writer_locks(void)
     fclose(f);
     CU_ASSERT_EQUAL(symlink(input, sym), 0);
     CU_ASSERT_EQUAL(link(input, hard), 0);
-    CU_ASSERT_EQUAL(lb_output_check(sym, "report"), LB_OK); /* not registered yet */
+    CU_ASSERT_EQUAL(lb_output_check(hard, "report"), LB_OK); /* not registered yet */
+    CU_ASSERT_EQUAL(lb_output_check(sym, "report"), LB_ERR_IO); /* a link is never written through */
+    CU_ASSERT_TRUE(lb_test_error_has("is a symbolic link"));
     CU_ASSERT_EQUAL(lb_output_protect(input, "the --data file"), LB_OK);
     CU_ASSERT_EQUAL(lb_output_protect(in_dir("absent.bin"), "nothing"), LB_OK);
     const char *spellings[] = {input, sym, hard};
@@ -632,7 +634,9 @@ static void test_inputs_and_writer_locks(void)
     fclose(f);
     CU_ASSERT_STRING_EQUAL(text, "precious");
     lb_output_protect_clear();
-    CU_ASSERT_EQUAL(lb_output_check(sym, "report"), LB_OK);
+    CU_ASSERT_EQUAL(lb_output_check(hard, "report"), LB_OK);
+    CU_ASSERT_EQUAL(lb_output_check(sym, "report"), LB_ERR_IO);
+    CU_ASSERT_TRUE(lb_test_error_has("is a symbolic link"));
     CU_ASSERT_EQUAL(lb_output_is_input(input), 0);
     CU_ASSERT_EQUAL(lb_output_protect(NULL, "x"), LB_ERR_VALUE);
 

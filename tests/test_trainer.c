@@ -12,6 +12,7 @@
 
 #include <hdf5.h>
 
+#include "data/h5io.h"
 #include "data/tasks.h"
 #include "support.h"
 #include "train/trainer.h"
@@ -405,10 +406,52 @@ static void test_checkpoint_missing_field_reads_default(void)
     CU_ASSERT_TRUE(H5Adelete(file, "model.dropout") >= 0); /* written as 0.1 */
     H5Fclose(file);
     lb_model_config mc;
+    /* With the config's checksum the missing attribute is damage, named. */
+    CU_ASSERT_EQUAL(lb_checkpoint_read_model_config(ck, &mc), LB_ERR_FORMAT);
+    CU_ASSERT_TRUE(lb_test_error_has("'model.dropout' is missing"));
+    /* An older checkpoint (no checksum): the default. */
+    file = H5Fopen(ck, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(file >= 0);
+    CU_ASSERT_TRUE(H5Adelete(file, "model_crc32") >= 0);
+    CU_ASSERT_TRUE(H5Adelete(file, "model_fields") >= 0);
+    H5Fclose(file);
     CU_ASSERT_EQUAL(lb_checkpoint_read_model_config(ck, &mc), LB_OK);
     CU_ASSERT_DOUBLE_EQUAL(mc.dropout, 0.0, 0);
     CU_ASSERT_EQUAL(mc.d_model, 16);
     CU_ASSERT_EQUAL(mc.seed, 5);
+}
+
+/* A changed model.* attribute does not match the config's checksum: reported in one
+ * message, for reading the config and for loading the checkpoint. */
+static void test_checkpoint_config_checksum(void)
+{
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/changed.h5", dir);
+    size_t n;
+    free(train_params(1, 0, NULL, ck, &n));
+    lb_model_config mc;
+    CU_ASSERT_EQUAL_FATAL(lb_checkpoint_read_model_config(ck, &mc), LB_OK);
+    int64_t heads = mc.n_heads;
+    hid_t file = H5Fopen(ck, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(file >= 0);
+    CU_ASSERT_TRUE(H5Adelete(file, "model.n_heads") >= 0);
+    H5Fclose(file);
+    CU_ASSERT_EQUAL(lb_checkpoint_read_model_config(ck, &mc), LB_ERR_FORMAT);
+    CU_ASSERT_TRUE(lb_test_error_has("'model.n_heads' is missing"));
+    file = H5Fopen(ck, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(file >= 0);
+    CU_ASSERT_EQUAL(lb_h5_write_attr_int(file, "model.n_heads", heads == 1 ? 2 : 1, ck), LB_OK);
+    H5Fclose(file);
+    CU_ASSERT_EQUAL(lb_checkpoint_read_model_config(ck, &mc), LB_ERR_FORMAT);
+    CU_ASSERT_TRUE(lb_test_error_has("do not match their checksum"));
+    /* The value written back as it was: good again. */
+    file = H5Fopen(ck, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_TRUE_FATAL(file >= 0);
+    CU_ASSERT_TRUE(H5Adelete(file, "model.n_heads") >= 0);
+    CU_ASSERT_EQUAL(lb_h5_write_attr_int(file, "model.n_heads", heads, ck), LB_OK);
+    H5Fclose(file);
+    CU_ASSERT_EQUAL(lb_checkpoint_read_model_config(ck, &mc), LB_OK);
+    CU_ASSERT_EQUAL(mc.n_heads, heads);
 }
 
 /* Length is a limit only for learned positions: a checkpoint of a model without them
@@ -834,6 +877,7 @@ int main(void)
         {"data that does not fit the model is refused", test_data_model_mismatch},
         {"checkpoints written by 0.1.0 still load", test_checkpoints_written_before_load},
         {"a checkpoint without a field's attribute reads its default", test_checkpoint_missing_field_reads_default},
+        {"a deleted or changed model.* attribute fails the config's checksum", test_checkpoint_config_checksum},
         {"sequence length is compared only for learned positions", test_checkpoint_length_only_for_learned_positions},
         {"skipped steps are counted and stop a run that keeps skipping", test_skipped_steps_stop_the_run},
         {"the train row of the metrics is the mean over its interval", test_train_row_is_interval_mean},

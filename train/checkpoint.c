@@ -14,8 +14,12 @@
  *   /loader           attributes epoch, position
  *
  * Every dataset carries an attribute crc32 (uint64): the CRC-32 of its values as
- * stored (little-endian), checked on loading so that a flipped bit is reported.
- * Checkpoints written before it existed load without the check.
+ * stored (little-endian), checked on loading so that a flipped bit is reported. The
+ * model config attributes are covered the same way: root attributes model_fields (the
+ * members written, comma-separated) and model_crc32 (uint64: the CRC-32 of the text
+ * "member=value\n" of each, values as lb_model_field_format gives them), so a deleted
+ * or changed model.* attribute is reported instead of read as a default.
+ * Checkpoints written before these existed load without the checks.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,16 +44,39 @@ static const char *CHECKPOINT_FORMAT = "lookback-checkpoint";
 
 /* ---- the model config as attributes "model.<member>", one per row of the field list ---- */
 
+/* The config's checksum covers the text "member=value\n" of every field the writer
+ * wrote, in the order of MODEL_FIELDS_ATTR (its comma-separated members). */
+static const char *MODEL_FIELDS_ATTR = "model_fields", *MODEL_CRC_ATTR = "model_crc32";
+enum { MODEL_FIELDS_MAX = 4096 };
+
+static uLong config_line_crc(uLong crc, const lb_model_config *cfg, const lb_model_field *f)
+{
+    char line[160], text[64];
+    int len = snprintf(line, sizeof line, "%s=%s\n", f->member, lb_model_field_format(cfg, f, text, sizeof text));
+    return crc32(crc, (const Bytef *)line, (uInt)(len < (int)sizeof line ? len : (int)sizeof line - 1));
+}
+
 static lb_status write_model_config(hid_t file, const lb_model_config *cfg, const char *path)
 {
     int n;
     const lb_model_field *fields = lb_model_fields(&n);
+    char list[MODEL_FIELDS_MAX] = "";
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (int i = 0; i < n; i++) {
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s%s", used ? "," : "", fields[i].member);
+        crc = config_line_crc(crc, cfg, &fields[i]);
+    }
+    lb_status st = lb_h5_write_attr_string(file, MODEL_FIELDS_ATTR, list, path);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_uint(file, MODEL_CRC_ATTR, (uint64_t)crc, path);
+    if (st != LB_OK)
+        return st;
     for (int i = 0; i < n; i++) {
         const lb_model_field *f = &fields[i];
         const char *p = (const char *)cfg + f->offset;
         char name[96], text[64];
         snprintf(name, sizeof name, "model.%s", f->member);
-        lb_status st;
         switch (f->type) {
         case LB_FIELD_INT64: st = lb_h5_write_attr_int(file, name, *(const int64_t *)p, path); break;
         case LB_FIELD_INT: st = lb_h5_write_attr_int(file, name, *(const int *)p, path); break;
@@ -60,6 +87,44 @@ static lb_status write_model_config(hid_t file, const lb_model_config *cfg, cons
         if (st != LB_OK)
             return st;
     }
+    return LB_OK;
+}
+
+/* Checks the config read against its checksum (checkpoints written before it had none:
+ * nothing to check). A field the writer wrote must be there; a field this version does
+ * not know (a newer writer) leaves the config unchecked. */
+static lb_status verify_model_config(hid_t file, const lb_model_config *cfg, const char *path)
+{
+    if (!lb_h5_has_attr(file, MODEL_CRC_ATTR))
+        return LB_OK;
+    static char list[MODEL_FIELDS_MAX];
+    uint64_t stored = 0;
+    if (lb_h5_read_attr_uint(file, MODEL_CRC_ATTR, LB_H5_U64, &stored, path) != LB_OK ||
+        lb_h5_read_attr_string(file, MODEL_FIELDS_ATTR, list, sizeof list, path) != LB_OK)
+        return lb_error(LB_ERR_FORMAT, "%s: the checkpoint is damaged: the checksum of its model config (attributes "
+                        "'%s', '%s') cannot be read: %s", path, MODEL_CRC_ATTR, MODEL_FIELDS_ATTR, lb_last_error());
+    int n;
+    const lb_model_field *fields = lb_model_fields(&n);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    char *save = NULL;
+    for (char *member = strtok_r(list, ",", &save); member; member = strtok_r(NULL, ",", &save)) {
+        const lb_model_field *f = NULL;
+        for (int i = 0; i < n && !f; i++)
+            if (strcmp(fields[i].member, member) == 0)
+                f = &fields[i];
+        if (!f)
+            return LB_OK;
+        char name[96];
+        snprintf(name, sizeof name, "model.%s", member);
+        if (!lb_h5_has_attr(file, name))
+            return lb_error(LB_ERR_FORMAT, "%s: the checkpoint is damaged: its model config attribute '%s' is missing "
+                            "(the checksum '%s' covers it)", path, name, MODEL_CRC_ATTR);
+        crc = config_line_crc(crc, cfg, f);
+    }
+    if ((uint64_t)crc != stored)
+        return lb_error(LB_ERR_FORMAT, "%s: the checkpoint is damaged: its model config attributes (model.*) do not "
+                        "match their checksum (%s stored %08llx, computed %08llx)", path, MODEL_CRC_ATTR,
+                        (unsigned long long)stored, (unsigned long long)crc);
     return LB_OK;
 }
 
@@ -102,7 +167,7 @@ static lb_status read_model_config(hid_t file, lb_model_config *cfg, const char 
             return lb_error(LB_ERR_FORMAT, "%s: model config attribute '%s' is invalid: %s", path, name,
                             lb_last_error());
     }
-    return LB_OK;
+    return verify_model_config(file, cfg, path);
 }
 
 /* LB_OK when the two configs describe the same model; else an error naming the first
