@@ -22,6 +22,10 @@ static lb_status axes_mask(const char *op, const lb_tensor *x, int n_axes, const
     if (n_axes < 0 || (n_axes > 0 && !axes))
         return lb_error(LB_ERR_VALUE, "%s: invalid axis list for %s (n_axes %d, axes %s)", op,
                         lb_tensor_describe(x, sx, sizeof sx), n_axes, axes ? "given" : "NULL");
+    /* each axis at most once: more entries than axes cannot be valid (and are not read) */
+    if (n_axes > (x->ndim > 0 ? x->ndim : 1)) /* a scalar: its one entry is read to name it */
+        return lb_error(LB_ERR_VALUE, "%s: n_axes %d is more than the %d axes of %s", op, n_axes, x->ndim,
+                        lb_tensor_describe(x, sx, sizeof sx));
     for (int i = 0; i < n_axes; i++) {
         int d = lb_normalize_dim(axes[i], x->ndim);
         if (d < 0 && x->ndim == 0)

@@ -83,8 +83,8 @@ lb_status lb_dataset_slice(const lb_dataset *ds, const char *split, int64_t star
         return LB_ERR_VALUE;
     const lb_rows *rows = lb_dataset_rows(ds, s);
     if (start < 0 || count < 0 || start > rows->n || count > rows->n - start)
-        return lb_error(LB_ERR_VALUE, "%s: examples [%lld, %lld) are outside split %s of %lld examples", file,
-                        (long long)start, (long long)start + (long long)count, split, (long long)rows->n);
+        return lb_error(LB_ERR_VALUE, "%s: %lld examples from %lld are outside split %s of %lld examples", file,
+                        (long long)count, (long long)start, split, (long long)rows->n);
     lb_batch_store *store = malloc(sizeof *store);
     if (!store)
         return lb_error(LB_ERR_MEMORY, "%s: out of memory", file);

@@ -232,6 +232,7 @@ char *lb_task_names_text(char *buf, size_t size)
 
 lb_status lb_task_parse_name(const char *name, lb_task_kind *out)
 {
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
     for (int k = 0; name && k < LB_TASK_COUNT; k++) {
         if (strcmp(name, task_names[k]) == 0) {
             *out = (lb_task_kind)k;

@@ -45,6 +45,7 @@ const char *lb_model_kind_name(lb_model_kind kind)
 
 lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind)
 {
+    LB_CHECK_ARG(kind, LB_ERR_VALUE);
     for (int i = 0; name && i < 4; i++)
         if (strcmp(name, kind_names[i]) == 0) {
             *kind = (lb_model_kind)i;

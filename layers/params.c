@@ -107,5 +107,10 @@ void lb_init_xavier_uniform(lb_var *p, lb_rng *rng, int64_t fan_in, int64_t fan_
 {
     LB_CHECK_INPUT(p);
     LB_CHECK_ARG(rng);
-    lb_init_uniform(p, rng, sqrt(6.0 / (double)(fan_in + fan_out)));
+    if (fan_in < 1 || fan_out < 1) {
+        lb_error(LB_ERR_VALUE, "lb_init_xavier_uniform: fan_in %lld and fan_out %lld must be >= 1",
+                 (long long)fan_in, (long long)fan_out);
+        return;
+    }
+    lb_init_uniform(p, rng, sqrt(6.0 / ((double)fan_in + (double)fan_out)));
 }

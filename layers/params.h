@@ -38,7 +38,8 @@ void lb_params_zero_grad(lb_params *ps);
 /* Initialisers, drawing from rng in row-major order:
  * uniform U(-bound, bound); normal N(0, std^2);
  * Xavier/Glorot uniform for a [fan_in, fan_out] matrix: bound sqrt(6 / (fan_in + fan_out))
- * (torch.nn.init.xavier_uniform_). */
+ * (torch.nn.init.xavier_uniform_); fan_in or fan_out < 1 is an LB_ERR_VALUE error and
+ * leaves p unchanged. */
 void lb_init_uniform(lb_var *p, lb_rng *rng, double bound);
 void lb_init_normal(lb_var *p, lb_rng *rng, double std);
 void lb_init_xavier_uniform(lb_var *p, lb_rng *rng, int64_t fan_in, int64_t fan_out);

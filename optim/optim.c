@@ -38,6 +38,7 @@ const char *lb_optim_kind_name(lb_optim_kind kind)
 
 lb_status lb_optim_kind_parse(const char *name, lb_optim_kind *kind)
 {
+    LB_CHECK_ARG(kind, LB_ERR_VALUE);
     for (int k = 0; name && k < (int)(sizeof kind_names / sizeof kind_names[0]); k++) {
         if (strcasecmp(name, kind_names[k]) == 0) {
             *kind = (lb_optim_kind)k;

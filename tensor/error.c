@@ -1,4 +1,5 @@
 #include "tensor/error.h"
+#include "tensor/tensor.h" /* LB_MAX_DIMS */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -86,6 +87,11 @@ char *lb_shape_str(int ndim, const int64_t *shape, char *buf, size_t size)
     size_t used = 0;
     if (size == 0)
         return buf;
+    if (ndim < 0 || ndim > LB_MAX_DIMS) { /* a rank no tensor has: not read */
+        snprintf(buf, size, "(rank %d)", ndim);
+        lb_error(LB_ERR_VALUE, "lb_shape_str: rank %d is outside 0..%d (LB_MAX_DIMS)", ndim, LB_MAX_DIMS);
+        return buf;
+    }
     if (!shape && ndim > 0) { /* still a printable string: it is mostly called to build messages */
         snprintf(buf, size, "(NULL shape)");
         lb_error(LB_ERR_VALUE, "lb_shape_str: shape is NULL");

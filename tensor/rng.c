@@ -74,12 +74,25 @@ uint64_t lb_rng_below(lb_rng *rng, uint64_t n)
 int64_t lb_rng_int(lb_rng *rng, int64_t low, int64_t high)
 {
     LB_CHECK_ARG(rng, -1);
-    return low + (int64_t)lb_rng_below(rng, (uint64_t)(high - low) + 1);
+    if (low > high) {
+        lb_error(LB_ERR_VALUE, "lb_rng_int: the range [%lld, %lld] is empty (low > high)", (long long)low,
+                 (long long)high);
+        return -1;
+    }
+    /* the width as unsigned (no signed overflow); the whole int64 range has 2^64 values */
+    uint64_t width = (uint64_t)high - (uint64_t)low;
+    uint64_t draw = width == UINT64_MAX ? lb_rng_next(rng) : lb_rng_below(rng, width + 1);
+    return (int64_t)((uint64_t)low + draw);
 }
 
 void lb_rng_permutation(lb_rng *rng, int64_t n, int64_t *out)
 {
+    LB_CHECK_ARG(rng);
     LB_CHECK_ARG(out);
+    if (n < 0) {
+        lb_error(LB_ERR_VALUE, "lb_rng_permutation: n = %lld is negative", (long long)n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++)
         out[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {

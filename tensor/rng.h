@@ -34,9 +34,11 @@ double lb_rng_uniform_range(lb_rng *rng, double low, double high);
 double lb_rng_normal(lb_rng *rng);
 /* Uniform integer in [0, n) for n >= 1 (n == 0 returns 0). */
 uint64_t lb_rng_below(lb_rng *rng, uint64_t n);
-/* Uniform integer in [low, high] inclusive (low <= high). */
+/* Uniform integer in [low, high] inclusive, any low <= high of int64 (the whole range
+ * included). low > high or a NULL rng: -1 with an LB_ERR_VALUE error. */
 int64_t lb_rng_int(lb_rng *rng, int64_t low, int64_t high);
-/* Writes a uniformly random permutation of 0..n-1 into out. */
+/* Writes a uniformly random permutation of 0..n-1 into out (Fisher-Yates). n < 0 or a
+ * NULL argument: an LB_ERR_VALUE error, out untouched. */
 void lb_rng_permutation(lb_rng *rng, int64_t n, int64_t *out);
 /* A new independent stream derived from this one (advances `rng` by one draw). With rng
  * NULL: a stream seeded with 0, and LB_ERR_VALUE in lb_last_error(). */

@@ -565,6 +565,12 @@ lb_status lb_broadcast_shapes(const char *op, int ndim_a, const int64_t *shape_a
     for (int i = 0; i < n; i++) {
         int ia = ndim_a - n + i, ib = ndim_b - n + i;
         int64_t sa = ia >= 0 ? shape_a[ia] : 1, sb = ib >= 0 ? shape_b[ib] : 1;
+        if (sa < 0 || sb < 0) {
+            char a[128], b[128];
+            return lb_error(LB_ERR_SHAPE, "%s: shapes %s and %s: a size is negative (dim %d: %lld vs %lld)", op,
+                            lb_shape_str(ndim_a, shape_a, a, sizeof a), lb_shape_str(ndim_b, shape_b, b, sizeof b), i,
+                            (long long)sa, (long long)sb);
+        }
         if (sa != sb && sa != 1 && sb != 1) {
             char a[128], b[128];
             return lb_error(LB_ERR_SHAPE, "%s: shapes %s and %s do not broadcast (dim %d: %lld vs %lld)", op,

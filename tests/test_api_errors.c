@@ -147,6 +147,72 @@ static void test_null_arguments(void)
     LB_ASSERT_ERROR(LB_ERR_VALUE, "lb_trainer_new", "model is NULL");
 }
 
+/* Ranges and counts the caller gets wrong: an empty or whole-int64 range for the RNG, a
+ * negative size to broadcast, a rank past LB_MAX_DIMS, more axes than the tensor has, a
+ * zero fan, a NULL output of the name parsers. */
+static void test_ranges_and_counts(void)
+{
+    lb_rng r;
+    lb_rng_seed(&r, 7);
+    lb_clear_error();
+    CU_ASSERT_EQUAL(lb_rng_int(&r, 5, 0), -1);
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "lb_rng_int", "[5, 0]");
+    lb_clear_error();
+    int distinct = 0;
+    int64_t first = lb_rng_int(&r, INT64_MIN, INT64_MAX);
+    for (int i = 0; i < 8; i++)
+        distinct += lb_rng_int(&r, INT64_MIN, INT64_MAX) != first;
+    CU_ASSERT_TRUE(distinct >= 7); /* the whole range, not INT64_MIN every time */
+    CU_ASSERT_EQUAL(lb_last_status(), LB_OK);
+    for (int i = 0; i < 100; i++) {
+        int64_t v = lb_rng_int(&r, -3, 3);
+        CU_ASSERT_TRUE(v >= -3 && v <= 3);
+    }
+    int64_t perm[4] = {9, 9, 9, 9};
+    lb_rng_permutation(&r, -1, perm);
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "lb_rng_permutation", "-1");
+    CU_ASSERT_EQUAL(perm[0], 9);
+    lb_rng_permutation(NULL, 4, perm);
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "lb_rng_permutation", "rng is NULL");
+
+    const int64_t neg[1] = {-5}, one[1] = {1};
+    int out_ndim = 0;
+    int64_t out_shape[LB_MAX_DIMS];
+    CU_ASSERT_EQUAL(lb_broadcast_shapes("x", 1, neg, 1, one, &out_ndim, out_shape), LB_ERR_SHAPE);
+    LB_ASSERT_ERROR(LB_ERR_SHAPE, "x", "negative");
+
+    char buf[64];
+    const int64_t shape2[2] = {2, 3};
+    lb_clear_error();
+    lb_shape_str(100, shape2, buf, sizeof buf);
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "lb_shape_str", "rank 100");
+
+    lb_graph *g = lb_graph_new();
+    lb_var *x = lb_input(g, lb_tensor_zeros(LB_FLOAT32, 2, shape2), 1);
+    const int axes2[2] = {0, 1};
+    CU_ASSERT_PTR_NULL(lb_sum_axes(g, x, 100, axes2, 0));
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "n_axes 100", "2 axes");
+    lb_clear_error();
+    lb_var *w = lb_input(g, lb_tensor_zeros(LB_FLOAT32, 2, shape2), 1);
+    lb_init_xavier_uniform(w, &r, 0, 0);
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "lb_init_xavier_uniform", "fan_in 0");
+    CU_ASSERT_FALSE(isnan(lb_tensor_flat(w->value, 0)));
+    lb_graph_free(g);
+
+    lb_optim_kind ok;
+    lb_task_kind tk;
+    lb_model_kind mk;
+    CU_ASSERT_EQUAL(lb_optim_kind_parse("adam", NULL), LB_ERR_VALUE);
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "lb_optim_kind_parse", "kind is NULL");
+    CU_ASSERT_EQUAL(lb_task_parse_name("spike", NULL), LB_ERR_VALUE);
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "lb_task_parse_name", "out is NULL");
+    CU_ASSERT_EQUAL(lb_model_kind_parse("lstm", NULL), LB_ERR_VALUE);
+    LB_ASSERT_ERROR(LB_ERR_VALUE, "lb_model_kind_parse", "kind is NULL");
+    CU_ASSERT_EQUAL(lb_optim_kind_parse("adam", &ok), LB_OK);
+    CU_ASSERT_EQUAL(lb_task_parse_name("spike", &tk), LB_OK);
+    CU_ASSERT_EQUAL(lb_model_kind_parse("lstm", &mk), LB_OK);
+}
+
 int main(void)
 {
     static const lb_test_case cases[] = {
@@ -154,6 +220,7 @@ int main(void)
         {"reshape and expand refuse overflowing shapes; a huge slice step is exact", test_views_refuse_overflow},
         {"out-of-range indices are refused, naming the index and the tensor", test_out_of_range_indices},
         {"NULL arguments are refused with a message", test_null_arguments},
+        {"ranges and counts: RNG ranges, negative sizes, ranks, axes, fans", test_ranges_and_counts},
         {NULL, NULL},
     };
     return lb_test_main("api_errors", cases);

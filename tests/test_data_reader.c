@@ -884,7 +884,7 @@ static void test_messages_start_with_the_file(void)
     CU_ASSERT_PTR_NULL(lb_loader_new(ds, "dev", 4, 1, 0, 1));
     CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
     CU_ASSERT_EQUAL(lb_dataset_slice(ds, "val", 2, 2, &b), LB_ERR_VALUE);
-    snprintf(prefix, sizeof prefix, "%s: examples [2, 4) are outside split val of 3 examples", path);
+    snprintf(prefix, sizeof prefix, "%s: 2 examples from 2 are outside split val of 3 examples", path);
     CU_ASSERT_STRING_EQUAL(lb_last_error(), prefix);
     int64_t counts[1];
     CU_ASSERT_EQUAL(lb_dataset_label_histogram(ds, "train", counts, NULL), LB_ERR_STATE);
