@@ -31,6 +31,10 @@ int lb_cli_fail(const char *command);
 void lb_cli_memory_message(const char *command, char *message, size_t size);
 /* Prints "lookback <command>: <formatted message>" on stderr and returns `code`. */
 int lb_cli_error(const char *command, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* message as one printable line into out (size bytes): control bytes (newlines included),
+ * DEL and bytes that are not UTF-8 become \xHH, so a name typed with escape sequences or
+ * binary bytes never reaches the terminal raw. Every error line goes through it. */
+void lb_cli_printable(const char *message, char *out, size_t size);
 /* The usage error for getopt_long's return c after an option it could not take (':' a
  * missing value, anything else an unknown option; argv[optind - 1] is the option), naming
  * `lookback <command> --help`. Returns 2. */

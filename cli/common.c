@@ -37,8 +37,39 @@ static const char *user_message(const char *m)
 
 /* One error line; under mpirun it names the rank, and usage errors (the same on every
  * rank) are printed by rank 0 only, also before the job is joined. */
-static void print_error(const char *command, int code, const char *message)
+/* Length of the valid UTF-8 sequence at p (1 to 4 bytes), 0 when it is not one. */
+static size_t utf8_sequence(const unsigned char *p)
 {
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+void lb_cli_printable(const char *message, char *out, size_t size)
+{
+    const unsigned char *p = (const unsigned char *)message;
+    size_t used = 0;
+    while (*p && used + 5 < size) {
+        size_t n = *p >= 0x80 ? utf8_sequence(p) : 1;
+        if (n > 1 && used + n < size) {
+            memcpy(out + used, p, n);
+            used += n;
+            p += n;
+        } else if (*p < 0x20 || *p == 0x7f || *p >= 0x80) {
+            used += (size_t)snprintf(out + used, size - used, "\\x%02x", *p++);
+        } else {
+            out[used++] = (char)*p++;
+        }
+    }
+    out[used] = '\0';
+}
+
+static void print_error(const char *command, int code, const char *raw)
+{
+    char message[4096];
+    lb_cli_printable(raw, message, sizeof message);
     if (code == 2 && (lb_dist_size() > 1 ? lb_dist_rank() : lb_dist_launch_rank()) != 0)
         return;
     if (lb_dist_size() > 1 && code != 2)

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,19 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "data/h5io.h"
+
+/* A usage error of the command word itself: one printable line, exit 2. */
+__attribute__((format(printf, 1, 2))) static int word_error(const char *fmt, ...)
+{
+    char raw[1024], line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    va_end(ap);
+    lb_cli_printable(raw, line, sizeof line);
+    fprintf(stderr, "lookback: %s\n", line);
+    return 2;
+}
 
 static void usage(FILE *out)
 {
@@ -163,14 +177,12 @@ int main(int argc, char **argv)
     }
     if ((strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) &&
         argc > 2) {
-        fprintf(stderr, "lookback: %s takes no argument, got '%s' (see lookback --help)\n", argv[1], argv[2]);
-        return 2;
+        return word_error("%s takes no argument, got '%s' (see lookback --help)", argv[1], argv[2]);
     }
     /* "lookback help COMMAND" is "lookback COMMAND --help". */
     char help_flag[] = "--help", *help_argv[] = {argv[0], argc > 2 ? argv[2] : NULL, help_flag, NULL};
     if (strcmp(argv[1], "help") == 0 && argc > 3) {
-        fprintf(stderr, "lookback: help takes one command, got '%s' and '%s' (see lookback --help)\n", argv[2], argv[3]);
-        return 2;
+        return word_error("help takes one command, got '%s' and '%s' (see lookback --help)", argv[2], argv[3]);
     }
     if (strcmp(argv[1], "help") == 0 && argc == 3) {
         argc = 3;
@@ -202,8 +214,7 @@ int main(int argc, char **argv)
             int code = lb_cli_run_command(commands[i].name, commands[i].run, commands[i].mpi, argc - 1, argv + 1);
             return check_stdout(commands[i].name, code);
         }
-    fprintf(stderr, "lookback: unknown command '%s' (see lookback --help)\n", argv[1]);
-    return 2;
+    return word_error("unknown command '%s' (see lookback --help)", argv[1]);
 }
 
 /* Under LeakSanitizer, ignore what the plotting and HDF5 libraries keep until exit. */

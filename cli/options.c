@@ -346,34 +346,36 @@ lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path, con
     return lb_cli_write_json(root, path, "configuration");
 }
 
-/* A JSON string's text at p (just after its opening quote) into buf as written (escapes
- * kept: two spellings of one key are rare enough to be told apart); returns the byte
- * after its closing quote. */
-static const char *json_string_text(const char *p, const char *end, char *buf, size_t size)
+/* The JSON string whose opening quote is at p, decoded by json-c (escapes such as \u0065
+ * resolved) into buf; *has_nul is set when the decoded text holds a NUL character (json-c
+ * would cut such an object key there). Returns the byte after its closing quote. */
+static const char *json_string_text(const char *p, const char *end, char *buf, size_t size, int *has_nul)
 {
-    size_t n = 0;
-    while (p < end && *p != '"') {
-        if (*p == '\\' && p + 1 < end) {
-            if (n + 2 < size) {
-                buf[n++] = p[0];
-                buf[n++] = p[1];
-            }
-            p += 2;
-            continue;
-        }
-        if (n + 1 < size)
-            buf[n++] = *p;
-        p++;
+    const char *q = p + 1;
+    while (q < end && *q != '"')
+        q += *q == '\\' && q + 1 < end ? 2 : 1;
+    const char *after = q < end ? q + 1 : q;
+    buf[0] = '\0';
+    *has_nul = 0;
+    json_tokener *tok = json_tokener_new();
+    json_object *str = tok ? json_tokener_parse_ex(tok, p, (int)(after - p)) : NULL;
+    json_tokener_free(tok);
+    if (str && json_object_is_type(str, json_type_string)) {
+        const char *text = json_object_get_string(str);
+        size_t len = (size_t)json_object_get_string_len(str);
+        *has_nul = strlen(text) != len;
+        snprintf(buf, size, "%s", text);
     }
-    buf[n] = '\0';
-    return p < end ? p + 1 : p;
+    json_object_put(str);
+    return after;
 }
 
-/* 1 when an object of a valid JSON document holds one key twice (copied into `key`):
- * the keys of every object are compared, each object with its own. */
+/* 1 when an object of a valid JSON document holds one key twice (its decoded text copied
+ * into `key`), 2 when a key holds a NUL character: the keys of every object are compared,
+ * each object with its own. */
 static int repeated_key(const char *text, size_t len, char *key, size_t size)
 {
-    enum { MAX_DEPTH = 32, MAX_KEYS = 512, KEY_BYTES = 64 };
+    enum { MAX_DEPTH = 32, MAX_KEYS = 512, KEY_BYTES = 256 };
     static char keys[MAX_KEYS][KEY_BYTES];
     int depth_start[MAX_DEPTH + 1], n_keys = 0, depth = 0, in_object[MAX_DEPTH + 1];
     const char *p = text, *end = text + len;
@@ -398,8 +400,13 @@ static int repeated_key(const char *text, size_t len, char *key, size_t size)
             p++;
         } else if (c == '"') {
             char word[KEY_BYTES];
-            p = json_string_text(p + 1, end, word, sizeof word);
+            int has_nul = 0;
+            p = json_string_text(p, end, word, sizeof word, &has_nul);
             if (expect_key) {
+                if (has_nul) {
+                    snprintf(key, size, "%s", word);
+                    return 2;
+                }
                 for (int k = depth_start[depth]; k < n_keys; k++)
                     if (strcmp(keys[k], word) == 0) {
                         snprintf(key, size, "%s", word);
@@ -467,14 +474,20 @@ static json_object *read_json_strict(const char *path)
     while (root && end < used && (text[end] == ' ' || text[end] == '\n' || text[end] == '\t' || text[end] == '\r'))
         end++;
     char repeated[256];
+    int key_fault = 0;
     if (!root || err != json_tokener_success || end != used) {
         lb_error(LB_ERR_FORMAT, "%s: not a valid JSON document (%s at byte %zu)", path,
                  root ? "text after the object" : json_tokener_error_desc(err), end);
         json_object_put(root);
         root = NULL;
-    } else if (repeated_key(text, used, repeated, sizeof repeated)) {
-        /* json-c keeps the last of two equal keys: one would be dropped without a word */
-        lb_error(LB_ERR_VALUE, "%s: key '%s' is given twice; give it once", path, repeated);
+    } else if ((key_fault = repeated_key(text, used, repeated, sizeof repeated)) != 0) {
+        /* json-c keeps the last of two equal keys, and cuts a key at a NUL: either would
+         * change an option without a word */
+        if (key_fault == 1)
+            lb_error(LB_ERR_VALUE, "%s: key '%s' is given twice; give it once", path, repeated);
+        else
+            lb_error(LB_ERR_VALUE, "%s: a key holds a NUL character (\\u0000 after '%s'); no option has one", path,
+                     repeated);
         json_object_put(root);
         root = NULL;
     }

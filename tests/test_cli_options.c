@@ -810,6 +810,18 @@ static void test_config_repeated_keys_and_fifos(void)
            r);
     run_free(&r);
     CU_ASSERT_FALSE(exists(dir));
+    /* the same key spelt with an escape, and a key cut by a NUL, are the same key to json-c */
+    static const char escaped[] = "{\"steps\": 3, \"st\\u0065ps\": 4}";
+    CU_ASSERT_TRUE(write_all(config, escaped, sizeof escaped - 1));
+    r = train_into(dir, with_config);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "key 'steps' is given twice"), r);
+    run_free(&r);
+    static const char cut[] = "{\"steps\": 3, \"steps\\u0000x\": 4}";
+    CU_ASSERT_TRUE(write_all(config, cut, sizeof cut - 1));
+    r = train_into(dir, with_config);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "a key holds a NUL character"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(dir));
     static const char nested[] = "{\"steps\": 2, \"run\": {\"steps\": 5, \"blas\": {\"steps\": 1}}}";
     CU_ASSERT_TRUE(write_all(config, nested, sizeof nested - 1));
     const char *quiet_config[] = {"--config", config, "--quiet", NULL};
@@ -839,6 +851,20 @@ static void test_command_word(void)
     EXPECT(r.code == 2 && count_lines(r.err) == 1 && contains(r.err, "unknown command 'bogus'") &&
                contains(r.err, "see lookback --help") && !r.out[0],
            r);
+    run_free(&r);
+    /* bytes a terminal would act on (escape sequences, bell, newline) or that are not UTF-8
+     * are shown as \xHH in every error line; UTF-8 names are kept */
+    const char *escape_word[] = {"bo\x1bgus\xff", NULL};
+    r = run(escape_word);
+    EXPECT(r.code == 2 && count_lines(r.err) == 1 && contains(r.err, "'bo\\x1bgus\\xff'") && !strchr(r.err, 0x1b), r);
+    run_free(&r);
+    const char *escape_option[] = {"eval", "--split", "v\x1b[31m\nal", NULL};
+    r = run(escape_option);
+    EXPECT(r.code == 2 && count_lines(r.err) == 1 && contains(r.err, "'v\\x1b[31m\\x0aal'"), r);
+    run_free(&r);
+    const char *utf8_path[] = {"data", "info", "no-fil\xc3\xa9.h5", NULL};
+    r = run(utf8_path);
+    EXPECT(r.code != 0 && count_lines(r.err) == 1 && contains(r.err, "no-fil\xc3\xa9.h5"), r);
     run_free(&r);
     const char *help_train[] = {"help", "train", NULL};
     r = run(help_train);
