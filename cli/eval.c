@@ -224,7 +224,7 @@ int lb_cli_eval(int argc, char **argv)
     if (lb_checkpoint_read_model_config(ck, &mc) != LB_OK)
         return lb_cli_fail(cmd);
     if (attention_out && !lb_cli_has_attention(&mc))
-        return lb_cli_error(cmd, 1, "--attention-out: %s holds a %s model, which has no attention weights", ck,
+        return lb_cli_error(cmd, 2, "--attention-out: %s holds a %s model, which has no attention weights", ck,
                             lb_model_kind_name(mc.kind));
     char task[64];
     if (lb_checkpoint_read_task(ck, task, sizeof task) != LB_OK)

@@ -455,7 +455,7 @@ static void test_eval_option_errors(void)
     snprintf(att, sizeof att, "%s", path_in("lstm-attention.h5"));
     const char *eval[] = {"eval", "--checkpoint", ck, "--data", spike_file(), "--attention-out", att, NULL};
     r = run(eval);
-    EXPECT(r.code == 1 && one_error_line(&r, "eval") && contains(r.err, ck) && contains(r.err, "lstm") &&
+    EXPECT(r.code == 2 && one_error_line(&r, "eval") && contains(r.err, ck) && contains(r.err, "lstm") &&
                contains(r.err, "no attention weights"),
            r);
     EXPECT(r.out[0] == '\0', r); /* refused before any evaluation is printed */
