@@ -161,3 +161,17 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 }
 
 void remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT); }
+
+const char *small_data(void)
+{
+    static char path[512];
+    if (!path[0]) {
+        snprintf(path, sizeof path, "%s", path_in("small.h5"));
+        const char *args[] = {"data", "--seq-len", "16", "--readings", "4", "--train", "64", "--val", "16", "--test",
+                              "16", "-o", path, "--quiet", NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 0, r);
+        run_free(&r);
+    }
+    return path;
+}

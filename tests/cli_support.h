@@ -18,6 +18,10 @@
 extern char work_dir[256];
 const char *path_in(const char *name);
 
+/* A tiny spike file in the scratch folder, made at the first call: T = 16, 4 readings,
+ * 64 / 16 / 16 sequences (small.h5). */
+const char *small_data(void);
+
 /* Whole file into a NUL-terminated buffer (caller frees); NULL if missing. */
 char *read_all(const char *path, size_t *size);
 int write_all(const char *path, const void *data, size_t size);

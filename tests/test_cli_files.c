@@ -31,20 +31,6 @@ static mode_t mode_of(const char *path)
     return stat(path, &sb) == 0 ? sb.st_mode & S_IFMT : 0;
 }
 
-/* A tiny spike file: T = 16, 64 / 16 / 16 sequences. */
-static const char *small_data(void)
-{
-    static char path[512];
-    if (!path[0]) {
-        snprintf(path, sizeof path, "%s", path_in("small.h5"));
-        const char *args[] = {"data", "--seq-len", "16", "--readings", "4", "--train", "64", "--val", "16", "--test",
-                              "16", "-o", path, "--quiet", NULL};
-        run_result r = run(args);
-        EXPECT(r.code == 0, r);
-        run_free(&r);
-    }
-    return path;
-}
 
 /* ---- output paths ---- */
 

@@ -143,19 +143,6 @@ static run_result run_with(const child_setup *s, const char *const *args, double
 
 /* ---- fixtures ---- */
 
-static const char *small_data(void)
-{
-    static char path[512];
-    if (!path[0]) {
-        snprintf(path, sizeof path, "%s", path_in("small.h5"));
-        const char *args[] = {"data", "--seq-len", "16", "--readings", "4", "--train", "64", "--val", "16", "--test",
-                              "16", "-o", path, "--quiet", NULL};
-        run_result r = run(args);
-        EXPECT(r.code == 0, r);
-        run_free(&r);
-    }
-    return path;
-}
 
 /* A small LSTM trained for 2 steps on small_data(): its checkpoint. */
 static const char *small_checkpoint(void)
