@@ -11,7 +11,34 @@
 #endif
 
 #include "tensor/kernels.h"
+#include "tensor/pool_internal.h"
 #include "tensor/threads.h"
+
+/* A kernel's temporary buffer, taken from the calling thread's buffer pool when it has
+ * one (tensor/pool.h): inside a training step the packed keys and the tile buffers then
+ * reuse the previous step's memory instead of faulting in fresh pages every call. */
+typedef struct scratch {
+    void *data;
+    lb_pool *owner;
+    size_t capacity;
+} scratch;
+
+/* nbytes of scratch (none for 0); 0 on success, -1 when out of memory. */
+static int scratch_take(scratch *s, size_t nbytes)
+{
+    *s = (scratch){0};
+    if (nbytes == 0)
+        return 0;
+    s->data = lb_pool_take(nbytes, 0, &s->owner, &s->capacity);
+    return s->data ? 0 : -1;
+}
+
+static void scratch_give(scratch *s)
+{
+    if (s->data)
+        lb_pool_give(s->owner, s->data, s->capacity);
+    *s = (scratch){0};
+}
 
 /* Tile sizes (rows = queries, columns = keys). */
 #ifndef LB_ATTN_FWD_BQ
@@ -73,7 +100,11 @@ typedef struct attn_problem {
  * rows sees bq + window - 1 keys, so with 128-row tiles a 16-key window would use one
  * score in 9 (and a window straddling two 128-key tiles one in 16). Band tiles of
  * about the window's width keep about half the computed scores inside the band.
- * The forward's key tiles stay wide: one gemm covers a band tile's whole key range. */
+ * The forward's key tiles stay wide: one gemm covers a band tile's whole key range.
+ * One query per head (a decoding step over a key cache) uses the whole score buffer
+ * for one row: key tiles of LB_ATTN_FWD_BQ * LB_ATTN_FWD_BK keys, so a cache of up to
+ * 16,384 keys takes one gemv for the scores and one for the output instead of one per
+ * 128 keys (at 16 streams, 4 heads and 2 layers, 2,048 calls an event at 1,024 keys). */
 static void choose_tiles(attn_problem *p)
 {
     p->fbq = LB_ATTN_FWD_BQ;
@@ -85,6 +116,8 @@ static void choose_tiles(attn_problem *p)
         int64_t band = (w + LB_ATTN_BAND_MIN - 1) / LB_ATTN_BAND_MIN * LB_ATTN_BAND_MIN; /* <= 64 */
         p->fbq = p->bbq = p->bbk = band;
     }
+    if (p->tq == 1)
+        p->fbk = LB_ATTN_FWD_BQ * LB_ATTN_FWD_BK;
 }
 
 typedef struct attn_head {
@@ -905,13 +938,14 @@ lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const l
     int packed = uses_micro_kernel(&p);
     if (packed)
         p.ldt = packed_stride(p.tk);
-    char *slab = malloc(per * (size_t)nth);
-    float *kt = packed ? malloc((size_t)(p.heads * p.d * p.ldt) * sizeof(float)) : NULL;
-    if (!slab || (packed && !kt)) {
-        free(slab);
-        free(kt);
+    scratch s_slab, s_kt = {0};
+    if (scratch_take(&s_slab, per * (size_t)nth) != 0 ||
+        scratch_take(&s_kt, packed ? (size_t)(p.heads * p.d * p.ldt) * sizeof(float) : 0) != 0) {
+        scratch_give(&s_slab);
         return lb_error(LB_ERR_MEMORY, "%s: out of memory for %d tile buffers and the packed keys", op, nth);
     }
+    char *slab = s_slab.data;
+    float *kt = s_kt.data;
     if (packed) {
         pack_transposed((const float *)p.k, p.heads, p.tk, p.d, p.ldt, kt);
         p.kt = kt;
@@ -932,8 +966,8 @@ lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const l
         }
     }
     lb_blas_serial_end(blas);
-    free(slab);
-    free(kt);
+    scratch_give(&s_slab);
+    scratch_give(&s_kt);
     return LB_OK;
 }
 
@@ -973,24 +1007,24 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
     size_t per = (size_t)(tiles * LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es + (size_t)n_qt * sizeof(tile_range);
     per = (per + 63) / 64 * 64; /* each thread's buffers on their own cache lines */
     size_t dq_size = grad_q && groups > 1 ? (size_t)(groups * rows * p.d) * p.es : 0;
-    char *slab = malloc(per * (size_t)nth);
-    char *dsum = malloc((size_t)rows * p.es);
-    char *dq = dq_size ? malloc(dq_size) : NULL; /* zeroed by writing: see below */
     int packed = uses_micro_kernel(&p);
     if (packed)
         p.ldt = packed_stride(p.tk);
-    float *kt = packed ? malloc((size_t)(p.heads * p.d * p.ldt) * sizeof(float)) : NULL;
-    float *vt = packed ? malloc((size_t)(p.heads * p.dv * p.ldt) * sizeof(float)) : NULL;
-    if (!slab || !dsum || (dq_size && !dq) || (packed && (!kt || !vt))) {
-        free(slab);
-        free(dsum);
-        free(dq);
-        free(kt);
-        free(vt);
-        return lb_error(LB_ERR_MEMORY,
-                        "%s: out of memory for the backward's buffers (%lld groups of dq, packed keys and values)", op,
-                        (long long)groups);
-    }
+    size_t kt_size = packed ? (size_t)(p.heads * p.d * p.ldt) * sizeof(float) : 0;
+    size_t vt_size = packed ? (size_t)(p.heads * p.dv * p.ldt) * sizeof(float) : 0;
+    /* slab, dsum, dq (zeroed by writing: see below), packed Kᵀ and Vᵀ */
+    scratch s[5] = {{0}};
+    size_t sizes[5] = {per * (size_t)nth, (size_t)rows * p.es, dq_size, kt_size, vt_size};
+    for (int i = 0; i < 5; i++)
+        if (scratch_take(&s[i], sizes[i]) != 0) {
+            for (int j = 0; j < i; j++)
+                scratch_give(&s[j]);
+            return lb_error(LB_ERR_MEMORY,
+                            "%s: out of memory for the backward's buffers (%lld groups of dq, packed keys and values)",
+                            op, (long long)groups);
+        }
+    char *slab = s[0].data, *dsum = s[1].data, *dq = s[2].data;
+    float *kt = s[3].data, *vt = s[4].data;
     bwd_args a = {lb_tensor_data(out), lb_tensor_data(lse), lb_tensor_data(grad_out), dsum,
                   grad_q ? (dq ? dq : lb_tensor_data(grad_q)) : NULL,
                   grad_k ? lb_tensor_data(grad_k) : NULL, grad_v ? lb_tensor_data(grad_v) : NULL, groups};
@@ -1045,10 +1079,7 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
         }
     }
     lb_blas_serial_end(blas);
-    free(slab);
-    free(dsum);
-    free(dq);
-    free(kt);
-    free(vt);
+    for (int i = 0; i < 5; i++)
+        scratch_give(&s[i]);
     return LB_OK;
 }

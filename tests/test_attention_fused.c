@@ -18,6 +18,7 @@
 #include "autograd/ops.h"
 #include "layers/attention.h"
 #include "tensor/kernels_attention.h"
+#include "tensor/pool.h"
 #include "tensor/rng.h"
 #include "tensor/threads.h"
 #include "support.h"
@@ -229,6 +230,8 @@ static const fused_case CASES[] = {
     {"everything at once",                             3, 2, 140, 270, 16, 12, 1, 90, 1,  1, 1,  1},
     {"d = 64, causal, T=257",                          2, 2, 257, 257, 64, 64, 1, 0,  1,  0, 0,  0},
     {"one query, one key",                             2, 2, 1,   1,   3,  2,  1, 0,  0,  0, 0,  0},
+    {"one query, Tk=20000 (decoding: 16,384-key tiles)", 3, 2, 1, 20000, 16, 16, 1, 0,  1,  0, 0,  0},
+    {"one query, Tk=17000, window 16500, key mask",    2, 2, 1, 17000, 8,  8,  1, 16500, 0, 2, 0, 0},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 
@@ -627,6 +630,51 @@ static void test_fused_mask_copied(void)
     lb_graph_free(g);
 }
 
+/* Inside a step (a graph's pool is the thread's pool) the kernels take their tile
+ * buffers and packed keys from the pool: the second call allocates nothing new, gives
+ * everything back, and computes the same bits. */
+static void test_fused_scratch_from_pool(void)
+{
+    int64_t s[4] = {2, 2, 300, 64}, sl[3] = {2, 2, 300};
+    lb_tensor *q = lb_test_uniform(LB_FLOAT32, 4, s, 41, -1, 1), *k = lb_test_uniform(LB_FLOAT32, 4, s, 42, -1, 1);
+    lb_tensor *v = lb_test_uniform(LB_FLOAT32, 4, s, 43, -1, 1), *go = lb_test_uniform(LB_FLOAT32, 4, s, 44, -1, 1);
+    lb_attn_kmask mask = {.causal = 1};
+    lb_tensor *out[2], *dq[2];
+    lb_pool *pool = lb_pool_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pool);
+    lb_pool_stats st[2];
+    for (int call = 0; call < 2; call++) {
+        out[call] = lb_tensor_zeros(LB_FLOAT32, 4, s); /* outside the pool */
+        dq[call] = lb_tensor_zeros(LB_FLOAT32, 4, s);
+        lb_tensor *lse = lb_tensor_zeros(LB_FLOAT32, 3, sl), *dk = lb_tensor_zeros(LB_FLOAT32, 4, s);
+        lb_tensor *dv = lb_tensor_zeros(LB_FLOAT32, 4, s);
+        lb_pool *before = lb_pool_use(pool);
+        CU_ASSERT_EQUAL(lb_k_attention_forward(q, k, v, &mask, 0.125, out[call], lse), LB_OK);
+        CU_ASSERT_EQUAL(lb_k_attention_backward(q, k, v, out[call], lse, &mask, 0.125, go, dq[call], dk, dv), LB_OK);
+        lb_pool_use(before);
+        lb_pool_get_stats(pool, &st[call]);
+        CU_ASSERT_EQUAL(st[call].in_use_bytes, 0); /* every buffer given back */
+        lb_tensor_free(lse);
+        lb_tensor_free(dk);
+        lb_tensor_free(dv);
+    }
+    /* first call: the tile buffers and packed Kᵀ (forward), Kᵀ, Vᵀ and dq groups (backward) */
+    CU_ASSERT_TRUE(st[0].misses >= 3);
+    CU_ASSERT_EQUAL(st[1].misses, st[0].misses);
+    CU_ASSERT_TRUE(st[1].hits - st[0].hits >= 3);
+    CU_ASSERT_EQUAL(memcmp(lb_tensor_data(out[0]), lb_tensor_data(out[1]), (size_t)lb_tensor_numel(out[0]) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(lb_tensor_data(dq[0]), lb_tensor_data(dq[1]), (size_t)lb_tensor_numel(dq[0]) * 4), 0);
+    lb_pool_free(pool);
+    for (int i = 0; i < 2; i++) {
+        lb_tensor_free(out[i]);
+        lb_tensor_free(dq[i]);
+    }
+    lb_tensor_free(q);
+    lb_tensor_free(k);
+    lb_tensor_free(v);
+    lb_tensor_free(go);
+}
+
 /* q = k = v = one variable: its gradient is the sum of the three. */
 static void test_fused_same_input_three_times(void)
 {
@@ -830,9 +878,9 @@ static void test_fused_errors(void)
 int main(void)
 {
     const lb_test_case cases[] = {
-        {"fused = materialized, float64 to 1e-12 (values, dq, dk, dv; 17 mask/shape cases; every ISA build)",
+        {"fused = materialized, float64 to 1e-12 (values, dq, dk, dv; 19 mask/shape cases; every ISA build)",
          test_fused_matches_materialized_f64},
-        {"fused = materialized, float32 to 1e-5 (values, dq, dk, dv; 17 mask/shape cases; every ISA build)",
+        {"fused = materialized, float32 to 1e-5 (values, dq, dk, dv; 19 mask/shape cases; every ISA build)",
          test_fused_matches_materialized_f32},
         {"float32 tile products: widths 1..80 (every block, strip and partial vector), Tq at the packing "
          "threshold = materialized to 1e-5; every ISA build",
@@ -847,6 +895,8 @@ int main(void)
          test_fused_every_isa},
         {"the mask is copied: the caller may free it before backward", test_fused_mask_copied},
         {"q = k = v as one variable", test_fused_same_input_three_times},
+        {"the kernels' buffers come from the thread's pool: nothing new on the second call, same bits",
+         test_fused_scratch_from_pool},
         {"masked_softmax query_positions = explicit mask; past the last key; range errors", test_masked_softmax_query_positions},
         {"layers default to the fused op; weights use the materialized path; they agree",
          test_layers_default_to_fused},
