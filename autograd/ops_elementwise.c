@@ -107,13 +107,7 @@ lb_status lb_neg_backward(lb_var *node) { return lb_scale_backward(node); }
 
 /* ---- unary functions ---- x: [*] -> y: [*] */
 
-static double gelu(double x) { return 0.5 * x * (1.0 + erf(x * M_SQRT1_2)); }
-
-/* d gelu / dx = Phi(x) + x * phi(x). */
-static double gelu_grad(double x)
-{
-    return 0.5 * (1.0 + erf(x * M_SQRT1_2)) + x * exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
-}
+/* GELU (exact form) and its derivative: tensor/kernels.h's lb_k_gelu, lb_k_gelu_backward. */
 
 /* GELU's tanh approximation (torch's approximate="tanh"; Hendrycks and Gimpel 2016):
  * 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -146,7 +140,12 @@ static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x, double c)
     int64_t n = lb_tensor_numel(out);
     /* Elements split over threads in fixed ranges: the same bits for any thread count. */
     int nt = lb_threads_for(n, op == LB_OP_NEG || op == LB_OP_SCALE || op == LB_OP_RELU ? LB_GRAIN_ELEMENTS : 4096);
-    LB_DISPATCH(out->dtype, T, {
+    if (op == LB_OP_GELU) { /* vector kernel (tensor/kernels.h) */
+        if (lb_k_gelu(out->dtype, n, lb_tensor_data(x->value), lb_tensor_data(out), 0) != LB_OK) {
+            lb_tensor_free(out);
+            return NULL;
+        }
+    } else LB_DISPATCH(out->dtype, T, {
         const T *px = lb_tensor_data(x->value);
         T *py = lb_tensor_data(out);
         T k = (T)c;
@@ -160,7 +159,6 @@ static lb_var *unary(lb_graph *g, lb_op_kind op, lb_var *x, double c)
             case LB_OP_TANH: py[i] = (T)tanh((double)px[i]); break;
             case LB_OP_SIGMOID: py[i] = (T)sigmoid((double)px[i]); break;
             case LB_OP_RELU: py[i] = px[i] > 0 ? px[i] : (T)0; break;
-            case LB_OP_GELU: py[i] = (T)gelu((double)px[i]); break;
             case LB_OP_GELU_TANH: py[i] = (T)gelu_tanh((double)px[i]); break;
             default: py[i] = px[i]; break;
             }
@@ -187,6 +185,9 @@ lb_status lb_unary_backward(lb_var *node)
     LB_GRAD_BUFFER_OR_RETURN(gx, x);
     int64_t n = lb_tensor_numel(gx);
     int op = node->op;
+    if (op == LB_OP_GELU)
+        return lb_k_gelu_backward(gx->dtype, n, lb_tensor_data(x->value), lb_tensor_data(node->grad),
+                                  lb_tensor_data(gx));
     int nt = lb_threads_for(n, op == LB_OP_RELU || op == LB_OP_TANH || op == LB_OP_SIGMOID ? LB_GRAIN_ELEMENTS : 4096);
     LB_DISPATCH(gx->dtype, T, {
         const T *px = lb_tensor_data(x->value), *py = lb_tensor_data(node->value), *dy = lb_tensor_data(node->grad);
@@ -199,7 +200,6 @@ lb_status lb_unary_backward(lb_var *node)
             case LB_OP_TANH: dx[i] += dy[i] * (1 - py[i] * py[i]); break;
             case LB_OP_SIGMOID: dx[i] += dy[i] * py[i] * (1 - py[i]); break;
             case LB_OP_RELU: dx[i] += px[i] > 0 ? dy[i] : (T)0; break;
-            case LB_OP_GELU: dx[i] += dy[i] * (T)gelu_grad((double)px[i]); break;
             case LB_OP_GELU_TANH: dx[i] += dy[i] * (T)gelu_tanh_grad((double)px[i]); break;
             default: break;
             }

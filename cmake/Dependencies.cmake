@@ -29,6 +29,19 @@ lb_require(OpenMP_C_FOUND "OpenMP" "libgomp1 (part of gcc)")
 find_library(MATH_LIBRARY m)
 set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB OpenMP::OpenMP_C ${MATH_LIBRARY})
 
+# glibc's vector math library (libmvec, part of libc6-dev on x86-64): float32 GELU on
+# 16 or 8 lanes (tensor/kernels.h). Optional: without it GELU runs the scalar formula.
+set(LB_HAVE_MVEC OFF)
+set(LB_PC_LIBS_PRIVATE "-lm -fopenmp")
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  find_library(MVEC_LIBRARY mvec)
+  if(MVEC_LIBRARY)
+    set(LB_HAVE_MVEC ON)
+    list(APPEND LB_DEP_TARGETS ${MVEC_LIBRARY})
+    set(LB_PC_LIBS_PRIVATE "-lmvec ${LB_PC_LIBS_PRIVATE}")
+  endif()
+endif()
+
 # MPI (Open MPI) for data-parallel training over processes and hosts. Optional: without
 # it the library trains in one process and says so when started by mpirun.
 option(LOOKBACK_MPI "Data-parallel training over MPI when an MPI library is found" ON)

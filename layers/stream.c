@@ -9,6 +9,7 @@
 #include "layers/model_internal.h"
 #include "tensor/kernels_conv.h"
 #include "tensor/kernels_lstm.h"
+#include "tensor/kernels.h"
 #include "tensor/kernels_stream.h"
 
 enum { DEFAULT_CAPACITY = 256 };
@@ -509,7 +510,7 @@ static const void *conv_event(lb_model_state *s, const int64_t *valid)
                          s->a);
         if (r > 0)
             lb_k_history_push(c->dtype, b, r, d, lb_tensor_data(s->hist[i]), s->x, valid, lb_tensor_data(s->hist_next[i]));
-        lb_k_gelu_rows(c->dtype, b * d, s->a, s->x, 1);
+        lb_k_gelu(c->dtype, b * d, s->a, s->x, 1);
     }
     return s->x;
 }
@@ -540,7 +541,7 @@ static const void *attention_event(lb_model_state *s, const lb_decode_chunk *chu
                              lb_tensor_data(blk->ln2.bias->value), blk->ln2.eps, s->a);
         lb_k_affine_rows(dt, b, d, ffn->fc1.out_features, s->a, lb_tensor_data(ffn->fc1.weight->value),
                          lb_tensor_data(ffn->fc1.bias->value), s->f);
-        lb_k_gelu_rows(dt, b * ffn->fc1.out_features, s->f, s->f, 0);
+        lb_k_gelu(dt, b * ffn->fc1.out_features, s->f, s->f, 0);
         lb_k_affine_rows(dt, b, ffn->fc1.out_features, d, s->f, lb_tensor_data(ffn->fc2.weight->value),
                          lb_tensor_data(ffn->fc2.bias->value), s->a);
         LB_DISPATCH(dt, T, {

@@ -97,21 +97,6 @@ void lb_k_layer_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, c
     });
 }
 
-void lb_k_gelu_rows(lb_dtype dtype, int64_t n, const void *y, void *x, int residual)
-{
-    LB_CHECK_ARG(y);
-    LB_CHECK_ARG(x);
-    LB_DISPATCH(dtype, real, {
-        const real *py = y; /* [n] */
-        real *px = x;       /* [n] */
-        for (int64_t i = 0; i < n; i++) {
-            double v = (double)py[i];
-            real gv = (real)(0.5 * v * (1.0 + erf(v * M_SQRT1_2)));
-            px[i] = residual ? px[i] + gv : gv;
-        }
-    });
-}
-
 void lb_k_conv1d_step(lb_dtype dtype, int64_t N, int64_t Ci, int64_t Co, int64_t K, int64_t d, const void *x,
                       const void *hist, const void *taps, const void *bias, void *y)
 {

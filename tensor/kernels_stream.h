@@ -44,11 +44,6 @@ void lb_k_affine_rows(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, co
 void lb_k_layer_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, const void *weight, const void *bias,
                           double eps, void *y);
 
-/* x [n] += GELU(y [n]) with the exact GELU 0.5 y (1 + erf(y / sqrt 2)) computed in
- * double and rounded to dtype (lb_gelu then lb_add: a residual branch). With
- * residual = 0, x = GELU(y) instead. */
-void lb_k_gelu_rows(lb_dtype dtype, int64_t n, const void *y, void *x, int residual);
-
 /* One event of a causal dilated convolution (tensor/kernels_conv.h's formula) for N
  * streams, reading the past inputs from each stream's history:
  *   x    [N, Ci]      the input at the new event

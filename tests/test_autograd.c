@@ -6,6 +6,7 @@
 #include "autograd/op_table.h"
 #include "tensor/rng.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 #include "support.h"
 
 static lb_var *param(lb_dtype dtype, int ndim, const int64_t *shape, const double *values, const char *name)
@@ -253,6 +254,72 @@ static void test_float32_matches_float64(void)
     lb_param_free(b32);
 }
 
+/* float32 GELU kernel (vector erfcf/expf where the CPU has them) against the float64
+ * formula: within a few float ulps over [-10, 10], including the negative tail where
+ * the result is tiny; the same bits for a value wherever it sits (full vector or the
+ * padded last one, any n); residual and in-place forms; the backward likewise; errors. */
+static void test_gelu_kernel_float32(void)
+{
+    enum { N = 4003 }; /* not a multiple of 16 or 8 */
+    static float x[N], y[N], y2[N], dy[N], dx[N];
+    double worst = 0, worst_grad = 0;
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)(-10.0 + 20.0 * i / (N - 1));
+        dy[i] = (float)(0.5 + (i % 7) * 0.25);
+        dx[i] = 0.0f;
+    }
+    CU_ASSERT_EQUAL_FATAL(lb_k_gelu(LB_FLOAT32, N, x, y, 0), LB_OK);
+    CU_ASSERT_EQUAL_FATAL(lb_k_gelu_backward(LB_FLOAT32, N, x, dy, dx), LB_OK);
+    for (int i = 0; i < N; i++) {
+        double v = x[i], want = 0.5 * v * erfc(-v / sqrt(2.0));
+        double cdf = 0.5 * erfc(-v / sqrt(2.0)), xpdf = v * exp(-0.5 * v * v) / sqrt(2 * M_PI);
+        /* relative error; from x = -5 down (|gelu| < 1.5e-6) erfc's steep tail turns the
+         * float rounding of -x / sqrt 2 into up to 1e-5 of the result (as in any float32 GELU) */
+        double tail = v < -5 ? 10 : 1, err = fabs(y[i] - want) / fabs(want) / tail;
+        /* gelu' = Φ(x) + x φ(x) cancels near x = -0.75: error relative to the terms' size */
+        double gerr = fabs(dx[i] - dy[i] * (cdf + xpdf)) / (fabs(dy[i]) * (cdf + fabs(xpdf))) / tail;
+        if (err > worst)
+            worst = err;
+        if (gerr > worst_grad)
+            worst_grad = gerr;
+    }
+    CU_ASSERT_TRUE(worst < 1e-6);      /* about 8 float ulps (1e-5 in the far tail) */
+    CU_ASSERT_TRUE(worst_grad < 1e-6);
+    /* the backward accumulates: a second call doubles dx exactly */
+    memcpy(y2, dx, sizeof dx);
+    CU_ASSERT_EQUAL(lb_k_gelu_backward(LB_FLOAT32, N, x, dy, dx), LB_OK);
+    int doubled = 1;
+    for (int i = 0; i < N; i++)
+        doubled &= dx[i] == 2.0f * y2[i];
+    CU_ASSERT_TRUE(doubled);
+    CU_ASSERT_EQUAL(y[0] < 0 && y[0] > -1e-20f, 1);
+    CU_ASSERT_DOUBLE_EQUAL(y[N - 1], 10.0, 1e-6);
+    /* each value alone (n = 1: a padded vector) gives the bits it got inside the long run */
+    for (int i = 0; i < N; i += 97) {
+        float one;
+        CU_ASSERT_EQUAL(lb_k_gelu(LB_FLOAT32, 1, &x[i], &one, 0), LB_OK);
+        CU_ASSERT_EQUAL(memcmp(&one, &y[i], sizeof one), 0);
+    }
+    /* a shifted start moves every value to another lane */
+    CU_ASSERT_EQUAL(lb_k_gelu(LB_FLOAT32, N - 3, x + 3, y2 + 3, 0), LB_OK);
+    CU_ASSERT_EQUAL(memcmp(y2 + 3, y + 3, (N - 3) * sizeof(float)), 0);
+    /* residual: y2 = 1 + gelu(x); in place: y2 = gelu(y2) */
+    for (int i = 0; i < N; i++)
+        y2[i] = 1.0f;
+    CU_ASSERT_EQUAL(lb_k_gelu(LB_FLOAT32, N, x, y2, 1), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(y2[N / 3], 1.0f + y[N / 3], 1e-6);
+    memcpy(y2, x, sizeof x);
+    CU_ASSERT_EQUAL(lb_k_gelu(LB_FLOAT32, N, y2, y2, 0), LB_OK);
+    CU_ASSERT_EQUAL(memcmp(y2, y, sizeof y), 0);
+    /* errors */
+    CU_ASSERT_EQUAL(lb_k_gelu(LB_FLOAT32, -1, x, y, 0), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "negative"));
+    CU_ASSERT_EQUAL(lb_k_gelu(LB_FLOAT32, 4, NULL, y, 0), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "x is NULL"));
+    CU_ASSERT_EQUAL(lb_k_gelu_backward(LB_FLOAT32, 4, x, dy, NULL), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(lb_k_gelu(LB_FLOAT32, 0, x, y, 0), LB_OK);
+}
+
 /* ---- the classic faults of a tape ---- */
 
 /* y = x*x + x*3 uses x on three paths; dy/dx = 2x + 3 must be the sum of them all. */
@@ -402,6 +469,8 @@ int main(void)
         {"gradcheck exp/log/tanh/sigmoid/relu/gelu/neg/scale", test_unary_gradcheck},
         {"gradcheck matmul, all transposes, broadcast batch", test_matmul_gradcheck},
         {"float32 agrees with float64, forward and backward", test_float32_matches_float64},
+        {"float32 GELU kernel: a few ulps of the float64 formula, same bits in any lane, residual, errors",
+         test_gelu_kernel_float32},
         {"diamond graph sums paths; backward twice is an error; accumulation", test_diamond_graph},
         {"broadcast operand gradient is reduced to its shape", test_broadcast_gradient_shape},
         {"no-grad mode records nothing", test_no_grad_mode},
