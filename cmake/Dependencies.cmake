@@ -31,9 +31,10 @@ set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB OpenMP::O
 
 # glibc's vector math library (libmvec, part of libc6-dev on x86-64): float32 GELU on
 # 16 or 8 lanes (tensor/kernels.h). Optional: without it GELU runs the scalar formula.
+option(LOOKBACK_MVEC "float32 GELU on glibc's vector math library when it is found" ON)
 set(LB_HAVE_MVEC OFF)
 set(LB_PC_LIBS_PRIVATE "-lm -fopenmp")
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+if(LOOKBACK_MVEC AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   find_library(MVEC_LIBRARY mvec)
   if(MVEC_LIBRARY)
     set(LB_HAVE_MVEC ON)
