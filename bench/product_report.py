@@ -60,7 +60,7 @@ def main():
     if not train:
         return
     print()
-    print("TRAIN: the whole `lookback train --init-from <recipe>.h5 --steps N --batch 32` command (start-up, data "
+    print("TRAIN: the whole `lookback train --init-from <recipe>.h5 --steps N` command (the recipe's batch, learning rate and weight decay) (start-up, data "
           "loading, one validation at the end, checkpoint.h5 and best.h5), run for N and for 2N steps, against the "
           "library step (PRODUCT, measured just before). Process CPU time, which the machine's load inflates far "
           "less than wall time: the command's own step is (CPU(2N) - CPU(N)) / N, its fixed cost per run CPU(N) - N "

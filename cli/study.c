@@ -27,16 +27,15 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/plot.h"
+#include "cli/study_recipes.h"
 #include "data/output.h"
 #include "data/tasks.h"
 #include "layers/conv.h"
 #include "layers/stream.h"
 
-enum { MAX_TESTS = 4, MAX_LRS = 4, MAX_SEEDS = 16, MAX_CURVE = 512 };
+enum { MAX_TESTS = 4, MAX_SEEDS = 16, MAX_CURVE = 512 };
 
 /* ---- tasks ---- */
-
-typedef enum task_id { T_SPIKE16 = 0, T_RECALL, T_LOCAL, T_PARITY, T_COPY, T_MODSUM, T_COUNT } task_id;
 
 typedef struct study_task {
     const char *name;
@@ -67,9 +66,6 @@ static double solved_accuracy(const study_task *t) { return t->solved_accuracy >
 
 /* ---- methods ---- */
 
-typedef enum method_id { M_TRANSFORMER = 0, M_LOCAL, M_LSTM, M_CONV, M_SSMAX, M_MIXED, M_LOGN, M_COUNT } method_id;
-
-static const char *const method_names[M_COUNT] = {"transformer", "local", "lstm", "conv", "ssmax", "mixed", "logn"};
 static const char *const method_rows[M_COUNT] = {
     "full self-attention", "local attention", "LSTM", "dilated causal conv (TCN)",
     "full attention + scalable softmax", "full attention + mixed training lengths",
@@ -156,7 +152,6 @@ static void define_tasks(lb_study *s)
 {
     const int64_t n_train = 20000, n_val = s->quick ? 256 : 500;
     study_task *t = s->tasks;
-    lb_task_options *o;
 
     t[T_SPIKE16] = (study_task){"spike16", "16 sensors' readings held at once; the alarm asks for one (capacity, "
                                            "unpredictable long-range lookup), tested at 4x and 16x the training length",
@@ -164,10 +159,6 @@ static void define_tasks(lb_study *s)
                                 "the 1-block attention model reaches 98 % in about 4,500 steps, 120 s on one core "
                                 "(the previous default study)",
                                 200, 256, 0};
-    o = &t[T_SPIKE16].train;
-    lb_task_options_default(LB_TASK_SPIKE, o);
-    o->sensors = 16;
-    o->seq_len = 256;
 
     t[T_RECALL] = (study_task){"recall", "multi-query associative recall (MQAR, Arora et al. 2023): 8 key-value pairs, "
                                          "every key queried",
@@ -175,16 +166,9 @@ static void define_tasks(lb_study *s)
                                "2 attention blocks reach 99 % in 72 to 91 CPU-s (300 to 500 steps after a plateau; "
                                "learning-calibration.md), 150 s is about 2x",
                                50, 256, 0};
-    o = &t[T_RECALL].train;
-    lb_task_options_default(LB_TASK_RECALL, o);
-    o->seq_len = 128;
     if (s->zoology) { /* Zoology's scale: vocabulary ~8,192, T 512, 64 pairs */
         t[T_RECALL].what = "multi-query associative recall at Zoology's scale (Arora et al. 2023): vocabulary 8,192, "
                            "T 512, 64 pairs";
-        o->seq_len = 512;
-        o->pairs = 64;
-        o->key_vocab = 4096;
-        o->value_vocab = 4096;
         t[T_RECALL].n_tests = 1;
         t[T_RECALL].test_len[0] = 512;
     }
@@ -194,7 +178,6 @@ static void define_tasks(lb_study *s)
                               "local attention with window 3 or 4 learns it in 21 to 28 CPU-s and the conv within "
                               "45 s (learning-calibration.md, the previous default study), 60 s is about 2x",
                               100, 256, 0};
-    lb_task_options_default(LB_TASK_LOCAL, &t[T_LOCAL].train);
 
     t[T_PARITY] = (study_task){"parity", "is the count of symbol 1 odd? (sequential state, Deletang et al. 2023); "
                                          "trained on lengths 2..40, tested at 64 to 1,024",
@@ -202,11 +185,6 @@ static void define_tasks(lb_study *s)
                                "the LSTM on lengths 2..40 is exact at 1,024 after 24 CPU-s (learning-calibration.md), "
                                "60 s is 2.5x",
                                100, 256, 0};
-    o = &t[T_PARITY].train;
-    lb_task_options_default(LB_TASK_PARITY, o);
-    o->seq_len = 40;
-    o->variable_length = 1;
-    o->min_length = 2;
     t[T_PARITY].score_from = 0; /* every test length is beyond 40 */
 
     int64_t blank = s->quick ? 200 : 1000;
@@ -217,10 +195,6 @@ static void define_tasks(lb_study *s)
                              50, 64, 0};
     t[T_COPY].what = s->quick ? "copy memory as Bai et al. 2018, T = 200 (every position scored; 10 symbols to copy)"
                               : "copy memory as Bai et al. 2018, T = 1,000 (every position scored; 10 symbols to copy)";
-    o = &t[T_COPY].train;
-    lb_task_options_default(LB_TASK_COPY, o);
-    o->seq_len = blank + 20;
-    o->blank_targets = 1;
 
     t[T_MODSUM] = (study_task){"modsum", "the sum of every symbol mod 5, asked at the end (sequential state with 5 "
                                          "values, Deletang et al. 2023); trained on lengths 2..16, tested up to 16x longer",
@@ -232,13 +206,9 @@ static void define_tasks(lb_study *s)
      * training lengths (99.4 % at step 500, 100 % from 1,000 and exact at 16x; calibration);
      * a cell stopped at 99 % is at 75 % at 4x. */
     t[T_MODSUM].solved_accuracy = 1.0;
-    o = &t[T_MODSUM].train;
-    lb_task_options_default(LB_TASK_MODSUM, o);
-    o->seq_len = 16;
-    o->variable_length = 1;
-    o->min_length = 2;
 
     for (int k = 0; k < T_COUNT; k++) {
+        study_task_data((task_id)k, s->quick, s->zoology, &t[k].train);
         t[k].train.n_train = n_train;
         t[k].train.n_val = n_val;
         t[k].train.n_test = 0;
@@ -246,82 +216,7 @@ static void define_tasks(lb_study *s)
     }
 }
 
-/* ---- the recipes: one row per (task, method) ---- */
-
-/* How a method is trained on a task. Every (task, method) the study runs has exactly one
- * row (checked when a study is planned); adding a task or a method is adding rows. */
-typedef struct recipe_row {
-    task_id task;
-    method_id method;
-    int layers;         /* attention blocks, LSTM layers; conv: 0 = enough for the receptive field */
-    int width;          /* d_model; the LSTM's hidden size */
-    int window;         /* local attention: keys per query */
-    int kernel;         /* conv */
-    lb_pos_kind pos;    /* attention */
-    lb_length_scale scale;
-    int mixed;          /* trained on spike16's mixed-length file (64..256) */
-    int batch;
-    double weight_decay;
-    double lrs[MAX_LRS]; /* candidates (0 ends the list); the first is the default: --quick and a
-                            probe that cannot rank them use it */
-    const char *source;
-} recipe_row;
-
-#define LR3 {3e-3, 1e-3, 3e-4, 0}
-#define ZOOLOGY_LRS {2.15e-3, 1e-4, 4.64e-4, 1e-2} /* np.logspace(-4, -2, 4), the default first */
-#define NONE LB_POS_NONE
-#define ROT LB_POS_ROTARY
-#define LEARNED LB_POS_LEARNED
-#define PLAIN LB_LENGTH_SCALE_NONE
-static const recipe_row recipes[] = {
-    /* task      method         layers width win kern pos    scale                     mixed batch wd    lrs */
-    {T_SPIKE16, M_TRANSFORMER, 1, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "retrieval by content: 1 block, no positions (docs/study.md)"},
-    {T_SPIKE16, M_LOCAL, 2, 64, 16, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the study's local attention"},
-    {T_SPIKE16, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the study's LSTM"},
-    {T_SPIKE16, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, LR3, "a TCN sized to T (kernel 3)"},
-    {T_SPIKE16, M_SSMAX, 1, 64, 0, 0, NONE, LB_LENGTH_SCALE_SCALABLE, 0, 32, 0.01, LR3, "scalable softmax (Nakanishi 2025)"},
-    {T_SPIKE16, M_MIXED, 1, 64, 0, 0, NONE, PLAIN, 1, 32, 0.01, LR3, "mixed training lengths"},
-    {T_SPIKE16, M_LOGN, 1, 64, 0, 0, NONE, LB_LENGTH_SCALE_LOG_N, 1, 32, 0.01, LR3, "log-n logits (Chiang & Cholak 2022), mixed lengths"},
-
-    {T_RECALL, M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 64, 0.1, ZOOLOGY_LRS, "Zoology (Arora et al. 2023): 2 layers, d_model 64, AdamW wd 0.1, 4 log-spaced lrs; rotary (99 % in 91 s, calibration)"},
-    {T_RECALL, M_LOCAL, 2, 64, 16, 0, ROT, PLAIN, 0, 64, 0.1, ZOOLOGY_LRS, "Zoology's recipe with a window of 16"},
-    {T_RECALL, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "the study's LSTM (probe choice of the previous study)"},
-    {T_RECALL, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "a TCN sized to T (probe choice of the previous study)"},
-
-    {T_LOCAL, M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "at chance for 240 s at 1e-3 and 3e-3 (calibration)"},
-    {T_LOCAL, M_LOCAL, 2, 64, 4, 0, ROT, PLAIN, 0, 32, 0.01, {3e-3, 0}, "window 4 learns in 28 s; window 16 needs about 170 s to leave its plateau (calibration)"},
-    {T_LOCAL, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "probe choice of the previous study"},
-    {T_LOCAL, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "kernel 3 = the pattern's width; 97.5 % in 45 s (previous study)"},
-
-    {T_PARITY, M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Deletang et al. 2023: transformers stay near 50 %; calibration at 1e-3"},
-    {T_PARITY, M_LOCAL, 2, 64, 16, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "as the transformer, window 16"},
-    {T_PARITY, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "Deletang et al. 2023 (lengths up to 40); exact at 1,024 after 24 s at 3e-3, collapses at 1e-2 (calibration)"},
-    {T_PARITY, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "a TCN sized to T"},
-
-    {T_COPY, M_TRANSFORMER, 2, 64, 0, 0, LEARNED, PLAIN, 0, 32, 0.01, {3e-3, 0}, "learned positions (copy is addressed by position); probe choice of the previous study"},
-    {T_COPY, M_LOCAL, 2, 64, 16, 0, LEARNED, PLAIN, 0, 32, 0.01, {3e-3, 0}, "as the transformer, window 16"},
-    {T_COPY, M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "Bai et al. 2018: LSTMs reach only the memoryless loss"},
-    {T_COPY, M_CONV, 0, 16, 0, 8, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Bai et al. 2018's TCN: kernel 8, 8 levels at T = 1,000 (width 16; AdamW 1e-3 as calibrated, the paper RMSprop 5e-4); kernel <= 3 stays at the memoryless loss"},
-
-    {T_MODSUM, M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "probe choice of the previous study"},
-    {T_MODSUM, M_LOCAL, 2, 64, 16, 0, ROT, PLAIN, 0, 32, 0.01, {3e-4, 0}, "probe choice of the previous study"},
-    {T_MODSUM, M_LSTM, 1, 64, 0, 0, NONE, PLAIN, 0, 64, 0.01, {1e-2, 0}, "Deletang et al. 2023's LSTM; hidden 64, batch 64, lr 1e-2: exact at 16x after 3.5 s (calibration; hidden 128 generalised only partly)"},
-    {T_MODSUM, M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "probe choice of the previous study"},
-};
-#undef NONE
-#undef ROT
-#undef LEARNED
-#undef PLAIN
-enum { N_RECIPES = sizeof recipes / sizeof recipes[0] };
-
-/* The row of (t, m); NULL when there is none. */
-static const recipe_row *recipe_of(task_id t, method_id m)
-{
-    for (int i = 0; i < N_RECIPES; i++)
-        if (recipes[i].task == t && recipes[i].method == m)
-            return &recipes[i];
-    return NULL;
-}
+/* ---- the recipes: cli/study_recipes.c ---- */
 
 static int method_applies(method_id m, task_id t) { return recipe_of(t, m) != NULL; }
 
@@ -331,8 +226,8 @@ static int method_applies(method_id m, task_id t) { return recipe_of(t, m) != NU
 static lb_status check_recipes(void)
 {
     int count[T_COUNT][M_COUNT] = {{0}};
-    for (int i = 0; i < N_RECIPES; i++) {
-        const recipe_row *r = &recipes[i];
+    for (int i = 0; i < study_n_recipes; i++) {
+        const recipe_row *r = &study_recipes[i];
         if (++count[r->task][r->method] > 1)
             return lb_error(LB_ERR_STATE, "study: two recipes for %s on task %d", method_names[r->method], (int)r->task);
         if (r->width < 1 || r->batch < 1 || !(r->lrs[0] > 0) || !r->source || !r->source[0] ||
@@ -486,9 +381,6 @@ lb_study *lb_study_new(const lb_study_options *opt)
     s->eval_examples = opt->eval_examples > 0 ? opt->eval_examples : (opt->quick ? 100 : 200);
     snprintf(s->command, sizeof s->command, "%s", opt->command && opt->command[0] ? opt->command : "lookback study");
     define_tasks(s);
-    const char *task_names[T_COUNT];
-    for (int t = 0; t < T_COUNT; t++)
-        task_names[t] = s->tasks[t].name;
     lb_status st = check_recipes();
     if (st == LB_OK && s->seeds > MAX_SEEDS)
         st = lb_error(LB_ERR_VALUE, "--seeds %d: at most %d", s->seeds, MAX_SEEDS);
@@ -584,9 +476,7 @@ static lb_task_options test_options(const study_task *task, int i)
 static lb_task_options mixed_options(const study_task *task)
 {
     lb_task_options o = task->train;
-    o.variable_length = 1;
-    o.min_length = 64;
-    o.max_distance = LB_OPTION_AUTO;
+    study_mixed_lengths(&o);
     o.seed = task->train.seed + 1000;
     return o;
 }
@@ -635,36 +525,7 @@ static void recipe(const lb_study *s, task_id t, method_id m, lb_run_config *rc,
                                                                    : LB_MODEL_TRANSFORMER;
     lb_run_config_default(rc, kind);
     data_path(s, t, row->mixed ? "train-mixed" : "train", 0, rc->data, sizeof rc->data);
-    lb_model_config *mc = &rc->model;
-    mc->d_model = kind == LB_MODEL_LSTM ? 64 : row->width; /* the LSTM's embedding: 64 */
-    if (kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL) {
-        mc->n_heads = 4;
-        mc->d_ff = 2 * row->width;
-        mc->pos = row->pos;
-        mc->n_layers = row->layers;
-        if (kind == LB_MODEL_LOCAL)
-            mc->window = row->window;
-        mc->length_scale = row->scale;
-        char window[32] = "";
-        if (kind == LB_MODEL_LOCAL)
-            snprintf(window, sizeof window, ", window %d", row->window);
-        snprintf(text, size, "%d block%s, d_model %d, 4 heads, %s positions%s%s%s", mc->n_layers,
-                 mc->n_layers == 1 ? "" : "s", row->width, lb_pos_kind_name(mc->pos), window,
-                 m == M_SSMAX ? ", scalable softmax (s per head)" : m == M_LOGN ? ", logits x ln(n) / ln(256), n keys seen" : "",
-                 row->mixed ? ", trained on lengths 64..256" : "");
-    } else if (kind == LB_MODEL_LSTM) {
-        mc->n_layers = row->layers;
-        mc->hidden_size = row->width;
-        mc->forget_bias = 1.0;
-        snprintf(text, size, "%d layer, hidden_size %d, forget-gate bias 1", row->layers, row->width);
-    } else {
-        int64_t T = task->train.seq_len;
-        mc->kernel_size = row->kernel;
-        mc->n_layers = row->layers > 0 ? row->layers : lb_conv_layers_for(T, row->kernel);
-        snprintf(text, size, "%d layers, kernel %d, d_model %d, dilations 1..%lld: receptive field %lld >= T = %lld",
-                 mc->n_layers, row->kernel, row->width, (long long)1 << (mc->n_layers - 1),
-                 (long long)(1 + (row->kernel - 1) * (((int64_t)1 << mc->n_layers) - 1)), (long long)T);
-    }
+    study_recipe_model(row, task->train.seq_len, &rc->model, text, size);
     size_t used = strlen(text);
     snprintf(text + used, size - used, "; batch %d, weight decay %g", row->batch, row->weight_decay);
     lb_train_config *tc = &rc->train;
@@ -1712,8 +1573,8 @@ lb_status lb_study_report(lb_study *s, double seconds)
             json_object_array_add(lr, r);
     }
     json_object *rows = json_object_new_array();
-    for (int i = 0; i < N_RECIPES; i++) {
-        const recipe_row *row = &recipes[i];
+    for (int i = 0; i < study_n_recipes; i++) {
+        const recipe_row *row = &study_recipes[i];
         json_object *o = json_object_new_object(), *lrs = json_object_new_array();
         lb_run_config rc;
         char text[512];
