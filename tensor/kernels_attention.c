@@ -629,10 +629,27 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
             int64_t row0 = n * tq + i0;
             const char *qtile = p->q + (size_t)(row0 * d) * es;     /* [bq, D] */
             const char *dot = a->dout + (size_t)(row0 * dv) * es;    /* [bq, Dv] */
+            /* On the micro-kernel a tile cut by the structural limits (a causal diagonal
+             * tile) goes in row groups for the products whose rows are queries (S, dP,
+             * dQ), each over only the columns [0, cols[g]) its rows may see: P and dS are
+             * 0 past them, so the sums are the same (as in the forward). */
+            int64_t cols[LB_ATTN_BWD_BQ / LB_ATTN_ROW_GROUP + 1], grp = bq, n_grp = 1; /* group g: rows g * grp .. */
+            cols[0] = bk;
+            if (kth && h.structural && p->mask.softcap == 0 && tile_needs_mask(&h, tr, j0, bk)) {
+                grp = LB_ATTN_ROW_GROUP;
+                n_grp = (bq + grp - 1) / grp;
+                for (int64_t g2 = 0; g2 < n_grp; g2++)
+                    cols[g2] = tile_cols_seen(p, &h, i0 + g2 * grp, bq - g2 * grp < grp ? bq - g2 * grp : grp, j0, bk);
+            }
             /* P [bq, bk] = exp(scale * Q_t K_tᵀ (masked) - lse) */
-            if (kth)
-                mk(bq, bk, d, (float)p->scale, (const float *)qtile, d, 1, kth + j0, p->ldt, 0, w->p, bk);
-            else
+            if (kth) {
+                for (int64_t g2 = 0; g2 < n_grp; g2++) {
+                    int64_t r0 = g2 * grp, m = bq - r0 < grp ? bq - r0 : grp;
+                    if (cols[g2] > 0)
+                        mk(m, cols[g2], d, (float)p->scale, (const float *)qtile + r0 * d, d, 1, kth + j0, p->ldt, 0,
+                           (float *)w->p + r0 * bk, bk);
+                }
+            } else
                 lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qtile, d, kt_, d, 0.0, w->p, bk);
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->p, w->dcap);
@@ -651,16 +668,24 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                 lb_k_gemm(p->dtype, 1, 0, bk, dv, bq, 1.0, w->p, bk, dot, dv, 1.0, dvt, dv);
             if (!want_ds)
                 continue;
-            /* dP [bq, bk] = dO_t V_tᵀ; dS = P * (dP - D) */
-            if (vth)
-                mk(bq, bk, dv, 1.0f, (const float *)dot, dv, 1, vth + j0, p->ldt, 0, w->ds, bk);
-            else
+            /* dP [bq, bk] = dO_t V_tᵀ; dS = P * (dP - D) (0 past a row group's columns) */
+            if (vth) {
+                for (int64_t g2 = 0; g2 < n_grp; g2++) {
+                    int64_t r0 = g2 * grp, m = bq - r0 < grp ? bq - r0 : grp;
+                    if (cols[g2] > 0)
+                        mk(m, cols[g2], dv, 1.0f, (const float *)dot + r0 * dv, dv, 1, vth + j0, p->ldt, 0,
+                           (float *)w->ds + r0 * bk, bk);
+                }
+            } else
                 lb_k_gemm(p->dtype, 0, 1, bq, bk, dv, 1.0, dot, dv, vt, dv, 0.0, w->ds, bk);
             LB_DISPATCH(p->dtype, T, {
                 T *ds = w->ds;                                          /* [bq, bk] dP in, dS out */
                 const T *pp = w->p, *dsum = (const T *)a->dsum + row0; /* [bq, bk], [bq] */
-                for (int64_t r = 0; r < bq; r++)
-                    _Generic((T)0, float: row_ds_f, double: row_ds_d)(wide, ds + r * bk, pp + r * bk, bk, dsum[r]);
+                for (int64_t r = 0; r < bq; r++) {
+                    int64_t seen = cols[r / grp];
+                    _Generic((T)0, float: row_ds_f, double: row_ds_d)(wide, ds + r * bk, pp + r * bk, seen, dsum[r]);
+                    memset(ds + r * bk + seen, 0, (size_t)(bk - seen) * sizeof(T));
+                }
                 if (p->mask.softcap > 0) { /* dS of the raw scores: times 1 - tanh^2 */
                     const T *dc = w->dcap;
                     for (int64_t e = 0; e < bq * bk; e++)
@@ -672,9 +697,14 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                 mk(bk, d, bq, (float)p->scale, w->ds, 1, bk, (const float *)qtile, d, 1, (float *)dkt, d);
             else if (dkt)
                 lb_k_gemm(p->dtype, 1, 0, bk, d, bq, p->scale, w->ds, bk, qtile, d, 1.0, dkt, d);
-            if (dq && kth)
-                mk(bq, d, bk, (float)p->scale, w->ds, bk, 1, (const float *)kt_, d, 1, (float *)dq + i0 * d, d);
-            else if (dq)
+            if (dq && kth) {
+                for (int64_t g2 = 0; g2 < n_grp; g2++) {
+                    int64_t r0 = g2 * grp, m = bq - r0 < grp ? bq - r0 : grp;
+                    if (cols[g2] > 0)
+                        mk(m, d, cols[g2], (float)p->scale, (const float *)w->ds + r0 * bk, bk, 1, (const float *)kt_,
+                           d, 1, (float *)dq + (i0 + r0) * d, d);
+                }
+            } else if (dq)
                 lb_k_gemm(p->dtype, 0, 0, bq, d, bk, p->scale, w->ds, bk, kt_, d, 1.0, dq + (size_t)(i0 * d) * es,
                           d);
         }
