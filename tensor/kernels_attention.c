@@ -465,6 +465,58 @@ static void cap_tile(const attn_problem *p, int64_t bq, int64_t bk, void *s, voi
 
 /* ---- forward: one (head, query tile) item ---- */
 
+/* ---- row groups of a cut tile (micro-kernel only) ----
+ * A tile that the structural limits cut (a causal diagonal tile) goes in groups of
+ * LB_ATTN_ROW_GROUP query rows, each over only the key columns [0, cols[g]) some row of the
+ * group may see: the products whose rows are queries skip the rest, where P and dS are 0,
+ * so the sums are the same. */
+typedef struct row_groups {
+    int64_t n, rows;                                       /* groups, rows per group */
+    int64_t cols[(LB_ATTN_FWD_BQ > LB_ATTN_BWD_BQ ? LB_ATTN_FWD_BQ : LB_ATTN_BWD_BQ) / LB_ATTN_ROW_GROUP + 1];
+    /* cols[g]: the columns group g may see */
+} row_groups;
+
+/* The groups of queries [i0, i0 + bq) against keys [j0, j0 + bk): one group over every
+ * column unless the tile is cut (with the soft-cap on, cap_tile reads every score). */
+static void tile_row_groups(const attn_problem *p, const attn_head *h, const tile_range *tr, int packed, int64_t i0,
+                            int64_t bq, int64_t j0, int64_t bk, row_groups *rg)
+{
+    rg->n = 1;
+    rg->rows = bq;
+    rg->cols[0] = bk;
+    if (!packed || !h->structural || p->mask.softcap != 0 || !tile_needs_mask(h, tr, j0, bk))
+        return;
+    rg->rows = LB_ATTN_ROW_GROUP;
+    rg->n = (bq + rg->rows - 1) / rg->rows;
+    for (int64_t g = 0; g < rg->n; g++)
+        rg->cols[g] = tile_cols_seen(p, h, i0 + g * rg->rows, bq - g * rg->rows < rg->rows ? bq - g * rg->rows : rg->rows,
+                                     j0, bk);
+}
+
+/* Per group: C_g [m, cols[g]] = alpha A_g [m, k] B [k, cols[g]] (the columns a group sees;
+ * A row-major [bq, k] with row stride lda, C row stride ldc). */
+LB_INLINE void grouped_cols(tile_gemm_fn mk, const row_groups *rg, int64_t bq, int64_t k, float alpha,
+                            const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc)
+{
+    for (int64_t g = 0; g < rg->n; g++) {
+        int64_t r0 = g * rg->rows, m = bq - r0 < rg->rows ? bq - r0 : rg->rows;
+        if (rg->cols[g] > 0)
+            mk(m, rg->cols[g], k, alpha, a + r0 * lda, lda, 1, b, ldb, 0, c + r0 * ldc, ldc);
+    }
+}
+
+/* Per group: C_g [m, n] += alpha A_g [m, cols[g]] B [cols[g], n] (the sum over the columns
+ * a group sees; A row-major with row stride lda). */
+LB_INLINE void grouped_sum(tile_gemm_fn mk, const row_groups *rg, int64_t bq, int64_t n, float alpha,
+                           const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc)
+{
+    for (int64_t g = 0; g < rg->n; g++) {
+        int64_t r0 = g * rg->rows, m = bq - r0 < rg->rows ? bq - r0 : rg->rows;
+        if (rg->cols[g] > 0)
+            mk(m, n, rg->cols[g], alpha, a + r0 * lda, lda, 1, b, ldb, 1, c + r0 * ldc, ldc);
+    }
+}
+
 typedef struct fwd_scratch {
     void *s;    /* [BQ, BK] scores, then probabilities */
     void *m;    /* [BQ] running max, the dtype */
@@ -501,25 +553,12 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
         /* key tiles from the first key any row sees (the window's start) to the last */
         for (int64_t j0 = tr.lo; j0 <= tr.hi; j0 += p->fbk) {
             int64_t bk = tr.hi + 1 - j0 < p->fbk ? tr.hi + 1 - j0 : p->fbk;
-            /* S [bq, bk] = scale * Q_t K_tᵀ. On the micro-kernel a tile cut by the
-             * structural limits goes in row groups, each over the columns [0, cols[g]) its
-             * rows may see: the rest are masked (softcap off: cap_tile reads every score). */
-            int64_t cols[LB_ATTN_FWD_BQ / LB_ATTN_ROW_GROUP + 1], grp = bq, n_grp = 1; /* group g: rows g * grp .. */
-            cols[0] = bk;
-            if (kth && h.structural && p->mask.softcap == 0 && tile_needs_mask(&h, &tr, j0, bk)) {
-                grp = LB_ATTN_ROW_GROUP;
-                n_grp = (bq + grp - 1) / grp;
-                for (int64_t g = 0; g < n_grp; g++)
-                    cols[g] = tile_cols_seen(p, &h, i0 + g * grp, bq - g * grp < grp ? bq - g * grp : grp, j0, bk);
-            }
-            if (kth) {
-                for (int64_t g = 0; g < n_grp; g++) {
-                    int64_t r0 = g * grp, m = bq - r0 < grp ? bq - r0 : grp;
-                    if (cols[g] > 0)
-                        mk(m, cols[g], d, (float)p->scale, (const float *)qt + r0 * d, d, 1, kth + j0, p->ldt, 0,
-                           (float *)w->s + r0 * bk, bk);
-                }
-            } else if (bq == 1) /* one query (a decoding step): S [bk] = scale * K_t q, no packing */
+            /* S [bq, bk] = scale * Q_t K_tᵀ (a cut tile in row groups: tile_row_groups) */
+            row_groups rg;
+            tile_row_groups(p, &h, &tr, kth != NULL, i0, bq, j0, bk, &rg);
+            if (kth)
+                grouped_cols(mk, &rg, bq, d, (float)p->scale, (const float *)qt, d, kth + j0, p->ldt, (float *)w->s, bk);
+            else if (bq == 1) /* one query (a decoding step): S [bk] = scale * K_t q, no packing */
                 lb_k_gemv(p->dtype, 0, bk, d, p->scale, kh + (size_t)(j0 * d) * es, d, qt, 0.0, w->s);
             else
                 lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
@@ -552,14 +591,10 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
                 }
             });
             /* O_t [bq, Dv] += P [bq, bk] V_t [bk, Dv] (P is 0 past a row group's columns) */
-            if (kth) {
-                for (int64_t g = 0; g < n_grp; g++) {
-                    int64_t r0 = g * grp, m = bq - r0 < grp ? bq - r0 : grp;
-                    if (cols[g] > 0)
-                        mk(m, dv, cols[g], 1.0f, (const float *)w->s + r0 * bk, bk, 1, (const float *)vh + j0 * dv, dv,
-                           1, (float *)ot + r0 * dv, dv);
-                }
-            } else if (bq == 1) /* O [Dv] += V_tᵀ p */
+            if (kth)
+                grouped_sum(mk, &rg, bq, dv, 1.0f, (const float *)w->s, bk, (const float *)vh + j0 * dv, dv, (float *)ot,
+                            dv);
+            else if (bq == 1) /* O [Dv] += V_tᵀ p */
                 lb_k_gemv(p->dtype, 1, dv, bk, 1.0, vh + (size_t)(j0 * dv) * es, dv, w->s, 1.0, ot);
             else
                 lb_k_gemm(p->dtype, 0, 0, bq, dv, bk, 1.0, w->s, bk, vh + (size_t)(j0 * dv) * es, dv, 1.0, ot, dv);
@@ -629,27 +664,15 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
             int64_t row0 = n * tq + i0;
             const char *qtile = p->q + (size_t)(row0 * d) * es;     /* [bq, D] */
             const char *dot = a->dout + (size_t)(row0 * dv) * es;    /* [bq, Dv] */
-            /* On the micro-kernel a tile cut by the structural limits (a causal diagonal
-             * tile) goes in row groups for the products whose rows are queries (S, dP,
-             * dQ), each over only the columns [0, cols[g]) its rows may see: P and dS are
-             * 0 past them, so the sums are the same (as in the forward). */
-            int64_t cols[LB_ATTN_BWD_BQ / LB_ATTN_ROW_GROUP + 1], grp = bq, n_grp = 1; /* group g: rows g * grp .. */
-            cols[0] = bk;
-            if (kth && h.structural && p->mask.softcap == 0 && tile_needs_mask(&h, tr, j0, bk)) {
-                grp = LB_ATTN_ROW_GROUP;
-                n_grp = (bq + grp - 1) / grp;
-                for (int64_t g2 = 0; g2 < n_grp; g2++)
-                    cols[g2] = tile_cols_seen(p, &h, i0 + g2 * grp, bq - g2 * grp < grp ? bq - g2 * grp : grp, j0, bk);
-            }
+            /* A cut tile in row groups (tile_row_groups) for the products whose rows are
+             * queries: S, dP and dQ. */
+            row_groups rg;
+            tile_row_groups(p, &h, tr, kth != NULL, i0, bq, j0, bk, &rg);
             /* P [bq, bk] = exp(scale * Q_t K_tᵀ (masked) - lse) */
-            if (kth) {
-                for (int64_t g2 = 0; g2 < n_grp; g2++) {
-                    int64_t r0 = g2 * grp, m = bq - r0 < grp ? bq - r0 : grp;
-                    if (cols[g2] > 0)
-                        mk(m, cols[g2], d, (float)p->scale, (const float *)qtile + r0 * d, d, 1, kth + j0, p->ldt, 0,
-                           (float *)w->p + r0 * bk, bk);
-                }
-            } else
+            if (kth)
+                grouped_cols(mk, &rg, bq, d, (float)p->scale, (const float *)qtile, d, kth + j0, p->ldt, (float *)w->p,
+                             bk);
+            else
                 lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qtile, d, kt_, d, 0.0, w->p, bk);
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->p, w->dcap);
@@ -669,20 +692,15 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
             if (!want_ds)
                 continue;
             /* dP [bq, bk] = dO_t V_tᵀ; dS = P * (dP - D) (0 past a row group's columns) */
-            if (vth) {
-                for (int64_t g2 = 0; g2 < n_grp; g2++) {
-                    int64_t r0 = g2 * grp, m = bq - r0 < grp ? bq - r0 : grp;
-                    if (cols[g2] > 0)
-                        mk(m, cols[g2], dv, 1.0f, (const float *)dot + r0 * dv, dv, 1, vth + j0, p->ldt, 0,
-                           (float *)w->ds + r0 * bk, bk);
-                }
-            } else
+            if (vth)
+                grouped_cols(mk, &rg, bq, dv, 1.0f, (const float *)dot, dv, vth + j0, p->ldt, (float *)w->ds, bk);
+            else
                 lb_k_gemm(p->dtype, 0, 1, bq, bk, dv, 1.0, dot, dv, vt, dv, 0.0, w->ds, bk);
             LB_DISPATCH(p->dtype, T, {
                 T *ds = w->ds;                                          /* [bq, bk] dP in, dS out */
                 const T *pp = w->p, *dsum = (const T *)a->dsum + row0; /* [bq, bk], [bq] */
                 for (int64_t r = 0; r < bq; r++) {
-                    int64_t seen = cols[r / grp];
+                    int64_t seen = rg.cols[r / rg.rows];
                     _Generic((T)0, float: row_ds_f, double: row_ds_d)(wide, ds + r * bk, pp + r * bk, seen, dsum[r]);
                     memset(ds + r * bk + seen, 0, (size_t)(bk - seen) * sizeof(T));
                 }
@@ -697,14 +715,10 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                 mk(bk, d, bq, (float)p->scale, w->ds, 1, bk, (const float *)qtile, d, 1, (float *)dkt, d);
             else if (dkt)
                 lb_k_gemm(p->dtype, 1, 0, bk, d, bq, p->scale, w->ds, bk, qtile, d, 1.0, dkt, d);
-            if (dq && kth) {
-                for (int64_t g2 = 0; g2 < n_grp; g2++) {
-                    int64_t r0 = g2 * grp, m = bq - r0 < grp ? bq - r0 : grp;
-                    if (cols[g2] > 0)
-                        mk(m, d, cols[g2], (float)p->scale, (const float *)w->ds + r0 * bk, bk, 1, (const float *)kt_,
-                           d, 1, (float *)dq + (i0 + r0) * d, d);
-                }
-            } else if (dq)
+            if (dq && kth)
+                grouped_sum(mk, &rg, bq, d, (float)p->scale, (const float *)w->ds, bk, (const float *)kt_, d,
+                            (float *)dq + i0 * d, d);
+            else if (dq)
                 lb_k_gemm(p->dtype, 0, 0, bq, d, bk, p->scale, w->ds, bk, kt_, d, 1.0, dq + (size_t)(i0 * d) * es,
                           d);
         }
