@@ -232,6 +232,7 @@ static const fused_case CASES[] = {
     {"one query, one key",                             2, 2, 1,   1,   3,  2,  1, 0,  0,  0, 0,  0},
     {"one query, Tk=20000 (decoding: 16,384-key tiles)", 3, 2, 1, 20000, 16, 16, 1, 0,  1,  0, 0,  0},
     {"one query, Tk=17000, window 16500, key mask",    2, 2, 1, 17000, 8,  8,  1, 16500, 0, 2, 0, 0},
+    {"one query, D=64, Dv=32, Tk=70 (decoding vectors)", 3, 2, 1, 70,  64, 32, 1, 0,  1,  1, 0,  0},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 
@@ -878,9 +879,9 @@ static void test_fused_errors(void)
 int main(void)
 {
     const lb_test_case cases[] = {
-        {"fused = materialized, float64 to 1e-12 (values, dq, dk, dv; 19 mask/shape cases; every ISA build)",
+        {"fused = materialized, float64 to 1e-12 (values, dq, dk, dv; 20 mask/shape cases; every ISA build)",
          test_fused_matches_materialized_f64},
-        {"fused = materialized, float32 to 1e-5 (values, dq, dk, dv; 19 mask/shape cases; every ISA build)",
+        {"fused = materialized, float32 to 1e-5 (values, dq, dk, dv; 20 mask/shape cases; every ISA build)",
          test_fused_matches_materialized_f32},
         {"float32 tile products: widths 1..80 (every block, strip and partial vector), Tq at the packing "
          "threshold = materialized to 1e-5; every ISA build",
