@@ -102,11 +102,7 @@ typedef struct attn_problem {
  * rows sees bq + window - 1 keys, so with 128-row tiles a 16-key window would use one
  * score in 9 (and a window straddling two 128-key tiles one in 16). Band tiles of
  * about the window's width keep about half the computed scores inside the band.
- * The forward's key tiles stay wide: one gemm covers a band tile's whole key range.
- * One query per head (a decoding step over a key cache) uses the whole score buffer
- * for one row: key tiles of LB_ATTN_FWD_BQ * LB_ATTN_FWD_BK keys, so a cache of up to
- * 16,384 keys takes one gemv for the scores and one for the output instead of one per
- * 128 keys (at 16 streams, 4 heads and 2 layers, 2,048 calls an event at 1,024 keys). */
+ * The forward's key tiles stay wide: one gemm covers a band tile's whole key range. */
 static void choose_tiles(attn_problem *p)
 {
     p->fbq = LB_ATTN_FWD_BQ;
@@ -118,8 +114,6 @@ static void choose_tiles(attn_problem *p)
         int64_t band = (w + LB_ATTN_BAND_MIN - 1) / LB_ATTN_BAND_MIN * LB_ATTN_BAND_MIN; /* <= 64 */
         p->fbq = p->bbq = p->bbk = band;
     }
-    if (p->tq == 1)
-        p->fbk = LB_ATTN_FWD_BQ * LB_ATTN_FWD_BK;
 }
 
 typedef struct attn_head {
@@ -477,13 +471,14 @@ typedef int32_t lb_v16i __attribute__((vector_size(64)));
 /* s [n] = alpha * K [n, d] q [d], K row-major, d = 16 nv. Each key row's products are summed
  * lanewise over its nv vectors; then 16 rows' vectors are folded into one vector of their
  * 16 sums by a transposition tree (4 levels, each two shuffles and an add per pair), the
- * rows taken in bit-reversed order so that lane r ends with row r. A row's sum is the same
+ * rows read in order (the hardware prefetcher streams them) and the lanes put back in row
+ * order by one last permutation (the tree leaves row bitrev(l) in lane l). A row's sum is the same
  * sequence of operations wherever it sits (a last partial block is padded with zero rows).
  * nv is a constant where it is called (key_dots_avx512), so the vectors stay in registers. */
 __attribute__((target("avx512f,fma"))) LB_INLINE void key_dots_nv(int nv, int64_t n, float alpha, const float *k,
                                                                    const float *q, float *s)
 {
-    static const int bitrev[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+    const lb_v16i bitrev = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
     const lb_v16i m1 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};      /* halves of a, b */
     const lb_v16i m2 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27};    /* quarters */
     const lb_v16i m3 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};    /* pairs */
@@ -497,8 +492,7 @@ __attribute__((target("avx512f,fma"))) LB_INLINE void key_dots_nv(int nv, int64_
         const int rows = n - j < 16 ? (int)(n - j) : 16;
         lb_v16f x[16];
 #pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) {
-            const int r = bitrev[i];
+        for (int r = 0; r < 16; r++) {
             lb_v16f acc = {0};
             if (r < rows)
 #pragma GCC unroll 4
@@ -507,7 +501,7 @@ __attribute__((target("avx512f,fma"))) LB_INLINE void key_dots_nv(int nv, int64_
                     memcpy(&kv, k + (j + r) * d + 16 * v, sizeof kv);
                     acc += kv * qv[v];
                 }
-            x[i] = acc;
+            x[r] = acc;
         }
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) /* lanes 0-7: 8 partial sums of x[2i]; 8-15: of x[2i+1] */
@@ -519,6 +513,7 @@ __attribute__((target("avx512f,fma"))) LB_INLINE void key_dots_nv(int nv, int64_
         for (int i = 0; i < 2; i++)
             x[i] = __builtin_shuffle(x[2 * i], x[2 * i + 1], m3) + __builtin_shuffle(x[2 * i], x[2 * i + 1], m3 + 2);
         lb_v16f out = (__builtin_shuffle(x[0], x[1], m4) + __builtin_shuffle(x[0], x[1], m4 + 1)) * alpha;
+        out = __builtin_shuffle(out, bitrev); /* lane l held row bitrev(l) */
         if (rows == 16)
             memcpy(s + j, &out, sizeof out);
         else

@@ -42,11 +42,10 @@
  * the items run (extra memory: one copy of k, and of v in the backward). float64, and
  * float32 with fewer queries (a decoding step, where packing every key would not be
  * repaid), and the baseline build call OpenBLAS per tile instead (gemv for one query).
- * One query per head (a decoding step over a key cache) takes key tiles of 16,384 keys,
- * and in the AVX-512 build, with D and Dv multiples of 16 up to 64, reads each key and
- * value row as whole vectors (16 rows' dot products folded by a transposition tree)
- * instead of OpenBLAS's gemv, which spends about one instruction per cached float on
- * rows this short.
+ * One query per head (a decoding step over a key cache) in the AVX-512 build, with D and
+ * Dv multiples of 16 up to 64, reads each key and value row as whole vectors (16 rows'
+ * dot products folded by a transposition tree) instead of OpenBLAS's gemv, which spends
+ * about one instruction per cached float on rows this short.
  *
  * Masks are read per tile (lb_attn_kmask). Key tiles that the causal, window and
  * padding limits exclude for every query of a query tile are skipped, never

@@ -230,7 +230,7 @@ static const fused_case CASES[] = {
     {"everything at once",                             3, 2, 140, 270, 16, 12, 1, 90, 1,  1, 1,  1},
     {"d = 64, causal, T=257",                          2, 2, 257, 257, 64, 64, 1, 0,  1,  0, 0,  0},
     {"one query, one key",                             2, 2, 1,   1,   3,  2,  1, 0,  0,  0, 0,  0},
-    {"one query, Tk=20000 (decoding: 16,384-key tiles)", 3, 2, 1, 20000, 16, 16, 1, 0,  1,  0, 0,  0},
+    {"one query, Tk=20000 (decoding vectors, D=16)",    3, 2, 1, 20000, 16, 16, 1, 0,  1,  0, 0,  0},
     {"one query, Tk=17000, window 16500, key mask",    2, 2, 1, 17000, 8,  8,  1, 16500, 0, 2, 0, 0},
     {"one query, D=64, Dv=32, Tk=70 (decoding vectors)", 3, 2, 1, 70,  64, 32, 1, 0,  1,  1, 0,  0},
 };
