@@ -61,7 +61,7 @@ def main():
         return
     print()
     print("TRAIN: the whole `lookback train --init-from <recipe>.h5 --steps N` command (the recipe's batch, learning rate and weight decay) (start-up, data "
-          "loading, one validation at the end, checkpoint.h5 and best.h5), run for N and for 2N steps, against the "
+          "loading, one validation at the end, checkpoint.h5 and best.h5), run for N and for 2N steps (N about 3 s of the library step, 30 to 300; validation only at the end), against the "
           "library step (PRODUCT, measured just before). Process CPU time, which the machine's load inflates far "
           "less than wall time: the command's own step is (CPU(2N) - CPU(N)) / N, its fixed cost per run CPU(N) - N "
           "× that step; the library step's CPU is its median × its CPU utilisation. Target: the command's step "
