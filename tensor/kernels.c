@@ -428,12 +428,11 @@ int lb_k_all_finite(const lb_tensor *x)
 #define LB_SQRT1_2 0.70710678118654752440
 #define LB_INV_SQRT_2PI 0.39894228040143267794
 
-static double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * LB_SQRT1_2)); }
+/* In double: 0.5 x erfc(-x / sqrt 2), which keeps the relative precision of the tiny
+ * results at negative x where 1 + erf(x / sqrt 2) cancels to 0. */
+static double gelu_d(double x) { return 0.5 * x * erfc(-x * LB_SQRT1_2); }
 
-static double gelu_grad_d(double x)
-{
-    return 0.5 * (1.0 + erf(x * LB_SQRT1_2)) + x * exp(-0.5 * x * x) * LB_INV_SQRT_2PI;
-}
+static double gelu_grad_d(double x) { return 0.5 * erfc(-x * LB_SQRT1_2) + x * exp(-0.5 * x * x) * LB_INV_SQRT_2PI; }
 
 #if defined(LB_HAVE_MVEC) && defined(__x86_64__)
 /* glibc's libmvec under the x86-64 vector function ABI: 'e' = AVX-512 (16 floats in a

@@ -86,12 +86,12 @@ void lb_k_softmax(const lb_tensor *x, lb_tensor *out, int log);
  * Gimpel 2016): gelu(x) = x Φ(x) = 0.5 x erfc(-x / sqrt 2), elementwise.
  *   x, y: [n] contiguous, of `dtype`; y = gelu(x), or y += gelu(x) when `residual`
  *   (a residual branch); y may be x when not residual.
- * float64: 0.5 x (1 + erf(x / sqrt 2)) in double with libm's erf. float32: on x86-64
+ * float64: 0.5 x erfc(-x / sqrt 2) in double with libm's erfc. float32: on x86-64
  * with AVX-512 or AVX2, glibc's vector erfcf (libmvec) on 16 or 8 lanes, every element
  * (the last partial vector too) through the same vector function, so a value's result
  * does not depend on n, its position or the thread count; elsewhere the float64
  * formula rounded to float. The erfc form keeps the relative precision of the small
- * results at negative x (where 1 + erf(x) would cancel).
+ * results at negative x (where 1 + erf(x / sqrt 2) cancels to 0 from x = -8.3 in double).
  * Errors: LB_ERR_VALUE for NULL x or y, n < 0, or a dtype other than float32/float64. */
 lb_status lb_k_gelu(lb_dtype dtype, int64_t n, const void *x, void *y, int residual);
 
