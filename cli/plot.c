@@ -178,6 +178,12 @@ static lb_status run_plot(const char *what, const char *requested, draw_fn draw,
         return lb_error_context("%s", what);
     if (lb_output_check(target, what) != LB_OK)
         return lb_last_status();
+    /* PLplot looks for a folder for its temporary files in the current directory among
+     * others and exits the process when that directory no longer exists. */
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd) && errno == ENOENT)
+        return lb_error(LB_ERR_IO, "%s: cannot draw %s: the current directory no longer exists (it was removed while "
+                        "this command ran; PLplot needs it)", what, target);
     /* The drawing libraries (cairo, pango, GLib) abort the process when memory runs out. */
     if (!plot_memory_free())
         return lb_error(LB_ERR_MEMORY, "out of memory (while drawing %s: the plotting libraries need about %d MB of "

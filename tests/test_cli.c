@@ -692,6 +692,20 @@ static void test_plot_errors(void)
     /* and plotting still works afterwards */
     CU_ASSERT_EQUAL(lb_plot_attention(path_in("after_error.png"), "t", w, 4, 2), LB_OK);
     CU_ASSERT_TRUE(is_plot(lb_plot_last_path()));
+
+    /* The current directory removed while the command runs: one error, not PLplot's exit
+     * of the whole process ("get_tmpdir_list: getcwd error"). */
+    int here = open(".", O_RDONLY | O_DIRECTORY);
+    char gone[4096], out[4096];
+    snprintf(gone, sizeof gone, "%s", path_in("gone-cwd"));
+    snprintf(out, sizeof out, "%s", path_in("cwd_gone.png"));
+    CU_ASSERT_TRUE_FATAL(here >= 0 && mkdir(gone, 0700) == 0 && chdir(gone) == 0 && rmdir(gone) == 0);
+    st = lb_plot_attention(out, "t", w, 4, 2);
+    CU_ASSERT_EQUAL(fchdir(here), 0);
+    close(here);
+    CU_ASSERT_EQUAL(st, LB_ERR_IO);
+    CU_ASSERT_TRUE(contains(lb_last_error(), "current directory no longer exists"));
+    CU_ASSERT_EQUAL(access(out, F_OK), -1);
 }
 #endif
 
