@@ -63,12 +63,7 @@ static void model_config(const recipe_row *row, const lb_dataset *data, int64_t 
 {
     char text[512];
     study_recipe_model(row, seq_len, mc, text, sizeof text);
-    mc->vocab_size = lb_dataset_vocab_size(data);
-    mc->input_features = mc->vocab_size > 0 ? 0 : lb_dataset_num_features(data);
-    mc->num_classes = lb_dataset_num_classes(data);
-    mc->head = lb_dataset_per_position(data) ? LB_HEAD_EVERY : LB_HEAD_LAST;
-    if (mc->max_seq_len < lb_dataset_seq_len(data))
-        mc->max_seq_len = lb_dataset_seq_len(data);
+    lb_model_config_fit_data(mc, data);
 }
 
 static int step_once(void *ctx)

@@ -662,16 +662,7 @@ lb_status lb_run_config_load_json(lb_run_config *rc, const char *path)
     return st;
 }
 
-void lb_run_config_fit_data(lb_run_config *rc, const lb_dataset *data)
-{
-    lb_model_config *m = &rc->model;
-    m->vocab_size = lb_dataset_vocab_size(data);
-    m->input_features = m->vocab_size > 0 ? 0 : lb_dataset_num_features(data);
-    m->num_classes = lb_dataset_num_classes(data);
-    m->head = lb_dataset_per_position(data) ? LB_HEAD_EVERY : LB_HEAD_LAST;
-    if (m->max_seq_len < lb_dataset_seq_len(data))
-        m->max_seq_len = lb_dataset_seq_len(data);
-}
+void lb_run_config_fit_data(lb_run_config *rc, const lb_dataset *data) { lb_model_config_fit_data(&rc->model, data); }
 
 const struct option *lb_run_options(const struct option *extra, int n_extra)
 {

@@ -862,11 +862,38 @@ static void test_cpu_budget_clock(void)
     lb_dataset_close(ds);
 }
 
+/* A model configuration fitted to a data file: the data's fields set, the rest kept. */
+static void test_model_config_fit_data(void)
+{
+    lb_dataset *ds = lb_dataset_open(data_path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    lb_model_config mc;
+    lb_model_config_default(LB_MODEL_LSTM, &mc);
+    mc.hidden_size = 37;
+    mc.max_seq_len = 4;
+    CU_ASSERT_EQUAL(lb_model_config_fit_data(&mc, ds), LB_OK);
+    CU_ASSERT_EQUAL(mc.vocab_size, lb_dataset_vocab_size(ds));
+    CU_ASSERT_TRUE(mc.vocab_size > 0);
+    CU_ASSERT_EQUAL(mc.input_features, 0);
+    CU_ASSERT_EQUAL(mc.num_classes, lb_dataset_num_classes(ds));
+    CU_ASSERT_EQUAL(mc.head, lb_dataset_per_position(ds) ? LB_HEAD_EVERY : LB_HEAD_LAST);
+    CU_ASSERT_EQUAL(mc.max_seq_len, 24);
+    CU_ASSERT_EQUAL(mc.hidden_size, 37);
+    CU_ASSERT_EQUAL(mc.kind, LB_MODEL_LSTM);
+    mc.max_seq_len = 1000; /* a longer one is kept */
+    CU_ASSERT_EQUAL(lb_model_config_fit_data(&mc, ds), LB_OK);
+    CU_ASSERT_EQUAL(mc.max_seq_len, 1000);
+    CU_ASSERT_EQUAL(lb_model_config_fit_data(NULL, ds), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(lb_model_config_fit_data(&mc, NULL), LB_ERR_VALUE);
+    lb_dataset_close(ds);
+}
+
 int main(void)
 {
     make_data();
     const lb_test_case cases[] = {
         {"training reduces loss and reaches high accuracy; distance bins", test_training_learns},
+        {"a model configuration fitted to a data file", test_model_config_fit_data},
         {"the trainer's evaluations reuse one graph's memory", test_trainer_evaluate_reuses_memory},
         {"a CPU-clock time budget counts CPU seconds and survives a checkpoint", test_cpu_budget_clock},
         {"resume from a checkpoint equals an uninterrupted run bit for bit", test_resume_is_bit_exact},

@@ -450,6 +450,19 @@ lb_pool *lb_trainer_eval_pool(lb_trainer *t)
     return lb_graph_pool(t->eval_graph);
 }
 
+lb_status lb_model_config_fit_data(lb_model_config *cfg, const lb_dataset *data)
+{
+    LB_CHECK_ARG(cfg, LB_ERR_VALUE);
+    LB_CHECK_ARG(data, LB_ERR_VALUE);
+    cfg->vocab_size = lb_dataset_vocab_size(data);
+    cfg->input_features = cfg->vocab_size > 0 ? 0 : lb_dataset_num_features(data);
+    cfg->num_classes = lb_dataset_num_classes(data);
+    cfg->head = lb_dataset_per_position(data) ? LB_HEAD_EVERY : LB_HEAD_LAST;
+    if (cfg->max_seq_len < lb_dataset_seq_len(data))
+        cfg->max_seq_len = lb_dataset_seq_len(data);
+    return LB_OK;
+}
+
 lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg)
 {
     LB_CHECK_ARG(model, NULL);

@@ -137,6 +137,12 @@ typedef struct lb_step_stats {
 
 typedef struct lb_trainer lb_trainer;
 
+/* Fits a model configuration to a data file, as lb_trainer_new will check it: vocab_size
+ * (0 for feature inputs, then input_features), num_classes and the head (every position
+ * or the last) from the file, and max_seq_len raised to the file's seq_len when shorter.
+ * The other fields are kept. Errors: LB_ERR_VALUE for NULL arguments. */
+lb_status lb_model_config_fit_data(lb_model_config *cfg, const lb_dataset *data);
+
 /* A trainer for `model` on the "train" split of `data` (both must outlive it).
  * Checks that the data fits the model (vocabulary, classes, features, head kind).
  * Errors: LB_ERR_VALUE for a bad config or a mismatch, naming both sides. */
