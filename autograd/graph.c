@@ -365,8 +365,13 @@ lb_status lb_backward(lb_graph *g, lb_var *output, const lb_tensor *grad_output)
     }
     if (!seed)
         return lb_last_status();
-    lb_status st = lb_accumulate_grad(output, seed);
-    lb_tensor_free(seed);
+    lb_status st = LB_OK;
+    if (!output->grad) { /* the seed is the output's gradient: no second copy */
+        output->grad = seed;
+    } else {
+        st = lb_accumulate_grad(output, seed);
+        lb_tensor_free(seed);
+    }
     if (st != LB_OK)
         return st;
     g->backward_done = 1;

@@ -7,6 +7,7 @@
 
 #include "tensor/blas.h"
 #include "tensor/strided_internal.h"
+#include "tensor/tile_gemm_internal.h"
 #include "tensor/threads.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -152,10 +153,35 @@ void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, 
         cblas_dgemv(CblasRowMajor, ta, rows, cols, alpha, a, (int)lda, x, 1, beta, y, 1);
 }
 
+/* A weight gradient of a narrow layer, c [m, n] = alpha aᵀ b (+ c) with a [k, m] and b [k, n]
+ * stored, k a long sum over positions: on the attention kernels' tile micro-kernel
+ * (tensor/tile_gemm_internal.h) in chunks of LB_TILE_GEMM_CHUNK positions (a chunk of both
+ * operands stays in the cache while every block of c reads it), where OpenBLAS would spend
+ * more time packing aᵀ than multiplying. Returns 0 when it does not apply (or the build
+ * has no micro-kernel). */
+enum { LB_TILE_GEMM_CHUNK = 1024 };
+
+static int gemm_weight_gradient(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                                int64_t ldc)
+{
+    if (dtype != LB_FLOAT32 || !trans_a || trans_b || m > 128 || n > 128 || k < 512 || (beta != 0 && beta != 1))
+        return 0;
+    for (int64_t l0 = 0; l0 < k; l0 += LB_TILE_GEMM_CHUNK) {
+        int64_t kc = k - l0 < LB_TILE_GEMM_CHUNK ? k - l0 : LB_TILE_GEMM_CHUNK;
+        if (!lb_k_tile_gemm_f32(m, n, kc, (float)alpha, (const float *)a + l0 * lda, 1, lda,
+                                (const float *)b + l0 * ldb, ldb, beta == 1 || l0 > 0, c, ldc))
+            return 0; /* only at l0 = 0: the build is the same for every chunk */
+    }
+    return 1;
+}
+
 static void gemm_blas(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                       const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    if (gemm_weight_gradient(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+        return;
     if (dtype == LB_FLOAT32)
         cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
                     (float)beta, c, (int)ldc);

@@ -37,7 +37,12 @@ lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha);
  * else of its columns; never the k sum) and the parts run on lb_get_num_threads()
  * OpenMP threads, each one single-threaded OpenBLAS call; inside an OpenMP region it
  * is one call. The parts depend on m, n and k only, so every element comes from the
- * same call and the same bits with any thread count. */
+ * same call and the same bits with any thread count.
+ * One exception to OpenBLAS: a float32 weight gradient of a narrow layer (trans_a, not
+ * trans_b, m and n <= 128, k >= 512, beta 0 or 1) runs on the fused attention kernels'
+ * tile micro-kernel in the build lb_k_attention_isa() names (summed over k in chunks of
+ * 1024, each element in order), where OpenBLAS would spend more time packing aᵀ than
+ * multiplying; the "generic" build keeps OpenBLAS. */
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 

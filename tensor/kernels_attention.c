@@ -14,6 +14,7 @@
 
 #include "tensor/kernels.h"
 #include "tensor/pool_internal.h"
+#include "tensor/tile_gemm_internal.h"
 #include "tensor/threads.h"
 
 /* A kernel's temporary buffer, taken from the calling thread's buffer pool when it has
@@ -200,7 +201,7 @@ static tile_range query_tile_range(const attn_problem *p, const attn_head *h, in
 /* The forward's micro-kernel products on a tile that the structural limits cut (a causal
  * diagonal tile) run in row groups of this many queries, each over the key columns some
  * of its rows may see. */
-#define LB_ATTN_ROW_GROUP 32
+#define LB_ATTN_ROW_GROUP 16
 
 /* Columns [0, n) of the key tile [j0, j0 + bk) hold every key that some query of
  * [i, i + m) may see by the structural limits; columns n .. bk-1 are masked for all of
@@ -221,6 +222,43 @@ static int64_t tile_cols_seen(const attn_problem *p, const attn_head *h, int64_t
 static int tile_needs_mask(const attn_head *h, const tile_range *t, int64_t j0, int64_t bk)
 {
     return h->allowed || h->additive || j0 < t->full_lo || j0 + bk - 1 > t->full_hi;
+}
+
+/* ---- row groups of a cut tile (micro-kernel only) ----
+ * A tile that the structural limits cut (a causal diagonal tile) goes in groups of
+ * LB_ATTN_ROW_GROUP query rows, each over only the key columns [0, cols[g]) some row of the
+ * group may see: the products whose rows are queries skip the rest, where P and dS are 0,
+ * so the sums are the same. */
+typedef struct row_groups {
+    int64_t n, rows;                                       /* groups, rows per group */
+    int64_t cols[(LB_ATTN_FWD_BQ > LB_ATTN_BWD_BQ ? LB_ATTN_FWD_BQ : LB_ATTN_BWD_BQ) / LB_ATTN_ROW_GROUP + 1];
+    /* cols[g]: the columns group g may see */
+} row_groups;
+
+/* The groups of queries [i0, i0 + bq) against keys [j0, j0 + bk): one group over every
+ * column unless the tile is cut (with the soft-cap on, cap_tile reads every score). */
+static void tile_row_groups(const attn_problem *p, const attn_head *h, const tile_range *tr, int packed, int64_t i0,
+                            int64_t bq, int64_t j0, int64_t bk, row_groups *rg)
+{
+    rg->n = 1;
+    rg->rows = bq;
+    rg->cols[0] = bk;
+    if (!packed || !h->structural || p->mask.softcap != 0 || !tile_needs_mask(h, tr, j0, bk))
+        return;
+    rg->rows = LB_ATTN_ROW_GROUP;
+    rg->n = (bq + rg->rows - 1) / rg->rows;
+    for (int64_t g = 0; g < rg->n; g++)
+        rg->cols[g] = tile_cols_seen(p, h, i0 + g * rg->rows, bq - g * rg->rows < rg->rows ? bq - g * rg->rows : rg->rows,
+                                     j0, bk);
+}
+
+/* The columns [0, row_limit) of row r of a tile that the row loops compute: the columns
+ * r's group may see, rounded up to whole vectors of 16 (so a row's sums go in the same
+ * order as over the whole tile); mask_tile sets the masked ones among them to -inf. */
+static int64_t row_limit(const row_groups *rg, int64_t r, int64_t bk)
+{
+    int64_t c = (rg->cols[r / rg->rows] + 15) / 16 * 16;
+    return c < bk ? c : bk;
 }
 
 /* ---- float32 row loops on vectors ----
@@ -405,11 +443,13 @@ LB_INLINE void row_scale_d(int wide, double *o, int64_t n, double a)
 
 /* The per-element mask on a score tile.
  *   s [bq, bk] (row stride bk), rows = queries i0 .., columns = keys j0 ..
- * Entries query i0 + r may not attend become -inf; the additive mask is added. */
+ * Entries query i0 + r may not attend become -inf; the additive mask is added. Only the
+ * columns [0, row_limit) of each row: the row loops read no further. */
 LB_INLINE void mask_tile(const attn_problem *p, const attn_head *h, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
-                         void *s)
+                         const row_groups *rg, void *s)
 {
     for (int64_t r = 0; r < bq; r++) {
+        int64_t lim = row_limit(rg, r, bk); /* columns [lim, bk) are not read */
         int64_t i = i0 + r, lo, hi;
         key_range(p, h, i, &lo, &hi);
         int64_t c_lo = lo - j0, c_hi = hi - j0; /* kept columns [c_lo, c_hi] */
@@ -424,9 +464,9 @@ LB_INLINE void mask_tile(const attn_problem *p, const attn_head *h, int64_t i0, 
         const unsigned char *al = h->allowed ? h->allowed + i * h->al_q + j0 * h->al_k : NULL;
         LB_DISPATCH(p->dtype, T, {
             T *sr = (T *)s + r * bk;
-            for (int64_t c = 0; c < c_lo; c++)
+            for (int64_t c = 0; c < c_lo && c < lim; c++)
                 sr[c] = -INFINITY;
-            for (int64_t c = c_hi + 1; c < bk; c++)
+            for (int64_t c = c_hi + 1; c < lim; c++)
                 sr[c] = -INFINITY;
             if (al)
                 for (int64_t c = c_lo; c <= c_hi; c++)
@@ -574,34 +614,6 @@ LB_INLINE int decode_vectors(const attn_problem *p, int wide)
     return wide && p->dtype == LB_FLOAT32 && p->d % 16 == 0 && p->d <= 64 && p->dv % 16 == 0 && p->dv <= 64;
 }
 
-/* ---- row groups of a cut tile (micro-kernel only) ----
- * A tile that the structural limits cut (a causal diagonal tile) goes in groups of
- * LB_ATTN_ROW_GROUP query rows, each over only the key columns [0, cols[g]) some row of the
- * group may see: the products whose rows are queries skip the rest, where P and dS are 0,
- * so the sums are the same. */
-typedef struct row_groups {
-    int64_t n, rows;                                       /* groups, rows per group */
-    int64_t cols[(LB_ATTN_FWD_BQ > LB_ATTN_BWD_BQ ? LB_ATTN_FWD_BQ : LB_ATTN_BWD_BQ) / LB_ATTN_ROW_GROUP + 1];
-    /* cols[g]: the columns group g may see */
-} row_groups;
-
-/* The groups of queries [i0, i0 + bq) against keys [j0, j0 + bk): one group over every
- * column unless the tile is cut (with the soft-cap on, cap_tile reads every score). */
-static void tile_row_groups(const attn_problem *p, const attn_head *h, const tile_range *tr, int packed, int64_t i0,
-                            int64_t bq, int64_t j0, int64_t bk, row_groups *rg)
-{
-    rg->n = 1;
-    rg->rows = bq;
-    rg->cols[0] = bk;
-    if (!packed || !h->structural || p->mask.softcap != 0 || !tile_needs_mask(h, tr, j0, bk))
-        return;
-    rg->rows = LB_ATTN_ROW_GROUP;
-    rg->n = (bq + rg->rows - 1) / rg->rows;
-    for (int64_t g = 0; g < rg->n; g++)
-        rg->cols[g] = tile_cols_seen(p, h, i0 + g * rg->rows, bq - g * rg->rows < rg->rows ? bq - g * rg->rows : rg->rows,
-                                     j0, bk);
-}
-
 /* Per group: C_g [m, cols[g]] = alpha A_g [m, k] B [k, cols[g]] (the columns a group sees;
  * A row-major [bq, k] with row stride lda, C row stride ldc). */
 LB_INLINE void grouped_cols(tile_gemm_fn mk, const row_groups *rg, int64_t bq, int64_t k, float alpha,
@@ -623,6 +635,67 @@ LB_INLINE void grouped_sum(tile_gemm_fn mk, const row_groups *rg, int64_t bq, in
         int64_t r0 = g * rg->rows, m = bq - r0 < rg->rows ? bq - r0 : rg->rows;
         if (rg->cols[g] > 0)
             mk(m, n, rg->cols[g], alpha, a + r0 * lda, lda, 1, b, ldb, 1, c + r0 * ldc, ldc);
+    }
+}
+
+/* ---- key groups of a cut tile (micro-kernel only) ----
+ * The same for the backward's products whose rows are keys (dV += Pᵀ dO, dK += dSᵀ Q):
+ * on a cut tile the keys go in groups of LB_ATTN_ROW_GROUP, each summed over only the
+ * query rows [first[g], first[g] + count[g]) of the tile that may see some key of the
+ * group. P and dS are 0 in the other rows, so the sums are the same. */
+typedef struct key_groups {
+    int64_t n, rows;                                               /* groups, keys per group */
+    int64_t first[LB_ATTN_BWD_BK / LB_ATTN_ROW_GROUP + 1];         /* first query row group g sums */
+    int64_t count[LB_ATTN_BWD_BK / LB_ATTN_ROW_GROUP + 1];         /* query rows group g sums (0: none) */
+} key_groups;
+
+/* The groups of keys [j0, j0 + bk) against queries [i0, i0 + bq): one group over every
+ * query row unless the tile is cut. */
+static void tile_key_groups(const attn_problem *p, const attn_head *h, const tile_range *tr, int packed, int64_t i0,
+                            int64_t bq, int64_t j0, int64_t bk, key_groups *kg)
+{
+    kg->n = 1;
+    kg->rows = bk;
+    kg->first[0] = 0;
+    kg->count[0] = bq;
+    if (!packed || !h->structural || !tile_needs_mask(h, tr, j0, bk))
+        return;
+    kg->rows = LB_ATTN_ROW_GROUP;
+    kg->n = (bk + kg->rows - 1) / kg->rows;
+    int64_t last[LB_ATTN_BWD_BK / LB_ATTN_ROW_GROUP + 1];
+    for (int64_t g = 0; g < kg->n; g++) {
+        kg->first[g] = -1;
+        last[g] = -2;
+    }
+    for (int64_t r = 0; r < bq; r++) { /* the groups row r's keys [lo, hi] meet */
+        int64_t lo, hi;
+        key_range(p, h, i0 + r, &lo, &hi);
+        if (lo > hi || hi < j0 || lo > j0 + bk - 1)
+            continue;
+        int64_t g0 = lo > j0 ? (lo - j0) / kg->rows : 0, g1 = hi < j0 + bk - 1 ? (hi - j0) / kg->rows : kg->n - 1;
+        for (int64_t g = g0; g <= g1; g++) {
+            if (kg->first[g] < 0)
+                kg->first[g] = r;
+            last[g] = r;
+        }
+    }
+    for (int64_t g = 0; g < kg->n; g++) {
+        kg->count[g] = last[g] - kg->first[g] + 1;
+        if (kg->first[g] < 0)
+            kg->first[g] = 0;
+    }
+}
+
+/* Per key group: C_g [m, n] += alpha A_gᵀ B_g, where A [bq, bk] is row-major (row stride
+ * lda) and A_g its rows [first[g], first[g] + count[g]) and columns of group g, B_g the
+ * same rows of B [bq, n] (row stride ldb), C_g the group's rows of C [bk, n]. */
+LB_INLINE void grouped_keys(tile_gemm_fn mk, const key_groups *kg, int64_t bk, int64_t n, float alpha, const float *a,
+                            int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc)
+{
+    for (int64_t g = 0; g < kg->n; g++) {
+        int64_t r0 = g * kg->rows, m = bk - r0 < kg->rows ? bk - r0 : kg->rows, f = kg->first[g];
+        if (kg->count[g] > 0)
+            mk(m, n, kg->count[g], alpha, a + f * lda + r0, 1, lda, b + f * ldb, ldb, 1, c + r0 * ldc, ldc);
     }
 }
 
@@ -678,20 +751,21 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->s, NULL);
             if (tile_needs_mask(&h, &tr, j0, bk))
-                mask_tile(p, &h, i0, bq, j0, bk, w->s);
+                mask_tile(p, &h, i0, bq, j0, bk, &rg, w->s);
             /* online softmax, row by row */
             LB_DISPATCH(p->dtype, T, {
                 T *m = w->m, *s = w->s, *o = (T *)ot; /* [bq], [bq, bk], [bq, Dv] */
                 for (int64_t r = 0; r < bq; r++) {
-                    T *sr = s + r * bk; /* [bk] scores of query i0 + r, then its P row */
+                    T *sr = s + r * bk; /* [lim] scores of query i0 + r, then its P row */
+                    int64_t lim = row_limit(&rg, r, bk); /* P V reads no further */
                     T mo = m[r];
-                    T mx = _Generic((T)0, float: row_max_f, double: row_max_d)(wide, sr, bk);
+                    T mx = _Generic((T)0, float: row_max_f, double: row_max_d)(wide, sr, lim);
                     T mn = mx > mo ? mx : mo;
                     if (mn == -INFINITY) { /* nothing allowed yet: P row = 0 */
-                        memset(sr, 0, (size_t)bk * sizeof(T));
+                        memset(sr, 0, (size_t)lim * sizeof(T));
                         continue;
                     }
-                    double rs = _Generic((T)0, float: row_exp_f, double: row_exp_d)(wide, sr, bk, mn);
+                    double rs = _Generic((T)0, float: row_exp_f, double: row_exp_d)(wide, sr, lim, mn);
                     if (mn != mo) {
                         double corr = exp((double)mo - (double)mn); /* 0 when mo = -inf */
                         if (w->l[r] > 0) /* O row [Dv] *= e^(m - m') */
@@ -794,16 +868,21 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->p, w->dcap);
             if (tile_needs_mask(&h, tr, j0, bk))
-                mask_tile(p, &h, i0, bq, j0, bk, w->p);
+                mask_tile(p, &h, i0, bq, j0, bk, &rg, w->p);
             LB_DISPATCH(p->dtype, T, {
                 T *pp = w->p;                           /* [bq, bk] */
                 const T *ls = (const T *)a->lse + row0; /* [bq] */
-                for (int64_t r = 0; r < bq; r++)
-                    _Generic((T)0, float: row_exp_f, double: row_exp_d)(wide, pp + r * bk, bk, ls[r]);
+                for (int64_t r = 0; r < bq; r++) {      /* 0 past the row's limit (read by dV's key groups) */
+                    int64_t lim = row_limit(&rg, r, bk);
+                    _Generic((T)0, float: row_exp_f, double: row_exp_d)(wide, pp + r * bk, lim, ls[r]);
+                    memset(pp + r * bk + lim, 0, (size_t)(bk - lim) * sizeof(T));
+                }
             });
-            /* dV_t [bk, Dv] += Pᵀ dO_t */
+            /* dV_t [bk, Dv] += Pᵀ dO_t (a cut tile in key groups: tile_key_groups) */
+            key_groups kg;
+            tile_key_groups(p, &h, tr, kth != NULL, i0, bq, j0, bk, &kg);
             if (dvt && kth)
-                mk(bk, dv, bq, 1.0f, w->p, 1, bk, (const float *)dot, dv, 1, (float *)dvt, dv);
+                grouped_keys(mk, &kg, bk, dv, 1.0f, w->p, bk, (const float *)dot, dv, (float *)dvt, dv);
             else if (dvt)
                 lb_k_gemm(p->dtype, 1, 0, bk, dv, bq, 1.0, w->p, bk, dot, dv, 1.0, dvt, dv);
             if (!want_ds)
@@ -829,7 +908,7 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
             });
             /* dK_t [bk, D] += scale dSᵀ Q_t;  dQ_g [bq, D] += scale dS K_t */
             if (dkt && kth)
-                mk(bk, d, bq, (float)p->scale, w->ds, 1, bk, (const float *)qtile, d, 1, (float *)dkt, d);
+                grouped_keys(mk, &kg, bk, d, (float)p->scale, w->ds, bk, (const float *)qtile, d, (float *)dkt, d);
             else if (dkt)
                 lb_k_gemm(p->dtype, 1, 0, bk, d, bq, p->scale, w->ds, bk, qtile, d, 1.0, dkt, d);
             if (dq && kth)
@@ -887,12 +966,13 @@ static const struct attn_isa {
      * build: 8-lane vectors on SSE2 registers (or any other CPU's) spill the micro-kernel's
      * accumulators, and OpenBLAS picks kernels for that CPU itself. */
     int micro_kernel;
+    tile_gemm_fn tile_gemm; /* the build's micro-kernel, NULL in the baseline build */
 } ISAS[] = {
 #ifdef LB_ATTN_X86
-    {"avx512", forward_item_avx512, backward_item_avx512, 1},
-    {"avx2", forward_item_avx2, backward_item_avx2, 1},
+    {"avx512", forward_item_avx512, backward_item_avx512, 1, tile_gemm_avx512},
+    {"avx2", forward_item_avx2, backward_item_avx2, 1, tile_gemm_avx2},
 #endif
-    {"generic", forward_item_generic, backward_item_generic, 0},
+    {"generic", forward_item_generic, backward_item_generic, 0, NULL},
 };
 enum { N_ISAS = sizeof ISAS / sizeof ISAS[0] };
 
@@ -925,6 +1005,16 @@ static const struct attn_isa *chosen_isa(void)
 }
 
 const char *lb_k_attention_isa(void) { return chosen_isa()->name; }
+
+int lb_k_tile_gemm_f32(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs, int64_t a_cs,
+                       const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc)
+{
+    tile_gemm_fn mk = chosen_isa()->tile_gemm;
+    if (!mk)
+        return 0;
+    mk(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
+    return 1;
+}
 
 lb_status lb_k_attention_set_isa(const char *name)
 {
@@ -1206,15 +1296,20 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
         memset(dq, 0, dq_size);
     int blas = lb_blas_serial_begin();
     int nth_rows = threads_for(rows / 256 + 1);
-    /* D [N, Tq] = rowsum(dO * O), accumulated in double */
+    /* D [N, Tq] = rowsum(dO * O), accumulated in double: 8 running sums (lane c % 8), then
+     * summed in a fixed order (the same bits at any thread count) */
 #pragma omp parallel for schedule(static) num_threads(nth_rows)
     for (int64_t i = 0; i < rows; i++) {
         LB_DISPATCH(p.dtype, T, {
             const T *o = (const T *)a.out + i * p.dv, *go = (const T *)a.dout + i * p.dv;
-            double acc = 0;
-            for (int64_t c = 0; c < p.dv; c++)
-                acc += (double)o[c] * (double)go[c];
-            ((T *)dsum)[i] = (T)acc;
+            double acc[8] = {0};
+            int64_t c = 0;
+            for (; c + 8 <= p.dv; c += 8)
+                for (int j = 0; j < 8; j++)
+                    acc[j] += (double)o[c + j] * (double)go[c + j];
+            for (; c < p.dv; c++)
+                acc[c % 8] += (double)o[c] * (double)go[c];
+            ((T *)dsum)[i] = (T)(((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])));
         });
     }
 #pragma omp parallel num_threads(nth)
