@@ -153,19 +153,25 @@ void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, 
         cblas_dgemv(CblasRowMajor, ta, rows, cols, alpha, a, (int)lda, x, 1, beta, y, 1);
 }
 
-/* A weight gradient of a narrow layer, c [m, n] = alpha aᵀ b (+ c) with a [k, m] and b [k, n]
- * stored, k a long sum over positions: on the attention kernels' tile micro-kernel
- * (tensor/tile_gemm_internal.h) in chunks of LB_TILE_GEMM_CHUNK positions (a chunk of both
- * operands stays in the cache while every block of c reads it), where OpenBLAS would spend
- * more time packing aᵀ than multiplying. Returns 0 when it does not apply (or the build
- * has no micro-kernel). */
-enum { LB_TILE_GEMM_CHUNK = 1024 };
+/* The products of narrow layers on the attention kernels' tile micro-kernel
+ * (tensor/tile_gemm_internal.h), float32, beta 0 or 1, b not transposed, where OpenBLAS
+ * would spend about as long packing the operands as multiplying them:
+ *   a layer's forward, c [m, n] = alpha a b (+ c), a [m, k]: n and k <= 128, any m;
+ *   a weight gradient, c [m, n] = alpha aᵀ b (+ c), a [k, m], k a long sum over
+ *   positions: m and n <= 128, k >= 512, in chunks of LB_TILE_GEMM_CHUNK positions (a
+ *   chunk of both operands stays in the cache while every block of c reads it).
+ * Returns 0 when it does not apply (or the build has no micro-kernel). */
+enum { LB_TILE_GEMM_NARROW = 128, LB_TILE_GEMM_LONG = 512, LB_TILE_GEMM_CHUNK = 1024 };
 
-static int gemm_weight_gradient(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
-                                int64_t ldc)
+static int gemm_on_tiles(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                         const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
-    if (dtype != LB_FLOAT32 || !trans_a || trans_b || m > 128 || n > 128 || k < 512 || (beta != 0 && beta != 1))
+    if (dtype != LB_FLOAT32 || trans_b || (beta != 0 && beta != 1) || n > LB_TILE_GEMM_NARROW)
+        return 0;
+    if (!trans_a)
+        return k <= LB_TILE_GEMM_NARROW &&
+               lb_k_tile_gemm_f32(m, n, k, (float)alpha, a, lda, 1, b, ldb, beta == 1, c, ldc);
+    if (m > LB_TILE_GEMM_NARROW || k < LB_TILE_GEMM_LONG)
         return 0;
     for (int64_t l0 = 0; l0 < k; l0 += LB_TILE_GEMM_CHUNK) {
         int64_t kc = k - l0 < LB_TILE_GEMM_CHUNK ? k - l0 : LB_TILE_GEMM_CHUNK;
@@ -180,7 +186,7 @@ static void gemm_blas(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64
                       const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    if (gemm_weight_gradient(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    if (gemm_on_tiles(dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
         return;
     if (dtype == LB_FLOAT32)
         cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,

@@ -38,11 +38,13 @@ lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha);
  * OpenMP threads, each one single-threaded OpenBLAS call; inside an OpenMP region it
  * is one call. The parts depend on m, n and k only, so every element comes from the
  * same call and the same bits with any thread count.
- * One exception to OpenBLAS: a float32 weight gradient of a narrow layer (trans_a, not
- * trans_b, m and n <= 128, k >= 512, beta 0 or 1) runs on the fused attention kernels'
- * tile micro-kernel in the build lb_k_attention_isa() names (summed over k in chunks of
- * 1024, each element in order), where OpenBLAS would spend more time packing aᵀ than
- * multiplying; the "generic" build keeps OpenBLAS. */
+ * The exception to OpenBLAS: the products of narrow layers in float32 with beta 0 or 1
+ * and b not transposed run on the fused attention kernels' tile micro-kernel in the
+ * build lb_k_attention_isa() names, where OpenBLAS would spend about as long packing the
+ * operands as multiplying: a forward, a b with n and k <= 128 (any m), and a weight
+ * gradient, aᵀ b with m and n <= 128 and k >= 512 (summed over k in chunks of 1024).
+ * Each element is then one sum in order, the same bits for any m and thread count; the
+ * "generic" build keeps OpenBLAS. */
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 

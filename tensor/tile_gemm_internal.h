@@ -1,6 +1,6 @@
 /* The fused attention kernels' float32 tile product (tensor/kernels_attention.c, its
  * micro-kernel in kernels_attention_gemm_internal.h), for the library's other kernels:
- * lb_k_gemm runs the weight gradients of narrow layers on it. Not installed. */
+ * lb_k_gemm runs the products of narrow layers on it. Not installed. */
 #ifndef LB_TILE_GEMM_INTERNAL_H
 #define LB_TILE_GEMM_INTERNAL_H
 
