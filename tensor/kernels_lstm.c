@@ -7,6 +7,11 @@
 #include <string.h>
 
 #include "tensor/kernels.h"
+#include "tensor/threads.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ---- gate rows: one (b, t) of the recurrence, forward and backward ----
  * float64 runs the equations in scalars with libm's exp and tanh (the precision
@@ -193,7 +198,7 @@ static void gate_grad_row_d(int64_t H, double *gr, const double *ct, const doubl
  * (256 KiB per step at H = 128, as much time as the product), so float32 with AVX2
  * or AVX-512 uses its own loops instead, reading the matrix k-major as it lies:
  *   c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ bk [k, n]
- * (bk row-major, row stride n; beta 0 or 1). Tiles of 4 rows x 4 vectors keep 16
+ * (bk row-major, row stride ldb; beta 0 or 1). Tiles of 4 rows x 4 vectors keep 16
  * sums in registers; each sum runs over k in order with fused multiply-adds, so the
  * result depends on the instruction set (as OpenBLAS's does) but not on anything
  * else. n must be a multiple of 4 vectors (32 or 64 floats); other shapes, float64
@@ -206,7 +211,8 @@ static void gate_grad_row_d(int64_t H, double *gr, const double *ct, const doubl
  * fused multiply-add, add and zero. */
 #define LSTM_DEFINE_REC_GEMM(name, isa, V, L, LOAD, STORE, SET1, FMA, ADD, ZERO)                             \
     __attribute__((target(isa))) static void name(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, \
-                                                      const float *bk, int beta, float *c, int64_t ldc)            \
+                                                      const float *bk, int64_t ldb, int beta, float *c,            \
+                                                      int64_t ldc)                                                 \
     {                                                                                                              \
         for (int64_t j0 = 0; j0 < n; j0 += 4 * L)                                                                  \
             for (int64_t i0 = 0; i0 < m; i0 += 4) {                                                                \
@@ -217,7 +223,7 @@ static void gate_grad_row_d(int64_t H, double *gr, const double *ct, const doubl
                 for (int r = 0; r < 4; r++)                                                                        \
                     s[r][0] = s[r][1] = s[r][2] = s[r][3] = ZERO();                                                \
                 for (int64_t p = 0; p < k; p++) {                                                                  \
-                    const float *w = bk + p * n + j0;                                                              \
+                    const float *w = bk + p * ldb + j0;                                                            \
                     const V w0 = LOAD(w), w1 = LOAD(w + L), w2 = LOAD(w + 2 * L), w3 = LOAD(w + 3 * L);             \
                     const V x0 = SET1(a0[p]), x1 = SET1(a1[p]), x2 = SET1(a2[p]), x3 = SET1(a3[p]);                \
                     s[0][0] = FMA(x0, w0, s[0][0]), s[0][1] = FMA(x0, w1, s[0][1]);                                \
@@ -243,7 +249,8 @@ LSTM_DEFINE_REC_GEMM(rec_gemm_avx2, "avx2,fma", __m256, 8, _mm256_loadu_ps, _mm2
                      _mm256_fmadd_ps, _mm256_add_ps, _mm256_setzero_ps)
 #endif
 
-typedef void (*rec_gemm_fn)(int64_t, int64_t, int64_t, const float *, int64_t, const float *, int, float *, int64_t);
+typedef void (*rec_gemm_fn)(int64_t, int64_t, int64_t, const float *, int64_t, const float *, int64_t, int, float *,
+                            int64_t);
 
 /* The loops for this CPU and n, or NULL (use lb_k_gemm). */
 static rec_gemm_fn rec_gemm_for(lb_dtype dtype, int64_t n)
@@ -274,7 +281,7 @@ static void rec_product(rec_gemm_fn fast, const void *bk, lb_dtype dtype, int tr
                         int64_t ldc)
 {
     if (fast)
-        fast(m, n, k, a, lda, bk, beta != 0.0, c, ldc);
+        fast(m, n, k, a, lda, bk, n, beta != 0.0, c, ldc);
     else
         lb_k_gemm(dtype, 0, trans_b, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
@@ -345,6 +352,47 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
     free(w_t);
 }
 
+/* lb_k_lstm_step in float32 on the loops `fast` with both weights transposed: the gate
+ * columns in blocks of whole strips of the loops (64 columns) split over the threads,
+ * then the gate rows over batch rows. With B rows, one thread per LSTM_STEP_GRAIN
+ * multiply-adds (a batch of 16 streams at hidden_size 128 gets 2). Each gate is b_ih +
+ * b_hh, then + x W_ihᵀ and + h W_hhᵀ, each summed in order: the same bits at any thread
+ * count. */
+enum { LSTM_STEP_GRAIN = 1 << 20, LSTM_STEP_STRIP = 64 };
+
+static void step_on_threads(rec_gemm_fn fast, int64_t B, int64_t n_in, int64_t H, const float *x, const float *w_ih_t,
+                            const float *b_ih, const float *b_hh, const float *w_hh_t, const float *h_prev,
+                            const float *c_prev, float *gates, float *h, float *c)
+{
+    const int64_t G = 4 * H, strips = (G + LSTM_STEP_STRIP - 1) / LSTM_STEP_STRIP;
+    int nth = lb_threads_for(B * G * (n_in + H), LSTM_STEP_GRAIN);
+    if (nth > strips)
+        nth = (int)strips;
+#pragma omp parallel num_threads(nth) if (nth > 1)
+    {
+        int t = 0, nt = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        nt = omp_get_num_threads();
+#endif
+        /* gates [B, j0 .. j1) = b_ih + b_hh + x [B, n_in] @ W_ihᵀ + h_prev [B, H] @ W_hhᵀ */
+        int64_t j0 = strips * t / nt * LSTM_STEP_STRIP, j1 = strips * (t + 1) / nt * LSTM_STEP_STRIP;
+        if (j1 > G)
+            j1 = G;
+        if (j1 > j0) {
+            for (int64_t r = 0; r < B; r++)
+                for (int64_t j = j0; j < j1; j++)
+                    gates[r * G + j] = b_ih[j] + b_hh[j];
+            fast(B, j1 - j0, n_in, x, n_in, w_ih_t + j0, G, 1, gates + j0, G);
+            fast(B, j1 - j0, H, h_prev, H, w_hh_t + j0, G, 1, gates + j0, G);
+        }
+#pragma omp barrier
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < B; b++)
+            gate_row_f(H, gates + b * G, c_prev + b * H, c + b * H, h + b * H);
+    }
+}
+
 void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const void *x, const void *w_ih,
                     const void *w_ih_t, const void *b_ih, const void *b_hh, const void *w_hh, const void *w_hh_t,
                     const void *h_prev, const void *c_prev, void *gates, void *h, void *c)
@@ -361,6 +409,10 @@ void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const vo
     LB_CHECK_ARG(c);
     const int64_t G = 4 * H;
     rec_gemm_fn fast = rec_gemm_for(dtype, G);
+    if (fast && w_ih_t && w_hh_t) {
+        step_on_threads(fast, B, n_in, H, x, w_ih_t, b_ih, b_hh, w_hh_t, h_prev, c_prev, gates, h, c);
+        return;
+    }
     if (fast && w_ih_t) {
         /* gates [B, G] = b_ih + b_hh, then += x [B, n_in] @ W_ihᵀ [n_in, G] */
         LB_DISPATCH(dtype, real, {
@@ -370,7 +422,7 @@ void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const vo
                 for (int64_t j = 0; j < G; j++)
                     pd[r * G + j] = bi[j] + bh[j];
         });
-        fast(B, G, n_in, x, n_in, w_ih_t, 1, gates, G);
+        fast(B, G, n_in, x, n_in, w_ih_t, G, 1, gates, G);
     } else {
         lb_k_lstm_projection(dtype, B, n_in, G, x, w_ih, b_ih, b_hh, gates);
     }

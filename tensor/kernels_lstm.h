@@ -61,7 +61,9 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
  * of lb_k_lstm_projection followed by lb_k_lstm_recurrence with T = 1 and h0, c0
  * given (the same bits when w_ih_t is NULL; with it, the input product runs in the
  * recurrent product's loops, without OpenBLAS's per-call packing, and may round
- * differently). */
+ * differently). Threads: with both copies, a step of at least 2^20 multiply-adds
+ * (B G (n_in + H)) splits the gate columns, then the rows, over lb_get_num_threads()
+ * threads; every gate is summed in the same order, so the bits do not depend on it. */
 void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const void *x, const void *w_ih,
                     const void *w_ih_t, const void *b_ih, const void *b_hh, const void *w_hh, const void *w_hh_t,
                     const void *h_prev, const void *c_prev, void *gates, void *h, void *c);

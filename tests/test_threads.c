@@ -14,6 +14,7 @@
 #include "optim/optim.h"
 #include "tensor/kernels.h"
 #include "tensor/kernels_attention.h"
+#include "tensor/kernels_lstm.h"
 #include "tensor/threads.h"
 #include "support.h"
 
@@ -330,6 +331,73 @@ static void test_gemm_narrow_forward_on_tiles(void)
     lb_set_num_threads(before);
 }
 
+/* One LSTM event for B streams (lb_k_lstm_step, its float32 loops with both weights
+ * transposed): the gate columns split over 2 threads give the same bits as 1 thread,
+ * and match the step on OpenBLAS (no copies) within float32 rounding. B = 16 at
+ * hidden_size 128 (the streaming benchmark's batch), and hidden_size 40 (160 gate
+ * columns: a last block of 32) at B = 128. */
+static void test_lstm_step_same_bits(void)
+{
+    int before = lb_get_num_threads();
+    static const struct {
+        int64_t batch, n_in, H;
+    } shapes[] = {{16, 64, 128}, {128, 24, 40}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t batch = shapes[s].batch, n_in = shapes[s].n_in, H = shapes[s].H, G = 4 * H;
+        if (!lb_k_lstm_step_uses_copies(LB_FLOAT32, G))
+            continue; /* no float32 loops on this CPU: the step is lb_k_gemm's */
+        size_t ns = (size_t)(batch * H);
+        float *w_ih = malloc(sizeof(float) * (size_t)(G * n_in)), *w_hh = malloc(sizeof(float) * (size_t)(G * H));
+        float *w_ih_t = malloc(sizeof(float) * (size_t)(G * n_in)), *w_hh_t = malloc(sizeof(float) * (size_t)(G * H));
+        float *b_ih = malloc(sizeof(float) * (size_t)G), *b_hh = malloc(sizeof(float) * (size_t)G);
+        float *x = malloc(sizeof(float) * (size_t)(batch * n_in)), *hp = malloc(sizeof(float) * ns);
+        float *cp = malloc(sizeof(float) * ns), *gates[3], *h[3], *c[3];
+        for (size_t i = 0; i < (size_t)(G * n_in); i++)
+            w_ih[i] = (float)((int64_t)(i * 7919 % 211) - 105) / 1024.0f;
+        for (size_t i = 0; i < (size_t)(G * H); i++)
+            w_hh[i] = (float)((int64_t)(i * 104729 % 199) - 99) / 1024.0f;
+        for (int64_t j = 0; j < G; j++) {
+            b_ih[j] = (float)(j % 7) / 8.0f - 0.375f;
+            b_hh[j] = (float)(j % 5) / 16.0f;
+        }
+        for (int64_t i = 0; i < batch * n_in; i++)
+            x[i] = (float)((i * 31 % 17) - 8) / 8.0f;
+        for (size_t i = 0; i < ns; i++) {
+            hp[i] = (float)((int64_t)(i * 13 % 11) - 5) / 6.0f;
+            cp[i] = (float)((int64_t)(i * 3 % 7) - 3) / 2.0f;
+        }
+        lb_k_lstm_transpose_weight(LB_FLOAT32, G, n_in, w_ih, w_ih_t);
+        lb_k_lstm_transpose_weight(LB_FLOAT32, G, H, w_hh, w_hh_t);
+        for (int r = 0; r < 3; r++) { /* 1 thread, 2 threads, OpenBLAS */
+            gates[r] = malloc(sizeof(float) * (size_t)(batch * G));
+            h[r] = malloc(sizeof(float) * ns);
+            c[r] = malloc(sizeof(float) * ns);
+            lb_set_num_threads(r == 1 ? 2 : 1);
+            lb_k_lstm_step(LB_FLOAT32, batch, n_in, H, x, w_ih, r < 2 ? w_ih_t : NULL, b_ih, b_hh, w_hh,
+                           r < 2 ? w_hh_t : NULL, hp, cp, gates[r], h[r], c[r]);
+        }
+        CU_ASSERT_EQUAL(memcmp(h[0], h[1], sizeof(float) * ns), 0);
+        CU_ASSERT_EQUAL(memcmp(c[0], c[1], sizeof(float) * ns), 0);
+        CU_ASSERT_EQUAL(memcmp(gates[0], gates[1], sizeof(float) * (size_t)(batch * G)), 0);
+        double worst = 0;
+        int changed = 0;
+        for (size_t i = 0; i < ns; i++) {
+            double d = fabs((double)h[0][i] - h[2][i]) + fabs((double)c[0][i] - c[2][i]);
+            worst = d > worst ? d : worst;
+            changed |= h[0][i] != 0.0f;
+        }
+        CU_ASSERT_TRUE(worst < 1e-5);
+        CU_ASSERT_TRUE(changed);
+        for (int r = 0; r < 3; r++) {
+            free(gates[r]);
+            free(h[r]);
+            free(c[r]);
+        }
+        free(w_ih), free(w_hh), free(w_ih_t), free(w_hh_t), free(b_ih), free(b_hh), free(x), free(hp), free(cp);
+    }
+    lb_set_num_threads(before);
+}
+
 /* Loops split only when there is enough work for each thread. */
 static void test_threads_for(void)
 {
@@ -351,6 +419,7 @@ int main(void)
         {"lb_k_gemm's parts: 1 and 2 threads, same bits", test_gemm_parts_same_bits},
         {"lb_k_gemm's weight gradients on the tile micro-kernel", test_gemm_weight_gradient_on_tiles},
         {"lb_k_gemm's narrow forward products on the tile micro-kernel", test_gemm_narrow_forward_on_tiles},
+        {"an LSTM event for 16 streams: 1 and 2 threads, same bits", test_lstm_step_same_bits},
         {"libgomp's spin default, a user's choice kept", test_omp_wait_defaults},
         {"a transformer training step: 1 and 2 threads, same bits", test_transformer_step_same_bits},
         {NULL, NULL},
