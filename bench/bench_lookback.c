@@ -66,6 +66,7 @@
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
 #include "harness.h"
+#include "cli/preinit.h"
 #include "layers/attention.h"
 #include "layers/lstm.h"
 #include "layers/model.h"
@@ -699,6 +700,7 @@ static int run_attention(const bench_opts *o, const char *name, int64_t b, int64
 
 int main(int argc, char **argv)
 {
+    lb_cli_restore_environment(); /* OpenBLAS loaded as the lookback command loads it (cli/preinit.h) */
     if (lb_omp_wait_defaults()) /* the lookback command's libgomp spin setting (tensor/threads.h) */
         execv("/proc/self/exe", argv);
     bench_opts o;

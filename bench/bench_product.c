@@ -28,6 +28,7 @@
 #include "data/tasks.h"
 #include "cli/study_recipes.h"
 #include "harness.h"
+#include "cli/preinit.h"
 #include "layers/conv.h"
 #include "layers/model.h"
 #include "optim/schedule.h"
@@ -136,6 +137,7 @@ static int run_recipe(int r, const char *dir, const bench_opts *o)
 
 int main(int argc, char **argv)
 {
+    lb_cli_restore_environment(); /* OpenBLAS loaded as the lookback command loads it (cli/preinit.h) */
     if (lb_omp_wait_defaults()) /* the lookback command's libgomp spin setting (tensor/threads.h) */
         execv("/proc/self/exe", argv);
     const char *dir = NULL;

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "cli/preinit.h"
 #include "layers/model.h"
 #include "layers/stream.h"
 #include "tensor/kernels_stream.h"
@@ -201,6 +202,7 @@ static int run_bw(const bench_opts *o)
 
 int main(int argc, char **argv)
 {
+    lb_cli_restore_environment(); /* OpenBLAS loaded as the lookback command loads it (cli/preinit.h) */
     bench_opts o;
     if (bench_parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: bench_stream transformer|local|lstm|conv|BW [--threads N] [--quick] [--reps N]\n");

@@ -1,6 +1,5 @@
 /* lookback: train attention models and the LSTM baseline on long-range tasks. */
 #include <errno.h>
-#include <fcntl.h>
 #include <hdf5.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 #include "tensor/threads.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "cli/preinit.h"
 #include "data/h5io.h"
 
 /* A usage error of the command word itself: one printable line, exit 2. */
@@ -77,66 +77,6 @@ static int empty_argument(int argc, char **argv)
     return 0;
 }
 
-/* ---- before any library starts ----
- * OpenBLAS starts its worker threads when it is loaded, before main, and each thread
- * allocates a 128 MB buffer at once; under an address-space limit (ulimit -v) that
- * allocation fails and the thread retries forever, so the process hangs in its next
- * fork() or at exit. The executable's .preinit_array runs before the initialisers of
- * the shared libraries: it sets OPENBLAS_NUM_THREADS=1 for the load, so no worker
- * starts until a command asks for threads (lb_cli_set_threads, which first checks that
- * their buffers fit), and main puts the environment back as it was. The same early step
- * opens /dev/null on any closed standard descriptor, so that no file or pipe a library
- * opens lands on descriptor 0, 1 or 2 (a job started with stdin or stderr closed). */
-static char blas_one_thread[] = "OPENBLAS_NUM_THREADS=1";
-static char *borrowed_entry; /* the environment entry whose place it took until main */
-
-/* libc sets `environ` from envp after this runs, so setenv() here would be lost: the
- * variable takes the place of an existing entry (OPENBLAS_NUM_THREADS itself when set,
- * else one that no library reads at load, such as "_=" or "OLDPWD=") and main puts that
- * entry back. */
-static void early_setup(int argc, char **argv, char **envp)
-{
-    (void)argc;
-    (void)argv;
-    for (int fd = 0; fd <= 2; fd++)
-        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
-            int null_fd = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-            if (null_fd >= 0 && null_fd != fd) {
-                dup2(null_fd, fd);
-                close(null_fd);
-            }
-        }
-    if (!envp || !envp[0])
-        return;
-    static const char *const spare[] = {"OPENBLAS_NUM_THREADS=", "_=", "OLDPWD=", "SHLVL=", "PWD="};
-    char **slot = NULL;
-    for (size_t k = 0; k < sizeof spare / sizeof spare[0] && !slot; k++)
-        for (char **e = envp; *e && !slot; e++)
-            if (strncmp(*e, spare[k], strlen(spare[k])) == 0)
-                slot = e;
-    if (!slot) { /* the last entry */
-        slot = envp;
-        while (slot[1])
-            slot++;
-    }
-    borrowed_entry = *slot;
-    *slot = blas_one_thread;
-}
-
-/* Puts back the entry that OPENBLAS_NUM_THREADS=1 replaced during the load. */
-static void restore_environment(void)
-{
-    extern char **environ;
-    for (char **e = environ; e && *e; e++)
-        if (*e == blas_one_thread) {
-            *e = borrowed_entry;
-            break;
-        }
-}
-
-__attribute__((section(".preinit_array"), used)) static void (*const lb_early_setup)(int, char **,
-                                                                                      char **) = early_setup;
-
 /* Standard output is checked once, after the command: a write that failed (a full disk,
  * /dev/full, a closed terminal) is an error, never success. A closed pipe ends the
  * process with SIGPIPE (exit 141) before this is reached. */
@@ -155,7 +95,7 @@ static int check_stdout(const char *command, int code)
 
 int main(int argc, char **argv)
 {
-    restore_environment();
+    lb_cli_restore_environment();
     /* libgomp's idle threads spin less than its default unless the user chose
      * (tensor/threads.h): libgomp reads the setting at load, so once more with it set */
     if (lb_omp_wait_defaults())
