@@ -74,8 +74,8 @@ size_t lb_model_state_allocated(const lb_model_state *s);
  * and not counted above (nor in max_bytes): for token models, the rows of one event
  * (B · (D + max(D, H) + max(D, 4 H, d_ff)) values, H the LSTM's hidden_size, d_ff the
  * transformer's, each 0 for the other families) plus the LSTM's
- * float32 copies of W_ihᵀ and W_hhᵀ (4 H (D + H) + (L - 1) · 8 H² values, where its
- * AVX2 / AVX-512 loops run: 4 H a multiple of 32 or 64), the conv's tap-major weights
+ * float32 copies of W_ihᵀ and W_hhᵀ (4 H (D + H) + (L - 1) · 8 H² values, where the
+ * float32 step runs on the AVX2 / AVX-512 tile micro-kernel), the conv's tap-major weights
  * (L · K · D² values) or the attention layer's query, output, key and value rows
  * (4 B D values, B · n_heads for the log-sum-exp, 2 B int32). 0 for feature models,
  * whose steps build a graph; 0 with an LB_ERR_VALUE error when s is NULL. */

@@ -1006,6 +1006,8 @@ static const struct attn_isa *chosen_isa(void)
 
 const char *lb_k_attention_isa(void) { return chosen_isa()->name; }
 
+int lb_k_tile_gemm_ready(void) { return chosen_isa()->tile_gemm != NULL; }
+
 int lb_k_tile_gemm_f32(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs, int64_t a_cs,
                        const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc)
 {

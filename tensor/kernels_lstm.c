@@ -8,6 +8,7 @@
 
 #include "tensor/kernels.h"
 #include "tensor/threads.h"
+#include "tensor/tile_gemm_internal.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -195,82 +196,26 @@ static void gate_grad_row_d(int64_t H, double *gr, const double *ct, const doubl
 /* ---- the recurrent products, float32, on the weights in place ----
  * Every step multiplies a [B, K] block of rows by the same [K, N] matrix (W_hhᵀ in
  * the forward, W_hh in the backward). OpenBLAS packs that matrix again in each call
- * (256 KiB per step at H = 128, as much time as the product), so float32 with AVX2
- * or AVX-512 uses its own loops instead, reading the matrix k-major as it lies:
+ * (256 KiB per step at H = 128, as much time as the product), so float32 runs on the
+ * library's tile micro-kernel instead (tensor/tile_gemm_internal.h, the AVX2 and
+ * AVX-512 builds), reading the matrix k-major as it lies:
  *   c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ bk [k, n]
- * (bk row-major, row stride ldb; beta 0 or 1). Tiles of 4 rows x 4 vectors keep 16
- * sums in registers; each sum runs over k in order with fused multiply-adds, so the
- * result depends on the instruction set (as OpenBLAS's does) but not on anything
- * else. n must be a multiple of 4 vectors (32 or 64 floats); other shapes, float64
- * and other CPUs go to lb_k_gemm. */
-#if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-#define LSTM_X86 1
-
-/* One ISA's loops from its vector type V of L lanes and its load, store, broadcast,
- * fused multiply-add, add and zero. */
-#define LSTM_DEFINE_REC_GEMM(name, isa, V, L, LOAD, STORE, SET1, FMA, ADD, ZERO)                             \
-    __attribute__((target(isa))) static void name(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, \
-                                                      const float *bk, int64_t ldb, int beta, float *c,            \
-                                                      int64_t ldc)                                                 \
-    {                                                                                                              \
-        for (int64_t j0 = 0; j0 < n; j0 += 4 * L)                                                                  \
-            for (int64_t i0 = 0; i0 < m; i0 += 4) {                                                                \
-                /* rows past m repeat row i0; their sums are not stored */                                        \
-                const float *a0 = a + i0 * lda, *a1 = i0 + 1 < m ? a0 + lda : a0;                                  \
-                const float *a2 = i0 + 2 < m ? a0 + 2 * lda : a0, *a3 = i0 + 3 < m ? a0 + 3 * lda : a0;            \
-                V s[4][4];                                                                                         \
-                for (int r = 0; r < 4; r++)                                                                        \
-                    s[r][0] = s[r][1] = s[r][2] = s[r][3] = ZERO();                                                \
-                for (int64_t p = 0; p < k; p++) {                                                                  \
-                    const float *w = bk + p * ldb + j0;                                                            \
-                    const V w0 = LOAD(w), w1 = LOAD(w + L), w2 = LOAD(w + 2 * L), w3 = LOAD(w + 3 * L);             \
-                    const V x0 = SET1(a0[p]), x1 = SET1(a1[p]), x2 = SET1(a2[p]), x3 = SET1(a3[p]);                \
-                    s[0][0] = FMA(x0, w0, s[0][0]), s[0][1] = FMA(x0, w1, s[0][1]);                                \
-                    s[0][2] = FMA(x0, w2, s[0][2]), s[0][3] = FMA(x0, w3, s[0][3]);                                \
-                    s[1][0] = FMA(x1, w0, s[1][0]), s[1][1] = FMA(x1, w1, s[1][1]);                                \
-                    s[1][2] = FMA(x1, w2, s[1][2]), s[1][3] = FMA(x1, w3, s[1][3]);                                \
-                    s[2][0] = FMA(x2, w0, s[2][0]), s[2][1] = FMA(x2, w1, s[2][1]);                                \
-                    s[2][2] = FMA(x2, w2, s[2][2]), s[2][3] = FMA(x2, w3, s[2][3]);                                \
-                    s[3][0] = FMA(x3, w0, s[3][0]), s[3][1] = FMA(x3, w1, s[3][1]);                                \
-                    s[3][2] = FMA(x3, w2, s[3][2]), s[3][3] = FMA(x3, w3, s[3][3]);                                \
-                }                                                                                                  \
-                for (int r = 0; r < 4 && i0 + r < m; r++)                                                          \
-                    for (int v = 0; v < 4; v++) {                                                                  \
-                        float *cr = c + (i0 + r) * ldc + j0 + v * L;                                               \
-                        STORE(cr, beta ? ADD(LOAD(cr), s[r][v]) : s[r][v]);                                        \
-                    }                                                                                              \
-            }                                                                                                      \
-    }
-
-LSTM_DEFINE_REC_GEMM(rec_gemm_avx512, "avx512f,fma", __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps,
-                     _mm512_fmadd_ps, _mm512_add_ps, _mm512_setzero_ps)
-LSTM_DEFINE_REC_GEMM(rec_gemm_avx2, "avx2,fma", __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
-                     _mm256_fmadd_ps, _mm256_add_ps, _mm256_setzero_ps)
-#endif
-
+ * (bk row-major, row stride ldb; beta 0 or 1). Each sum runs over k in order with
+ * fused multiply-adds, so the result depends on the instruction set (as OpenBLAS's
+ * does) but not on anything else. float64 and the baseline build go to lb_k_gemm. */
 typedef void (*rec_gemm_fn)(int64_t, int64_t, int64_t, const float *, int64_t, const float *, int64_t, int, float *,
                             int64_t);
 
-/* The loops for this CPU and n, or NULL (use lb_k_gemm). */
+static void rec_tiles(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *bk, int64_t ldb,
+                      int beta, float *c, int64_t ldc)
+{
+    lb_k_tile_gemm_f32(m, n, k, 1.0f, a, lda, 1, bk, ldb, beta, c, ldc);
+}
+
+/* The loops for this dtype, or NULL (use lb_k_gemm). */
 static rec_gemm_fn rec_gemm_for(lb_dtype dtype, int64_t n)
 {
-#ifdef LSTM_X86
-    static int isa = -1; /* 2 AVX-512, 1 AVX2 + FMA, 0 neither */
-    if (isa < 0) {
-        __builtin_cpu_init();
-        isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    if (dtype != LB_FLOAT32 || n <= 0)
-        return NULL;
-    if (isa == 2 && n % 64 == 0)
-        return rec_gemm_avx512;
-    if (isa >= 1 && n % 32 == 0)
-        return rec_gemm_avx2;
-#endif
-    (void)dtype;
-    (void)n;
-    return NULL;
+    return dtype == LB_FLOAT32 && n > 0 && lb_k_tile_gemm_ready() ? rec_tiles : NULL;
 }
 
 /* c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ op(b): through `fast`
@@ -353,7 +298,7 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
 }
 
 /* lb_k_lstm_step in float32 on the loops `fast` with both weights transposed: the gate
- * columns in blocks of whole strips of the loops (64 columns) split over the threads,
+ * columns in blocks of 64 (whole strips of the micro-kernel) split over the threads,
  * then the gate rows over batch rows. With B rows, one thread per LSTM_STEP_GRAIN
  * multiply-adds (a batch of 16 streams at hidden_size 128 gets 2). Each gate is b_ih +
  * b_hh, then + x W_ihᵀ and + h W_hhᵀ, each summed in order: the same bits at any thread

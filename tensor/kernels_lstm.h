@@ -15,9 +15,10 @@
  * stated. float64 runs the gate equations with libm (what gradcheck needs). float32
  * runs them on 8-lane vectors (AVX2 when the CPU has it) with their own exp, sigmoid
  * and tanh, within a few float32 ulps of the exact values, forward and backward; the
- * recurrent products of float32 use AVX2 or AVX-512 loops that read W_hh in place
- * (OpenBLAS would pack it again at every step) when 4H and H are multiples of 32
- * (AVX2) or 64 (AVX-512); every other product goes to lb_k_gemm. float32 results
+ * recurrent products of float32 run on the library's tile micro-kernel (AVX2 or
+ * AVX-512, the build lb_k_attention_isa() names), which reads W_hh in place (OpenBLAS
+ * would pack it again at every step); every other product, and every product in the
+ * baseline build, goes to lb_k_gemm. float32 results
  * therefore depend on the CPU's instruction set, never on the thread count. Bias
  * gradients use lb_k_add_row_sums.
  */
@@ -52,8 +53,8 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
  *   x      [B, n_in]  the layer's input at the event
  *   w_ih [G, n_in], b_ih [G], b_hh [G], w_hh [G, H]: the layer's parameters
  *   w_ih_t [n_in, G], w_hh_t [H, G]  W_ihᵀ and W_hhᵀ (lb_k_lstm_transpose_weight), read
- *                     in place by the float32 AVX2 / AVX-512 loops (when G is a multiple
- *                     of their width); NULL: that product goes to lb_k_gemm
+ *                     in place by the float32 AVX2 / AVX-512 tile micro-kernel;
+ *                     NULL: that product goes to lb_k_gemm
  *   h_prev, c_prev [B, H]  the carried state (row stride H)
  *   gates  [B, G]     scratch: the activated gates i, f, g, o on return
  *   h, c   [B, H]     out: the new state; must not overlap h_prev, c_prev

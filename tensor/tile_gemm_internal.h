@@ -1,6 +1,7 @@
 /* The fused attention kernels' float32 tile product (tensor/kernels_attention.c, its
  * micro-kernel in kernels_attention_gemm_internal.h), for the library's other kernels:
- * lb_k_gemm runs the products of narrow layers on it. Not installed. */
+ * lb_k_gemm runs the products of narrow layers on it, the LSTM kernels their recurrent
+ * products. Not installed. */
 #ifndef LB_TILE_GEMM_INTERNAL_H
 #define LB_TILE_GEMM_INTERNAL_H
 
@@ -15,5 +16,8 @@
  * micro-kernel. */
 int lb_k_tile_gemm_f32(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs, int64_t a_cs,
                        const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc);
+
+/* 1 when lb_k_tile_gemm_f32 runs (an AVX2 or AVX-512 build is chosen), else 0. */
+int lb_k_tile_gemm_ready(void);
 
 #endif

@@ -458,9 +458,9 @@ static void test_float32_gates_match_float64(void)
 }
 
 /* float32 fused against float64 fused with the same (rounded) parameters, at hidden
- * sizes whose recurrent products take each path of the float32 kernels (tensor/
- * kernels_lstm.h): H = 6 (lb_k_gemm), 8 (4H = 32: AVX2 loops), 32 and 64 (AVX-512
- * loops forward; AVX2, then AVX-512, backward), 40 steps, 2 layers, given state. */
+ * sizes whose recurrent products leave every kind of remainder in the tile
+ * micro-kernel's blocks (tensor/kernels_lstm.h): H = 6 (partial vectors), 8, 32 and
+ * 64 (4H = 32 to 256 columns), 40 steps, 2 layers, given state. */
 static void test_float32_matches_float64(void)
 {
     static const int64_t hidden[] = {6, 8, 32, 64};
