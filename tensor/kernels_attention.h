@@ -50,9 +50,10 @@
  * Masks are read per tile (lb_attn_kmask). Key tiles that the causal, window and
  * padding limits exclude for every query of a query tile are skipped, never
  * computed; tiles inside every row's limits skip the per-element test. On the
- * micro-kernel the forward computes a tile that those limits cut (a causal diagonal
- * tile) in groups of 32 queries, each over only the keys some query of the group may
- * see. Masked scores become -inf before the max; a row with no allowed key gives out = 0 and
+ * micro-kernel a tile that those limits cut (a causal diagonal tile) is computed in
+ * groups of 16 queries, each over only the keys some query of the group may see (S, P V,
+ * dP, dQ), and the backward's dV and dK sum each group of 16 keys over only the queries
+ * that may see one of them. Masked scores become -inf before the max; a row with no allowed key gives out = 0 and
  * lse = +inf (so its recomputed P is 0 and its gradients are 0: never NaN).
  *
  * Threads (tensor/threads.h): OpenMP over the work items (dynamic schedule) with
