@@ -198,9 +198,10 @@ static tile_range query_tile_range(const attn_problem *p, const attn_head *h, in
     return t;
 }
 
-/* The forward's micro-kernel products on a tile that the structural limits cut (a causal
- * diagonal tile) run in row groups of this many queries, each over the key columns some
- * of its rows may see. */
+/* The micro-kernel products on a tile that the structural limits cut (a causal diagonal
+ * tile) run in row groups of this many queries, each over the key columns some of its
+ * rows may see, and the backward's dV and dK in groups of this many keys, each over the
+ * query rows that may see one of them. */
 #define LB_ATTN_ROW_GROUP 16
 
 /* Columns [0, n) of the key tile [j0, j0 + bk) hold every key that some query of
