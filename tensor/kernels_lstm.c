@@ -16,19 +16,20 @@
 
 /* ---- gate rows: one (b, t) of the recurrence, forward and backward ----
  * float64 runs the equations in scalars with libm's exp and tanh (the precision
- * gradcheck needs). float32 runs them on 8-lane vectors (GCC/Clang vector
- * extensions: an SSE2 pair or one AVX register), whose sigmoid and tanh come from
- * one exp polynomial below: within a few float32 ulps of the exact values, and about
- * 10x faster than libm's scalar calls, which dominated the step. Every element, the
- * last H % 8 of a row included (computed in a zero-padded vector), goes through the
- * same sequence of IEEE operations, so the result does not depend on H's alignment. */
+ * gradcheck needs). float32 runs them on 16-lane vectors (GCC/Clang vector
+ * extensions: one AVX-512 register, an AVX2 pair or four SSE2 registers), whose sigmoid
+ * and tanh come from one exp polynomial below: within a few float32 ulps of the exact
+ * values, and about 10x faster than libm's scalar calls, which dominated the step. Every
+ * element, the last H % 16 of a row included (computed in a zero-padded vector), goes
+ * through the same sequence of IEEE operations, so the result does not depend on H's
+ * alignment. */
 
 #define LSTM_INLINE static inline __attribute__((always_inline))
-/* The float32 rows are also compiled for AVX2 and picked at load time (an ifunc);
- * both builds run the same IEEE operations (no FMA contraction in ISO C mode), so
- * they give the same bits. */
+/* The float32 rows are also compiled for AVX-512 and AVX2 and picked at load time (an
+ * ifunc); the builds run the same IEEE operations (no FMA contraction in ISO C mode),
+ * so they give the same bits. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define LSTM_CLONES __attribute__((target_clones("avx2", "default")))
+#define LSTM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define LSTM_CLONES
 #endif
@@ -42,9 +43,9 @@ static inline double sigmoid_d(double x)
 }
 
 #pragma GCC diagnostic ignored "-Wpsabi" /* vectors never cross a call boundary: every helper is inlined */
-typedef float vf __attribute__((vector_size(32)));  /* 8 float32 lanes */
-typedef int32_t vi __attribute__((vector_size(32))); /* their bits, or a comparison's lane mask (-1 / 0) */
-enum { VL = 8 };
+typedef float vf __attribute__((vector_size(64)));  /* 16 float32 lanes */
+typedef int32_t vi __attribute__((vector_size(64))); /* their bits, or a comparison's lane mask (-1 / 0) */
+enum { VL = 16 };
 
 /* Lanes j .. j+n-1 of p (n <= VL); the lanes past n are 0. */
 LSTM_INLINE vf vload(const float *p, int64_t n)
@@ -325,9 +326,10 @@ static void step_on_threads(rec_gemm_fn fast, int64_t B, int64_t n_in, int64_t H
         if (j1 > G)
             j1 = G;
         if (j1 > j0) {
-            for (int64_t r = 0; r < B; r++)
-                for (int64_t j = j0; j < j1; j++)
-                    gates[r * G + j] = b_ih[j] + b_hh[j];
+            for (int64_t j = j0; j < j1; j++) /* row 0, then copies of it */
+                gates[j] = b_ih[j] + b_hh[j];
+            for (int64_t r = 1; r < B; r++)
+                memcpy(gates + r * G + j0, gates + j0, (size_t)(j1 - j0) * sizeof *gates);
             fast(B, j1 - j0, n_in, x, n_in, w_ih_t + j0, G, 1, gates + j0, G);
             fast(B, j1 - j0, H, h_prev, H, w_hh_t + j0, G, 1, gates + j0, G);
         }
