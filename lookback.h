@@ -1,5 +1,7 @@
 /* lookback: tensors, reverse-mode autograd, attention models and training in C.
- * One include for users of the installed library (pkg-config --cflags --libs lookback). */
+ * One include for users of the installed library (pkg-config --cflags --libs lookback):
+ * every public header but data/h5io.h, the HDF5 helpers, which needs <hdf5.h> and is
+ * included on its own. */
 #ifndef LOOKBACK_H
 #define LOOKBACK_H
 
@@ -10,6 +12,10 @@
 #include "tensor/blas.h"
 #include "tensor/threads.h"
 #include "tensor/pool.h"
+#include "tensor/kernels_attention.h"
+#include "tensor/kernels_lstm.h"
+#include "tensor/kernels_conv.h"
+#include "tensor/kernels_stream.h"
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
 #include "autograd/gradcheck.h"
@@ -30,6 +36,7 @@
 #include "data/tasks.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/output.h"
 #include "train/trainer.h"
 #include "train/distributed.h"
 

@@ -86,7 +86,9 @@ lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad);
 lb_var *lb_input_copy(lb_graph *g, const lb_tensor *value, int requires_grad);
 
 /* A persistent parameter named `name` holding `value` (ownership passes). Its grad
- * accumulates across backward passes until lb_param_zero_grad. NULL on error. */
+ * accumulates across backward passes until lb_param_zero_grad. NULL on error; a NULL
+ * value (a constructor that failed, as in lb_param_new(lb_tensor_zeros(...), name))
+ * keeps that call's error, LB_ERR_MEMORY when it ran out of memory. */
 lb_var *lb_param_new(lb_tensor *value, const char *name);
 void lb_param_free(lb_var *param);
 /* Drops the gradient (sets it to NULL, like PyTorch's zero_grad(set_to_none=True)). */

@@ -292,7 +292,7 @@ lb_var *lb_input_copy(lb_graph *g, const lb_tensor *value, int requires_grad)
 
 lb_var *lb_param_new(lb_tensor *value, const char *name)
 {
-    LB_CHECK_ARG(value, NULL);
+    LB_CHECK_INPUT(value, NULL); /* NULL from a failed constructor keeps its error (out of memory) */
     lb_var *v = leaf_new(value);
     if (!v)
         return NULL;

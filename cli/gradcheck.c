@@ -247,8 +247,9 @@ static int build_case(const gc_settings *s, lb_model_kind kind, gc_case *c)
     cfg.dropout = 0;
     cfg.seed = (uint64_t)s->seed;
     c->model = lb_model_new(&cfg);
-    if (!c->model)
-        return lb_cli_error("gradcheck", lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
+    if (!c->model) /* a bad shape is a usage error; out of memory says so (lb_cli_fail) */
+        return lb_last_status() == LB_ERR_VALUE ? lb_cli_error("gradcheck", 2, "%s", lb_last_error())
+                                                : lb_cli_fail("gradcheck");
 
     int64_t b = s->batch, t = s->seq_len, f = s->features;
     int64_t shape[3] = {b, t, f};
@@ -387,6 +388,8 @@ int lb_cli_gradcheck(int argc, char **argv)
         if (code == 2)
             return code;
     }
+    if (code != 0 && n_params == 0) /* nothing was checked: the error said why */
+        return code;
     if (n_failed > 0 || code != 0) {
         printf("gradcheck: FAILED (%d of %d parameters)\n", n_failed, n_params);
         return code ? code : 1;

@@ -231,6 +231,38 @@ static void test_memory_limits(void)
 #endif
 }
 
+/* A model whose parameters do not fit in 400 MB of address space: out of memory while
+ * building it is one line naming the memory, exit 1 (not a usage error), for train and
+ * gradcheck and for the LSTM and the transformer; gradcheck prints no FAILED summary for
+ * parameters it never checked. */
+static void test_model_too_large_for_memory(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    fprintf(stderr, "\n  skipped: AddressSanitizer reserves terabytes of address space");
+    return;
+#else
+    const char *data = small_data();
+    char lstm_dir[512], tf_dir[512];
+    snprintf(lstm_dir, sizeof lstm_dir, "%s", path_in("big-lstm"));
+    snprintf(tf_dir, sizeof tf_dir, "%s", path_in("big-transformer"));
+    const char *lstm[] = {"train", "--data", data, "--model", "lstm", "--hidden", "3000", "--steps", "2", "--batch",
+                          "4", "--out", lstm_dir, "--quiet", NULL};
+    const char *tf[] = {"train", "--data", data, "--model", "transformer", "--d-model", "4000", "--heads", "5",
+                        "--steps", "2", "--batch", "4", "--out", tf_dir, "--quiet", NULL};
+    const char *gc_lstm[] = {"gradcheck", "--model", "lstm", "--hidden", "3000", NULL};
+    const char *gc_tf[] = {"gradcheck", "--model", "transformer", "--d-model", "4000", "--heads", "4", NULL};
+    const char *const *commands[] = {lstm, tf, gc_lstm, gc_tf};
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+        child_setup s = {.as_mb = 400, .tag = "big"};
+        run_result r = run_with(&s, commands[k], 60);
+        EXPECT(r.code == 1 && one_error_line(&r, commands[k][0]), r);
+        EXPECT(contains(r.err, "out of memory") && contains(r.err, "cannot allocate"), r);
+        EXPECT(!contains(r.out, "FAILED"), r);
+        run_free(&r);
+    }
+#endif
+}
+
 /* demo --quick where the address space runs out mid-way (training or evaluating a model on
  * the 7,200-event file): one line "out of memory (while <doing what>): ...", exit 1, and no
  * half-made report folder, so the same --out is taken again. */
@@ -524,6 +556,7 @@ int main(void)
     mkdir(work_dir, 0755);
     const lb_test_case cases[] = {
         {"every command that reads a file answers in time under 150, 200 and 400 MB", test_memory_limits},
+        {"a model too large for the memory: out of memory, exit 1", test_model_too_large_for_memory},
         {"demo out of memory mid-way: one line, no half-made report", test_demo_out_of_memory},
         {"stdin and stderr closed: good files read as good", test_closed_standard_streams},
         {"standard output that cannot be written: exit 1; a closed pipe: 141", test_standard_output_errors},
