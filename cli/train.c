@@ -152,9 +152,6 @@ static int resolve_options(const char *cmd, const train_args *a, const char *dir
                                                 "--time-budget, --eval-every, --eval-examples, --checkpoint-every, --patience, --max-skipped)",
                                         it->source ? it->source : "--", it->source ? ": key " : "", it->name);
             }
-    } else if (lb_cli_exists(ckpt_path)) {
-        code = lb_cli_error(cmd, 1, "%s already holds a run; continue it with --resume %s or choose another --out",
-                            dir, dir);
     }
     if (code < 0 && (lb_run_config_apply(rc, &file) != LB_OK))
         code = lb_cli_error(cmd, 2, "%s", lb_last_error());
@@ -174,6 +171,11 @@ static int resolve_options(const char *cmd, const train_args *a, const char *dir
         code = lb_cli_error(cmd, 2, "%s", lb_last_error());
     if (code < 0 && !rc->data[0])
         code = lb_cli_error(cmd, 2, "--data FILE.h5 is required");
+    /* a folder already holding a run, once the options are known to be valid (a usage
+     * error is exit 2 whatever --out holds) */
+    if (code < 0 && !a->resume && lb_cli_exists(ckpt_path))
+        code = lb_cli_error(cmd, 1, "%s already holds a run; continue it with --resume %s or choose another --out",
+                            dir, dir);
     lb_option_list_free(&file);
     return code;
 }

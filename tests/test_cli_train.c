@@ -146,6 +146,15 @@ static void test_run_folder_rules(void)
     r = run(train);
     EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "already holds a run"), r);
     run_free(&r);
+    /* A usage error is one whatever --out holds: exit 2, naming the option. */
+    const char *bad_kind[] = {"train", "--data", spike_file(), "--model", "rnn", "--out", dir, NULL};
+    const char *bad_batch[] = {"train", "--data", spike_file(), "--model", "lstm", "--batch", "0", "--out", dir, NULL};
+    r = run(bad_kind);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "--model"), r);
+    run_free(&r);
+    r = run(bad_batch);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "--batch"), r);
+    run_free(&r);
     size_t after_size;
     char *after = read_all(ck, &after_size);
     CU_ASSERT_TRUE(before && after && before_size == after_size && memcmp(before, after, before_size) == 0);
