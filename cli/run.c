@@ -409,8 +409,12 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         out->last_val = ps.last_val;
         out->interrupted = lb_trainer_stopped(trainer);
         out->signal = out->interrupted ? (int)caught_signal : 0;
-        if ((st == LB_ERR_NUMERIC || st == LB_ERR_IO) && lb_cli_exists(ckpt_path))
-            lb_error_context("the last good checkpoint is kept in %s", ckpt_path);
+        if ((st == LB_ERR_NUMERIC || st == LB_ERR_IO) && lb_cli_exists(ckpt_path)) {
+            char cause[1024]; /* the cause first, then what is on disk */
+            snprintf(cause, sizeof cause, "%s", lb_last_error());
+            if (!strstr(cause, ckpt_path))
+                lb_error(st, "%s; the last good checkpoint is kept in %s", cause, ckpt_path);
+        }
         else if (st == LB_OK && out->interrupted)
             st = lb_error(LB_ERR_STATE, "interrupted at step %lld; %s; continue with "
                           "lookback train --resume %s", (long long)out->steps,

@@ -442,10 +442,12 @@ lb_status lb_trainer_save(const lb_trainer *t, const char *path)
     lb_h5_quiet_end(&quiet);
     if (st != LB_OK) {
         unlink(tmp);
-        /* Tell the truth about what is on disk: an earlier checkpoint, or none. */
+        /* Tell the truth about what is on disk, after the cause: an earlier checkpoint, or none. */
+        char cause[1024];
+        snprintf(cause, sizeof cause, "%s", lb_last_error());
         if (access(path, F_OK) == 0)
-            return lb_error_context("the previous checkpoint %s is kept", path);
-        return lb_error_context("no checkpoint was written to %s", path);
+            return lb_error(st, "%s; the previous checkpoint %s is kept", cause, path);
+        return lb_error(st, "%s; no checkpoint was written to %s", cause, path);
     }
     st = lb_output_commit(tmp, path, "checkpoint");
     if (st == LB_OK)
