@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 
 void lb_params_init(lb_params *ps)
 {
@@ -41,6 +42,34 @@ lb_var *lb_params_find(const lb_params *ps, const char *name)
     return NULL;
 }
 
+/* The machine's memory, RAM and swap, in bytes (0 when unknown). */
+static double machine_memory_bytes(void)
+{
+    struct sysinfo si;
+    if (sysinfo(&si) != 0)
+        return 0;
+    return ((double)si.totalram + (double)si.totalswap) * (double)si.mem_unit;
+}
+
+/* Parameters beyond the machine's memory could never be trained (the optimiser's state
+ * and the gradients need as much again): refused before they are allocated, since the
+ * kernel grants large zeroed allocations lazily and would end the process when the
+ * initialisation touches them. */
+static lb_status check_fits(const lb_params *ps, const char *full, lb_dtype dtype, int ndim, const int64_t *shape)
+{
+    double bytes = (double)lb_dtype_size(dtype), total = 0, mem = machine_memory_bytes();
+    for (int d = 0; d < ndim; d++)
+        bytes *= shape[d] > 0 ? (double)shape[d] : 0;
+    for (int i = 0; i < ps->count; i++)
+        total += (double)lb_tensor_numel(ps->items[i]->value) * (double)lb_dtype_size(ps->items[i]->value->dtype);
+    if (mem > 0 && total + bytes > mem)
+        return lb_error(LB_ERR_MEMORY,
+                        "parameters: '%s' (%.3g GB) would bring the parameters to %.3g GB, more than this machine's "
+                        "memory (%.3g GB with swap)",
+                        full, bytes / 1e9, (total + bytes) / 1e9, mem / 1e9);
+    return LB_OK;
+}
+
 lb_var *lb_params_add(lb_params *ps, const char *prefix, const char *name, lb_dtype dtype, int ndim,
                       const int64_t *shape)
 {
@@ -63,6 +92,8 @@ lb_var *lb_params_add(lb_params *ps, const char *prefix, const char *name, lb_dt
         ps->items = items;
         ps->capacity = cap;
     }
+    if ((ndim == 0 || shape) && check_fits(ps, full, dtype, ndim, shape) != LB_OK)
+        return NULL;
     lb_var *p = lb_param_new(lb_tensor_zeros(dtype, ndim, shape), full);
     if (p)
         ps->items[ps->count++] = p;

@@ -24,7 +24,10 @@ void lb_params_free(lb_params *ps);
 
 /* Creates a zero-filled parameter named "<prefix>.<name>" (or "<name>" when prefix
  * is NULL or empty) of the given dtype and shape, appends it and returns it.
- * Errors: LB_ERR_VALUE when the name is already taken; NULL is returned. */
+ * Errors: LB_ERR_VALUE when the name is already taken; LB_ERR_MEMORY when it cannot be
+ * allocated, or when the list's parameters would exceed the machine's memory (RAM and
+ * swap: such a model could never be trained, and the lazily granted pages would end the
+ * process at initialisation); NULL is returned. */
 lb_var *lb_params_add(lb_params *ps, const char *prefix, const char *name, lb_dtype dtype, int ndim,
                       const int64_t *shape);
 /* The parameter with this exact name, or NULL (no error recorded); NULL with

@@ -2,6 +2,7 @@
  * (sinusoidal, learned, rotary) and the position gather used by readout. */
 #include <math.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
@@ -10,6 +11,7 @@
 #include "layers/norm.h"
 #include "layers/positional.h"
 #include "layers/attention.h"
+#include "layers/params.h"
 #include "support.h"
 
 /* Fills every parameter of ps with U(low, high) (so biases and norm weights are not trivial). */
@@ -376,6 +378,27 @@ static void test_gather_positions(void)
     lb_param_free(x);
 }
 
+/* Parameters beyond the machine's memory (RAM and swap) are refused before any
+ * allocation, with LB_ERR_MEMORY naming the parameter and the sizes; the list keeps what
+ * it had and takes more afterwards. */
+static void test_params_beyond_memory(void)
+{
+    struct sysinfo si;
+    CU_ASSERT_EQUAL_FATAL(sysinfo(&si), 0);
+    double mem = ((double)si.totalram + (double)si.totalswap) * (double)si.mem_unit;
+    lb_params ps;
+    lb_params_init(&ps);
+    int64_t small[2] = {4, 4}, huge[2] = {(int64_t)(mem / 4 / 1024 * 1.5) + 1, 1024}; /* 1.5 x the memory */
+    CU_ASSERT_PTR_NOT_NULL(lb_params_add(&ps, "m", "w", LB_FLOAT32, 2, small));
+    CU_ASSERT_PTR_NULL(lb_params_add(&ps, "m", "big", LB_FLOAT32, 2, huge));
+    CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_MEMORY);
+    CU_ASSERT_TRUE(lb_test_error_has("'m.big'") && lb_test_error_has("more than this machine's memory"));
+    CU_ASSERT_EQUAL(ps.count, 1);
+    CU_ASSERT_PTR_NOT_NULL(lb_params_add(&ps, "m", "b", LB_FLOAT32, 1, small));
+    CU_ASSERT_EQUAL(ps.count, 2);
+    lb_params_free(&ps);
+}
+
 int main(void)
 {
     const lb_test_case cases[] = {
@@ -386,6 +409,7 @@ int main(void)
         {"learned positions: values, gradient rows, T > max_seq_len error", test_learned_positions},
         {"rotary: rotation values, relative-position property, gradcheck", test_rotary},
         {"gather positions: values, range error, gradcheck", test_gather_positions},
+        {"parameters beyond the machine's memory: refused before allocation", test_params_beyond_memory},
         {NULL, NULL},
     };
     return lb_test_main("layers_basic", cases);
