@@ -263,7 +263,7 @@ static void write_plots(const char *out_dir, const model_spec *specs, const mode
         for (int64_t h = 0; w && h < H; h++)
             for (int64_t k = 0; k < Tk; k++)
                 w[k] += (float)(lb_tensor_flat(attention, (h * Tq + Tq - 1) * Tk + k) / (double)H);
-        char title[128];
+        char title[256];
         snprintf(title, sizeof title, "Where the alarm looked (%s, averaged over %lld heads)", attention_label,
                  (long long)H);
         if (w && lb_plot_attention_marked(lb_cli_path(path, sizeof path, out_dir, "attention.png"), title, w, Tk,

@@ -457,7 +457,7 @@ static void test_copy_blank_targets(void)
 static void test_parity_recipe(void)
 {
     for (int alphabet = 2; alphabet <= 3; alphabet++) {
-        char a[8];
+        char a[16];
         snprintf(a, sizeof a, "%d", alphabet);
         const char *kv[] = {"seq_len", "20", "alphabet", a, "variable_length", "1", "min_length", "2",
                             "n_train", "400", "n_val", "0", "n_test", "0", NULL};
