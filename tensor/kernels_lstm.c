@@ -204,30 +204,18 @@ static void gate_grad_row_d(int64_t H, double *gr, const double *ct, const doubl
  * (bk row-major, row stride ldb; beta 0 or 1). Each sum runs over k in order with
  * fused multiply-adds, so the result depends on the instruction set (as OpenBLAS's
  * does) but not on anything else. float64 and the baseline build go to lb_k_gemm. */
-typedef void (*rec_gemm_fn)(int64_t, int64_t, int64_t, const float *, int64_t, const float *, int64_t, int, float *,
-                            int64_t);
+/* Does dtype run on the micro-kernel here? */
+static int rec_tiles(lb_dtype dtype) { return dtype == LB_FLOAT32 && lb_k_tile_gemm_ready(); }
 
-static void rec_tiles(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *bk, int64_t ldb,
-                      int beta, float *c, int64_t ldc)
+/* c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ op(b): on the
+ * micro-kernel from bk (op(b) stored k-major [k, n], float32) when it is not NULL, else
+ * lb_k_gemm on b with op(b) = bᵀ when trans_b (b [n, k], row stride ldb) or b ([k, n]).
+ * beta is 0 or 1. */
+static void rec_product(const float *bk, lb_dtype dtype, int trans_b, int64_t m, int64_t n, int64_t k, const void *a,
+                        int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
-    lb_k_tile_gemm_f32(m, n, k, 1.0f, a, lda, 1, bk, ldb, beta, c, ldc);
-}
-
-/* The loops for this dtype, or NULL (use lb_k_gemm). */
-static rec_gemm_fn rec_gemm_for(lb_dtype dtype, int64_t n)
-{
-    return dtype == LB_FLOAT32 && n > 0 && lb_k_tile_gemm_ready() ? rec_tiles : NULL;
-}
-
-/* c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ op(b): through `fast`
- * on bk (op(b) stored k-major [k, n]) when there is one, else lb_k_gemm on b with
- * op(b) = bᵀ when trans_b (b [n, k], row stride ldb) or b ([k, n]). beta is 0 or 1. */
-static void rec_product(rec_gemm_fn fast, const void *bk, lb_dtype dtype, int trans_b, int64_t m, int64_t n,
-                        int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
-                        int64_t ldc)
-{
-    if (fast)
-        fast(m, n, k, a, lda, bk, n, beta != 0.0, c, ldc);
+    if (bk)
+        lb_k_tile_gemm_f32(m, n, k, 1.0f, a, lda, 1, bk, n, beta != 0.0, c, ldc);
     else
         lb_k_gemm(dtype, 0, trans_b, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
@@ -260,15 +248,11 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
     LB_CHECK_ARG(cells);
     LB_CHECK_ARG(c_last);
     const int64_t G = 4 * H;
-    /* the fast loops read W_hhᵀ k-major: [H, G], transposed once here */
-    rec_gemm_fn fast = rec_gemm_for(dtype, G);
-    float *w_t = fast ? malloc((size_t)(G * H) * sizeof *w_t) : NULL;
+    /* the micro-kernel reads W_hhᵀ k-major: [H, G], transposed once here (without the
+     * memory for it, the products go to lb_k_gemm) */
+    float *w_t = rec_tiles(dtype) ? malloc((size_t)(G * H) * sizeof *w_t) : NULL;
     if (w_t)
-        for (int64_t k = 0; k < H; k++)
-            for (int64_t j = 0; j < G; j++)
-                w_t[k * G + j] = ((const float *)w_hh)[j * H + k];
-    else
-        fast = NULL;
+        lb_k_lstm_transpose_weight(dtype, G, H, w_hh, w_t);
     LB_DISPATCH(dtype, real, {
         real *gate = gates;    /* [B, T, G]: pre-activations in, activated gates out */
         real *yd = y;          /* [B, T, H] */
@@ -278,9 +262,9 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
         for (int64_t t = 0; t < T; t++) {
             /* P[:, t] [B, G] (row stride T*G) += h_{t-1} [B, H] (row stride T*H) @ W_hhᵀ [H, G] */
             if (t > 0)
-                rec_product(fast, w_t, dtype, 1, B, G, H, yd + (t - 1) * H, T * H, w_hh, H, 1.0, gate + t * G, T * G);
+                rec_product(w_t, dtype, 1, B, G, H, yd + (t - 1) * H, T * H, w_hh, H, 1.0, gate + t * G, T * G);
             else if (h0d)
-                rec_product(fast, w_t, dtype, 1, B, G, H, h0d, H, w_hh, H, 1.0, gate, T * G);
+                rec_product(w_t, dtype, 1, B, G, H, h0d, H, w_hh, H, 1.0, gate, T * G);
             for (int64_t b = 0; b < B; b++) {
                 real *gr = gate + (b * T + t) * G; /* [G] i, f, g, o of (b, t) */
                 real *ct = keep_cells ? c + (b * T + t) * H : c + ((t & 1) * B + b) * H; /* [H] c_t */
@@ -298,7 +282,7 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
     free(w_t);
 }
 
-/* lb_k_lstm_step in float32 on the loops `fast` with both weights transposed: the gate
+/* lb_k_lstm_step in float32 on the micro-kernel with both weights transposed: the gate
  * columns in blocks of 64 (whole strips of the micro-kernel) split over the threads,
  * then the gate rows over batch rows. With B rows, one thread per LSTM_STEP_GRAIN
  * multiply-adds (a batch of 16 streams at hidden_size 128 gets 2). Each gate is b_ih +
@@ -306,7 +290,7 @@ void lb_k_lstm_recurrence(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void 
  * count. */
 enum { LSTM_STEP_GRAIN = 1 << 20, LSTM_STEP_STRIP = 64 };
 
-static void step_on_threads(rec_gemm_fn fast, int64_t B, int64_t n_in, int64_t H, const float *x, const float *w_ih_t,
+static void step_on_threads(int64_t B, int64_t n_in, int64_t H, const float *x, const float *w_ih_t,
                             const float *b_ih, const float *b_hh, const float *w_hh_t, const float *h_prev,
                             const float *c_prev, float *gates, float *h, float *c)
 {
@@ -330,8 +314,8 @@ static void step_on_threads(rec_gemm_fn fast, int64_t B, int64_t n_in, int64_t H
                 gates[j] = b_ih[j] + b_hh[j];
             for (int64_t r = 1; r < B; r++)
                 memcpy(gates + r * G + j0, gates + j0, (size_t)(j1 - j0) * sizeof *gates);
-            fast(B, j1 - j0, n_in, x, n_in, w_ih_t + j0, G, 1, gates + j0, G);
-            fast(B, j1 - j0, H, h_prev, H, w_hh_t + j0, G, 1, gates + j0, G);
+            lb_k_tile_gemm_f32(B, j1 - j0, n_in, 1.0f, x, n_in, 1, w_ih_t + j0, G, 1, gates + j0, G);
+            lb_k_tile_gemm_f32(B, j1 - j0, H, 1.0f, h_prev, H, 1, w_hh_t + j0, G, 1, gates + j0, G);
         }
 #pragma omp barrier
 #pragma omp for schedule(static)
@@ -355,12 +339,12 @@ void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const vo
     LB_CHECK_ARG(h);
     LB_CHECK_ARG(c);
     const int64_t G = 4 * H;
-    rec_gemm_fn fast = rec_gemm_for(dtype, G);
-    if (fast && w_ih_t && w_hh_t) {
-        step_on_threads(fast, B, n_in, H, x, w_ih_t, b_ih, b_hh, w_hh_t, h_prev, c_prev, gates, h, c);
+    const int tiles = rec_tiles(dtype);
+    if (tiles && w_ih_t && w_hh_t) {
+        step_on_threads(B, n_in, H, x, w_ih_t, b_ih, b_hh, w_hh_t, h_prev, c_prev, gates, h, c);
         return;
     }
-    if (fast && w_ih_t) {
+    if (tiles && w_ih_t) {
         /* gates [B, G] = b_ih + b_hh, then += x [B, n_in] @ W_ihᵀ [n_in, G] */
         LB_DISPATCH(dtype, real, {
             real *pd = gates;
@@ -369,12 +353,12 @@ void lb_k_lstm_step(lb_dtype dtype, int64_t B, int64_t n_in, int64_t H, const vo
                 for (int64_t j = 0; j < G; j++)
                     pd[r * G + j] = bi[j] + bh[j];
         });
-        fast(B, G, n_in, x, n_in, w_ih_t, G, 1, gates, G);
+        lb_k_tile_gemm_f32(B, G, n_in, 1.0f, x, n_in, 1, w_ih_t, G, 1, gates, G);
     } else {
         lb_k_lstm_projection(dtype, B, n_in, G, x, w_ih, b_ih, b_hh, gates);
     }
     /* gates += h_prev [B, H] @ W_hhᵀ [H, G] */
-    rec_product(w_hh_t ? fast : NULL, w_hh_t, dtype, 1, B, G, H, h_prev, H, w_hh, H, 1.0, gates, G);
+    rec_product(tiles ? w_hh_t : NULL, dtype, 1, B, G, H, h_prev, H, w_hh, H, 1.0, gates, G);
     LB_DISPATCH(dtype, real, {
         real *gate = gates;                       /* [B, G] */
         const real *cp = c_prev;                  /* [B, H] */
@@ -397,7 +381,7 @@ void lb_k_lstm_transpose_weight(lb_dtype dtype, int64_t G, int64_t n, const void
     });
 }
 
-int lb_k_lstm_step_uses_copies(lb_dtype dtype, int64_t G) { return rec_gemm_for(dtype, G) != NULL; }
+int lb_k_lstm_step_uses_copies(lb_dtype dtype, int64_t G) { return G > 0 && rec_tiles(dtype); }
 
 void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t H, void *gates,
                                    const void *cells, const void *c0, const void *w_hh, const void *dy, void *dh,
@@ -410,7 +394,7 @@ void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t
     LB_CHECK_ARG(dh);
     LB_CHECK_ARG(dc);
     const int64_t G = 4 * H;
-    rec_gemm_fn fast = rec_gemm_for(dtype, H); /* W_hh [G, H] is k-major for dP W_hh as it lies */
+    const float *w_k = rec_tiles(dtype) ? w_hh : NULL; /* W_hh [G, H] is k-major for dP W_hh as it lies */
     LB_DISPATCH(dtype, real, {
         real *gate = gates;                    /* [B, T, G]: gates in, dP out */
         const real *c = cells, *dyd = dy;      /* [B, T, H] each */
@@ -427,7 +411,7 @@ void lb_k_lstm_recurrence_backward(lb_dtype dtype, int64_t B, int64_t T, int64_t
             }
             /* dh_rec [B, H] = dP[:, t] [B, G] (row stride T*G) @ W_hh [G, H] */
             if (t > 0 || want_dh0)
-                rec_product(fast, w_hh, dtype, 0, B, H, G, gate + t * G, T * G, w_hh, H, 0.0, dhr, H);
+                rec_product(w_k, dtype, 0, B, H, G, gate + t * G, T * G, w_hh, H, 0.0, dhr, H);
         }
     });
 }
