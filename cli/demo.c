@@ -66,7 +66,7 @@ static lb_status describe_eval_file(eval_file *e, const model_spec *specs, int n
         lb_dataset *train = lb_dataset_open(specs[m].rc.data);
         lb_run_config rc = specs[m].rc;
         if (train)
-            lb_run_config_fit_data(&rc, train);
+            lb_model_config_fit_data(&rc.model, train);
         st = train ? lb_model_data_check(&rc.model, lb_task_name(lb_dataset_task(train)), ds) : lb_last_status();
         if (st == LB_OK && (lb_cli_check_scored(train, "train") != LB_OK || lb_cli_check_scored(train, "val") != LB_OK))
             st = lb_last_status(); /* nothing to train on: said before any model is trained */

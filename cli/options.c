@@ -662,7 +662,6 @@ lb_status lb_run_config_load_json(lb_run_config *rc, const char *path)
     return st;
 }
 
-void lb_run_config_fit_data(lb_run_config *rc, const lb_dataset *data) { lb_model_config_fit_data(&rc->model, data); }
 
 const struct option *lb_run_options(const struct option *extra, int n_extra)
 {

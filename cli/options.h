@@ -97,10 +97,6 @@ lb_status lb_cli_file_crc32(const char *path, uint32_t *crc, int64_t *bytes);
  * temporary file and renamed. */
 lb_status lb_run_config_save_json(const lb_run_config *rc, const char *path, const lb_run_record *record);
 
-/* Fills the data-derived model fields (vocabulary, classes, features, head, max
- * length) from an opened data file. */
-void lb_run_config_fit_data(lb_run_config *rc, const lb_dataset *data);
-
 /* getopt_long options for every table entry (plus `extra`, n_extra entries), in a
  * static array terminated by a zero entry; each table option has val = 1000 + index. */
 const struct option *lb_run_options(const struct option *extra, int n_extra);

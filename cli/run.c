@@ -289,7 +289,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
             return lb_last_status();
         }
     }
-    lb_run_config_fit_data(rc, data);
+    lb_model_config_fit_data(&rc->model, data);
     int threads = lb_cli_set_threads(rc->train.threads);
     if (threads < 0) {
         lb_dataset_close(data);
