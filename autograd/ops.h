@@ -172,7 +172,7 @@ lb_var *lb_masked_softmax(lb_graph *g, lb_var *scores, const lb_attn_mask *mask,
  * float32 computes in float32 (agrees with the materialized path to about 1e-6);
  * float64 to about 1e-15. Attention uses scale = 1/sqrt(D) (Vaswani et al. 2017, eq. 1).
  * Threads: lb_set_num_threads (tensor/threads.h); results are bit-for-bit the same for
- * any thread count (tensor/kernels_attention.h).
+ * any thread count (kernels/attention.h).
  * Errors: shapes that do not fit (names all three), masks that do not broadcast to the
  * scores, key_lengths or query_positions out of range, a non-finite scale. */
 lb_var *lb_attention_fused(lb_graph *g, lb_var *q, lb_var *k, lb_var *v, const lb_attn_mask *mask, double scale);
@@ -256,7 +256,7 @@ lb_var *lb_mse(lb_graph *g, lb_var *pred, lb_var *target);
 
 /* ---- recurrent and convolutional ops (used by layers/lstm.h and layers/conv.h) ---- */
 /* One LSTM layer over a whole sequence, torch.nn.LSTM's equations with gate order
- * i, f, g, o (tensor/kernels_lstm.h; Hochreiter and Schmidhuber 1997, forget gate of
+ * i, f, g, o (kernels/lstm.h; Hochreiter and Schmidhuber 1997, forget gate of
  * Gers et al. 2000):
  *   x [B, T, n_in], w_ih [4H, n_in], w_hh [4H, H], b_ih [4H], b_hh [4H],
  *   h0, c0 [L, B, H] or NULL (zeros), of which the layer reads entry `layer`
@@ -275,7 +275,7 @@ lb_var *lb_lstm_layer(lb_graph *g, lb_var *x, lb_var *w_ih, lb_var *w_hh, lb_var
  * flow to prev and, through y, into the layer. Errors: y not made by lb_lstm_layer
  * (LB_ERR_VALUE), prev not [k, B, H]. */
 lb_var *lb_lstm_final_state(lb_graph *g, lb_var *y, lb_var *prev, int cell);
-/* Causal dilated 1-D convolution, time before channels (tensor/kernels_conv.h):
+/* Causal dilated 1-D convolution, time before channels (kernels/conv.h):
  *   x [B, T, C_in], weight [C_out, C_in, K], bias [C_out] -> [B, T, C_out],
  *   y[b, t, o] = bias[o] + Σ_{j<K} Σ_c weight[o, c, j] x[b, t - d(K-1-j), c],
  * inputs before t = 0 reading zeros: torch.nn.Conv1d(C_in, C_out, K, dilation=d,

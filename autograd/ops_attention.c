@@ -1,5 +1,5 @@
 /* Fused exact attention as one autograd op (LB_OP_ATTENTION); the tile kernels are in
- * tensor/kernels_attention.c.
+ * kernels/attention.c.
  *
  * Named dims: L the leading dims (B first, then heads or others), Tq queries, Tk keys,
  * D = d_k, Dv = d_v; the scores would be [*L, Tq, Tk] but are never stored.
@@ -16,7 +16,7 @@
 
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
-#include "tensor/kernels_attention.h"
+#include "kernels/attention.h"
 
 typedef struct attn_ctx {
     lb_attn_kmask kmask;        /* points into the copies below */

@@ -1,9 +1,9 @@
 /* Causal dilated 1-D convolution as one op; the numerics are the kernels of
- * tensor/kernels_conv.h (named dims B, T, Ci, Co, K, d as there). */
+ * kernels/conv.h (named dims B, T, Ci, Co, K, d as there). */
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
+#include "kernels/conv.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels_conv.h"
 
 /* weight [Co, Ci, K] -> a new tap-major [K, Ci, Co] tensor (NULL when out of memory). */
 static lb_tensor *packed_taps(const lb_tensor *w)

@@ -3,6 +3,7 @@
 
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
+#include "kernels/gelu.h"
 #include "tensor/kernels.h"
 #include "tensor/threads.h"
 

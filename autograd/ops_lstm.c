@@ -1,6 +1,6 @@
 /* LSTM ops: one layer as two recorded nodes (the projection of every step, then the
  * recurrence), and the final-state stacks. The numerics are the kernels of
- * tensor/kernels_lstm.h; named dims B, T, n_in, H, G = 4H as there.
+ * kernels/lstm.h; named dims B, T, n_in, H, G = 4H as there.
  *
  *   projection node  (x [B,T,n_in], w_ih [G,n_in], b_ih [G], b_hh [G]) -> P [B,T,G]
  *   recurrence node  (P, w_hh [G,H], h0 [L,B,H]?, c0 [L,B,H]?) -> y [B,T,H]
@@ -16,8 +16,9 @@
 
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
+#include "kernels/gemm.h"
+#include "kernels/lstm.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels_lstm.h"
 
 /* ---- projection: P [B,T,G] = x [B,T,n_in] w_ihᵀ + b_ih + b_hh ---- */
 

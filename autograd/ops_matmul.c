@@ -1,6 +1,7 @@
 /* Matrix products through BLAS, with batch broadcasting and transposes passed to gemm. */
 #include "autograd/op_table.h"
 #include "autograd/ops.h"
+#include "kernels/gemm.h"
 #include "tensor/kernels.h"
 
 /* a: [*Ba, M, K] (or [*Ba, K, M] when trans_a), b: [*Bb, K, N] (or [*Bb, N, K] when trans_b)

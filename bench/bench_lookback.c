@@ -65,8 +65,8 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
-#include "harness.h"
 #include "cli/preinit.h"
+#include "harness.h"
 #include "layers/attention.h"
 #include "layers/lstm.h"
 #include "layers/model.h"
@@ -76,11 +76,18 @@
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
-#if defined(__has_include) && __has_include("tensor/kernels_attention.h")
-#include "tensor/kernels_attention.h"
+#if defined(__has_include) && __has_include("kernels/attention.h")
+#include "kernels/attention.h"
 #define LB_BENCH_ATTENTION_ISA() lb_k_attention_isa()
 #else
 #define LB_BENCH_ATTENTION_ISA() "unknown"
+#endif
+
+#if defined(__has_include) && __has_include("tensor/isa.h")
+#include "tensor/isa.h"
+#define LB_BENCH_ISA_CHECK() lb_isa_env_check()
+#else
+#define LB_BENCH_ISA_CHECK() LB_OK
 #endif
 
 #ifndef LB_BENCH_HAVE_FUSED
@@ -707,6 +714,10 @@ int main(int argc, char **argv)
     if (bench_parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|W4|W6|EVAL|LOCAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
                         "[--reps N] [--quick] [--budget SECONDS]\n");
+        return 2;
+    }
+    if (LB_BENCH_ISA_CHECK() != LB_OK) { /* LOOKBACK_ISA names a build this CPU cannot run */
+        fprintf(stderr, "bench_lookback: %s\n", lb_last_error());
         return 2;
     }
     bench_set_threads(o.threads);

@@ -27,11 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
 #include "cli/preinit.h"
+#include "harness.h"
+#include "kernels/stream.h"
 #include "layers/model.h"
 #include "layers/stream.h"
-#include "tensor/kernels_stream.h"
 #include "tensor/rng.h"
 
 static const int64_t contexts[4] = {1024, 4096, 16384, 65536};

@@ -1,4 +1,3 @@
-#include <cblas.h>
 #include <ctype.h>
 #include <json-c/json.h>
 #include <errno.h>
@@ -14,6 +13,7 @@
 
 #include "data/output.h"
 #include "layers/model.h"
+#include "tensor/blas.h"
 #include "tensor/threads.h"
 #include "train/distributed.h"
 #include "cli/cli.h"
@@ -227,10 +227,7 @@ int lb_cli_set_threads(int n)
                 "linear-algebra buffers of %d\n", n, n == 1 ? "" : "s", want, n);
     lb_set_num_threads(n);
     if (n > reserved) {
-        /* One product large enough to run on every thread: each allocates its buffer now. */
-        enum { D = 256 };
-        static float a[D * D], c[D * D];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, D, 1.0f, a, D, a, D, 0.0f, c, D);
+        lb_blas_reserve_buffers();
         reserved = n;
     }
     return n;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tensor/blas.h"
+#include "tensor/isa.h"
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
 #include "cli/cli.h"
@@ -148,6 +149,9 @@ int main(int argc, char **argv)
             /* an option given twice is refused by every command, before it starts */
             if (lb_cli_check_repeats(argv[1], argc - 1, argv + 1) != LB_OK)
                 return lb_cli_error(argv[1], 2, "%s (see lookback %s --help)", lb_last_error(), argv[1]);
+            /* a forced instruction-set build this CPU cannot run (tensor/isa.h) */
+            if (lb_isa_env_check() != LB_OK)
+                return lb_cli_error(argv[1], 2, "%s", lb_last_error());
             /* the time limit of every HDF5 read: a bad value is said once, before any file is read */
             if (lb_h5_timeout_check() != LB_OK)
                 return lb_cli_error(argv[1], 2, "%s", lb_last_error());

@@ -30,7 +30,7 @@ find_library(MATH_LIBRARY m)
 set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB OpenMP::OpenMP_C ${MATH_LIBRARY})
 
 # glibc's vector math library (libmvec, part of libc6-dev on x86-64): float32 GELU on
-# 16 or 8 lanes (tensor/kernels.h). Optional: without it GELU runs the scalar formula.
+# 16 or 8 lanes (kernels/gelu.h). Optional: without it GELU runs the scalar formula.
 option(LOOKBACK_MVEC "float32 GELU on glibc's vector math library when it is found" ON)
 set(LB_HAVE_MVEC OFF)
 set(LB_PC_LIBS_PRIVATE "-lm -fopenmp")

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/attention.h"
+#include "kernels/stream.h"
 #include "layers/linear.h"
 #include "layers/positional.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels_attention.h"
-#include "tensor/kernels_stream.h"
 
 /* Rotary base of RoFormer and GPT-NeoX. */
 #define ROTARY_BASE 10000.0

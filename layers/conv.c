@@ -1,6 +1,6 @@
 /* Causal dilated 1-D convolution layers (see conv.h for the formula): parameters with
  * PyTorch's layout and initialisation around the lb_causal_conv1d op (autograd/ops.h; the
- * kernels are in tensor/kernels_conv.h), and the residual stack. */
+ * kernels are in kernels/conv.h), and the residual stack. */
 #include "layers/conv.h"
 
 #include <math.h>

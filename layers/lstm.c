@@ -1,5 +1,5 @@
 /* LSTM layers: a stack of lb_lstm_layer ops (autograd/ops.h; the kernels are in
- * tensor/kernels_lstm.h), with the parameters and state checks of torch.nn.LSTM.
+ * kernels/lstm.h), with the parameters and state checks of torch.nn.LSTM.
  * Named dims: B batch, T time steps, I input_size, H hidden_size, L n_layers. */
 #include "layers/lstm.h"
 

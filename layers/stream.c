@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/conv.h"
+#include "kernels/gelu.h"
+#include "kernels/lstm.h"
+#include "kernels/stream.h"
 #include "layers/model_internal.h"
-#include "tensor/kernels_conv.h"
-#include "tensor/kernels_lstm.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels_stream.h"
 
 enum { DEFAULT_CAPACITY = 256 };
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "tensor/isa.h"
 #include "tensor/blas_internal.h"
-#include "tensor/kernels_attention.h"
 #include "tensor/threads.h"
 
 /* OpenBLAS's x86-64 core names (driver/others/dynamic.c, corename[]) by class. */
@@ -132,6 +132,14 @@ void lb_blas_init(void)
     pthread_once(&threads_once, single_thread_once);
 }
 
+void lb_blas_reserve_buffers(void)
+{
+    enum { D = 256 };
+    static float a[D * D], c[D * D];
+    lb_blas_init();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, D, 1.0f, a, D, a, D, 0.0f, c, D);
+}
+
 void lb_blas_info(lb_blas_report *out)
 {
     if (!out)
@@ -160,7 +168,7 @@ void lb_blas_info(lb_blas_report *out)
     out->threading = par == 1 ? "pthreads" : par == 2 ? "openmp" : "sequential";
     out->blas_threads = openblas_get_num_threads();
     out->threads = lb_get_num_threads();
-    out->attention_isa = lb_k_attention_isa();
+    out->attention_isa = lb_isa_name(lb_isa());
 }
 
 int lb_blas_describe(const lb_blas_report *r, char *buf, size_t size)

@@ -62,6 +62,14 @@ typedef struct lb_blas_report {
  * visible in lb_blas_info. Thread-safe. */
 void lb_blas_init(void);
 
+/* Runs one float32 product of 256 x 256 x 256 through OpenBLAS, so that it allocates
+ * the buffer it gives a thread that multiplies (128 MiB of address space in its x86-64
+ * builds, allocated at a thread's first product and retried forever when that
+ * allocation fails) now, where a caller that checked the address space left can still
+ * report a shortage, rather than at the first product of a training step. Calls
+ * lb_blas_init first. */
+void lb_blas_reserve_buffers(void);
+
 /* Fills `out` with the BLAS library, its version, the core in use and who chose it,
  * the CPU's class, threads and the fused attention kernels' build. Calls
  * lb_blas_init first. out == NULL does nothing. */

@@ -8,10 +8,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tensor/isa.h"
 #include "tensor/rng.h"
 
 int lb_test_main(const char *suite_name, const lb_test_case *cases)
 {
+    /* LOOKBACK_ISA=avx2 (ctest's reruns of the kernel tests): a build this CPU cannot
+     * run is a skip, not a failure. */
+    if (lb_isa_env_check() != LB_OK) {
+        printf("%s: skipped: %s\n", suite_name, lb_last_error());
+        return 77;
+    }
+    printf("%s: kernels' build %s\n", suite_name, lb_isa_name(lb_isa()));
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite suite = CU_add_suite(suite_name, NULL, NULL);

@@ -252,7 +252,7 @@ static const struct {
     {"lb_trainer_run", "checkpoint_path"}, {"lb_trainer_run", "metrics"},  {"lb_trainer_run", "user"},
     {"lb_trainer_run", "cb"},          {"lb_evaluate", "attention_out"},   {"lb_dataset_label_histogram", "ignored"},
     {"lb_model_state_new", "opt"},
-    {"lb_pool_use", "pool"},           {"lb_ffn_forward", "rng"},          {"lb_k_attention_set_isa", "name"},
+    {"lb_pool_use", "pool"},           {"lb_ffn_forward", "rng"},          {"lb_k_attention_set_isa", "name"}, {"lb_isa_set", "name"},
     {"lb_checked_mul", "out"},         {"lb_shape_numel", "numel"},        {"lb_param_new", "name"},
     {"lb_params_add", "prefix"},       {"lb_trainer_distribute", "cfg"},
     {"lb_gradcheck", "options"},       {"lb_gradcheck", "report"},         {"lb_param_name", "prefix"},

@@ -4,10 +4,11 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/op_table.h"
-#include "tensor/rng.h"
 #include "autograd/ops.h"
-#include "tensor/kernels.h"
+#include "kernels/gelu.h"
 #include "support.h"
+#include "tensor/kernels.h"
+#include "tensor/rng.h"
 
 static lb_var *param(lb_dtype dtype, int ndim, const int64_t *shape, const double *values, const char *name)
 {

@@ -7,10 +7,10 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "kernels/lstm.h"
 #include "layers/lstm.h"
 #include "support.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels_lstm.h"
 
 /* ---- helpers ---- */
 
@@ -459,7 +459,7 @@ static void test_float32_gates_match_float64(void)
 
 /* float32 fused against float64 fused with the same (rounded) parameters, at hidden
  * sizes whose recurrent products leave every kind of remainder in the tile
- * micro-kernel's blocks (tensor/kernels_lstm.h): H = 6 (partial vectors), 8, 32 and
+ * micro-kernel's blocks (kernels/lstm.h): H = 6 (partial vectors), 8, 32 and
  * 64 (4H = 32 to 256 columns), 40 steps, 2 layers, given state. */
 static void test_float32_matches_float64(void)
 {

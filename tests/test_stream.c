@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/lstm.h"
 #include "layers/model.h"
 #include "layers/stream.h"
-#include "tensor/kernels_lstm.h"
 #include "support.h"
 
 enum { NB = 3, NT = 160, VOCAB = 11, CLASSES = 3 };

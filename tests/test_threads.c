@@ -10,13 +10,14 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/lstm.h"
 #include "layers/model.h"
 #include "optim/optim.h"
-#include "tensor/kernels.h"
-#include "tensor/kernels_attention.h"
-#include "tensor/kernels_lstm.h"
-#include "tensor/threads.h"
 #include "support.h"
+#include "tensor/kernels.h"
+#include "tensor/threads.h"
 
 enum { B = 4, T = 192, V = 11 };
 

@@ -1,5 +1,5 @@
 /* Float32 row loops of the fused attention kernels on vectors of LB_VL lanes.
- * tensor/kernels_attention.c includes this file once per vector width (8: AVX2 and
+ * kernels/attention.c includes this file once per vector width (8: AVX2 and
  * baseline builds, 16: AVX-512) with LB_VL defined; each inclusion defines
  *   vf<LB_VL>_load, vf<LB_VL>_store, expf_v<LB_VL>, vf<LB_VL>_sum,
  *   row_max_f<LB_VL>, row_exp_f<LB_VL>, row_ds_f<LB_VL>, row_scale_f<LB_VL>

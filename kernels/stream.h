@@ -44,7 +44,7 @@ void lb_k_affine_rows(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, co
 void lb_k_layer_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, const void *weight, const void *bias,
                           double eps, void *y);
 
-/* One event of a causal dilated convolution (tensor/kernels_conv.h's formula) for N
+/* One event of a causal dilated convolution (kernels/conv.h's formula) for N
  * streams, reading the past inputs from each stream's history:
  *   x    [N, Ci]      the input at the new event
  *   hist [N, R, Ci]   the last R = d (K - 1) inputs before it, oldest first (rows of

@@ -1,9 +1,10 @@
-/* Row movement for streaming state (tensor/kernels_stream.h). Named dims B, M, R, D. */
-#include "tensor/kernels_stream.h"
+/* Row movement for streaming state (kernels/stream.h). Named dims B, M, R, D. */
+#include "kernels/stream.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "kernels/gemm.h"
 #include "tensor/kernels.h"
 
 lb_status lb_k_copy_rows(lb_tensor *dst, const int64_t *dst_row, const lb_tensor *src, const int64_t *src_row,

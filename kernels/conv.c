@@ -1,6 +1,7 @@
-/* Causal dilated 1-D convolution kernels (named dims and formulas in kernels_conv.h). */
-#include "tensor/kernels_conv.h"
+/* Causal dilated 1-D convolution kernels (named dims and formulas in kernels/conv.h). */
+#include "kernels/conv.h"
 
+#include "kernels/gemm.h"
 #include "tensor/kernels.h"
 
 void lb_k_conv1d_pack_taps(lb_dtype dtype, int64_t Co, int64_t Ci, int64_t K, const void *weight, void *taps)

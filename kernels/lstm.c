@@ -1,14 +1,16 @@
-/* LSTM kernels (equations and named dims in kernels_lstm.h). */
-#include "tensor/kernels_lstm.h"
+/* LSTM kernels (equations and named dims in kernels/lstm.h). */
+#include "kernels/lstm.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/gemm.h"
+#include "kernels/tile_gemm_internal.h"
+#include "tensor/isa.h"
 #include "tensor/kernels.h"
 #include "tensor/threads.h"
-#include "tensor/tile_gemm_internal.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -25,13 +27,11 @@
  * alignment. */
 
 #define LSTM_INLINE static inline __attribute__((always_inline))
-/* The float32 rows are also compiled for AVX-512 and AVX2 and picked at load time (an
- * ifunc); the builds run the same IEEE operations (no FMA contraction in ISO C mode),
- * so they give the same bits. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define LSTM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define LSTM_CLONES
+/* The float32 rows are also compiled for AVX-512 and AVX2 and picked by the
+ * instruction-set choice (tensor/isa.h); the builds run the same IEEE operations (no FMA
+ * contraction in ISO C mode), so they give the same bits. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define LSTM_X86 1
 #endif
 
 static inline double sigmoid_d(double x)
@@ -122,7 +122,7 @@ LSTM_INLINE vf vtanh(vf x)
 
 /* One (b, t) forward: gr [4H] i, f, g, o pre-activations in, activated gates out;
  * cp [H] c_{t-1} (NULL = zeros); ct [H] c_t out; yt [H] h_t out. */
-LSTM_CLONES static void gate_row_f(int64_t H, float *gr, const float *cp, float *ct, float *yt)
+LSTM_INLINE void gate_row_f_body(int64_t H, float *gr, const float *cp, float *ct, float *yt)
 {
     for (int64_t j = 0; j < H; j += VL) {
         const int64_t n = H - j < VL ? H - j : VL;
@@ -156,8 +156,8 @@ static void gate_row_d(int64_t H, double *gr, const double *cp, double *ct, doub
 /* One (b, t) backward: gr [4H] activated gates in, dP out; ct [H] c_t; cp [H]
  * c_{t-1} (NULL = zeros); dyt [H] dL/dh_t from above; dh [H] dh_rec from step t+1;
  * dc [H] dc_next in, this step's dc f out. */
-LSTM_CLONES static void gate_grad_row_f(int64_t H, float *gr, const float *ct, const float *cp, const float *dyt,
-                            const float *dh, float *dc)
+LSTM_INLINE void gate_grad_row_f_body(int64_t H, float *gr, const float *ct, const float *cp, const float *dyt,
+                                      const float *dh, float *dc)
 {
     for (int64_t j = 0; j < H; j += VL) {
         const int64_t n = H - j < VL ? H - j : VL;
@@ -190,6 +190,58 @@ static void gate_grad_row_d(int64_t H, double *gr, const double *ct, const doubl
     }
 }
 
+/* The float32 rows of each build, and the one the choice names. */
+#define LSTM_ROW_BUILD(sfx, attr)                                                                                 \
+    attr static void gate_row_f_##sfx(int64_t H, float *gr, const float *cp, float *ct, float *yt)              \
+    {                                                                                                          \
+        gate_row_f_body(H, gr, cp, ct, yt);                                                                    \
+    }                                                                                                          \
+    attr static void gate_grad_row_f_##sfx(int64_t H, float *gr, const float *ct, const float *cp,            \
+                                           const float *dyt, const float *dh, float *dc)                       \
+    {                                                                                                          \
+        gate_grad_row_f_body(H, gr, ct, cp, dyt, dh, dc);                                                      \
+    }
+LSTM_ROW_BUILD(generic, )
+#ifdef LSTM_X86
+LSTM_ROW_BUILD(avx2, __attribute__((target("avx2"))))
+LSTM_ROW_BUILD(avx512, __attribute__((target("avx512f"))))
+#endif
+
+static void gate_row_f(int64_t H, float *gr, const float *cp, float *ct, float *yt)
+{
+#ifdef LSTM_X86
+    switch (lb_isa()) {
+    case LB_BUILD_AVX512:
+        gate_row_f_avx512(H, gr, cp, ct, yt);
+        return;
+    case LB_BUILD_AVX2:
+        gate_row_f_avx2(H, gr, cp, ct, yt);
+        return;
+    default:
+        break;
+    }
+#endif
+    gate_row_f_generic(H, gr, cp, ct, yt);
+}
+
+static void gate_grad_row_f(int64_t H, float *gr, const float *ct, const float *cp, const float *dyt, const float *dh,
+                            float *dc)
+{
+#ifdef LSTM_X86
+    switch (lb_isa()) {
+    case LB_BUILD_AVX512:
+        gate_grad_row_f_avx512(H, gr, ct, cp, dyt, dh, dc);
+        return;
+    case LB_BUILD_AVX2:
+        gate_grad_row_f_avx2(H, gr, ct, cp, dyt, dh, dc);
+        return;
+    default:
+        break;
+    }
+#endif
+    gate_grad_row_f_generic(H, gr, ct, cp, dyt, dh, dc);
+}
+
 #define GATE_ROW(H, gr, ...) _Generic((gr), float *: gate_row_f, default: gate_row_d)(H, gr, __VA_ARGS__)
 #define GATE_GRAD_ROW(H, gr, ...) \
     _Generic((gr), float *: gate_grad_row_f, default: gate_grad_row_d)(H, gr, __VA_ARGS__)
@@ -198,7 +250,7 @@ static void gate_grad_row_d(int64_t H, double *gr, const double *ct, const doubl
  * Every step multiplies a [B, K] block of rows by the same [K, N] matrix (W_hhᵀ in
  * the forward, W_hh in the backward). OpenBLAS packs that matrix again in each call
  * (256 KiB per step at H = 128, as much time as the product), so float32 runs on the
- * library's tile micro-kernel instead (tensor/tile_gemm_internal.h, the AVX2 and
+ * library's tile micro-kernel instead (kernels/tile_gemm_internal.h, the AVX2 and
  * AVX-512 builds), reading the matrix k-major as it lies:
  *   c [m, n] (row stride ldc) = beta c + a [m, k] (row stride lda) @ bk [k, n]
  * (bk row-major, row stride ldb; beta 0 or 1). Each sum runs over k in order with

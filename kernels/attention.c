@@ -1,7 +1,7 @@
 /* Fused exact attention (FlashAttention-2 scheme). Named dims and the algorithm are
- * described in kernels_attention.h: L leading dims, N = prod(L) heads, Tq, Tk, D, Dv;
+ * described in kernels/attention.h: L leading dims, N = prod(L) heads, Tq, Tk, D, Dv;
  * BQ x BK tiles; r a row of a tile (query i0 + r), c a column (key j0 + c). */
-#include "tensor/kernels_attention.h"
+#include "kernels/attention.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -12,9 +12,11 @@
 #include <omp.h>
 #endif
 
+#include "kernels/gemm.h"
+#include "kernels/tile_gemm_internal.h"
+#include "tensor/isa.h"
 #include "tensor/kernels.h"
 #include "tensor/pool_internal.h"
-#include "tensor/tile_gemm_internal.h"
 #include "tensor/threads.h"
 
 /* A kernel's temporary buffer, taken from the calling thread's buffer pool when it has
@@ -92,7 +94,7 @@ typedef struct attn_problem {
     lb_attn_kmask mask;          /* zeroed when none */
     int64_t fbq, fbk, bbq, bbk;  /* tiles, queries x keys: forward, backward (choose_tiles) */
     /* uses_micro_kernel (float32, Tq >= LB_ATTN_PACK_MIN_TQ, an AVX-512 or AVX2 build):
-     * the tile products run on the micro-kernel (kernels_attention_gemm_internal.h) and
+     * the tile products run on the micro-kernel (kernels/attention_gemm_internal.h) and
      * read each head's keys (and, in the backward, values) transposed, packed once per
      * call; NULL otherwise (OpenBLAS per tile). */
     const float *kt, *vt;        /* [N, D, ldt], [N, Dv, ldt]: kt[(n * D + c) * ldt + j] = k[n, j, c] */
@@ -264,7 +266,7 @@ static int64_t row_limit(const row_groups *rg, int64_t r, int64_t bk)
 
 /* ---- float32 row loops on vectors ----
  * GCC/Clang vector extensions: the loops are written on vectors of 8 and of 16 floats
- * from one text (kernels_attention_rows_internal.h, included once per width). The
+ * from one text (kernels/attention_rows_internal.h, included once per width). The
  * items call the 16-lane loops in their avx512 build (one AVX-512 register per vector)
  * and the 8-lane loops in the avx2 build (one AVX2 register) and the baseline build
  * (pairs of SSE2 registers). The compiler will not vectorise these loops by itself
@@ -351,20 +353,20 @@ LB_INLINE float lb_fold_max(float *l, int n)
 }
 
 #define LB_VL 8
-#include "tensor/kernels_attention_rows_internal.h"
+#include "kernels/attention_rows_internal.h"
 #undef LB_VL
 #define LB_VL 16
-#include "tensor/kernels_attention_rows_internal.h"
+#include "kernels/attention_rows_internal.h"
 #undef LB_VL
 
 #define LB_VL 8
-#include "tensor/kernels_attention_gemm_internal.h"
+#include "kernels/attention_gemm_internal.h"
 #undef LB_VL
 #define LB_VL 16
-#include "tensor/kernels_attention_gemm_internal.h"
+#include "kernels/attention_gemm_internal.h"
 #undef LB_VL
 
-/* The float32 tile product of the items' width (kernels_attention_gemm_internal.h):
+/* The float32 tile product of the items' width (kernels/attention_gemm_internal.h):
  *   C [m, n] (+)= alpha * A [m, k] B [k, n], A (i, l) at a[i * a_rs + l * a_cs]. */
 LB_INLINE void tile_gemm_f(int wide, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,
                            int64_t a_cs, const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc)
@@ -960,7 +962,7 @@ LB_ATTN_ITEMS(avx512, __attribute__((target("avx512f,fma"))), 1, tile_gemm_avx51
 
 /* Best first; the baseline build last. */
 static const struct attn_isa {
-    const char *name;
+    lb_isa_build build;
     forward_item_fn forward;
     backward_item_fn backward;
     /* float32 tile products on the micro-kernel (packed Kᵀ, Vᵀ)? Not in the baseline
@@ -970,42 +972,24 @@ static const struct attn_isa {
     tile_gemm_fn tile_gemm; /* the build's micro-kernel, NULL in the baseline build */
 } ISAS[] = {
 #ifdef LB_ATTN_X86
-    {"avx512", forward_item_avx512, backward_item_avx512, 1, tile_gemm_avx512},
-    {"avx2", forward_item_avx2, backward_item_avx2, 1, tile_gemm_avx2},
+    {LB_BUILD_AVX512, forward_item_avx512, backward_item_avx512, 1, tile_gemm_avx512},
+    {LB_BUILD_AVX2, forward_item_avx2, backward_item_avx2, 1, tile_gemm_avx2},
 #endif
-    {"generic", forward_item_generic, backward_item_generic, 0, NULL},
+    {LB_BUILD_GENERIC, forward_item_generic, backward_item_generic, 0, NULL},
 };
 enum { N_ISAS = sizeof ISAS / sizeof ISAS[0] };
 
-static int cpu_has(int isa)
-{
-#ifdef LB_ATTN_X86
-    static int has[N_ISAS] = {-1, -1, -1};
-    if (has[isa] < 0) {
-        __builtin_cpu_init();
-        has[isa] = isa == 0   ? __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")
-                   : isa == 1 ? __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                              : 1;
-    }
-    return has[isa];
-#else
-    return 1;
-#endif
-}
-
-static int forced_isa = -1; /* index into ISAS, or -1: the best the CPU has */
-
+/* The build tensor/isa.h chose (off x86-64 only the baseline exists, and is chosen). */
 static const struct attn_isa *chosen_isa(void)
 {
-    if (forced_isa >= 0)
-        return &ISAS[forced_isa];
-    int i = 0;
-    while (!cpu_has(i))
-        i++;
-    return &ISAS[i];
+    lb_isa_build b = lb_isa();
+    for (int i = 0; i < N_ISAS; i++)
+        if (ISAS[i].build == b)
+            return &ISAS[i];
+    return &ISAS[N_ISAS - 1];
 }
 
-const char *lb_k_attention_isa(void) { return chosen_isa()->name; }
+const char *lb_k_attention_isa(void) { return lb_isa_name(chosen_isa()->build); }
 
 int lb_k_tile_gemm_ready(void) { return chosen_isa()->tile_gemm != NULL; }
 
@@ -1021,22 +1005,9 @@ int lb_k_tile_gemm_f32(int64_t m, int64_t n, int64_t k, float alpha, const float
 
 lb_status lb_k_attention_set_isa(const char *name)
 {
-    if (!name || strcmp(name, "auto") == 0) {
-        forced_isa = -1;
-        return LB_OK;
-    }
-    for (int i = 0; i < N_ISAS; i++) {
-        if (strcmp(name, ISAS[i].name) != 0)
-            continue;
-        if (!cpu_has(i))
-            return lb_error(LB_ERR_VALUE, "lb_k_attention_set_isa: this CPU cannot run the \"%s\" build", name);
-        forced_isa = i;
-        return LB_OK;
-    }
-    return lb_error(LB_ERR_VALUE,
-                    "lb_k_attention_set_isa: unknown instruction set \"%s\" (auto, avx512, avx2 or generic; the "
-                    "x86 builds exist on x86-64 only)",
-                    name);
+    if (lb_isa_set(name) != LB_OK)
+        return lb_error_context("lb_k_attention_set_isa");
+    return LB_OK;
 }
 
 static int thread_id(void)

@@ -1,5 +1,5 @@
-/* The fused attention kernels' float32 tile product (tensor/kernels_attention.c, its
- * micro-kernel in kernels_attention_gemm_internal.h), for the library's other kernels:
+/* The fused attention kernels' float32 tile product (kernels/attention.c, its
+ * micro-kernel in kernels/attention_gemm_internal.h), for the library's other kernels:
  * lb_k_gemm runs the products of narrow layers on it, the LSTM kernels their recurrent
  * products. Not installed. */
 #ifndef LB_TILE_GEMM_INTERNAL_H
