@@ -35,6 +35,7 @@
 #include "optim/optim.h"
 #include "optim/schedule.h"
 #include "tensor/blas.h"
+#include "tensor/clock.h"
 #include "tensor/error.h"
 #include "tensor/isa.h"
 #include "tensor/kernels.h"
