@@ -67,6 +67,24 @@ void lb_k_affine_rows(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, co
     });
 }
 
+void lb_k_affine_rows_t(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, const void *x, const void *w,
+                        const void *bias, void *y)
+{
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(w);
+    LB_CHECK_ARG(y);
+    lb_k_gemm(dtype, 0, 1, N, n_out, n_in, 1.0, x, n_in, w, n_in, 0.0, y, n_out); /* [N, n_in] @ [n_out, n_in]^T */
+    if (!bias)
+        return;
+    LB_DISPATCH(dtype, real, {
+        const real *b = bias; /* [n_out] */
+        real *py = y;         /* [N, n_out] */
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t o = 0; o < n_out; o++)
+                py[r * n_out + o] = py[r * n_out + o] + b[o];
+    });
+}
+
 void lb_k_layer_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, const void *weight, const void *bias,
                           double eps, void *y)
 {

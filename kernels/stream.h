@@ -38,6 +38,12 @@ lb_status lb_k_copy_rows(lb_tensor *dst, const int64_t *dst_row, const lb_tensor
 void lb_k_affine_rows(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, const void *x, const void *w,
                       const void *bias, void *y);
 
+/* y [N, n_out] = x [N, n_in] @ w^T + bias [n_out], w stored [n_out, n_in] (a tied
+ * embedding table read as an output layer; bias NULL: none): lb_k_gemm with w
+ * transposed, then the bias (the graph's lb_matmul_t then lb_add). */
+void lb_k_affine_rows_t(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, const void *x, const void *w,
+                        const void *bias, void *y);
+
 /* y [N, D] = LayerNorm of each row of x [N, D] (weight, bias [D], either may be NULL):
  * (x - mean) / sqrt(var + eps) * weight + bias, mean and biased variance in double in
  * two passes (lb_layer_norm's arithmetic; torch.nn.functional.layer_norm). y may be x. */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 lb_status lb_ffn_init(lb_ffn *f, lb_params *ps, const char *prefix, int64_t d_model, int64_t d_ff, double dropout,
-                      lb_dtype dtype, lb_rng *rng)
+                      int bias, lb_dtype dtype, lb_rng *rng)
 {
     LB_CHECK_ARG(f, LB_ERR_VALUE);
     LB_CHECK_ARG(ps, LB_ERR_VALUE);
@@ -14,9 +14,9 @@ lb_status lb_ffn_init(lb_ffn *f, lb_params *ps, const char *prefix, int64_t d_mo
                         prefix ? prefix : "", (long long)d_model, (long long)d_ff, dropout);
     char name[160];
     f->dropout = dropout;
-    if (lb_linear_init(&f->fc1, ps, lb_param_name(name, sizeof name, prefix, "fc1"), d_model, d_ff, 1, dtype, rng) != LB_OK)
+    if (lb_linear_init(&f->fc1, ps, lb_param_name(name, sizeof name, prefix, "fc1"), d_model, d_ff, bias, dtype, rng) != LB_OK)
         return lb_last_status();
-    return lb_linear_init(&f->fc2, ps, lb_param_name(name, sizeof name, prefix, "fc2"), d_ff, d_model, 1, dtype, rng);
+    return lb_linear_init(&f->fc2, ps, lb_param_name(name, sizeof name, prefix, "fc2"), d_ff, d_model, bias, dtype, rng);
 }
 
 lb_var *lb_ffn_forward(lb_graph *g, const lb_ffn *f, lb_var *x, int training, lb_rng *rng)

@@ -25,11 +25,11 @@ typedef struct lb_ffn {
     double dropout; /* probability of zeroing an output element while training */
 } lb_ffn;
 
-/* Registers fc1 and fc2 (with biases) under `prefix` and initialises them from rng
- * (Xavier uniform weights, zero biases). Errors: LB_ERR_VALUE for d_model or d_ff < 1
- * or dropout outside [0, 1). */
+/* Registers fc1 and fc2 (with biases when `bias`) under `prefix` and initialises them
+ * from rng (Xavier uniform weights, zero biases). Errors: LB_ERR_VALUE for d_model or
+ * d_ff < 1 or dropout outside [0, 1). */
 lb_status lb_ffn_init(lb_ffn *f, lb_params *ps, const char *prefix, int64_t d_model, int64_t d_ff, double dropout,
-                      lb_dtype dtype, lb_rng *rng);
+                      int bias, lb_dtype dtype, lb_rng *rng);
 
 /* x [..., d_model] -> [..., d_model]. `training` enables dropout, drawn from rng
  * (which may be NULL when dropout is 0 or training is 0). */

@@ -12,6 +12,10 @@
  *           conv: "conv.<i>.weight" [D, D, K], "conv.<i>.bias" [D] (layers/conv.h,
  *                 PyTorch's Conv1d layout and init), dilation 2^i
  *   head:   "head.weight" [D or H, C], "head.bias" [C]     Xavier uniform / 0
+ *           with tie_embeddings only "head.bias" (the weight is embedding.weight,
+ *           read transposed); with bias 0 (attention families) no "head.bias"
+ *   init gpt2 (attention families): every weight of 2+ dims redrawn afterwards from a
+ *           fifth stream (init_gpt2)
  *
  * Initialisation draws from one lb_rng seeded with cfg->seed, split into one
  * independent stream per part (input, positions, body, head), so e.g. changing
@@ -31,6 +35,7 @@
 #include "layers/lstm.h"
 #include "layers/positional.h"
 #include "layers/transformer.h"
+#include "kernels/stream.h"
 
 int lb_model_kind_is_attention(lb_model_kind kind) { return kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL; }
 
@@ -52,6 +57,24 @@ lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind)
             return LB_OK;
         }
     return lb_error(LB_ERR_VALUE, "model kind '%s' is not one of transformer, local, lstm, conv", name ? name : "(null)");
+}
+
+static const char *const init_names[] = {"default", "gpt2"};
+
+const char *lb_init_scheme_name(lb_init_scheme s)
+{
+    return s == LB_INIT_DEFAULT || s == LB_INIT_GPT2 ? init_names[s] : "unknown";
+}
+
+lb_status lb_init_scheme_parse(const char *name, lb_init_scheme *out)
+{
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    for (int i = 0; name && i < 2; i++)
+        if (strcmp(name, init_names[i]) == 0) {
+            *out = (lb_init_scheme)i;
+            return LB_OK;
+        }
+    return lb_error(LB_ERR_VALUE, "initialisation '%s' is not one of default, gpt2", name ? name : "(null)");
 }
 
 /* ---- validation ---- */
@@ -84,6 +107,18 @@ static lb_status check_config(const lb_model_config *c)
             return BAD("rotary positions need an even head width, but d_model / n_heads = %lld",
                        (long long)(c->d_model / c->n_heads));
     }
+    if (c->tie_embeddings) {
+        int64_t width = c->kind == LB_MODEL_LSTM ? c->hidden_size : c->d_model;
+        if (c->vocab_size == 0)
+            return BAD("tie_embeddings needs token inputs (vocab_size > 0): the head's weight is the token embedding");
+        if (c->num_classes != c->vocab_size)
+            return BAD("tie_embeddings needs num_classes = vocab_size (the head predicts tokens), got num_classes = %lld "
+                       "and vocab_size = %lld",
+                       (long long)c->num_classes, (long long)c->vocab_size);
+        if (width != c->d_model)
+            return BAD("tie_embeddings needs the body's width (hidden_size %lld) to equal d_model %lld",
+                       (long long)width, (long long)c->d_model);
+    }
     if (c->kind == LB_MODEL_LOCAL && c->window < 1)
         return BAD("window = %lld must be >= 1 for local attention (keys each query sees, itself included)",
                    (long long)c->window);
@@ -96,6 +131,66 @@ static lb_status check_config(const lb_model_config *c)
 }
 
 /* ---- construction ---- */
+
+/* GPT-2's initialisation (lb_init_scheme), drawn from one stream of `rng` in parameter
+ * order: every parameter of 2 or more dims N(0, 0.02^2), the residual output
+ * projections N(0, (0.02 / sqrt(2 n_layers))^2), every 1-dim parameter kept (biases 0,
+ * LayerNorm weights 1, softmax scales as initialised). */
+static void init_gpt2(lb_model *m, lb_rng *rng)
+{
+    lb_rng r = lb_rng_split(rng);
+    const double std = 0.02, residual_std = 0.02 / sqrt(2.0 * m->cfg.n_layers);
+    for (int i = 0; i < m->params.count; i++) {
+        lb_var *p = m->params.items[i];
+        if (p->value->ndim < 2)
+            continue;
+        int residual = 0;
+        for (int k = 0; k < m->transformer.n_layers; k++)
+            residual |= p == m->transformer.blocks[k].attn.w_o || p == m->transformer.blocks[k].ffn.fc2.weight;
+        lb_init_normal(p, &r, residual ? residual_std : std);
+    }
+}
+
+int lb_model_param_is_table(const lb_model *m, const lb_var *p)
+{
+    LB_CHECK_ARG(m, 0);
+    LB_CHECK_ARG(p, 0);
+    return p == m->embedding || (m->pos.embedding && p == m->pos.embedding);
+}
+
+lb_var *lb_model_head(lb_graph *g, const lb_model *m, lb_var *h)
+{
+    if (!m->cfg.tie_embeddings)
+        return lb_linear_forward(g, &m->head, h);
+    if (!h)
+        return NULL;
+    /* h [..., D] @ embedding[V, D]^T -> [..., V] (+ bias) */
+    int64_t d = m->cfg.d_model, rows = lb_tensor_numel(h->value) / d;
+    int64_t flat[2] = {rows, d};
+    lb_var *y = lb_matmul_t(g, lb_reshape(g, h, 2, flat), 0, m->embedding, 1);
+    if (y && m->head.bias)
+        y = lb_add(g, y, m->head.bias);
+    if (!y)
+        return NULL;
+    int64_t shape[8];
+    int nd = h->value->ndim;
+    for (int i = 0; i < nd - 1; i++)
+        shape[i] = h->value->shape[i];
+    shape[nd - 1] = m->cfg.vocab_size;
+    return lb_reshape(g, y, nd, shape);
+}
+
+void lb_model_head_rows(const lb_model *m, int64_t n, const void *h, void *out)
+{
+    const lb_model_config *c = &m->cfg;
+    int64_t classes = c->num_classes > 0 ? c->num_classes : 1, width = m->head.in_features;
+    if (c->tie_embeddings) /* [n, D] @ embedding[V, D]^T */
+        lb_k_affine_rows_t(c->dtype, n, width, classes, h, lb_tensor_data(m->embedding->value),
+                           m->head.bias ? lb_tensor_data(m->head.bias->value) : NULL, out);
+    else
+        lb_k_affine_rows(c->dtype, n, width, classes, h, lb_tensor_data(m->head.weight->value),
+                         m->head.bias ? lb_tensor_data(m->head.bias->value) : NULL, out);
+}
 
 static lb_status build(lb_model *m)
 {
@@ -119,8 +214,8 @@ static lb_status build(lb_model *m)
     if (lb_model_kind_is_attention(c->kind)) {
         if (lb_positional_init(&m->pos, ps, NULL, c->pos, c->max_seq_len, c->d_model, c->dtype, &r_pos) != LB_OK)
             return lb_last_status();
-        lb_transformer_config tc = {c->d_model,  c->n_heads,      c->d_ff,       c->dropout, c->pos == LB_POS_ROTARY,
-                                    c->n_layers, c->length_scale, c->max_seq_len};
+        lb_transformer_config tc = {c->d_model,  c->n_heads,      c->d_ff,        c->dropout, c->pos == LB_POS_ROTARY,
+                                    c->n_layers, c->length_scale, c->max_seq_len, !c->bias};
         if (lb_transformer_init(&m->transformer, ps, NULL, &tc, c->dtype, &r_body) != LB_OK)
             return lb_last_status();
     } else if (c->kind == LB_MODEL_LSTM) {
@@ -141,7 +236,21 @@ static lb_status build(lb_model *m)
         }
     }
     int64_t outputs = c->num_classes > 0 ? c->num_classes : 1;
-    return lb_linear_init(&m->head, ps, "head", width, outputs, 1, c->dtype, &r_head);
+    int head_bias = !lb_model_kind_is_attention(c->kind) || c->bias;
+    if (c->tie_embeddings) { /* the head reads h @ embedding^T: only its bias is its own */
+        memset(&m->head, 0, sizeof m->head);
+        snprintf(m->head.name, sizeof m->head.name, "head");
+        m->head.in_features = width;
+        m->head.out_features = outputs;
+        int64_t sb[1] = {outputs};
+        if (head_bias && !(m->head.bias = lb_params_add(ps, "head", "bias", c->dtype, 1, sb)))
+            return lb_last_status();
+    } else if (lb_linear_init(&m->head, ps, "head", width, outputs, head_bias, c->dtype, &r_head) != LB_OK) {
+        return lb_last_status();
+    }
+    if (lb_model_kind_is_attention(c->kind) && c->init == LB_INIT_GPT2)
+        init_gpt2(m, &master);
+    return LB_OK;
 }
 
 lb_model *lb_model_new(const lb_model_config *cfg)
@@ -307,7 +416,7 @@ lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int
         if (read)
             h = lb_gather_positions(g, h, read); /* [B, 1, width] */
     }
-    lb_var *y = lb_linear_forward(g, &m->head, h); /* [B, P, C or 1] */
+    lb_var *y = lb_model_head(g, m, h); /* [B, P, C or 1] */
     free(last);
     if (y) {
         int64_t shape[3] = {b, c->head == LB_HEAD_LAST ? 1 : t, c->num_classes};

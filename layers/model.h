@@ -32,6 +32,18 @@ typedef enum lb_model_kind {
 
 typedef enum lb_head_kind { LB_HEAD_LAST = 0, LB_HEAD_EVERY } lb_head_kind;
 
+/* Initialisation of an attention model's parameters (the `init` field).
+ * LB_INIT_DEFAULT: each layer's own (Xavier uniform projections, N(0, 1) embeddings and
+ *   position table, zero biases, LayerNorm 1 / 0).
+ * LB_INIT_GPT2: GPT-2's (Radford et al. 2019; nanoGPT's GPT._init_weights): every weight
+ *   matrix, the token embedding and the position table N(0, 0.02^2); the residual
+ *   output projections (attn.w_o and ffn.fc2.weight of each block) N(0, (0.02 /
+ *   sqrt(2 n_layers))^2); biases 0; LayerNorm weights 1, biases 0. */
+typedef enum lb_init_scheme { LB_INIT_DEFAULT = 0, LB_INIT_GPT2 } lb_init_scheme;
+/* "default" / "gpt2" <-> scheme; parse errors (LB_ERR_VALUE) name the word. */
+lb_status lb_init_scheme_parse(const char *name, lb_init_scheme *out);
+const char *lb_init_scheme_name(lb_init_scheme s);
+
 /* Bits for the families that use a configuration field. */
 enum {
     LB_FAMILY_TRANSFORMER = 1 << LB_MODEL_TRANSFORMER,
@@ -47,7 +59,7 @@ enum { LB_FIELD_INIT = 1 };
 /* The type of a configuration field, and the C type of its member. */
 typedef enum lb_field_type {
     LB_FIELD_INT64, LB_FIELD_INT, LB_FIELD_REAL, LB_FIELD_U64, LB_FIELD_KIND, LB_FIELD_POS, LB_FIELD_HEAD,
-    LB_FIELD_DTYPE, LB_FIELD_SCALE
+    LB_FIELD_DTYPE, LB_FIELD_SCALE, LB_FIELD_INITIALIZER
 } lb_field_type;
 #define LB_FIELD_CTYPE_INT64 int64_t
 #define LB_FIELD_CTYPE_INT int
@@ -58,11 +70,13 @@ typedef enum lb_field_type {
 #define LB_FIELD_CTYPE_HEAD lb_head_kind
 #define LB_FIELD_CTYPE_DTYPE lb_dtype
 #define LB_FIELD_CTYPE_SCALE lb_length_scale
+#define LB_FIELD_CTYPE_INITIALIZER lb_init_scheme
 
 /* A model's configuration: one member per row of layers/model_fields.def, which
  * documents each (kind, dtype, vocab_size, input_features, num_classes, head,
  * max_seq_len, n_layers, d_model, n_heads, d_ff, pos, window, causal, length_scale,
- * dropout, hidden_size, forget_bias, kernel_size, seed, in that order). Start from
+ * dropout, bias, tie_embeddings, init, hidden_size, forget_bias, kernel_size, seed, in
+ * that order). Start from
  * lb_model_config_default and set what differs. */
 typedef struct lb_model_config {
 #define LB_MODEL_FIELD(member, option, type, families, when, def, min, max, flags, help) LB_FIELD_CTYPE_##type member;
@@ -124,12 +138,18 @@ typedef struct lb_model_input {
 } lb_model_input;
 
 /* Builds and initialises a model. NULL with a message naming the field when the
- * config is invalid (e.g. d_model not divisible by n_heads, window < 1). */
+ * config is invalid (e.g. d_model not divisible by n_heads, window < 1, tied embeddings
+ * without token inputs, with num_classes != vocab_size or a body width != d_model). */
 lb_model *lb_model_new(const lb_model_config *cfg);
 void lb_model_free(lb_model *m);
 const lb_model_config *lb_model_get_config(const lb_model *m);
 /* The model's parameters, in a stable order with stable names. */
 lb_params *lb_model_params(lb_model *m);
+/* 1 when parameter p is one of the model's lookup tables (the token embedding
+ * "embedding.weight", also the head's weight when tie_embeddings, or the learned
+ * position table "pos_embedding"), 0 otherwise (and for NULL arguments). Weight-decay
+ * rules that exempt embeddings use it (train/trainer.h, lb_decay_params). */
+int lb_model_param_is_table(const lb_model *m, const lb_var *p);
 
 /* Forward pass on graph g:
  *   LB_HEAD_LAST:  logits [B, C] (regression: [B]) read at position lengths[b] - 1;

@@ -182,6 +182,14 @@ lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, cons
             lb_error_context("%s", label);
         return st;
     }
+    case LB_FIELD_INITIALIZER: {
+        lb_init_scheme scheme;
+        if ((st = lb_init_scheme_parse(text, &scheme)) == LB_OK)
+            *(lb_init_scheme *)p = scheme;
+        else
+            lb_error_context("%s", label);
+        return st;
+    }
     case LB_FIELD_HEAD:
         if ((st = parse_name(label, text, head_names, 2, &index)) == LB_OK)
             *(lb_head_kind *)p = (lb_head_kind)index;
@@ -222,6 +230,7 @@ char *lb_model_field_format(const lb_model_config *cfg, const lb_model_field *f,
     }
     case LB_FIELD_DTYPE: snprintf(buf, size, "%s", lb_dtype_name(*(const lb_dtype *)p)); break;
     case LB_FIELD_SCALE: snprintf(buf, size, "%s", lb_length_scale_name(*(const lb_length_scale *)p)); break;
+    case LB_FIELD_INITIALIZER: snprintf(buf, size, "%s", lb_init_scheme_name(*(const lb_init_scheme *)p)); break;
     }
     return buf;
 }
@@ -241,6 +250,7 @@ double lb_model_field_number(const lb_model_config *cfg, const lb_model_field *f
     case LB_FIELD_HEAD: return (double)*(const lb_head_kind *)p;
     case LB_FIELD_DTYPE: return (double)*(const lb_dtype *)p;
     case LB_FIELD_SCALE: return (double)*(const lb_length_scale *)p;
+    case LB_FIELD_INITIALIZER: return (double)*(const lb_init_scheme *)p;
     }
     return NAN;
 }

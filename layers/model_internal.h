@@ -19,7 +19,8 @@ struct lb_model {
     lb_transformer transformer;
     lb_lstm lstm;
     lb_conv1d *conv;   /* n_layers causal convolutions D -> D, dilation 2^i */
-    lb_linear head;    /* [body width, C or 1] + [C or 1] */
+    lb_linear head;    /* [body width, C or 1] + [C or 1]; with tie_embeddings weight is NULL
+                          (the embedding serves) and bias may be NULL (bias 0) */
 };
 
 /* Transformer or local attention. */
@@ -28,6 +29,11 @@ int lb_model_kind_is_attention(lb_model_kind kind);
 lb_status lb_model_check_input(const lb_model *m, const lb_model_input *in);
 /* The embedded input [B, T, D] (token embedding or the input projection). */
 lb_var *lb_model_embed(lb_graph *g, const lb_model *m, const lb_model_input *in);
+/* The head on the body's output h [..., width] -> [..., C or 1]: the head's linear
+ * layer, or with tie_embeddings h @ embedding^T (+ the head's bias when it has one). */
+lb_var *lb_model_head(lb_graph *g, const lb_model *m, lb_var *h);
+/* The same on raw rows h [n, width] of the model dtype into out [n, C or 1] (decoding). */
+void lb_model_head_rows(const lb_model *m, int64_t n, const void *h, void *out);
 /* One residual conv layer given its convolution y = conv_i(x): x + GELU(y). */
 lb_var *lb_model_conv_residual(lb_graph *g, lb_var *x, lb_var *y);
 

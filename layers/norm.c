@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-lb_status lb_norm_init(lb_norm *n, lb_params *ps, const char *prefix, int64_t d, double eps, lb_dtype dtype)
+lb_status lb_norm_init(lb_norm *n, lb_params *ps, const char *prefix, int64_t d, double eps, int bias, lb_dtype dtype)
 {
     LB_CHECK_ARG(n, LB_ERR_VALUE);
     LB_CHECK_ARG(ps, LB_ERR_VALUE);
@@ -16,7 +16,7 @@ lb_status lb_norm_init(lb_norm *n, lb_params *ps, const char *prefix, int64_t d,
     n->eps = eps;
     if (!(n->weight = lb_params_add(ps, prefix, "weight", dtype, 1, s)))
         return lb_last_status();
-    if (!(n->bias = lb_params_add(ps, prefix, "bias", dtype, 1, s)))
+    if (bias && !(n->bias = lb_params_add(ps, prefix, "bias", dtype, 1, s)))
         return lb_last_status();
     lb_init_constant(n->weight, 1.0);
     return LB_OK;

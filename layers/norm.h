@@ -17,7 +17,7 @@ LB_API_BEGIN
 
 typedef struct lb_norm {
     lb_var *weight; /* [D], "gamma" */
-    lb_var *bias;   /* [D], "beta" */
+    lb_var *bias;   /* [D], "beta", or NULL (no bias) */
     int64_t d;
     double eps;
 } lb_norm;
@@ -25,9 +25,10 @@ typedef struct lb_norm {
 /* PyTorch's default epsilon. */
 #define LB_NORM_EPS 1e-5
 
-/* Registers "<prefix>.weight" = 1 and "<prefix>.bias" = 0, both [d], in `ps`.
+/* Registers "<prefix>.weight" = 1 and, when `bias`, "<prefix>.bias" = 0, both [d], in
+ * `ps` (bias 0: torch.nn.LayerNorm(d, bias=False), nanoGPT's bias=False; n->bias NULL).
  * Errors: LB_ERR_VALUE for d < 1, eps < 0 or a taken name. */
-lb_status lb_norm_init(lb_norm *n, lb_params *ps, const char *prefix, int64_t d, double eps, lb_dtype dtype);
+lb_status lb_norm_init(lb_norm *n, lb_params *ps, const char *prefix, int64_t d, double eps, int bias, lb_dtype dtype);
 
 /* x [..., D] -> [..., D] (lb_layer_norm with the module's weight, bias and eps).
  * Errors (NULL): x's last dim is not D. */

@@ -39,6 +39,9 @@ struct lb_model_state {
     int graph_used;         /* the graph holds a step's nodes */
 };
 
+/* The data of an optional parameter (a bias a model may lack), or NULL. */
+static const void *var_data(const lb_var *v) { return v ? lb_tensor_data(v->value) : NULL; }
+
 static int64_t conv_history(const lb_model_config *c, int i) { return (c->kernel_size - 1) * ((int64_t)1 << i); }
 
 void lb_model_state_free(lb_model_state *s)
@@ -528,7 +531,7 @@ static const void *attention_event(lb_model_state *s, const lb_decode_chunk *chu
         const lb_ffn *ffn = &blk->ffn;
         /* x = x + MHA(LN1(x)) */
         lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(blk->ln1.weight->value),
-                             lb_tensor_data(blk->ln1.bias->value), blk->ln1.eps, s->a);
+                             var_data(blk->ln1.bias), blk->ln1.eps, s->a);
         if (lb_mha_step(&blk->attn, s->a, &s->caches[i], chunk, &s->attn, s->f) != LB_OK)
             return NULL;
         LB_DISPATCH(dt, T, {
@@ -539,12 +542,12 @@ static const void *attention_event(lb_model_state *s, const lb_decode_chunk *chu
         });
         /* x = x + fc2(GELU(fc1(LN2(x)))) */
         lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(blk->ln2.weight->value),
-                             lb_tensor_data(blk->ln2.bias->value), blk->ln2.eps, s->a);
+                             var_data(blk->ln2.bias), blk->ln2.eps, s->a);
         lb_k_affine_rows(dt, b, d, ffn->fc1.out_features, s->a, lb_tensor_data(ffn->fc1.weight->value),
-                         lb_tensor_data(ffn->fc1.bias->value), s->f);
+                         var_data(ffn->fc1.bias), s->f);
         lb_k_gelu(dt, b * ffn->fc1.out_features, s->f, s->f, 0);
         lb_k_affine_rows(dt, b, ffn->fc1.out_features, d, s->f, lb_tensor_data(ffn->fc2.weight->value),
-                         lb_tensor_data(ffn->fc2.bias->value), s->a);
+                         var_data(ffn->fc2.bias), s->a);
         LB_DISPATCH(dt, T, {
             T *px = s->x;
             const T *pf = s->a;
@@ -552,7 +555,7 @@ static const void *attention_event(lb_model_state *s, const lb_decode_chunk *chu
                 px[j] = px[j] + pf[j];
         });
     }
-    lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(tr->ln_f.weight->value), lb_tensor_data(tr->ln_f.bias->value),
+    lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(tr->ln_f.weight->value), var_data(tr->ln_f.bias),
                          tr->ln_f.eps, s->a);
     return s->a;
 }
@@ -564,7 +567,7 @@ static lb_status step_event(lb_model_state *s, const lb_model_input *in, const i
 {
     const lb_model *m = s->model;
     const lb_model_config *c = &m->cfg;
-    const int64_t b = s->batch, d = c->d_model, classes = c->num_classes > 0 ? c->num_classes : 1;
+    const int64_t b = s->batch, d = c->d_model;
     const size_t row = (size_t)d * lb_dtype_size(c->dtype);
     for (int i = 0; s->caches && i < c->n_layers; i++)
         if (lb_kv_cache_reserve(&s->caches[i], 1) != LB_OK)
@@ -584,8 +587,7 @@ static lb_status step_event(lb_model_state *s, const lb_model_input *in, const i
     }
     if (!h)
         return lb_last_status();
-    lb_k_affine_rows(c->dtype, b, m->head.in_features, classes, h, lb_tensor_data(m->head.weight->value),
-                     lb_tensor_data(m->head.bias->value), out);
+    lb_model_head_rows(m, b, h, out);
     return LB_OK;
 }
 
@@ -610,7 +612,7 @@ static lb_tensor *step_run(lb_model_state *s, const lb_model_input *in, const in
         h = x ? lstm_chunk(s, x, valid, ragged) : NULL;
     else
         h = x ? conv_chunk(s, x, valid) : NULL;
-    lb_var *y = lb_linear_forward(g, &m->head, h); /* [B, C, classes or 1] */
+    lb_var *y = lb_model_head(g, m, h); /* [B, C, classes or 1] */
     if (!y)
         return NULL;
     int64_t shape[3] = {b, n, c->num_classes};

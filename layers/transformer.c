@@ -16,15 +16,15 @@ lb_status lb_transformer_block_init(lb_transformer_block *blk, lb_params *ps, co
         return lb_error(LB_ERR_VALUE, "transformer block '%s': dropout = %g must be in [0, 1)", blk->name, cfg->dropout);
     blk->dropout = cfg->dropout;
     char name[160];
-    if (lb_norm_init(&blk->ln1, ps, lb_param_name(name, sizeof name, prefix, "ln1"), cfg->d_model, LB_NORM_EPS, dtype) !=
+    if (lb_norm_init(&blk->ln1, ps, lb_param_name(name, sizeof name, prefix, "ln1"), cfg->d_model, LB_NORM_EPS, !cfg->no_bias, dtype) !=
             LB_OK ||
         lb_mha_init(&blk->attn, ps, lb_param_name(name, sizeof name, prefix, "attn"), cfg->d_model, cfg->n_heads, 0,
                     cfg->rotary, dtype, rng) != LB_OK ||
         lb_mha_set_length_scale(&blk->attn, ps, name, cfg->length_scale, cfg->reference_keys, dtype) != LB_OK ||
-        lb_norm_init(&blk->ln2, ps, lb_param_name(name, sizeof name, prefix, "ln2"), cfg->d_model, LB_NORM_EPS, dtype) !=
+        lb_norm_init(&blk->ln2, ps, lb_param_name(name, sizeof name, prefix, "ln2"), cfg->d_model, LB_NORM_EPS, !cfg->no_bias, dtype) !=
             LB_OK ||
         lb_ffn_init(&blk->ffn, ps, lb_param_name(name, sizeof name, prefix, "ffn"), cfg->d_model, cfg->d_ff,
-                    cfg->dropout, dtype, rng) != LB_OK)
+                    cfg->dropout, !cfg->no_bias, dtype, rng) != LB_OK)
         return lb_last_status();
     return LB_OK;
 }
@@ -94,7 +94,7 @@ lb_status lb_transformer_init(lb_transformer *tr, lb_params *ps, const char *pre
             return lb_last_status();
     }
     return lb_norm_init(&tr->ln_f, ps, lb_param_name(name, sizeof name, prefix, "ln_f"), cfg->d_model, LB_NORM_EPS,
-                        dtype);
+                        !cfg->no_bias, dtype);
 }
 
 void lb_transformer_free(lb_transformer *tr)

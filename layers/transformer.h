@@ -13,7 +13,8 @@
  *   ln1.weight, ln1.bias [d_model]; attn.w_q, attn.w_k, attn.w_v, attn.w_o
  *   [d_model, d_model]; attn.softmax_scale [n_heads] (scalable softmax only); ln2.weight, ln2.bias [d_model]; ffn.fc1.weight [d_model, d_ff],
  *   ffn.fc1.bias [d_ff], ffn.fc2.weight [d_ff, d_model], ffn.fc2.bias [d_model];
- * then "<prefix>.ln_f.weight", "<prefix>.ln_f.bias" (or "ln_f.*").
+ * then "<prefix>.ln_f.weight", "<prefix>.ln_f.bias" (or "ln_f.*"). With no_bias the
+ * ln*.bias and ffn.fc*.bias parameters do not exist.
  *
  * Readout: given lb_attn_queries, only the LAST block runs its queries, residual and
  * FFN on the selected positions (the earlier blocks compute every position, since
@@ -40,6 +41,7 @@ typedef struct lb_transformer_config {
     int n_layers;   /* blocks in a stack (>= 1) */
     lb_length_scale length_scale; /* logit scaling by the number of keys (layers/attention.h) */
     int64_t reference_keys;       /* its reference length N (the longest training sequence) */
+    int no_bias;    /* 1: the LayerNorms and the FFN have no biases (nanoGPT's bias=False) */
 } lb_transformer_config;
 
 typedef struct lb_transformer_block {

@@ -13,6 +13,7 @@ typedef struct lb_optim_slot {
     lb_tensor *step; /* float64, 0-dimensional */
     lb_tensor *buf0; /* SGD: momentum_buffer; Adam(W): exp_avg; or NULL */
     lb_tensor *buf1; /* Adam(W): exp_avg_sq; or NULL */
+    int no_decay;    /* 1: weight_decay 0 for this parameter (lb_optim_set_decay) */
 } lb_optim_slot;
 
 struct lb_optim {
@@ -320,13 +321,36 @@ lb_status lb_optim_step(lb_optim *opt)
         double *step = lb_tensor_data(s->step);
         double t = *step + 1.0;
         *step = t;
-        if (opt->cfg.kind == LB_OPTIM_SGD)
-            sgd_update(&opt->cfg, s, t == 1.0);
+        lb_optim_config c = opt->cfg; /* the parameter's group: weight_decay 0 when exempt */
+        if (s->no_decay)
+            c.weight_decay = 0.0;
+        if (c.kind == LB_OPTIM_SGD)
+            sgd_update(&c, s, t == 1.0);
         else
-            adam_update(&opt->cfg, s, t);
+            adam_update(&c, s, t);
         lb_tensor_bump_version(s->param->value); /* an in-place update, as torch.optim's */
     }
     return LB_OK;
+}
+
+lb_status lb_optim_set_decay(lb_optim *opt, int index, int decay)
+{
+    if (!opt)
+        return lb_error(LB_ERR_VALUE, "lb_optim_set_decay: NULL optimizer");
+    if (index < 0 || index >= opt->n_params)
+        return lb_error(LB_ERR_VALUE, "lb_optim_set_decay: parameter index %d is outside [0, %d)", index, opt->n_params);
+    opt->slots[index].no_decay = !decay;
+    return LB_OK;
+}
+
+int lb_optim_decays(const lb_optim *opt, int index)
+{
+    LB_CHECK_ARG(opt, -1);
+    if (index < 0 || index >= opt->n_params) {
+        lb_error(LB_ERR_VALUE, "lb_optim_decays: parameter index %d is outside [0, %d)", index, opt->n_params);
+        return -1;
+    }
+    return !opt->slots[index].no_decay;
 }
 
 void lb_optim_zero_grad(lb_optim *opt)

@@ -39,8 +39,11 @@
  * (so float32 results can differ from torch's all-float32 arithmetic in the last
  * bits). float64 parameters agree with torch to about 1e-15 relative.
  *
- * Not supported (torch options): amsgrad, maximize, parameter groups with
- * different hyperparameters, sparse gradients. Gradients are not checked for
+ * Parameter groups: only the weight decay can differ per parameter
+ * (lb_optim_set_decay), which is torch's two groups {"params": decay,
+ * "weight_decay": wd} and {"params": no_decay, "weight_decay": 0.0} (nanoGPT's
+ * configure_optimizers). Not supported (torch options): amsgrad, maximize, other
+ * per-group hyperparameters, sparse gradients. Gradients are not checked for
  * NaN/Inf here: check them with lb_clip_grad_norm or lb_grad_check_finite
  * (optim/clip.h) before stepping.
  *
@@ -106,6 +109,16 @@ void lb_optim_free(lb_optim *opt);
  * non-contiguous value or gradient; LB_ERR_STATE when a step count is not a
  * non-negative integer (a corrupt restored checkpoint). */
 lb_status lb_optim_step(lb_optim *opt);
+
+/* Puts parameter `index` (its position in the array given to lb_optim_new) in the
+ * decayed group (decay != 0, the default for every parameter) or the exempt one
+ * (decay == 0: its weight_decay is 0, for every kind). Not part of the saved state:
+ * set it again after creating the optimizer for a resumed run.
+ * Errors: LB_ERR_VALUE for a NULL optimizer or an index out of range. */
+lb_status lb_optim_set_decay(lb_optim *opt, int index, int decay);
+/* 1 when parameter `index` is decayed, 0 when exempt; -1 with LB_ERR_VALUE for a NULL
+ * optimizer or an index out of range. */
+int lb_optim_decays(const lb_optim *opt, int index);
 
 /* Sets every parameter's gradient to NULL (torch's zero_grad(set_to_none=True)). */
 void lb_optim_zero_grad(lb_optim *opt);

@@ -64,8 +64,11 @@ CONFIG_DEFAULTS = {
     "kernel_size": 3,
     "seed": 1,
     "length_scale": "none",
+    "bias": 1,
+    "tie_embeddings": 0,
+    "init": "default",
 }
-_STRING_FIELDS = ("kind", "dtype", "head", "pos", "length_scale")
+_STRING_FIELDS = ("kind", "dtype", "head", "pos", "length_scale", "init")
 _REAL_FIELDS = ("dropout", "forget_bias")
 KINDS = ("transformer", "local", "lstm", "conv")
 POSITIONS = ("none", "sinusoidal", "learned", "rotary")
@@ -85,6 +88,8 @@ FIELD_RANGES = {
     "window": (0, 1 << 30),
     "causal": (0, 1),
     "dropout": (0.0, 0.99),
+    "bias": (0, 1),
+    "tie_embeddings": (0, 1),
     "hidden_size": (1, 65536),
     "forget_bias": (-100.0, 100.0),
     "kernel_size": (1, 1024),
@@ -95,10 +100,11 @@ _FAMILY_FIELDS = {
     "max_seq_len": ("transformer", "local"), "n_heads": ("transformer", "local"), "d_ff": ("transformer", "local"),
     "pos": ("transformer", "local"), "window": ("local",), "causal": ("transformer", "local"),
     "length_scale": ("transformer", "local"), "dropout": ("transformer", "local"), "hidden_size": ("lstm",),
-    "forget_bias": ("lstm",), "kernel_size": ("conv",),
+    "forget_bias": ("lstm",), "kernel_size": ("conv",), "bias": ("transformer", "local"),
+    "init": ("transformer", "local"),
 }
 # Fields that only change the initial parameters: a module may differ from its config in them.
-_INIT_FIELDS = ("seed", "forget_bias")
+_INIT_FIELDS = ("seed", "forget_bias", "init")
 LAYER_NORM_EPS = 1e-5  # LB_NORM_EPS
 ROTARY_BASE = 10000.0
 
@@ -149,6 +155,11 @@ def check_config(config):
         raise ValueError(f"lookback_torch: d_model = {c['d_model']} is not divisible by n_heads = {c['n_heads']}")
     if c["kind"] == "local" and c["window"] < 1:
         raise ValueError(f"lookback_torch: window = {c['window']} must be >= 1 for local attention")
+    if c["init"] not in ("default", "gpt2"):
+        raise ValueError(f"lookback_torch: init = {c['init']!r} is neither default nor gpt2")
+    if (c["kind"] in ("transformer", "local") and c["bias"] == 0) or c["tie_embeddings"] == 1:
+        raise ValueError("lookback_torch: models without biases (bias = 0) or with tied embeddings "
+                         "(tie_embeddings = 1) are not supported by this module")
     for k, (lo, hi) in FIELD_RANGES.items():
         if c["kind"] in _FAMILY_FIELDS.get(k, KINDS) and not lo <= c[k] <= hi:
             raise ValueError(f"lookback_torch: {k} = {c[k]} must be in [{lo}, {hi}] for a {c['kind']} model")

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #ifdef LB_TEST_PLOTS
-#include "lab/plot.h"
+#include "cli/plot.h"
 #endif
 
 

@@ -147,7 +147,7 @@ static void test_gradcheck_options_from_the_list(void)
     run_free(&r);
     const char *ok[] = {"gradcheck", "--model", "lstm", "--hidden", "3", "--layers", "1", "--forget-bias", "1", NULL};
     r = run(ok);
-    EXPECT(r.code == 0 && contains(r.out, "gradcheck lstm: layers 1, d-model 8, hidden 3, forget-bias 1") &&
+    EXPECT(r.code == 0 && contains(r.out, "gradcheck lstm: layers 1, d-model 8, tie-embeddings 0, hidden 3, forget-bias 1") &&
                contains(r.out, "parameters passed"), r);
     run_free(&r);
 }

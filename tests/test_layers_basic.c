@@ -124,7 +124,7 @@ static void test_norm(void)
     lb_params ps;
     lb_params_init(&ps);
     lb_norm n;
-    CU_ASSERT_EQUAL_FATAL(lb_norm_init(&n, &ps, "ln", 5, LB_NORM_EPS, LB_FLOAT64), LB_OK);
+    CU_ASSERT_EQUAL_FATAL(lb_norm_init(&n, &ps, "ln", 5, LB_NORM_EPS, 1, LB_FLOAT64), LB_OK);
     CU_ASSERT_STRING_EQUAL(ps.items[0]->name, "ln.weight");
     CU_ASSERT_STRING_EQUAL(ps.items[1]->name, "ln.bias");
     CU_ASSERT_EQUAL(lb_tensor_flat(n.weight->value, 3), 1.0);
@@ -149,7 +149,7 @@ static void test_norm(void)
     LB_ASSERT_CLOSE(y->value, want, 1e-12, 0);
     lb_graph_free(g);
     CU_ASSERT_EQUAL(gradcheck_layer(norm_fn, &n, x, &ps), LB_OK);
-    CU_ASSERT_EQUAL(lb_norm_init(&n, &ps, "bad", 0, 1e-5, LB_FLOAT64), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(lb_norm_init(&n, &ps, "bad", 0, 1e-5, 1, LB_FLOAT64), LB_ERR_VALUE);
     lb_param_free(x);
     lb_params_free(&ps);
 }
@@ -165,7 +165,7 @@ static void test_ffn(void)
     lb_rng rng;
     lb_rng_seed(&rng, 1);
     lb_ffn f;
-    CU_ASSERT_EQUAL_FATAL(lb_ffn_init(&f, &ps, "blk.ffn", 3, 7, 0.5, LB_FLOAT64, &rng), LB_OK);
+    CU_ASSERT_EQUAL_FATAL(lb_ffn_init(&f, &ps, "blk.ffn", 3, 7, 0.5, 1, LB_FLOAT64, &rng), LB_OK);
     const char *names[4] = {"blk.ffn.fc1.weight", "blk.ffn.fc1.bias", "blk.ffn.fc2.weight", "blk.ffn.fc2.bias"};
     CU_ASSERT_EQUAL_FATAL(ps.count, 4);
     for (int i = 0; i < 4; i++)
@@ -210,7 +210,7 @@ static void test_ffn(void)
     CU_ASSERT_TRUE(zeros > 0 && scaled > 0);
     lb_graph_free(g);
     CU_ASSERT_EQUAL(gradcheck_layer(ffn_fn, &f, x, &ps), LB_OK);
-    CU_ASSERT_EQUAL(lb_ffn_init(&f, &ps, "bad", 3, 7, 1.0, LB_FLOAT64, &rng), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(lb_ffn_init(&f, &ps, "bad", 3, 7, 1.0, 1, LB_FLOAT64, &rng), LB_ERR_VALUE);
     lb_param_free(x);
     lb_params_free(&ps);
 }

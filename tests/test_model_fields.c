@@ -13,7 +13,7 @@ static void test_every_member_has_one_row(void)
 {
     int n;
     const lb_model_field *f = lb_model_fields(&n);
-    CU_ASSERT_EQUAL(n, 20);
+    CU_ASSERT_EQUAL(n, 23);
     CU_ASSERT_EQUAL(f[0].offset, 0);
     CU_ASSERT_STRING_EQUAL(f[0].member, "kind");
     CU_ASSERT_STRING_EQUAL(f[n - 1].member, "seed");
@@ -61,6 +61,9 @@ static void test_defaults_per_family(void)
     CU_ASSERT_EQUAL(t.pos, LB_POS_NONE);
     CU_ASSERT_EQUAL(t.head, LB_HEAD_LAST);
     CU_ASSERT_DOUBLE_EQUAL(r.forget_bias, 0.0, 0);
+    CU_ASSERT_EQUAL(t.bias, 1);
+    CU_ASSERT_EQUAL(t.tie_embeddings, 0);
+    CU_ASSERT_EQUAL(t.init, LB_INIT_DEFAULT);
 }
 
 /* Text -> field -> text gives the same text for every field, and a second config set
@@ -74,6 +77,7 @@ static void test_set_and_format_round_trip(void)
         {"num_classes", "5"},    {"head", "every"},         {"max_seq_len", "333"}, {"layers", "3"},
         {"d-model", "24"},       {"heads", "6"},            {"d-ff", "48"},       {"pos", "rotary"},
         {"window", "9"},         {"causal", "0"},           {"length-scale", "log-n"}, {"dropout", "0.15"},
+        {"bias", "0"},           {"tie-embeddings", "1"},   {"init", "gpt2"},
         {"hidden", "12"},
         {"forget-bias", "-1.5"}, {"kernel", "5"},           {"model-seed", "18446744073"},
     };
@@ -95,6 +99,9 @@ static void test_set_and_format_round_trip(void)
     CU_ASSERT_EQUAL(a.pos, LB_POS_ROTARY);
     CU_ASSERT_EQUAL(a.length_scale, LB_LENGTH_SCALE_LOG_N);
     CU_ASSERT_EQUAL(a.hidden_size, 12);
+    CU_ASSERT_EQUAL(a.bias, 0);
+    CU_ASSERT_EQUAL(a.tie_embeddings, 1);
+    CU_ASSERT_EQUAL(a.init, LB_INIT_GPT2);
     CU_ASSERT_DOUBLE_EQUAL(a.dropout, 0.15, 0);
     CU_ASSERT_DOUBLE_EQUAL(a.forget_bias, -1.5, 0);
     CU_ASSERT_EQUAL(a.seed, 18446744073ull);

@@ -54,11 +54,33 @@ const char *lb_budget_clock_name(lb_budget_clock c);
 /* Parses "wall" or "cpu"; LB_ERR_VALUE naming the value otherwise. */
 lb_status lb_budget_clock_parse(const char *name, lb_budget_clock *out);
 
+/* Which parameters the weight decay applies to (torch.optim parameter groups: the others
+ * are in a group with weight_decay 0).
+ * LB_DECAY_ALL: every parameter (one group, torch.optim.AdamW(model.parameters())).
+ * LB_DECAY_MATRICES: every parameter of 2 or more dimensions: weight matrices,
+ *   convolution kernels, LSTM weights, the token embedding and the position table;
+ *   biases, LayerNorm weights and softmax scales are exempt. nanoGPT's
+ *   GPT.configure_optimizers ("any parameter that is 2D will be weight decayed").
+ * LB_DECAY_LINEAR: the weights of the linear maps only (2+ dims, not a lookup table):
+ *   biases, norms, the token embedding (also when tied to the head) and the position
+ *   table are exempt; minGPT's configure_optimizers (Linear weights decay, LayerNorm and
+ *   Embedding weights do not). */
+typedef enum lb_decay_params { LB_DECAY_ALL = 0, LB_DECAY_MATRICES = 1, LB_DECAY_LINEAR = 2 } lb_decay_params;
+
+/* "all" / "matrices" / "linear"; NULL for a value out of range. */
+const char *lb_decay_params_name(lb_decay_params d);
+/* Parses "all", "matrices" or "linear"; LB_ERR_VALUE naming the value otherwise. */
+lb_status lb_decay_params_parse(const char *name, lb_decay_params *out);
+/* 1 when the rule decays parameter p of model m, 0 when it is exempt; 0 with an
+ * LB_ERR_VALUE error for NULL arguments or an unknown rule. */
+int lb_decay_params_applies(lb_decay_params rule, const lb_model *m, const lb_var *p);
+
 typedef struct lb_train_config {
     int64_t steps;           /* total optimizer steps (a resumed run continues to this total) */
     int64_t batch_size;      /* examples per optimizer step */
     int64_t micro_batches;   /* gradient accumulation: the batch is split into this many parts */
     lb_optim_config optim;   /* optimizer and its base learning rate */
+    lb_decay_params decay_params; /* the parameters optim.weight_decay applies to (default all) */
     lb_schedule schedule;    /* learning rate per step (optim/schedule.h); its base_lr is taken
                                 from optim.lr and a cosine's total_steps from steps */
     double clip;             /* max global gradient norm (0 = no clipping) */
@@ -215,10 +237,6 @@ lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size);
 lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg);
 /* Loads only the parameters of a checkpoint into a model built from its config. */
 lb_status lb_checkpoint_load_params(const char *path, lb_model *model);
-/* The model of a checkpoint, built from its stored config, with its parameters loaded
- * (caller frees with lb_model_free). NULL with the library's message on error (the
- * errors of lb_checkpoint_read_model_config, lb_model_new, lb_checkpoint_load_params). */
-lb_model *lb_checkpoint_load_model(const char *path);
 
 /* What the loop reports. */
 typedef enum lb_loop_event { LB_EVENT_STEP, LB_EVENT_EVAL, LB_EVENT_CHECKPOINT } lb_loop_event;
@@ -266,27 +284,6 @@ int64_t lb_trainer_best(const lb_trainer *t, double *metric);
 
 /* The CSV header line written before the first metrics row. */
 const char *lb_metrics_header(void);
-
-/* One row of metrics.csv (docs/training.md): a "train" row holds the means over the
- * steps since the previous row, a "val" row one evaluation. Columns a file does not
- * have read as NAN (numbers) or 0 (step, skipped). */
-typedef struct lb_metrics_row {
-    int64_t step;
-    char split[8];            /* "train" or "val" */
-    double loss, accuracy;    /* accuracy NAN for regression */
-    double lr, grad_norm, tokens_per_second;
-    double wall_seconds;      /* training seconds since the run began (evaluations excluded) */
-    int64_t skipped;          /* steps skipped for a non-finite gradient */
-} lb_metrics_row;
-/* Called for each row read; a non-zero return stops the reading. */
-typedef int (*lb_metrics_row_fn)(const lb_metrics_row *row, void *user);
-/* Reads a metrics.csv written by lb_trainer_run, row by row in file order, and calls
- * fn(row, user) for each (only the rows of `split` when it is not NULL). Columns are
- * found by the header's names, so files with more columns read too; a row that does not
- * parse (a line cut by a full disk) is skipped. Returns the rows passed to fn in *n_rows
- * (may be NULL). Errors: LB_ERR_IO naming the file (missing, unreadable), LB_ERR_VALUE
- * when its first line is not a metrics header (no step, split and loss columns). */
-lb_status lb_metrics_read(const char *path, const char *split, lb_metrics_row_fn fn, void *user, int64_t *n_rows);
 
 LB_API_END
 
