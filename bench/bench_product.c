@@ -13,7 +13,7 @@
  * else is set (no environment variable: the library chooses OpenBLAS's kernels and
  * keeps it single-threaded).
  *
- * The recipes are the study's own table (cli/study_recipes.c, compiled in here: the
+ * The recipes are the study's own table (lab/recipes.c, compiled in here: the
  * models, batch sizes, weight decay and default learning rates of lookback study's
  * default scale): every task with transformer, local attention, LSTM and conv, and
  * spike16's length-robustness variants; AdamW, clip 1 as the study trains them. */
@@ -26,7 +26,7 @@
 
 #include "data/dataset.h"
 #include "data/tasks.h"
-#include "cli/study_recipes.h"
+#include "lab/recipes.h"
 #include "harness.h"
 #include "cli/preinit.h"
 #include "layers/conv.h"
@@ -36,21 +36,21 @@
 #include "tensor/threads.h"
 #include "train/trainer.h"
 
-/* The recipes, in the table's order: study_recipes[r]; named "<task>.<method>". */
+/* The recipes, in the table's order: lb_recipes[r]; named "<task>.<method>". */
 static void recipe_name(int r, char *buf, size_t size)
 {
-    snprintf(buf, size, "%s.%s", task_names[study_recipes[r].task], method_names[study_recipes[r].method]);
+    snprintf(buf, size, "%s.%s", lb_recipe_task_names[lb_recipes[r].task], lb_recipe_method_names[lb_recipes[r].method]);
 }
 
-/* The study's training file of a task (cli/study_recipes.c), small splits; `mixed`:
+/* The study's training file of a task (lab/recipes.c), small splits; `mixed`:
  * spike16 at lengths 64..256. */
-static lb_task_options task_options(task_id t, int mixed, char *file, size_t size)
+static lb_task_options task_options(lb_recipe_task t, int mixed, char *file, size_t size)
 {
     lb_task_options o;
-    study_task_data(t, 0, 0, &o);
+    lb_recipe_task_data(t, 0, 0, &o);
     if (mixed)
-        study_mixed_lengths(&o);
-    snprintf(file, size, "%s%s.h5", task_names[t], mixed ? "-mixed" : "");
+        lb_recipe_mixed_lengths(&o);
+    snprintf(file, size, "%s%s.h5", lb_recipe_task_names[t], mixed ? "-mixed" : "");
     o.n_train = 512;
     o.n_val = 64;
     o.n_test = 0;
@@ -58,12 +58,12 @@ static lb_task_options task_options(task_id t, int mixed, char *file, size_t siz
     return o;
 }
 
-/* The study's model of a recipe row (study_recipe_model), fitted to the data as lookback
+/* The study's model of a recipe row (lb_recipe_model), fitted to the data as lookback
  * train fits it. */
-static void model_config(const recipe_row *row, const lb_dataset *data, int64_t seq_len, lb_model_config *mc)
+static void model_config(const lb_recipe *row, const lb_dataset *data, int64_t seq_len, lb_model_config *mc)
 {
     char text[512];
-    study_recipe_model(row, seq_len, mc, text, sizeof text);
+    lb_recipe_model(row, seq_len, mc, text, sizeof text);
     lb_model_config_fit_data(mc, data);
 }
 
@@ -79,7 +79,7 @@ static int step_once(void *ctx)
 
 static int run_recipe(int r, const char *dir, const bench_opts *o)
 {
-    const recipe_row *row = &study_recipes[r];
+    const lb_recipe *row = &lb_recipes[r];
     char file[64], name[64];
     recipe_name(r, name, sizeof name);
     lb_task_options to = task_options(row->task, row->mixed, file, sizeof file);
@@ -159,7 +159,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(o.workload, "list") == 0) {
-        for (int r = 0; r < study_n_recipes; r++) {
+        for (int r = 0; r < lb_recipes_count; r++) {
             char name[64];
             recipe_name(r, name, sizeof name);
             printf("%s\n", name);
@@ -168,7 +168,7 @@ int main(int argc, char **argv)
     }
     lb_set_num_threads(o.threads);
     int failed = 0, found = 0;
-    for (int r = 0; r < study_n_recipes; r++) {
+    for (int r = 0; r < lb_recipes_count; r++) {
         char name[64];
         recipe_name(r, name, sizeof name);
         if (strcmp(o.workload, "all") == 0 || strcmp(o.workload, name) == 0) {

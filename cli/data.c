@@ -171,7 +171,7 @@ static void on_progress(int64_t done, int64_t total, void *user)
     if (!p->enabled)
         return;
     if (!p->shown) {
-        if (lb_cli_now() - p->bar.start < 1.0)
+        if (lb_clock_wall() - p->bar.start < 1.0)
             return;
         p->shown = 1;
         p->bar.total = total;
@@ -323,7 +323,7 @@ int lb_cli_data(int argc, char **argv)
         code = lb_cli_fail("data");
         goto done;
     }
-    if (lb_cli_exists(output) && !force) {
+    if (lb_files_exists(output) && !force) {
         code = lb_cli_error("data", 1, "%s already exists; use --force to overwrite it", output);
         goto done;
     }
@@ -332,7 +332,7 @@ int lb_cli_data(int argc, char **argv)
 
     data_progress progress = {.enabled = !quiet};
     lb_progress_begin(&progress.bar, "generate", opt.n_train + opt.n_val + opt.n_test);
-    double start = lb_cli_now();
+    double start = lb_clock_wall();
     struct sigaction old_actions[CLEANUP_SIGNALS];
     arm_cleanup(output, old_actions);
     lb_status st = lb_task_generate(&opt, output, on_progress, &progress);
@@ -347,7 +347,7 @@ int lb_cli_data(int argc, char **argv)
     double megabytes = stat(output, &sb) == 0 ? (double)sb.st_size / 1e6 : 0;
     printf("wrote %s: task %s, seq_len %lld, train %lld, val %lld, test %lld (%.2f MB in %.1f s)\n", output,
            lb_task_name(task), (long long)opt.seq_len, (long long)opt.n_train, (long long)opt.n_val,
-           (long long)opt.n_test, megabytes, lb_cli_now() - start);
+           (long long)opt.n_test, megabytes, lb_clock_wall() - start);
     fputs("options: ", stdout);
     lb_task_print_options(&opt, " ", stdout);
     fputc('\n', stdout);

@@ -9,7 +9,7 @@
 #include "data/h5io.h"
 #include "data/output.h"
 #include "cli/cli.h"
-#include "cli/options.h"
+#include "lab/run_config.h"
 #include "train/trainer.h"
 
 static void eval_usage(FILE *out)
@@ -127,7 +127,7 @@ static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char
     if (isnan(r->accuracy)) {
         json_object_object_add(o, "mse", json_object_new_double(r->mse));
         /* The baseline the text output prints beside the MSE. */
-        json_object_object_add(o, "baseline_mse", json_object_new_double(lb_cli_mean_predictor_mse(ds, split, r->examples)));
+        json_object_object_add(o, "baseline_mse", json_object_new_double(lb_dataset_mean_predictor_mse(ds, split, r->examples)));
         json_object *bins = json_object_new_array();
         for (int k = 0; k < r->n_bins; k++) {
             json_object *bin = json_object_new_object();
@@ -193,16 +193,16 @@ int lb_cli_eval(int argc, char **argv)
         case 'c': ck = optarg; break;
         case 'd': data_path = optarg; break;
         case 's': st = lb_cli_split("--split", optarg, &split); break;
-        case 'n': st = lb_cli_int("--examples", optarg, 0, INT64_MAX, &examples); break;
-        case 'b': st = lb_cli_int("--batch", optarg, 1, 1 << 20, &batch); break;
-        case 'B': st = lb_cli_int("--bins", optarg, 0, LB_EVAL_MAX_BINS, &bins); break;
+        case 'n': st = lb_option_int("--examples", optarg, 0, INT64_MAX, &examples); break;
+        case 'b': st = lb_option_int("--batch", optarg, 1, 1 << 20, &batch); break;
+        case 'B': st = lb_option_int("--bins", optarg, 0, LB_EVAL_MAX_BINS, &bins); break;
         case 'j': json = 1; break;
         case 'a': attention_out = optarg; break;
         case 'A':
-            st = lb_cli_int("--attention-examples", optarg, 1, 1024, &attention_examples);
+            st = lb_option_int("--attention-examples", optarg, 1, 1024, &attention_examples);
             attention_examples_set = 1;
             break;
-        case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
+        case 't': st = lb_option_int("--threads", optarg, 0, 1024, &threads); break;
         case 'h': eval_usage(stdout); return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
         }
@@ -217,9 +217,9 @@ int lb_cli_eval(int argc, char **argv)
     if (attention_examples_set && !attention_out)
         return lb_cli_error(cmd, 2, "--attention-examples does not apply without --attention-out (it sets how many "
                                     "examples' attention weights that file gets); drop it, or add --attention-out FILE");
-    if (attention_out && lb_cli_exists(attention_out))
+    if (attention_out && lb_files_exists(attention_out))
         return lb_cli_error(cmd, 1, "%s already exists; choose another --attention-out", attention_out);
-    if (lb_cli_set_threads((int)threads) < 0)
+    if (lb_run_set_threads((int)threads) < 0)
         return lb_cli_fail(cmd);
     lb_model_config mc;
     if (lb_checkpoint_read_model_config(ck, &mc) != LB_OK)
@@ -234,7 +234,7 @@ int lb_cli_eval(int argc, char **argv)
     if (!data)
         return lb_cli_fail(cmd);
     /* The checkpoint's model and the file must fit: checked before any work. */
-    if (lb_model_data_check(&mc, task, data) != LB_OK || lb_cli_check_scored(data, split) != LB_OK) {
+    if (lb_model_data_check(&mc, task, data) != LB_OK || lb_run_check_scored(data, split) != LB_OK) {
         lb_dataset_close(data);
         return lb_cli_fail(cmd);
     }
@@ -260,7 +260,7 @@ int lb_cli_eval(int argc, char **argv)
     } else {
         printf("%s on %s (%s split, %lld examples)\n", ck, data_path, split, (long long)r.examples);
         if (isnan(r.accuracy)) {
-            printf("mse %.6f  (predicting the mean of these targets: %.6f)\n", r.mse, lb_cli_mean_predictor_mse(data, split, r.examples));
+            printf("mse %.6f  (predicting the mean of these targets: %.6f)\n", r.mse, lb_dataset_mean_predictor_mse(data, split, r.examples));
             if (r.n_bins > 0)
                 printf("%-20s %10s %8s\n", "distance", "mse", "examples");
             for (int k = 0; k < r.n_bins; k++) {

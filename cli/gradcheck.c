@@ -185,12 +185,12 @@ static int apply_option(gc_settings *s, const char *key, const char *value)
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (strcmp(key, ints[i].name) == 0)
-            return lb_cli_int(key, value, ints[i].min, ints[i].max, (int64_t *)((char *)s + ints[i].offset)) == LB_OK
+            return lb_option_int(key, value, ints[i].min, ints[i].max, (int64_t *)((char *)s + ints[i].offset)) == LB_OK
                        ? 0
                        : lb_cli_error("gradcheck", 2, "%s", lb_last_error());
     for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
         if (strcmp(key, reals[i].name) == 0)
-            return lb_cli_real(key, value, reals[i].min, reals[i].max, (double *)((char *)s + reals[i].offset)) == LB_OK
+            return lb_option_real(key, value, reals[i].min, reals[i].max, (double *)((char *)s + reals[i].offset)) == LB_OK
                        ? 0
                        : lb_cli_error("gradcheck", 2, "%s", lb_last_error());
     if (strcmp(key, "--model") == 0) {
@@ -373,8 +373,8 @@ int lb_cli_gradcheck(int argc, char **argv)
         if (!lb_model_field_in_family(lb_model_field_find(s.given[i]), s.model.kind))
             return lb_cli_error("gradcheck", 2, "--%s does not apply to --model %s (see lookback gradcheck --help)",
                                 s.given[i], lb_model_kind_name(s.model.kind));
-    /* one thread: its matrix-product buffer is reserved before any work (lb_cli_set_threads) */
-    if (lb_cli_set_threads(1) < 0)
+    /* one thread: its matrix-product buffer is reserved before any work (lb_run_set_threads) */
+    if (lb_run_set_threads(1) < 0)
         return lb_cli_fail("gradcheck");
 
     static const lb_model_kind every[] = {LB_MODEL_TRANSFORMER, LB_MODEL_LOCAL, LB_MODEL_LSTM, LB_MODEL_CONV};

@@ -12,7 +12,7 @@
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
 #include "cli/cli.h"
-#include "cli/options.h"
+#include "lab/run_config.h"
 #include "cli/preinit.h"
 #include "data/h5io.h"
 

@@ -278,14 +278,14 @@ int lb_cli_predict(int argc, char **argv)
         case 'c': ck = optarg; break;
         case 'd': data_path = optarg; break;
         case 's': st = lb_cli_split("--split", optarg, &split); break;
-        case 'n': st = lb_cli_int("--examples", optarg, 0, INT64_MAX, &examples); break;
-        case 'b': st = lb_cli_int("--batch", optarg, 1, 1 << 16, &batch); break;
+        case 'n': st = lb_option_int("--examples", optarg, 0, INT64_MAX, &examples); break;
+        case 'b': st = lb_option_int("--batch", optarg, 1, 1 << 16, &batch); break;
         case 'o': out = optarg; break;
         case 'i': incremental = 1; break;
-        case 'C': st = lb_cli_int("--chunk", optarg, 1, 1 << 20, &chunk); chunk_set = 1; break;
-        case 'm': st = lb_cli_int("--max-context", optarg, 1, INT32_MAX, &max_context); context_set = 1; break;
+        case 'C': st = lb_option_int("--chunk", optarg, 1, 1 << 20, &chunk); chunk_set = 1; break;
+        case 'm': st = lb_option_int("--max-context", optarg, 1, INT32_MAX, &max_context); context_set = 1; break;
         case 'f': force = 1; break;
-        case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
+        case 't': st = lb_option_int("--threads", optarg, 0, 1024, &threads); break;
         case 'h': predict_usage(stdout); return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
         }
@@ -308,12 +308,12 @@ int lb_cli_predict(int argc, char **argv)
     struct stat sb;
     if (stat(out, &sb) == 0 && !force)
         return lb_cli_error(cmd, 1, "%s already exists; choose another -o or add --force", out);
-    if (lb_cli_set_threads((int)threads) < 0)
+    if (lb_run_set_threads((int)threads) < 0)
         return lb_cli_fail(cmd);
     lb_dataset *data = lb_dataset_open(data_path);
     if (!data)
         return lb_cli_fail(cmd);
-    lb_model *model = lb_cli_load_model(ck);
+    lb_model *model = lb_checkpoint_load_model(ck);
     int64_t n = lb_dataset_split_size(data, split);
     int code = 0;
     char task[64] = "";
@@ -348,7 +348,7 @@ int lb_cli_predict(int argc, char **argv)
     lb_graph *g = lb_graph_new();
     lb_graph_set_grad_enabled(g, 0);
     lb_stream_options so = {0, max_context, 0};
-    double t_start = lb_cli_now();
+    double t_start = lb_clock_wall();
     for (int64_t start = 0; start < n && st == LB_OK; start += batch) {
         int64_t count = n - start < batch ? n - start : batch;
         lb_batch b;
@@ -371,7 +371,7 @@ int lb_cli_predict(int argc, char **argv)
         lb_tensor_free(feat);
         lb_batch_free(&b);
     }
-    double seconds = lb_cli_now() - t_start;
+    double seconds = lb_clock_wall() - t_start;
     lb_graph_free(g);
     predict_file pf = {out, ck, data_path, split, incremental ? "incremental" : "full", mc, &pr,
                        all.targets, all.target_values, all.distance, all.lengths};

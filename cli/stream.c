@@ -216,11 +216,11 @@ int lb_cli_stream(int argc, char **argv)
         switch (c) {
         case 'c': ck = optarg; break;
         case 'i': input = optarg; break;
-        case 'e': st = lb_cli_int("--every", optarg, 1, INT64_MAX, &every); break;
+        case 'e': st = lb_option_int("--every", optarg, 1, INT64_MAX, &every); break;
         case 'j': json = 1; break;
         case 's': strict = 1; break;
-        case 'm': st = lb_cli_int("--max-context", optarg, 1, INT32_MAX, &max_context); break;
-        case 't': st = lb_cli_int("--threads", optarg, 0, 1024, &threads); break;
+        case 'm': st = lb_option_int("--max-context", optarg, 1, INT32_MAX, &max_context); break;
+        case 't': st = lb_option_int("--threads", optarg, 0, 1024, &threads); break;
         case 'h': stream_usage(stdout); return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
         }
@@ -233,9 +233,9 @@ int lb_cli_stream(int argc, char **argv)
         return lb_cli_error(cmd, 2, "--checkpoint is required");
     if (!input[0])
         return lb_cli_error(cmd, 2, "--input is empty: name a file, or - for standard input");
-    if (lb_cli_set_threads((int)threads) < 0)
+    if (lb_run_set_threads((int)threads) < 0)
         return lb_cli_fail(cmd);
-    lb_model *model = lb_cli_load_model(ck);
+    lb_model *model = lb_checkpoint_load_model(ck);
     if (!model)
         return lb_cli_fail(cmd);
     int code = 0;

@@ -4,7 +4,7 @@
 
 #include "train/distributed.h"
 #include "cli/cli.h"
-#include "cli/options.h"
+#include "lab/run_config.h"
 
 static void train_usage(FILE *out)
 {
@@ -117,8 +117,8 @@ static int init_model_from(lb_run_config *rc, const train_args *a, const char *p
 static int resolve_options(const char *cmd, const train_args *a, const char *dir, lb_run_config *rc)
 {
     char config_path[4200], ckpt_path[4200];
-    lb_cli_path(config_path, sizeof config_path, dir, "config.json");
-    lb_cli_path(ckpt_path, sizeof ckpt_path, dir, "checkpoint.h5");
+    lb_files_join(config_path, sizeof config_path, dir, "config.json");
+    lb_files_join(ckpt_path, sizeof ckpt_path, dir, "checkpoint.h5");
     lb_option_list file;
     memset(&file, 0, sizeof file);
     if (a->config && lb_option_list_read_json(&file, a->config) != LB_OK) {
@@ -130,13 +130,13 @@ static int resolve_options(const char *cmd, const train_args *a, const char *dir
     lb_run_config_default(rc, LB_MODEL_TRANSFORMER);
     int code = -1;
     if (a->resume) {
-        if (!lb_cli_exists(config_path))
+        if (!lb_files_exists(config_path))
             code = lb_cli_error(cmd, 2, "%s holds no run to resume (no config.json)", dir);
         else if (lb_run_config_load_json(rc, config_path) != LB_OK)
             code = lb_cli_fail(cmd);
         /* No option sets these; a run started with --init-from may have any. */
         lb_model_config saved;
-        if (code < 0 && lb_cli_exists(ckpt_path)) {
+        if (code < 0 && lb_files_exists(ckpt_path)) {
             if (lb_checkpoint_read_model_config(ckpt_path, &saved) != LB_OK)
                 code = lb_cli_fail(cmd);
             rc->model.dtype = saved.dtype;
@@ -173,7 +173,7 @@ static int resolve_options(const char *cmd, const train_args *a, const char *dir
         code = lb_cli_error(cmd, 2, "--data FILE.h5 is required");
     /* a folder already holding a run, once the options are known to be valid (a usage
      * error is exit 2 whatever --out holds) */
-    if (code < 0 && !a->resume && lb_cli_exists(ckpt_path))
+    if (code < 0 && !a->resume && lb_files_exists(ckpt_path))
         code = lb_cli_error(cmd, 1, "%s already holds a run; continue it with --resume %s or choose another --out",
                             dir, dir);
     lb_option_list_free(&file);
@@ -200,10 +200,10 @@ int lb_cli_train(int argc, char **argv)
     if (code < 0)
         code = resolve_options(cmd, a, dir, &rc);
     if (code < 0) {
-        lb_cli_run run;
-        lb_cli_run_set_data_parallel(1);
-        lb_cli_run_set_accept_data_change(a->accept_data_change);
-        if (lb_cli_run_training(&rc, dir, a->resume != NULL, a->quiet, &run, NULL) == LB_OK)
+        lb_run_result run;
+        lb_run_set_data_parallel(1);
+        lb_run_set_accept_data_change(a->accept_data_change);
+        if (lb_run_train(&rc, dir, a->resume != NULL, a->quiet, &run, NULL) == LB_OK)
             code = 0;
         else if (run.interrupted && lb_dist_rank() != 0)
             code = 128 + (run.signal > 0 ? run.signal : 2); /* rank 0 reports it */

@@ -1,4 +1,5 @@
 /* Batch buffers shared by the loader and lb_dataset_slice. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,4 +108,23 @@ void lb_batch_free(lb_batch *batch)
     lb_batch_store_free(batch->owner);
     free(batch->owner);
     memset(batch, 0, sizeof *batch);
+}
+
+double lb_dataset_mean_predictor_mse(const lb_dataset *data, const char *split, int64_t n)
+{
+    lb_batch b;
+    double sum = 0, sq = 0;
+    if (n < 1 || lb_dataset_slice(data, split, 0, n, &b) != LB_OK)
+        return NAN;
+    if (!b.target_values) {
+        lb_batch_free(&b);
+        return NAN;
+    }
+    for (int64_t i = 0; i < n; i++)
+        sum += b.target_values[i];
+    double mean = sum / (double)n;
+    for (int64_t i = 0; i < n; i++)
+        sq += (b.target_values[i] - mean) * (b.target_values[i] - mean);
+    lb_batch_free(&b);
+    return sq / (double)n;
 }

@@ -73,6 +73,11 @@ int64_t lb_dataset_vocab_size(const lb_dataset *ds);   /* 0 for real-valued inpu
 int64_t lb_dataset_num_classes(const lb_dataset *ds);  /* 0 for regression */
 int64_t lb_dataset_num_features(const lb_dataset *ds); /* F; 0 for token inputs */
 int lb_dataset_is_regression(const lb_dataset *ds);
+/* The MSE of always predicting the mean target over the first n examples of a split
+ * (per-sequence regression targets): the baseline a regression must beat (1/6 for the
+ * adding task, the variance of the sum of two U(0, 1)). NAN when the split has no
+ * regression targets or n < 1. */
+double lb_dataset_mean_predictor_mse(const lb_dataset *data, const char *split, int64_t n);
 int lb_dataset_per_position(const lb_dataset *ds);
 int lb_dataset_has_distance(const lb_dataset *ds);
 int lb_dataset_has_lengths(const lb_dataset *ds);

@@ -1,4 +1,5 @@
 #include "data/h5io_internal.h"
+#include "tensor/clock.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -63,13 +64,6 @@ typedef struct child_report {
     char message[MESSAGE_BYTES];
 } child_report;
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
@@ -91,7 +85,7 @@ static int read_report(int fd, child_report *r, double deadline)
     while (got < sizeof *r) {
         int wait_ms = -1;
         if (deadline > 0) {
-            double left = deadline - now_seconds();
+            double left = deadline - lb_clock_wall();
             if (left <= 0)
                 return -1;
             wait_ms = (int)(left * 1000) + 1;
@@ -184,7 +178,7 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
         _exit(0); /* no exit handlers: HDF5's own cleanup may be what crashes */
     }
     close(fds[1]);
-    double start = now_seconds();
+    double start = lb_clock_wall();
     lb_status fed = feed ? feed(ctx) : LB_OK;
     char fed_message[MESSAGE_BYTES];
     snprintf(fed_message, sizeof fed_message, "%s", lb_last_error());

@@ -7,9 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "tensor/isa.h"
 #include "tensor/blas_internal.h"
+#include "tensor/error.h"
 #include "tensor/threads.h"
 
 /* OpenBLAS's x86-64 core names (driver/others/dynamic.c, corename[]) by class. */
@@ -132,14 +135,6 @@ void lb_blas_init(void)
     pthread_once(&threads_once, single_thread_once);
 }
 
-void lb_blas_reserve_buffers(void)
-{
-    enum { D = 256 };
-    static float a[D * D], c[D * D];
-    lb_blas_init();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, D, 1.0f, a, D, a, D, 0.0f, c, D);
-}
-
 void lb_blas_info(lb_blas_report *out)
 {
     if (!out)
@@ -190,4 +185,45 @@ int lb_blas_describe(const lb_blas_report *r, char *buf, size_t size)
     return snprintf(buf, size, "%s (%s), core %s (%s; CPU %s), %d BLAS thread%s, %d thread%s, fused attention %s",
                     lib, r->threading, r->core, why, r->cpu_isa, r->blas_threads, r->blas_threads == 1 ? "" : "s",
                     r->threads, r->threads == 1 ? "" : "s", r->attention_isa ? r->attention_isa : "unknown");
+}
+
+int lb_address_space_free(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return 0;
+    munmap(p, bytes);
+    return 1;
+}
+
+enum { BLAS_HEADROOM_BYTES = 32 << 20 };
+
+int lb_blas_reserve_buffers(int n)
+{
+    static int reserved = 0; /* buffers already in place (an earlier call) */
+    if (n < 1)
+        n = 1;
+    while (n > reserved && !lb_address_space_free((size_t)n * LB_BLAS_BUFFER_BYTES + BLAS_HEADROOM_BYTES)) {
+        if (n == 1) {
+            struct rlimit lim;
+            char limit[64] = "";
+            if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+                snprintf(limit, sizeof limit, " (the address-space limit, ulimit -v, is %llu MB)",
+                         (unsigned long long)(lim.rlim_cur >> 20));
+            lb_error(LB_ERR_MEMORY,
+                     "out of memory (while reserving the %d MB buffer of the linear-algebra library, OpenBLAS)%s",
+                     LB_BLAS_BUFFER_BYTES >> 20, limit);
+            return -1;
+        }
+        n--;
+    }
+    lb_set_num_threads(n);
+    if (n > reserved) {
+        /* One product large enough to run on every thread: each allocates its buffer now. */
+        enum { D = 256 };
+        static float a[D * D], c[D * D];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, D, D, D, 1.0f, a, D, a, D, 0.0f, c, D);
+        reserved = n;
+    }
+    return n;
 }

@@ -62,14 +62,6 @@ typedef struct lb_blas_report {
  * visible in lb_blas_info. Thread-safe. */
 void lb_blas_init(void);
 
-/* Runs one float32 product of 256 x 256 x 256 through OpenBLAS, so that it allocates
- * the buffer it gives a thread that multiplies (128 MiB of address space in its x86-64
- * builds, allocated at a thread's first product and retried forever when that
- * allocation fails) now, where a caller that checked the address space left can still
- * report a shortage, rather than at the first product of a training step. Calls
- * lb_blas_init first. */
-void lb_blas_reserve_buffers(void);
-
 /* Fills `out` with the BLAS library, its version, the core in use and who chose it,
  * the CPU's class, threads and the fused attention kernels' build. Calls
  * lb_blas_init first. out == NULL does nothing. */
@@ -82,6 +74,24 @@ void lb_blas_info(lb_blas_report *out);
  * (snprintf's convention); -1 with an LB_ERR_VALUE error when buf is NULL and size > 0;
  * r NULL writes "BLAS: unknown" with an LB_ERR_VALUE error. */
 int lb_blas_describe(const lb_blas_report *r, char *buf, size_t size);
+
+/* 1 when `bytes` more of address space can be mapped now (the limit of ulimit -v,
+ * RLIMIT_AS), 0 if not: a check before work whose libraries cannot report a failed
+ * allocation (OpenBLAS retries forever, GLib aborts). */
+int lb_address_space_free(size_t bytes);
+
+/* OpenBLAS gives each thread that runs a matrix product (the calling one and every
+ * worker) a buffer of LB_BLAS_BUFFER_BYTES of address space (BUFFER_SIZE of its x86-64
+ * builds, 128 MiB, plus guard pages), allocated the first time the thread runs; when that
+ * allocation fails it retries forever. lb_blas_reserve_buffers(n) sets n threads
+ * (lb_set_num_threads) and runs one product large enough for every thread, so each
+ * allocates its buffer now, where a shortage can still be said: the count is lowered
+ * until the buffers (and 32 MiB of headroom) fit the address space left. Returns the
+ * count in use (<= n; a second call with a count already reserved costs nothing), or -1
+ * with LB_ERR_MEMORY ("out of memory (while reserving ... OpenBLAS)", naming the
+ * ulimit -v value) when not even one fits. n < 1 is taken as 1. */
+enum { LB_BLAS_BUFFER_BYTES = (128 << 20) + (1 << 20) };
+int lb_blas_reserve_buffers(int n);
 
 LB_API_END
 

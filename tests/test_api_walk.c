@@ -257,6 +257,8 @@ static const struct {
     {"lb_params_add", "prefix"},       {"lb_trainer_distribute", "cfg"},
     {"lb_gradcheck", "options"},       {"lb_gradcheck", "report"},         {"lb_param_name", "prefix"},
     {"lb_val_score", "higher_better"}, {"lb_trainer_solved_step", "score"},
+    {"lb_sample_filter", "work"},      {"lb_sample_probs", "work"},        {"lb_sample_token", "work"},
+    {"lb_generate", "out"},            {"lb_generate", "result"},
     {NULL, NULL},
 };
 

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #ifdef LB_TEST_PLOTS
-#include "cli/plot.h"
+#include "lab/plot.h"
 #endif
 
 

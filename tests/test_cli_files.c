@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/plot.h"
+#include "lab/plot.h"
 #include "cli_support.h"
 
 static double now_seconds(void)

@@ -1,86 +1,86 @@
-/* The study's recipe table (cli/study_recipes.c, shared by lookback study and the
+/* The study's recipe table (lab/recipes.c, shared by lookback study and the
  * product-path benchmark): one row per (task, method) for the source table's four
  * methods on every task, the length-robustness variants on spike16 only, complete rows,
  * the anchors' recipes where the docs cite them, and models that build. */
 #include <string.h>
 
-#include "cli/study_recipes.h"
+#include "lab/recipes.h"
 #include "data/tasks.h"
 #include "layers/model.h"
 #include "support.h"
 
 static void test_one_row_per_task_and_method(void)
 {
-    int count[T_COUNT][M_COUNT] = {{0}};
-    for (int i = 0; i < study_n_recipes; i++) {
-        const recipe_row *r = &study_recipes[i];
-        CU_ASSERT_TRUE_FATAL(r->task >= 0 && r->task < T_COUNT && r->method >= 0 && r->method < M_COUNT);
+    int count[LB_RECIPE_T_COUNT][LB_RECIPE_M_COUNT] = {{0}};
+    for (int i = 0; i < lb_recipes_count; i++) {
+        const lb_recipe *r = &lb_recipes[i];
+        CU_ASSERT_TRUE_FATAL(r->task >= 0 && r->task < LB_RECIPE_T_COUNT && r->method >= 0 && r->method < LB_RECIPE_M_COUNT);
         count[r->task][r->method]++;
         CU_ASSERT_TRUE(r->width > 0);
         CU_ASSERT_TRUE(r->batch > 0);
         CU_ASSERT_TRUE(r->lrs[0] > 0);
         CU_ASSERT_TRUE(r->weight_decay >= 0);
         CU_ASSERT_TRUE(r->source && strlen(r->source) > 10);
-        CU_ASSERT_PTR_EQUAL(recipe_of(r->task, r->method), r);
+        CU_ASSERT_PTR_EQUAL(lb_recipe_of(r->task, r->method), r);
     }
-    for (int t = 0; t < T_COUNT; t++)
-        for (int m = 0; m < M_COUNT; m++) {
-            int expected = m <= M_CONV || t == T_SPIKE16; /* ssmax, mixed, logn: spike16 only */
+    for (int t = 0; t < LB_RECIPE_T_COUNT; t++)
+        for (int m = 0; m < LB_RECIPE_M_COUNT; m++) {
+            int expected = m <= LB_RECIPE_M_CONV || t == LB_RECIPE_T_SPIKE16; /* ssmax, mixed, logn: spike16 only */
             CU_ASSERT_EQUAL(count[t][m], expected);
             if (!expected)
-                CU_ASSERT_PTR_NULL(recipe_of((task_id)t, (method_id)m));
+                CU_ASSERT_PTR_NULL(lb_recipe_of((lb_recipe_task)t, (lb_recipe_method)m));
         }
-    CU_ASSERT_EQUAL(study_n_recipes, 6 * 4 + 3);
-    CU_ASSERT_STRING_EQUAL(task_names[T_COPY], "copy");
-    CU_ASSERT_STRING_EQUAL(method_names[M_LOGN], "logn");
+    CU_ASSERT_EQUAL(lb_recipes_count, 6 * 4 + 3);
+    CU_ASSERT_STRING_EQUAL(lb_recipe_task_names[LB_RECIPE_T_COPY], "copy");
+    CU_ASSERT_STRING_EQUAL(lb_recipe_method_names[LB_RECIPE_M_LOGN], "logn");
 }
 
 /* The anchors the docs cite: Zoology's recall recipe, Bai's TCN on copy, Deletang's
  * training lengths for parity and modsum. */
 static void test_anchor_recipes(void)
 {
-    const recipe_row *zoology = recipe_of(T_RECALL, M_TRANSFORMER);
+    const lb_recipe *zoology = lb_recipe_of(LB_RECIPE_T_RECALL, LB_RECIPE_M_TRANSFORMER);
     CU_ASSERT_EQUAL(zoology->layers, 2);
     CU_ASSERT_EQUAL(zoology->width, 64);
     CU_ASSERT_DOUBLE_EQUAL(zoology->weight_decay, 0.1, 1e-12);
     int n_lrs = 0;
-    for (int i = 0; i < MAX_LRS && zoology->lrs[i] > 0; i++, n_lrs++)
+    for (int i = 0; i < LB_RECIPE_MAX_LRS && zoology->lrs[i] > 0; i++, n_lrs++)
         CU_ASSERT_TRUE(zoology->lrs[i] >= 1e-4 * 0.999 && zoology->lrs[i] <= 1e-2 * 1.001);
     CU_ASSERT_EQUAL(n_lrs, 4);
 
     lb_model_config mc;
     char text[512];
     lb_task_options o;
-    study_task_data(T_COPY, 0, 0, &o);
+    lb_recipe_task_data(LB_RECIPE_T_COPY, 0, 0, &o);
     CU_ASSERT_EQUAL(o.seq_len, 1020);
     CU_ASSERT_TRUE(o.blank_targets);
-    study_recipe_model(recipe_of(T_COPY, M_CONV), o.seq_len, &mc, text, sizeof text);
+    lb_recipe_model(lb_recipe_of(LB_RECIPE_T_COPY, LB_RECIPE_M_CONV), o.seq_len, &mc, text, sizeof text);
     CU_ASSERT_EQUAL(mc.kind, LB_MODEL_CONV);
     CU_ASSERT_EQUAL(mc.kernel_size, 8);
     CU_ASSERT_EQUAL(mc.n_layers, 8); /* receptive field 1 + 7 (2^8 - 1) = 1,786 >= 1,020 */
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "kernel 8"));
-    study_task_data(T_COPY, 1, 0, &o);
+    lb_recipe_task_data(LB_RECIPE_T_COPY, 1, 0, &o);
     CU_ASSERT_EQUAL(o.seq_len, 220);
 
-    study_task_data(T_PARITY, 0, 0, &o);
+    lb_recipe_task_data(LB_RECIPE_T_PARITY, 0, 0, &o);
     CU_ASSERT_TRUE(o.variable_length);
     CU_ASSERT_EQUAL(o.min_length, 2);
     CU_ASSERT_EQUAL(o.seq_len, 40);
-    study_task_data(T_MODSUM, 0, 0, &o);
+    lb_recipe_task_data(LB_RECIPE_T_MODSUM, 0, 0, &o);
     CU_ASSERT_TRUE(o.variable_length);
     CU_ASSERT_EQUAL(o.seq_len, 16);
-    study_task_data(T_RECALL, 0, 1, &o);
+    lb_recipe_task_data(LB_RECIPE_T_RECALL, 0, 1, &o);
     CU_ASSERT_EQUAL(o.seq_len, 512);
     CU_ASSERT_EQUAL(o.pairs, 64);
-    study_task_data(T_SPIKE16, 0, 0, &o);
-    study_mixed_lengths(&o);
+    lb_recipe_task_data(LB_RECIPE_T_SPIKE16, 0, 0, &o);
+    lb_recipe_mixed_lengths(&o);
     CU_ASSERT_TRUE(o.variable_length);
     CU_ASSERT_EQUAL(o.min_length, 64);
 
-    study_recipe_model(recipe_of(T_MODSUM, M_LSTM), 16, &mc, text, sizeof text);
+    lb_recipe_model(lb_recipe_of(LB_RECIPE_T_MODSUM, LB_RECIPE_M_LSTM), 16, &mc, text, sizeof text);
     CU_ASSERT_EQUAL(mc.kind, LB_MODEL_LSTM);
     CU_ASSERT_EQUAL(mc.hidden_size, 64);
-    study_recipe_model(recipe_of(T_SPIKE16, M_LOGN), 256, &mc, text, sizeof text);
+    lb_recipe_model(lb_recipe_of(LB_RECIPE_T_SPIKE16, LB_RECIPE_M_LOGN), 256, &mc, text, sizeof text);
     CU_ASSERT_EQUAL(mc.length_scale, LB_LENGTH_SCALE_LOG_N);
     CU_ASSERT_EQUAL(mc.n_layers, 1);
 }
@@ -88,13 +88,13 @@ static void test_anchor_recipes(void)
 /* Every row's model builds once the data fields are filled (tokens in, a class out). */
 static void test_every_recipe_builds(void)
 {
-    for (int i = 0; i < study_n_recipes; i++) {
-        const recipe_row *r = &study_recipes[i];
+    for (int i = 0; i < lb_recipes_count; i++) {
+        const lb_recipe *r = &lb_recipes[i];
         lb_task_options o;
-        study_task_data(r->task, 1, 0, &o);
+        lb_recipe_task_data(r->task, 1, 0, &o);
         lb_model_config mc;
         char text[512];
-        study_recipe_model(r, o.seq_len, &mc, text, sizeof text);
+        lb_recipe_model(r, o.seq_len, &mc, text, sizeof text);
         mc.vocab_size = 16;
         mc.num_classes = 8;
         if (mc.max_seq_len < o.seq_len)
@@ -102,7 +102,7 @@ static void test_every_recipe_builds(void)
         lb_model *model = lb_model_new(&mc);
         CU_ASSERT_PTR_NOT_NULL(model);
         if (!model)
-            fprintf(stderr, "%s.%s: %s\n", task_names[r->task], method_names[r->method], lb_last_error());
+            fprintf(stderr, "%s.%s: %s\n", lb_recipe_task_names[r->task], lb_recipe_method_names[r->method], lb_last_error());
         lb_model_free(model);
         CU_ASSERT_TRUE(strlen(text) > 10);
     }

@@ -702,3 +702,16 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path)
     free_tensors(job.vals, ps->count + n_state);
     return st;
 }
+
+lb_model *lb_checkpoint_load_model(const char *path)
+{
+    lb_model_config mc;
+    if (lb_checkpoint_read_model_config(path, &mc) != LB_OK)
+        return NULL;
+    lb_model *model = lb_model_new(&mc);
+    if (model && lb_checkpoint_load_params(path, model) != LB_OK) {
+        lb_model_free(model);
+        return NULL;
+    }
+    return model;
+}

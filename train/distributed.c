@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "train/trainer_internal.h"
+#include "tensor/clock.h"
 
 #ifdef LB_HAVE_MPI
 #include <mpi.h>
@@ -61,13 +62,6 @@ void lb_dist_config_default(lb_dist_config *cfg)
 #ifdef LB_HAVE_MPI
 
 static int g_active, g_rank, g_size = 1;
-
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* An MPI error code as an lb_error naming the call. */
 static lb_status mpi_fail(int code, const char *call)
@@ -133,11 +127,11 @@ lb_status lb_dist_same_exit(int code, double timeout_seconds)
         return LB_OK;
     MPI_Request request;
     MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &request));
-    double deadline = seconds_now() + timeout_seconds;
+    double deadline = lb_clock_wall() + timeout_seconds;
     int done = 0;
     while (!done) {
         MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-        if (!done && seconds_now() > deadline)
+        if (!done && lb_clock_wall() > deadline)
             return lb_error(LB_ERR_STATE, "another rank did not finish within %g s of this one", timeout_seconds);
         if (!done) {
             struct timespec pause = {0, 2000000}; /* 2 ms */
@@ -482,7 +476,7 @@ lb_status lb_dist_total_scored(lb_trainer *t, int64_t *scored)
  * rank had one (if none did, the gradient stays NULL, and the optimizer skips it). */
 static lb_status reduce_gradients(lb_dist_state *d, lb_params *ps, const double *present)
 {
-    double t0 = seconds_now();
+    double t0 = lb_clock_wall();
     for (int k = 0; k < d->n_buckets; k++) {
         bucket *b = &d->buckets[k];
         for (int i = b->first; i < b->first + b->count; i++) {
@@ -514,7 +508,7 @@ static lb_status reduce_gradients(lb_dist_state *d, lb_params *ps, const double 
                    (size_t)lb_tensor_numel(p->value) * d->elem);
         }
     }
-    d->stats.allreduce_seconds += seconds_now() - t0;
+    d->stats.allreduce_seconds += lb_clock_wall() - t0;
     return LB_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "optim/clip.h"
+#include "tensor/clock.h"
 #include "tensor/threads.h"
 #include "train/trainer_internal.h"
 
@@ -75,21 +76,6 @@ lb_status lb_train_config_check(const lb_train_config *cfg)
         return lb_last_status();
     lb_schedule s = effective_schedule(cfg);
     return lb_schedule_check(&s);
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU seconds of the process (all threads). */
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 const char *lb_val_select_name(lb_val_select s)
@@ -617,7 +603,7 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
 {
     LB_CHECK_ARG(t, LB_ERR_VALUE);
     LB_CHECK_ARG(stats, LB_ERR_VALUE);
-    double t0 = now_seconds(), cpu0 = t->cfg.budget_clock == LB_BUDGET_CPU ? cpu_seconds() : 0;
+    double t0 = lb_clock_wall(), cpu0 = t->cfg.budget_clock == LB_BUDGET_CPU ? lb_clock_process_cpu() : 0;
     memset(stats, 0, sizeof *stats);
     lb_batch b;
     lb_status st = next_batch(t, &b);
@@ -685,8 +671,8 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
     stats->grad_norm = norm;
     stats->lr = lr;
     stats->tokens = t->cfg.batch_size * b.seq_len; /* the global batch, also when each rank holds a part */
-    stats->seconds = now_seconds() - t0;
-    double budget = t->cfg.budget_clock == LB_BUDGET_CPU ? (cpu_seconds() - cpu0) / lb_get_num_threads() : stats->seconds;
+    stats->seconds = lb_clock_wall() - t0;
+    double budget = t->cfg.budget_clock == LB_BUDGET_CPU ? (lb_clock_process_cpu() - cpu0) / lb_get_num_threads() : stats->seconds;
     if (t->dist && (st = lb_dist_end_step(t, &stats->seconds, &budget)) != LB_OK)
         return st;
     t->elapsed += stats->seconds;
@@ -697,6 +683,86 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
 const char *lb_metrics_header(void)
 {
     return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped";
+}
+
+enum { METRICS_COLUMNS = 9 };
+
+lb_status lb_metrics_read(const char *path, const char *split, lb_metrics_row_fn fn, void *user, int64_t *n_rows)
+{
+    static const char *const names[METRICS_COLUMNS] = {"step",      "split",     "loss",
+                                                       "accuracy",  "lr",        "grad_norm",
+                                                       "tokens_per_second", "wall_seconds", "skipped"};
+    if (n_rows)
+        *n_rows = 0;
+    LB_CHECK_ARG(path && fn, LB_ERR_VALUE);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return lb_error(LB_ERR_IO, "%s: cannot read the metrics: %s", path, strerror(errno));
+    char line[1024];
+    int column_of[METRICS_COLUMNS]; /* names[k] is column column_of[k] (-1: absent) */
+    int n_columns = 0;
+    for (int k = 0; k < METRICS_COLUMNS; k++)
+        column_of[k] = -1;
+    if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        for (char *save = NULL, *tok = strtok_r(line, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n_columns++)
+            for (int k = 0; k < METRICS_COLUMNS; k++)
+                if (strcmp(tok, names[k]) == 0 && column_of[k] < 0)
+                    column_of[k] = n_columns;
+    }
+    if (column_of[0] < 0 || column_of[1] < 0 || column_of[2] < 0) {
+        fclose(f);
+        return lb_error(LB_ERR_VALUE, "%s: not a metrics file (its first line is not '%s')", path, lb_metrics_header());
+    }
+    int64_t passed = 0;
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strcspn(line, "\r\n");
+        if (line[len] == '\0' && !feof(f))
+            continue; /* longer than any row lookback writes */
+        line[len] = '\0';
+        lb_metrics_row row = {.loss = NAN, .accuracy = NAN, .lr = NAN, .grad_norm = NAN, .tokens_per_second = NAN,
+                              .wall_seconds = NAN};
+        int got = 0, col = 0;
+        for (char *p = line, *next; p; p = next, col++) {
+            next = strchr(p, ',');
+            if (next)
+                *next++ = '\0';
+            for (int k = 0; k < METRICS_COLUMNS; k++) {
+                if (column_of[k] != col)
+                    continue;
+                char *end = NULL;
+                if (k == 1) {
+                    if (strlen(p) < sizeof row.split) {
+                        memcpy(row.split, p, strlen(p) + 1);
+                        got |= 1 << k;
+                    }
+                } else if (k == 0 || k == 8) {
+                    long long v = strtoll(p, &end, 10);
+                    if (*p && !*end) {
+                        *(k == 0 ? &row.step : &row.skipped) = v;
+                        got |= 1 << k;
+                    }
+                } else {
+                    double v = strtod(p, &end);
+                    double *field[] = {NULL, NULL, &row.loss, &row.accuracy, &row.lr, &row.grad_norm,
+                                       &row.tokens_per_second, &row.wall_seconds};
+                    if (*p && !*end) {
+                        *field[k] = v;
+                        got |= 1 << k;
+                    }
+                }
+            }
+        }
+        if ((got & 7) != 7 || (split && strcmp(row.split, split) != 0))
+            continue;
+        passed++;
+        if (fn(&row, user))
+            break;
+    }
+    fclose(f);
+    if (n_rows)
+        *n_rows = passed;
+    return LB_OK;
 }
 
 /* One row of metrics.csv, written whole with write(2) or not at all: when the write

@@ -237,6 +237,10 @@ lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size);
 lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg);
 /* Loads only the parameters of a checkpoint into a model built from its config. */
 lb_status lb_checkpoint_load_params(const char *path, lb_model *model);
+/* The model of a checkpoint, built from its stored config, with its parameters loaded
+ * (caller frees with lb_model_free). NULL with the library's message on error (the
+ * errors of lb_checkpoint_read_model_config, lb_model_new, lb_checkpoint_load_params). */
+lb_model *lb_checkpoint_load_model(const char *path);
 
 /* What the loop reports. */
 typedef enum lb_loop_event { LB_EVENT_STEP, LB_EVENT_EVAL, LB_EVENT_CHECKPOINT } lb_loop_event;
@@ -284,6 +288,27 @@ int64_t lb_trainer_best(const lb_trainer *t, double *metric);
 
 /* The CSV header line written before the first metrics row. */
 const char *lb_metrics_header(void);
+
+/* One row of metrics.csv (docs/training.md): a "train" row holds the means over the
+ * steps since the previous row, a "val" row one evaluation. Columns a file does not
+ * have read as NAN (numbers) or 0 (step, skipped). */
+typedef struct lb_metrics_row {
+    int64_t step;
+    char split[8];            /* "train" or "val" */
+    double loss, accuracy;    /* accuracy NAN for regression */
+    double lr, grad_norm, tokens_per_second;
+    double wall_seconds;      /* training seconds since the run began (evaluations excluded) */
+    int64_t skipped;          /* steps skipped for a non-finite gradient */
+} lb_metrics_row;
+/* Called for each row read; a non-zero return stops the reading. */
+typedef int (*lb_metrics_row_fn)(const lb_metrics_row *row, void *user);
+/* Reads a metrics.csv written by lb_trainer_run, row by row in file order, and calls
+ * fn(row, user) for each (only the rows of `split` when it is not NULL). Columns are
+ * found by the header's names, so files with more columns read too; a row that does not
+ * parse (a line cut by a full disk) is skipped. Returns the rows passed to fn in *n_rows
+ * (may be NULL). Errors: LB_ERR_IO naming the file (missing, unreadable), LB_ERR_VALUE
+ * when its first line is not a metrics header (no step, split and loss columns). */
+lb_status lb_metrics_read(const char *path, const char *split, lb_metrics_row_fn fn, void *user, int64_t *n_rows);
 
 LB_API_END
 

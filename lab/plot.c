@@ -1,4 +1,4 @@
-/* Plots for the command line with PLplot (cli/plot.h).
+/* Plots with PLplot (lab/plot.h).
  *
  * PLplot keeps one global state and calls exit() on some errors (plexit): every
  * plot runs inside run_plot, which checks what it can beforehand (the device is
@@ -7,7 +7,7 @@
  * records the message. Arrays are prepared before the plot starts so that such a
  * jump leaks nothing of ours.
  */
-#include "cli/plot.h"
+#include "lab/plot.h"
 
 #include <errno.h>
 #include <math.h>

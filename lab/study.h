@@ -10,7 +10,7 @@
  *                  that list several (none with quick): a short run trained to solve,
  *                  scored on the validation split;
  *   LB_STUDY_CELL  one job per (task, method, seed): train with its recipe (one table in
- *                  cli/study.c) and the learning rate chosen, until solved on the
+ *                  lab/recipes.c) and the learning rate chosen, until solved on the
  *                  validation split or out of the task's CPU budget (the same for every
  *                  method of the task), record when it learnt and the learning curve,
  *                  then evaluate at every test length and measure the costs.
@@ -20,12 +20,18 @@
  * processes or on separate MPI ranks (a driver runs phase by phase with a barrier
  * in between). lb_study_report reads whatever results exist.
  */
-#ifndef LB_CLI_STUDY_H
-#define LB_CLI_STUDY_H
+#ifndef LB_LAB_STUDY_H
+#define LB_LAB_STUDY_H
 
 #include <stdint.h>
 
 #include "tensor/error.h"
+#include "tensor/api.h"
+
+LB_API_BEGIN
+
+/* The most seeds a study runs per (task, method). */
+enum { LB_STUDY_MAX_SEEDS = 16 };
 
 typedef enum lb_study_phase { LB_STUDY_DATA = 0, LB_STUDY_LR, LB_STUDY_CELL, LB_STUDY_PHASES } lb_study_phase;
 
@@ -80,5 +86,7 @@ void lb_study_job_summary(const lb_study *s, lb_study_phase phase, int index, ch
  * the report) keeps the wall time the previous study.json recorded. Errors: LB_ERR_IO.
  * Plots that cannot be drawn are noted on stderr and skipped. */
 lb_status lb_study_report(lb_study *s, double seconds);
+
+LB_API_END
 
 #endif

@@ -2,13 +2,16 @@
  * one table maps every option name ("d-model", "lr", ...) to a field of the run
  * configuration, so the command line, a --config JSON file and the resolved
  * config.json written into a run folder all use the same names. */
-#ifndef LB_CLI_OPTIONS_H
-#define LB_CLI_OPTIONS_H
+#ifndef LB_LAB_RUN_CONFIG_H
+#define LB_LAB_RUN_CONFIG_H
 
 #include <getopt.h>
 #include <stdio.h>
 
+#include "tensor/api.h"
 #include "train/trainer.h"
+
+LB_API_BEGIN
 
 typedef struct lb_run_config {
     char data[4096];         /* training data file */
@@ -24,7 +27,7 @@ void lb_run_config_default(lb_run_config *rc, lb_model_kind kind);
 
 /* Sets option `name` (without leading dashes) from text. The model options are the
  * model configuration's field list (layers/model_fields.def); the training options
- * are listed in cli/options.c. Changing "model" resets the model fields to that
+ * are listed in lab/run_config.c. Changing "model" resets the model fields to that
  * family's defaults (keeping --model-seed), so give it first.
  * Errors: LB_ERR_VALUE naming the option (unknown name, bad value). */
 lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *value);
@@ -76,21 +79,7 @@ typedef struct lb_run_record {
  * LB_ERR_VALUE naming the file, the split and the ignored count, before any work;
  * LB_OK for regression data and for an empty split (callers say what an empty split
  * means for them). */
-lb_status lb_cli_check_scored(const lb_dataset *data, const char *split);
-
-/* 1 when a command-line option (spelled "--out", "-o") takes a path: its empty value
- * is then said to name no file; other options are said to need a value. */
-int lb_cli_option_takes_path(const char *option);
-
-/* Refuses an option given twice on a command line (argv[1..argc-1] of `command`, e.g.
- * "eval"), whatever its spelling: "--split val --split test", "--out=a --out b", "-o a
- * --out b", an option and its alias ("data --train 2 --n-train 3"; hyphens and
- * underscores alike). Arguments after "--" and values such as "-5" are not options.
- * Errors: LB_ERR_VALUE naming the option ("--split is given twice; give it once"). */
-lb_status lb_cli_check_repeats(const char *command, int argc, char *const *argv);
-
-/* The CRC-32 and size of a whole file. Errors: LB_ERR_IO naming it. */
-lb_status lb_cli_file_crc32(const char *path, uint32_t *crc, int64_t *bytes);
+lb_status lb_run_check_scored(const lb_dataset *data, const char *split);
 
 /* Writes every option that rc's model and training use, with its value, as a JSON
  * object, plus the record (may be NULL) under LB_CONFIG_RECORD_KEY; written to a
@@ -121,54 +110,13 @@ int lb_run_option_resumable(const char *name);
 /* Rewrites the library's field names in a message as the options a user types:
  * "d_model = 6 is not divisible by n_heads = 4" -> "--d-model 6 is not divisible by
  * --heads 4" (each model field "<member> = " with an option becomes "--<option> "). */
-void lb_cli_name_options(char *message, size_t size);
+void lb_run_config_name_options(char *message, size_t size);
 
-/* What one training run produced. */
-typedef struct lb_cli_run {
-    int64_t steps;          /* steps completed */
-    double seconds;         /* training seconds (without evaluations) */
-    double budget_seconds;  /* of them, on the run's budget clock (lb_trainer_budget_spent) */
-    int64_t parameters;     /* scalar parameters of the model */
-    lb_eval_result last_val; /* the last validation (examples 0 when none ran) */
-    int interrupted;        /* stopped by SIGINT/SIGTERM after saving a checkpoint */
-    int signal;             /* the signal that stopped it (SIGINT, SIGTERM), 0 otherwise */
-    int usage;              /* it failed because of the options given (exit status 2) */
-    int64_t skipped;        /* steps of this run skipped for a non-finite gradient */
-    int64_t best_step;      /* step of the best validation so far (0 = none), in best.h5 */
-    double best_metric;     /* its score (--select: accuracy, MSE for regression, or loss) */
-    int64_t solved_step;    /* the validation that reached --stop-at (the run ended there), 0 = none */
-} lb_cli_run;
+/* Strict number parsing for option values: the whole text must be a number in
+ * [min, max]. LB_ERR_VALUE naming the option (e.g. "--steps") otherwise. */
+lb_status lb_option_int(const char *option, const char *text, int64_t min, int64_t max, int64_t *out);
+lb_status lb_option_real(const char *option, const char *text, double min, double max, double *out);
 
-/* After lb_cli_run_training failed: prints the error on stderr and returns the exit
- * status: 128 + N when signal N stopped the run (130 Ctrl-C, 143 SIGTERM), 2 when the
- * options were at fault, 1 otherwise. */
-int lb_cli_run_failed(const char *command, const lb_cli_run *run);
-/* The signal (SIGINT or SIGTERM) that stopped the last lb_cli_run_training of this process,
- * or 0 when none did. */
-int lb_cli_caught_signal(void);
-/* An exclusive lock on DIR/.lock (DIR must exist) held while the returned descriptor is
- * open, by this process and its children (released when they end); the file holds the
- * owner's process id. -1 with the error set (LB_ERR_STATE naming that process when another
- * one holds it, LB_ERR_IO when the file cannot be made). */
-int lb_cli_lock_dir(const char *dir);
-/* Ends what lb_cli_lock_dir began: removes DIR/.lock and closes `fd` (nothing when fd < 0).
- * A lock file left by a process that was killed holds a dead id and no lock: the next
- * lb_cli_lock_dir takes it. */
-void lb_cli_unlock_dir(const char *dir, int fd);
-
-/* Trains rc's model on rc->data into folder `dir` (config.json, metrics.csv,
- * checkpoint.h5), resuming from dir's checkpoint when `resume`. A new run with
- * rc->init_from set starts from that checkpoint's parameters (its model config must
- * equal rc->model apart from the seed) with a fresh optimizer, step 0. Progress goes to
- * stderr unless quiet. On success *model_out (may be NULL) receives the trained
- * model (caller frees). The data file is opened and closed here; a new run stores
- * its absolute path. The folder is locked for the run's life. SIGINT or SIGTERM stops
- * the run after the current step with a checkpoint (out->interrupted, LB_ERR_STATE).
- * A new run that fails before its first checkpoint removes what it wrote.
- * Errors as lb_trainer_new / lb_trainer_run; LB_ERR_IO for the folder; LB_ERR_STATE
- * when another process holds the folder; LB_ERR_VALUE when a resumed run's --steps
- * is below its checkpoint's step. */
-lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, int quiet, lb_cli_run *out,
-                              lb_model **model_out);
+LB_API_END
 
 #endif

@@ -11,10 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lab/run.h"
+
+#include "data/dataset.h"
+#include "lab/files.h"
+#include "lab/progress.h"
+#include "tensor/blas.h"
+#include "tensor/clock.h"
+#include "tensor/threads.h"
 #include "train/distributed.h"
-#include "cli/cli.h"
 #include "lookback_commit.h"
-#include "cli/options.h"
 #include "data/output.h"
 
 typedef struct progress_state {
@@ -60,49 +66,12 @@ static void on_signal(int sig)
         lb_trainer_request_stop(active_trainer);
 }
 
-int lb_cli_caught_signal(void)
+int lb_run_caught_signal(void)
 {
     return (int)caught_signal;
 }
 
-void lb_cli_memory_message(const char *command, char *message, size_t size)
-{
-    if (!command || !message || size == 0 || lb_last_status() != LB_ERR_MEMORY || strstr(message, "out of memory"))
-        return;
-    /* "doing: inner context: ...: detail" (lb_error_context prepends "context: "). */
-    const char *first_end = strstr(message, ": "), *last = message;
-    for (const char *p = message; (p = strstr(p, ": ")); p += 2)
-        last = p + 2;
-    char doing[1024], detail[1024];
-    if (first_end && (size_t)(first_end - message) < sizeof doing)
-        snprintf(doing, sizeof doing, "%.*s", (int)(first_end - message), message);
-    else {
-        static const char *const activity[][2] = {
-            {"train", "training"},         {"eval", "evaluating"},           {"predict", "predicting"},
-            {"data", "generating data"},   {"compare", "comparing models"}, {"demo", "running the demo"},
-            {"study", "running the study"}, {"stream", "streaming"},         {"gradcheck", "checking gradients"},
-        };
-        snprintf(doing, sizeof doing, "running lookback %s", command);
-        for (size_t i = 0; i < sizeof activity / sizeof activity[0]; i++)
-            if (strcmp(command, activity[i][0]) == 0)
-                snprintf(doing, sizeof doing, "%s", activity[i][1]);
-    }
-    snprintf(detail, sizeof detail, "%s", last);
-    snprintf(message, size, "out of memory (while %s): %s", doing, detail);
-}
 
-int lb_cli_run_failed(const char *command, const lb_cli_run *run)
-{
-    if (run->signal > 0) {
-        lb_cli_fail(command);
-        return 128 + run->signal;
-    }
-    /* A usage error found after start-up (--batch not divisible by the ranks, --steps below
-     * the checkpoint's): every rank finds it, rank 0 alone prints it, exit 2. */
-    if (run->usage)
-        return lb_cli_error(command, 2, "%s", lb_last_error());
-    return lb_cli_fail(command);
-}
 
 /* Keeps the header and the rows of steps <= step (drops what a resumed run repeats).
  * Written to PATH.tmp and renamed: when a write fails, the old file stays whole. */
@@ -145,7 +114,7 @@ static lb_status truncate_metrics(const char *path, int64_t step)
     return lb_output_commit(tmp, path, "metrics");
 }
 
-/* One attempt of lb_cli_lock_dir: the descriptor, -1 with the error set, or -2 when the
+/* One attempt of lb_run_lock_dir: the descriptor, -1 with the error set, or -2 when the
  * file locked is no longer the one at `path`. */
 static int lock_file(const char *path, const char *dir)
 {
@@ -177,10 +146,10 @@ static int lock_file(const char *path, const char *dir)
     return fd;
 }
 
-int lb_cli_lock_dir(const char *dir)
+int lb_run_lock_dir(const char *dir)
 {
     char path[4200];
-    lb_cli_path(path, sizeof path, dir, ".lock");
+    lb_files_join(path, sizeof path, dir, ".lock");
     for (int attempt = 0; attempt < 100; attempt++) {
         int fd = lock_file(path, dir);
         if (fd == -2)
@@ -191,22 +160,22 @@ int lb_cli_lock_dir(const char *dir)
     return -1;
 }
 
-void lb_cli_unlock_dir(const char *dir, int fd)
+void lb_run_unlock_dir(const char *dir, int fd)
 {
     if (fd < 0)
         return;
     char path[4200];
-    unlink(lb_cli_path(path, sizeof path, dir, ".lock"));
+    unlink(lb_files_join(path, sizeof path, dir, ".lock"));
     close(fd);
 }
 
 
 /* Under mpirun: one model trained by every rank (train), or whole runs per rank (compare). */
 static int data_parallel;
-void lb_cli_run_set_data_parallel(int on) { data_parallel = on; }
+void lb_run_set_data_parallel(int on) { data_parallel = on; }
 
 static int accept_data_change;
-void lb_cli_run_set_accept_data_change(int on) { accept_data_change = on; }
+void lb_run_set_accept_data_change(int on) { accept_data_change = on; }
 
 /* On resume: the data file must be the one the run started on (size and CRC-32 recorded
  * in config.json), or validation scores and best.h5 would compare different sets. A
@@ -245,7 +214,7 @@ static void clean_failed_run(const char *dir, int created_dir)
     char path[4200];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         struct stat sb; /* only regular files: a FIFO or device someone put there stays */
-        if (lstat(lb_cli_path(path, sizeof path, dir, names[i]), &sb) == 0 && S_ISREG(sb.st_mode) &&
+        if (lstat(lb_files_join(path, sizeof path, dir, names[i]), &sb) == 0 && S_ISREG(sb.st_mode) &&
             !lb_output_is_input(path))
             unlink(path);
     }
@@ -253,13 +222,13 @@ static void clean_failed_run(const char *dir, int created_dir)
         rmdir(dir);
 }
 
-lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, int quiet, lb_cli_run *out,
+lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet, lb_run_result *out,
                               lb_model **model_out)
 {
     char config_path[4200], ckpt_path[4200], metrics_path[4200];
-    lb_cli_path(config_path, sizeof config_path, dir, "config.json");
-    lb_cli_path(ckpt_path, sizeof ckpt_path, dir, "checkpoint.h5");
-    lb_cli_path(metrics_path, sizeof metrics_path, dir, "metrics.csv");
+    lb_files_join(config_path, sizeof config_path, dir, "config.json");
+    lb_files_join(ckpt_path, sizeof ckpt_path, dir, "checkpoint.h5");
+    lb_files_join(metrics_path, sizeof metrics_path, dir, "metrics.csv");
     memset(out, 0, sizeof *out);
     if (model_out)
         *model_out = NULL;
@@ -272,7 +241,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         return lb_last_status();
     /* Nothing to learn from, or a validation that would score nothing: refused before any
      * work; and no file of the run folder may replace the data file or the starting checkpoint. */
-    if (lb_cli_check_scored(data, "train") != LB_OK || lb_cli_check_scored(data, "val") != LB_OK ||
+    if (lb_run_check_scored(data, "train") != LB_OK || lb_run_check_scored(data, "val") != LB_OK ||
         lb_output_protect(rc->data, "the --data file") != LB_OK ||
         (!resume && rc->init_from[0] && lb_output_protect(rc->init_from, "the --init-from checkpoint") != LB_OK)) {
         lb_dataset_close(data);
@@ -284,13 +253,13 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
                                                {"checkpoint.h5", "checkpoint"}, {"best.h5", "checkpoint"}};
     for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
         char path[4200];
-        if (lb_output_check(lb_cli_path(path, sizeof path, dir, run_files[i][0]), run_files[i][1]) != LB_OK) {
+        if (lb_output_check(lb_files_join(path, sizeof path, dir, run_files[i][0]), run_files[i][1]) != LB_OK) {
             lb_dataset_close(data);
             return lb_last_status();
         }
     }
     lb_model_config_fit_data(&rc->model, data);
-    int threads = lb_cli_set_threads(rc->train.threads);
+    int threads = lb_run_set_threads(rc->train.threads);
     if (threads < 0) {
         lb_dataset_close(data);
         return lb_last_status();
@@ -307,15 +276,15 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     out->usage = !model && lb_last_status() == LB_ERR_VALUE;
     lb_trainer *trainer = model ? lb_trainer_new(model, data, &rc->train) : NULL;
     FILE *metrics = NULL;
-    int lock = -1, created_dir = !lb_cli_exists(dir);
+    int lock = -1, created_dir = !lb_files_exists(dir);
     st = trainer ? LB_OK : lb_last_status();
-    if (st == LB_OK && writer && (st = lb_cli_mkdir(dir)) == LB_OK && (lock = lb_cli_lock_dir(dir)) < 0)
+    if (st == LB_OK && writer && (st = lb_files_mkdir(dir)) == LB_OK && (lock = lb_run_lock_dir(dir)) < 0)
         st = lb_last_status();
     /* The folder is ours now; what is in it? A run killed before its first checkpoint
      * leaves config.json (and a header-only metrics.csv) without checkpoint.h5. */
-    int has_ckpt = st == LB_OK && lb_cli_exists(ckpt_path), has_config = st == LB_OK && lb_cli_exists(config_path);
+    int has_ckpt = st == LB_OK && lb_files_exists(ckpt_path), has_config = st == LB_OK && lb_files_exists(config_path);
     if (st == LB_OK && writer && !resume && has_ckpt) {
-        lb_cli_unlock_dir(dir, lock); /* another run got here first: leave its files alone */
+        lb_run_unlock_dir(dir, lock); /* another run got here first: leave its files alone */
         lock = -1;
         st = lb_error(LB_ERR_STATE, "%s already holds a run; continue it with --resume %s or choose another --out",
                       dir, dir);
@@ -348,7 +317,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     /* What the run resolved, recorded beside the options. */
     lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_task_name(lb_dataset_task(data)), 0, 0};
     if (st == LB_OK && (writer || ranks > 1 || resume))
-        st = lb_cli_file_crc32(rc->data, &record.data_crc32, &record.data_bytes);
+        st = lb_files_crc32(rc->data, &record.data_crc32, &record.data_bytes);
     if (st == LB_OK && resume)
         st = check_same_data(config_path, rc->data, &record);
     /* Every rank reads the same data, byte for byte (config.json records rank 0's checksum). */
@@ -369,7 +338,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     if (st == LB_OK && writer)
         st = lb_run_config_save_json(rc, config_path, &record);
     if (st == LB_OK && writer && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
-        int new_metrics = !lb_cli_exists(metrics_path);
+        int new_metrics = !lb_files_exists(metrics_path);
         if (!(metrics = fopen(metrics_path, "a")))
             st = lb_error(LB_ERR_IO, "%s: cannot open for writing: %s", metrics_path, strerror(errno));
         else if (new_metrics && (fprintf(metrics, "%s\n", lb_metrics_header()) < 0 || fflush(metrics) != 0))
@@ -409,7 +378,7 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         out->last_val = ps.last_val;
         out->interrupted = lb_trainer_stopped(trainer);
         out->signal = out->interrupted ? (int)caught_signal : 0;
-        if ((st == LB_ERR_NUMERIC || st == LB_ERR_IO) && lb_cli_exists(ckpt_path)) {
+        if ((st == LB_ERR_NUMERIC || st == LB_ERR_IO) && lb_files_exists(ckpt_path)) {
             char cause[1024]; /* the cause first, then what is on disk */
             snprintf(cause, sizeof cause, "%s", lb_last_error());
             if (!strstr(cause, ckpt_path))
@@ -446,9 +415,9 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
     if (metrics && fclose(metrics) != 0 && st == LB_OK)
         st = lb_error(LB_ERR_IO, "%s: cannot finish writing: %s", metrics_path, strerror(errno));
     /* A start that failed leaves nothing; a run that took steps keeps its metrics rows. */
-    if (st != LB_OK && !resume && lock >= 0 && !lb_cli_exists(ckpt_path) && (!trainer || lb_trainer_steps_done(trainer) == 0))
+    if (st != LB_OK && !resume && lock >= 0 && !lb_files_exists(ckpt_path) && (!trainer || lb_trainer_steps_done(trainer) == 0))
         clean_failed_run(dir, created_dir);
-    lb_cli_unlock_dir(dir, lock); /* no .lock is left behind */
+    lb_run_unlock_dir(dir, lock); /* no .lock is left behind */
     lb_trainer_free(trainer);
     if (st == LB_OK && model_out)
         *model_out = model;
@@ -456,4 +425,20 @@ lb_status lb_cli_run_training(lb_run_config *rc, const char *dir, int resume, in
         lb_model_free(model);
     lb_dataset_close(data);
     return st;
+}
+
+int lb_run_set_threads(int n)
+{
+    if (n <= 0) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        /* under mpirun the processors are shared by the ranks on this host */
+        n = env && atoi(env) > 0 ? atoi(env) : (int)sysconf(_SC_NPROCESSORS_ONLN) / lb_dist_local_size();
+        if (n < 1)
+            n = 1;
+    }
+    int got = lb_blas_reserve_buffers(n);
+    if (got > 0 && got < n)
+        fprintf(stderr, "lookback: %d thread%s instead of %d: the address space left (ulimit -v) holds the "
+                "linear-algebra buffers of %d\n", got, got == 1 ? "" : "s", n, got);
+    return got;
 }

@@ -19,12 +19,15 @@
  * replaced for the duration of a plot. Not thread-safe (PLplot has one global
  * state): call from one thread.
  */
-#ifndef LB_CLI_PLOT_H
-#define LB_CLI_PLOT_H
+#ifndef LB_LAB_PLOT_H
+#define LB_LAB_PLOT_H
 
 #include <stdint.h>
 
 #include "tensor/error.h"
+#include "tensor/api.h"
+
+LB_API_BEGIN
 
 /* Line plot of n_series curves, one colour each, with a legend of `names`:
  * series s has n_points[s] points (x[s][i], y[s][i]). Axis ranges cover the finite
@@ -101,5 +104,7 @@ const char *lb_plot_device(void);
 /* The file the last successful plot wrote ("" before any): the requested path, or
  * its ".svg" sibling with the svg device. */
 const char *lb_plot_last_path(void);
+
+LB_API_END
 
 #endif

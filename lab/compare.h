@@ -1,0 +1,90 @@
+/* Compare: train several models on one data file, each to the same budget, evaluate
+ * each on the test split of several files, and write a report folder: summary.json,
+ * one run folder per model (lab/run.h) and the plots that apply (learning curves,
+ * accuracy against clue distance, the first attention model's weights). The engine of
+ * `lookback compare` and of `lookback demo` (the demo is a comparison with its data
+ * and models chosen: attention versus the LSTM on clues about 100, 1,000 and 7,000
+ * events back).
+ *
+ * Under mpirun each rank trains whole models (model m on rank m mod N) and rank 0
+ * gathers the results and writes the report. */
+#ifndef LB_LAB_COMPARE_H
+#define LB_LAB_COMPARE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "lab/run.h"
+#include "tensor/api.h"
+
+LB_API_BEGIN
+
+enum { LB_COMPARE_MAX_MODELS = 8, LB_COMPARE_MAX_EVALS = 8 };
+
+/* One model of a comparison: its name (a folder name, lb_compare_check_name), the run
+ * configuration it trains with (rc.data is the training file) and a note for the report
+ * (e.g. how its learning rate was chosen; "" for none). */
+typedef struct lb_compare_model {
+    char name[48];
+    lb_run_config rc;
+    char note[256];
+} lb_compare_model;
+
+/* One evaluation file: the caller sets path, label ("" = the file name without its
+ * extension) and examples (0 = the whole test split); lb_compare_run fills the rest. */
+typedef struct lb_compare_eval {
+    char path[4096];
+    char label[48];
+    int32_t dmin, dmax; /* clue distances of the test split (0, 0 without distances) */
+    double dmean;       /* their midpoint; NAN without distances */
+    int64_t examples;   /* 0 = the whole test split */
+    int regression;     /* scored by MSE instead of accuracy */
+    double baseline;    /* regression: the MSE of predicting the mean target (NAN otherwise) */
+} lb_compare_eval;
+
+/* What one model gave. */
+typedef struct lb_compare_result {
+    lb_run_result run;
+    double accuracy[LB_COMPARE_MAX_EVALS]; /* accuracy in [0, 1], or MSE for a regression file */
+    double seconds_per_step;               /* training seconds per optimizer step */
+} lb_compare_result;
+
+/* What a comparison gave. */
+typedef struct lb_compare_report {
+    lb_compare_result results[LB_COMPARE_MAX_MODELS];
+    double chance;     /* 1 / num_classes of the first classification file (0 = none) */
+    int report_rank;   /* 1 on the process that wrote the report (rank 0; the only one without MPI) */
+    int failed_model;  /* the model whose training failed (-1 = none): its results[].run says
+                          whether a signal stopped it or the options were at fault */
+    char written[512]; /* ", learning_curves.png, ...": the plot files written */
+} lb_compare_report;
+
+/* Model names become folder names: letters, digits, '-', '_' and '.', not starting with
+ * '.' and not empty. LB_ERR_VALUE naming the name otherwise. */
+lb_status lb_compare_check_name(const char *name);
+/* A report folder must be new or hold no earlier report (summary.json): LB_ERR_STATE
+ * when it holds one, LB_ERR_IO when out_dir exists and is not a folder. */
+lb_status lb_compare_check_out_dir(const char *out_dir);
+
+/* Runs the comparison: checks every evaluation file against every model before anything
+ * is trained (lb_model_data_check; no output replaces an input; no model folder may
+ * exist yet), then trains each model into out_dir/<name> (lb_run_train, progress on
+ * stderr unless quiet), evaluates it on every file and, on the report rank, writes
+ * out_dir/summary.json and the plots (a plot that cannot be drawn is noted on stderr and
+ * skipped). When training or evaluating fails, the model folders of this run are removed
+ * so the same out_dir works again. rep (zeroed here) receives the results.
+ * Errors: LB_ERR_VALUE (counts out of range, a file that does not fit a model),
+ * LB_ERR_STATE (a model folder exists), LB_ERR_IO, and the errors of training
+ * (rep->failed_model names the model). */
+lb_status lb_compare_run(lb_compare_model *models, int n_models, lb_compare_eval *evals, int n_evals,
+                         const char *out_dir, int quiet, lb_compare_report *rep);
+
+/* Prints the comparison's table to `out`: per model its parameters, training time, time
+ * per step and score on every file, with chance (or the mean predictor's MSE for
+ * regression), then the files' clue distances and the models' notes. */
+void lb_compare_print_table(FILE *out, const lb_compare_model *models, int n_models, const lb_compare_eval *evals,
+                            int n_evals, const lb_compare_report *rep);
+
+LB_API_END
+
+#endif

@@ -1,0 +1,92 @@
+/* Drawing the next token from a language model's logits: temperature, top-k and top-p
+ * (nucleus) filtering, then one draw from the softmax of what is left.
+ *
+ * Named dims: V vocab_size. Every function reads one row of logits float32 [V] (the
+ * model's output at the last position) and keeps no state between calls.
+ *
+ * The distribution, in this order (the order of Hugging Face's logits warpers:
+ * temperature, then top-k, then top-p; nanoGPT's sample.py does the first two):
+ *
+ *   1. temperature T > 0: z_i = logit_i / T (T < 1 sharpens, T > 1 flattens);
+ *   2. top-k, k > 0: every z_i below the k-th largest z is set to -inf. Tokens tied
+ *      with the k-th largest value are all kept, so more than k may stay (as nanoGPT's
+ *      `logits[logits < v[:, [-1]]] = -float('Inf')` and transformers' TopKLogitsWarper);
+ *      k = 0 or k >= V keeps every token;
+ *   3. top-p, p < 1 (Holtzman et al. 2019, "The Curious Case of Neural Text
+ *      Degeneration", §3.1): with q = softmax(z) over the tokens still kept, sorted by
+ *      decreasing q (equal q: the lower id first), the smallest prefix whose cumulative
+ *      probability is >= p is kept and the rest set to -inf; at least one token is always
+ *      kept (p = 0 keeps the most probable one). This is transformers' TopPLogitsWarper
+ *      and llama.cpp's top-p sampler (which, in its default chain, applies the
+ *      temperature after top-p instead: the two agree at T = 1);
+ *   4. the draw: token i with probability softmax(z)_i, computed in double after
+ *      subtracting the largest z, from exactly one lb_rng_uniform draw u in [0, 1): the
+ *      first id, in id order, whose cumulative exp(z - max) exceeds u times their sum.
+ *
+ *   T = 0 is greedy decoding: the arg-max of the logits (the lowest id on ties), with
+ *   top-k and top-p ignored (neither can change the arg-max) and no draw from the rng.
+ *
+ * Masked tokens are -inf (never a large negative number), so a masked token has
+ * probability exactly 0 and can never be drawn. Logits may already hold -inf (a token
+ * the caller masked); NaN and +inf are errors.
+ *
+ * The same logits, options and rng state give the same token on every machine and
+ * thread count (nothing here is parallel; the rng is tensor/rng.h's xoshiro256**).
+ */
+#ifndef LB_LAYERS_SAMPLE_H
+#define LB_LAYERS_SAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/api.h"
+#include "tensor/error.h"
+#include "tensor/rng.h"
+
+LB_API_BEGIN
+
+/* The sampling options, named as in nanoGPT's sample.py and llama.cpp. */
+typedef struct lb_sampling {
+    double temperature; /* 0 = greedy, else in [LB_SAMPLING_MIN_TEMPERATURE, LB_SAMPLING_MAX_TEMPERATURE] */
+    int64_t top_k;      /* 0 = off (every token), else the k most likely tokens (ties kept) */
+    double top_p;       /* in [0, 1]; 1 = off */
+} lb_sampling;
+
+#define LB_SAMPLING_MIN_TEMPERATURE 1e-6
+#define LB_SAMPLING_MAX_TEMPERATURE 1e6
+
+/* Plain sampling from the model's distribution: temperature 1, top_k 0, top_p 1. */
+lb_sampling lb_sampling_defaults(void);
+
+/* LB_OK when every option is in its range (above), else LB_ERR_VALUE naming the option
+ * ("temperature", "top_k", "top_p"), its value and the range. */
+lb_status lb_sampling_check(const lb_sampling *o);
+
+/* Bytes of the scratch buffer the functions below take as `work` for V tokens
+ * (24 · V: the filtered logits in double and the sort's (value, id) pairs); 0 with an
+ * LB_ERR_VALUE error when V is outside [1, INT32_MAX]. */
+size_t lb_sample_work_bytes(int64_t vocab_size);
+
+/* Steps 1-3 above: filtered [V] double receives z_i, or -inf for every token removed
+ * by top-k or top-p (with T = 0: the arg-max keeps its logit, every other token -inf).
+ * work: lb_sample_work_bytes(V) bytes, or NULL (the function then allocates its own).
+ * Errors: LB_ERR_VALUE (V < 1, an option out of range), LB_ERR_NUMERIC (a NaN or +inf
+ * logit, named with its id; every logit -inf), LB_ERR_MEMORY; filtered is then
+ * unspecified. */
+lb_status lb_sample_filter(const float *logits, int64_t vocab_size, const lb_sampling *o, void *work,
+                           double *filtered);
+
+/* The distribution the draw follows: probs [V] double = softmax(filtered) (0 for every
+ * removed token; one-hot on the arg-max for T = 0). For tests and for reporting.
+ * work as lb_sample_filter; errors as lb_sample_filter. */
+lb_status lb_sample_probs(const float *logits, int64_t vocab_size, const lb_sampling *o, void *work, double *probs);
+
+/* Draws one token id in [0, V) into *token: greedy for T = 0 (no rng draw), else one
+ * lb_rng_uniform draw from rng (step 4). work as lb_sample_filter.
+ * Errors as lb_sample_filter (*token is then untouched and the rng not advanced). */
+lb_status lb_sample_token(const float *logits, int64_t vocab_size, const lb_sampling *o, lb_rng *rng, void *work,
+                          int32_t *token);
+
+LB_API_END
+
+#endif

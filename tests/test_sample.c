@@ -1,0 +1,396 @@
+/* Sampling (layers/sample.h): greedy decoding, temperature against the analytic
+ * softmax, top-k and top-p supports (-inf masking, ties, at least one token), the
+ * combined order, counts over many seeded draws against the documented distribution
+ * (a chi-square bound), one rng draw per token, and the errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/sample.h"
+#include "support.h"
+
+enum { V = 8, DRAWS = 200000 };
+
+/* Hand-picked logits with distinct values, not sorted by id. */
+static const float logits8[V] = {0.3f, 2.0f, -1.0f, 1.2f, 0.9f, -0.4f, 1.7f, 0.0f};
+
+static lb_sampling opts(double t, int64_t k, double p) { return (lb_sampling){t, k, p}; }
+
+/* softmax(x / t) over the tokens with keep[i], 0 elsewhere. */
+static void reference_probs(const float *x, int64_t n, double t, const int *keep, double *out)
+{
+    double top = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (keep[i] && x[i] / t > top)
+            top = x[i] / t;
+    for (int64_t i = 0; i < n; i++)
+        sum += out[i] = keep[i] ? exp(x[i] / t - top) : 0;
+    for (int64_t i = 0; i < n; i++)
+        out[i] /= sum;
+}
+
+/* Pearson's statistic of `draws` seeded draws against probs, over the tokens with
+ * probs > 0; the count of draws of a token with probs == 0 goes to *impossible. */
+static double chi_square(const float *x, int64_t n, const lb_sampling *o, uint64_t seed, int64_t draws,
+                         const double *probs, int64_t *impossible, int *dof)
+{
+    lb_rng r;
+    lb_rng_seed(&r, seed);
+    int64_t *counts = calloc((size_t)n, sizeof *counts);
+    void *work = malloc(lb_sample_work_bytes(n));
+    for (int64_t d = 0; d < draws; d++) {
+        int32_t tok = -1;
+        CU_ASSERT_EQUAL_FATAL(lb_sample_token(x, n, o, &r, work, &tok), LB_OK);
+        CU_ASSERT_TRUE_FATAL(tok >= 0 && tok < n);
+        counts[tok]++;
+    }
+    double stat = 0;
+    *impossible = 0;
+    *dof = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (probs[i] == 0) {
+            *impossible += counts[i];
+            continue;
+        }
+        double e = probs[i] * (double)draws;
+        stat += (counts[i] - e) * (counts[i] - e) / e;
+        (*dof)++;
+    }
+    free(counts);
+    free(work);
+    return stat;
+}
+
+/* The draws follow probs: chi-square below the 1e-6 tail of its distribution for up to
+ * 7 degrees of freedom (about 40), and no draw of a token of probability 0. */
+static void check_draws(const float *x, int64_t n, const lb_sampling *o, const double *probs, uint64_t seed)
+{
+    int64_t impossible;
+    int dof;
+    double stat = chi_square(x, n, o, seed, DRAWS, probs, &impossible, &dof);
+    CU_ASSERT_EQUAL(impossible, 0);
+    CU_ASSERT_TRUE(dof <= 7);
+    CU_ASSERT_TRUE(stat < 40.0);
+    if (!(stat < 40.0) || impossible)
+        fprintf(stderr, "\n  chi-square %.2f on %d dof, %lld impossible draws\n", stat, dof, (long long)impossible);
+}
+
+static void test_greedy(void)
+{
+    lb_sampling o = opts(0, 3, 0.5);
+    lb_rng r, before;
+    lb_rng_seed(&r, 9);
+    before = r;
+    int32_t tok = -1;
+    CU_ASSERT_EQUAL(lb_sample_token(logits8, V, &o, &r, NULL, &tok), LB_OK);
+    CU_ASSERT_EQUAL(tok, 1);
+    CU_ASSERT_EQUAL(memcmp(&r, &before, sizeof r), 0); /* no draw */
+    /* ties: the lowest id; -inf entries are never the arg-max */
+    float tied[6] = {-INFINITY, 0.5f, 3.0f, -2.0f, 3.0f, 3.0f};
+    CU_ASSERT_EQUAL(lb_sample_token(tied, 6, &o, &r, NULL, &tok), LB_OK);
+    CU_ASSERT_EQUAL(tok, 2);
+    float neg[3] = {-INFINITY, -1e30f, -INFINITY};
+    CU_ASSERT_EQUAL(lb_sample_token(neg, 3, &o, &r, NULL, &tok), LB_OK);
+    CU_ASSERT_EQUAL(tok, 1);
+    /* the distribution is one-hot, the filtered logits -inf but the arg-max */
+    double p[6], z[6];
+    CU_ASSERT_EQUAL(lb_sample_probs(tied, 6, &o, NULL, p), LB_OK);
+    CU_ASSERT_EQUAL(lb_sample_filter(tied, 6, &o, NULL, z), LB_OK);
+    for (int i = 0; i < 6; i++) {
+        CU_ASSERT_EQUAL(p[i], i == 2 ? 1.0 : 0.0);
+        CU_ASSERT_TRUE(i == 2 ? z[i] == 3.0 : (isinf(z[i]) && z[i] < 0));
+    }
+}
+
+static void test_temperature(void)
+{
+    const double temps[] = {0.25, 0.7, 1.0, 2.5};
+    int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
+    for (int t = 0; t < 4; t++) {
+        lb_sampling o = opts(temps[t], 0, 1);
+        double p[V], e[V], z[V];
+        CU_ASSERT_EQUAL_FATAL(lb_sample_probs(logits8, V, &o, NULL, p), LB_OK);
+        CU_ASSERT_EQUAL_FATAL(lb_sample_filter(logits8, V, &o, NULL, z), LB_OK);
+        reference_probs(logits8, V, temps[t], all, e);
+        for (int i = 0; i < V; i++) {
+            CU_ASSERT_DOUBLE_EQUAL(p[i], e[i], 1e-12);
+            CU_ASSERT_DOUBLE_EQUAL(z[i], (double)logits8[i] / temps[t], 1e-12);
+        }
+        check_draws(logits8, V, &o, e, 100 + (uint64_t)t);
+    }
+    /* a lower temperature sharpens: the top token's probability grows as T falls */
+    double p1[V], p2[V];
+    lb_sampling cold = opts(0.5, 0, 1), hot = opts(2, 0, 1);
+    lb_sample_probs(logits8, V, &cold, NULL, p1);
+    lb_sample_probs(logits8, V, &hot, NULL, p2);
+    CU_ASSERT_TRUE(p1[1] > 0.5 && p2[1] < 0.3 && p2[2] > p1[2]);
+    /* the documented draw: one uniform u, the first id whose cumulative probability
+     * exceeds u (checked against the same rng draws) */
+    lb_sampling o = opts(0.7, 0, 1);
+    double e[V];
+    reference_probs(logits8, V, 0.7, all, e);
+    lb_rng a, b;
+    lb_rng_seed(&a, 4);
+    lb_rng_seed(&b, 4);
+    int agree = 0;
+    for (int d = 0; d < 1000; d++) {
+        int32_t tok;
+        lb_sample_token(logits8, V, &o, &a, NULL, &tok);
+        double u = lb_rng_uniform(&b), cum = 0;
+        int expect = V - 1;
+        for (int i = 0; i < V; i++) {
+            cum += e[i];
+            if (cum > u) {
+                expect = i;
+                break;
+            }
+        }
+        agree += tok == expect;
+    }
+    CU_ASSERT_EQUAL(agree, 1000); /* and exactly one draw per token: the streams stayed in step */
+    CU_ASSERT_EQUAL(memcmp(&a, &b, sizeof a), 0);
+}
+
+static void test_top_k(void)
+{
+    /* sorted: id 1 (2.0), 6 (1.7), 3 (1.2), 4 (0.9), 0 (0.3), 7 (0.0), 5 (-0.4), 2 (-1.0) */
+    static const int order[V] = {1, 6, 3, 4, 0, 7, 5, 2};
+    const int64_t ks[] = {1, 2, 3, 5, 7};
+    for (int j = 0; j < 5; j++) {
+        int keep[V] = {0};
+        for (int64_t i = 0; i < ks[j]; i++)
+            keep[order[i]] = 1;
+        lb_sampling o = opts(0.8, ks[j], 1);
+        double z[V], p[V], e[V];
+        CU_ASSERT_EQUAL_FATAL(lb_sample_filter(logits8, V, &o, NULL, z), LB_OK);
+        CU_ASSERT_EQUAL_FATAL(lb_sample_probs(logits8, V, &o, NULL, p), LB_OK);
+        reference_probs(logits8, V, 0.8, keep, e);
+        for (int i = 0; i < V; i++) {
+            if (keep[i]) {
+                CU_ASSERT_DOUBLE_EQUAL(z[i], logits8[i] / 0.8, 1e-12);
+            } else {
+                CU_ASSERT_TRUE(isinf(z[i]) && z[i] < 0); /* -inf, not a large negative number */
+            }
+            CU_ASSERT_DOUBLE_EQUAL(p[i], e[i], 1e-12);
+            CU_ASSERT_TRUE(keep[i] || p[i] == 0.0);
+        }
+        check_draws(logits8, V, &o, e, 200 + (uint64_t)j);
+    }
+    /* k = 0 and k >= V keep every token */
+    for (int64_t k = 0; k <= 9; k += 8) {
+        lb_sampling o = opts(1, k, 1);
+        double p[V];
+        lb_sample_probs(logits8, V, &o, NULL, p);
+        for (int i = 0; i < V; i++)
+            CU_ASSERT_TRUE(p[i] > 0);
+    }
+    /* ties with the k-th largest value are kept (nanoGPT's logits < v[-1] rule): k = 2 keeps 3 */
+    float tied[5] = {1.0f, 3.0f, 2.0f, 2.0f, 0.5f};
+    lb_sampling o = opts(1, 2, 1);
+    double p[5];
+    lb_sample_probs(tied, 5, &o, NULL, p);
+    CU_ASSERT_TRUE(p[1] > 0 && p[2] > 0 && p[3] > 0);
+    CU_ASSERT_EQUAL(p[0], 0.0);
+    CU_ASSERT_EQUAL(p[4], 0.0);
+    CU_ASSERT_DOUBLE_EQUAL(p[2], p[3], 1e-15);
+    /* logits already -inf stay out and do not count towards k */
+    float masked[5] = {-INFINITY, 1.0f, -INFINITY, 0.0f, -INFINITY};
+    lb_sampling o3 = opts(1, 3, 1);
+    lb_sample_probs(masked, 5, &o3, NULL, p);
+    CU_ASSERT_EQUAL(p[0] + p[2] + p[4], 0.0);
+    CU_ASSERT_DOUBLE_EQUAL(p[1], 1 / (1 + exp(-1.0)), 1e-12);
+}
+
+/* The top-p rule as transformers states it, independently of the library's loop: sort
+ * ascending, drop the tokens whose cumulative probability is <= 1 - p, keep at least
+ * the most probable one. q is softmax(x / t) over every token; ties do not occur here. */
+static void reference_top_p(const float *x, int n, double t, double p, int *keep)
+{
+    int all[64];
+    double q[64];
+    for (int i = 0; i < n; i++)
+        all[i] = 1;
+    reference_probs(x, n, t, all, q);
+    for (int i = 0; i < n; i++) {
+        double below = 0; /* probability of the tokens less likely than i, and i itself */
+        for (int j = 0; j < n; j++)
+            if (q[j] < q[i] || j == i)
+                below += q[j];
+        keep[i] = !(below <= 1 - p);
+    }
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (q[i] > q[best])
+            best = i;
+    keep[best] = 1;
+}
+
+static void test_top_p(void)
+{
+    /* probabilities 0.5, 0.3, 0.15, 0.05 at ids 2, 0, 3, 1 */
+    float x[4] = {logf(0.3f), logf(0.05f), logf(0.5f), logf(0.15f)};
+    const struct {
+        double p;
+        int keep[4];
+    } cases[] = {
+        {0.0, {0, 0, 1, 0}},  {0.4, {0, 0, 1, 0}},  {0.6, {1, 0, 1, 0}},
+        {0.85, {1, 0, 1, 1}}, {0.97, {1, 1, 1, 1}}, {1.0, {1, 1, 1, 1}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        lb_sampling o = opts(1, 0, cases[c].p);
+        double z[4], pr[4], e[4];
+        CU_ASSERT_EQUAL_FATAL(lb_sample_filter(x, 4, &o, NULL, z), LB_OK);
+        CU_ASSERT_EQUAL_FATAL(lb_sample_probs(x, 4, &o, NULL, pr), LB_OK);
+        reference_probs(x, 4, 1, cases[c].keep, e);
+        for (int i = 0; i < 4; i++) {
+            CU_ASSERT_EQUAL(!isinf(z[i]), cases[c].keep[i]);
+            CU_ASSERT_DOUBLE_EQUAL(pr[i], e[i], 1e-12);
+        }
+        check_draws(x, 4, &o, e, 300 + c);
+    }
+    /* equal probabilities: the lower ids come first */
+    float flat[4] = {0, 0, 0, 0};
+    lb_sampling o = opts(1, 0, 0.3);
+    double pr[4];
+    lb_sample_probs(flat, 4, &o, NULL, pr);
+    CU_ASSERT_DOUBLE_EQUAL(pr[0], 0.5, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(pr[1], 0.5, 1e-15);
+    CU_ASSERT_EQUAL(pr[2] + pr[3], 0.0);
+    /* random logits, many p and temperatures: the support is transformers' rule */
+    lb_rng r;
+    lb_rng_seed(&r, 77);
+    int mismatches = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        float y[33];
+        for (int i = 0; i < 33; i++)
+            y[i] = (float)(3 * lb_rng_normal(&r));
+        double p = lb_rng_uniform(&r), t = 0.3 + 2 * lb_rng_uniform(&r);
+        lb_sampling oo = opts(t, 0, p);
+        double z[33];
+        int keep[33];
+        lb_sample_filter(y, 33, &oo, NULL, z);
+        reference_top_p(y, 33, t, p, keep);
+        for (int i = 0; i < 33; i++)
+            mismatches += keep[i] != !isinf(z[i]);
+    }
+    CU_ASSERT_EQUAL(mismatches, 0);
+}
+
+/* temperature, then top-k, then top-p on the renormalised top-k distribution */
+static void test_combined(void)
+{
+    /* T = 0.5, k = 4 keeps ids 1, 6, 3, 4; their softmax at T = 0.5 is about 0.537,
+     * 0.295, 0.108, 0.060: p = 0.82 keeps ids 1 and 6 (cumulative 0.832) */
+    int keep4[V] = {0, 1, 0, 1, 1, 0, 1, 0};
+    double q[V];
+    reference_probs(logits8, V, 0.5, keep4, q);
+    CU_ASSERT_TRUE(q[1] < 0.82 && q[1] + q[6] > 0.82);
+    int keep2[V] = {0, 1, 0, 0, 0, 0, 1, 0};
+    double e[V], p[V];
+    reference_probs(logits8, V, 0.5, keep2, e);
+    lb_sampling o = opts(0.5, 4, 0.82);
+    CU_ASSERT_EQUAL_FATAL(lb_sample_probs(logits8, V, &o, NULL, p), LB_OK);
+    for (int i = 0; i < V; i++)
+        CU_ASSERT_DOUBLE_EQUAL(p[i], e[i], 1e-12);
+    check_draws(logits8, V, &o, e, 400);
+    /* top-p over the whole vocabulary (no top-k) keeps a third token at the same p:
+     * the order matters, and the library applies top-k first */
+    int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
+    reference_probs(logits8, V, 0.5, all, q);
+    CU_ASSERT_TRUE(q[1] + q[6] < 0.82);
+    lb_sampling only_p = opts(0.5, 0, 0.82);
+    CU_ASSERT_EQUAL_FATAL(lb_sample_probs(logits8, V, &only_p, NULL, p), LB_OK);
+    CU_ASSERT_TRUE(p[1] > 0 && p[6] > 0 && p[3] > 0 && p[4] == 0);
+}
+
+static void test_masked_input_never_drawn(void)
+{
+    float x[6] = {1.0f, -INFINITY, 0.5f, -INFINITY, -INFINITY, 0.2f};
+    int keep[6] = {1, 0, 1, 0, 0, 1};
+    double e[6];
+    reference_probs(x, 6, 1.3, keep, e);
+    lb_sampling o = opts(1.3, 0, 1);
+    check_draws(x, 6, &o, e, 500);
+}
+
+static void test_same_seed_same_tokens(void)
+{
+    lb_sampling o = opts(0.9, 5, 0.9);
+    lb_rng a, b;
+    lb_rng_seed(&a, 1337);
+    lb_rng_seed(&b, 1337);
+    void *work = malloc(lb_sample_work_bytes(V));
+    int same = 0;
+    for (int d = 0; d < 500; d++) {
+        int32_t ta, tb;
+        lb_sample_token(logits8, V, &o, &a, work, &ta); /* caller's scratch */
+        lb_sample_token(logits8, V, &o, &b, NULL, &tb); /* its own */
+        same += ta == tb;
+    }
+    free(work);
+    CU_ASSERT_EQUAL(same, 500);
+}
+
+static void test_errors(void)
+{
+    lb_rng r, before;
+    lb_rng_seed(&r, 3);
+    before = r;
+    int32_t tok = -7;
+    lb_sampling ok = opts(1, 0, 1);
+    float bad[3] = {0.0f, NAN, 1.0f};
+    CU_ASSERT_EQUAL(lb_sample_token(bad, 3, &ok, &r, NULL, &tok), LB_ERR_NUMERIC);
+    CU_ASSERT_TRUE(lb_test_error_has("logit 1") && lb_test_error_has("NaN"));
+    bad[1] = INFINITY;
+    CU_ASSERT_EQUAL(lb_sample_token(bad, 3, &ok, &r, NULL, &tok), LB_ERR_NUMERIC);
+    CU_ASSERT_TRUE(lb_test_error_has("+inf"));
+    float none[2] = {-INFINITY, -INFINITY};
+    CU_ASSERT_EQUAL(lb_sample_token(none, 2, &ok, &r, NULL, &tok), LB_ERR_NUMERIC);
+    CU_ASSERT_TRUE(lb_test_error_has("every one of the 2 logits is -inf"));
+    const struct {
+        lb_sampling o;
+        const char *name;
+    } wrong[] = {
+        {{-0.5, 0, 1}, "temperature = -0.5"}, {{1e-9, 0, 1}, "temperature = 1e-09"},
+        {{NAN, 0, 1}, "temperature = nan"},   {{1, -1, 1}, "top_k = -1"},
+        {{1, 0, 1.5}, "top_p = 1.5"},         {{1, 0, NAN}, "top_p = nan"},
+    };
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        CU_ASSERT_EQUAL(lb_sampling_check(&wrong[i].o), LB_ERR_VALUE);
+        CU_ASSERT_EQUAL(lb_sample_token(logits8, V, &wrong[i].o, &r, NULL, &tok), LB_ERR_VALUE);
+        CU_ASSERT_TRUE(lb_test_error_has(wrong[i].name));
+    }
+    CU_ASSERT_EQUAL(lb_sample_token(logits8, 0, &ok, &r, NULL, &tok), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("vocab_size = 0"));
+    CU_ASSERT_EQUAL(lb_sample_work_bytes(0), 0);
+    CU_ASSERT_EQUAL(lb_sample_work_bytes(10), 240);
+    CU_ASSERT_EQUAL(lb_sample_token(NULL, V, &ok, &r, NULL, &tok), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(lb_sample_token(logits8, V, NULL, &r, NULL, &tok), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(lb_sample_token(logits8, V, &ok, NULL, NULL, &tok), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(lb_sample_token(logits8, V, &ok, &r, NULL, NULL), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("token is NULL"));
+    CU_ASSERT_EQUAL(tok, -7); /* untouched, */
+    CU_ASSERT_EQUAL(memcmp(&r, &before, sizeof r), 0); /* and no draw was spent */
+    lb_sampling d = lb_sampling_defaults();
+    CU_ASSERT_EQUAL(d.temperature, 1.0);
+    CU_ASSERT_EQUAL(d.top_k, 0);
+    CU_ASSERT_EQUAL(d.top_p, 1.0);
+    CU_ASSERT_EQUAL(lb_sampling_check(&d), LB_OK);
+}
+
+int main(void)
+{
+    static const lb_test_case cases[] = {
+        {"greedy", test_greedy},
+        {"temperature", test_temperature},
+        {"top_k", test_top_k},
+        {"top_p", test_top_p},
+        {"combined", test_combined},
+        {"masked_input_never_drawn", test_masked_input_never_drawn},
+        {"same_seed_same_tokens", test_same_seed_same_tokens},
+        {"errors", test_errors},
+        {NULL, NULL},
+    };
+    return lb_test_main("sample", cases);
+}
