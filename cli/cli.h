@@ -17,6 +17,8 @@
 #include "tensor/error.h"
 
 int lb_cli_data(int argc, char **argv);
+/* `lookback data csv` (cli/data_csv.c); argv[0] is "csv". */
+int lb_cli_data_csv(int argc, char **argv);
 int lb_cli_train(int argc, char **argv);
 int lb_cli_eval(int argc, char **argv);
 int lb_cli_demo(int argc, char **argv);

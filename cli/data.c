@@ -37,6 +37,8 @@ static void data_usage(FILE *out)
     fprintf(out, "usage: lookback data [--task TASK] [--seq-len T] [task options] [--train N --val N --test N]\n"
           "                     [--seed S] -o FILE.h5 [--force] [--allow-large] [--quiet]\n"
           "       lookback data info FILE.h5\n"
+          "       lookback data csv FILE.csv -o FILE.h5 --label COL --features COLS ...  (your own event\n"
+          "                     log: lookback data csv --help, docs/events.md)\n"
           "\n"
           "Generates the train, val and test splits of a synthetic task into FILE.h5 (format in\n"
           "docs/data.md); the file is a pure function of the options, seed included. 'data info'\n"
@@ -212,6 +214,8 @@ int lb_cli_data(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "info") == 0)
         return data_info(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "csv") == 0)
+        return lb_cli_data_csv(argc - 1, argv + 1);
 
     const char *task_name = "spike", *output = NULL;
     int force = 0, allow_large = 0, quiet = 0, n_pairs = 0;

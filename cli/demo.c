@@ -214,7 +214,7 @@ static void cache_mismatch(const lb_dataset *ds, const lb_task_options *want, ch
     const lb_task_options *got = lb_dataset_options(ds);
     why[0] = '\0';
     if (lb_dataset_task(ds) != want->task)
-        snprintf(why, size, "task %s, not %s", lb_task_name(lb_dataset_task(ds)), lb_task_name(want->task));
+        snprintf(why, size, "task %s, not %s", lb_dataset_task_name(ds), lb_task_name(want->task));
 #define SAME(field)                                                                                              \
     else if (got->field != want->field) snprintf(why, size, #field " %lld, not %lld", (long long)got->field,      \
                                                  (long long)want->field)

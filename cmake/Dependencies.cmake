@@ -26,14 +26,28 @@ lb_require(ZLIB_FOUND "zlib" "zlib1g-dev")
 find_package(OpenMP COMPONENTS C)
 lb_require(OpenMP_C_FOUND "OpenMP" "libgomp1 (part of gcc)")
 
+# libcsv (RFC 4180 CSV parser) for importing event logs (data/csv.c); it has no pkg-config file.
+find_path(CSV_INCLUDE_DIR csv.h)
+find_library(CSV_LIBRARY csv)
+if(CSV_INCLUDE_DIR AND CSV_LIBRARY)
+  set(CSV_FOUND ON)
+endif()
+lb_require(CSV_FOUND "libcsv (CSV parser)" "libcsv-dev")
+
+# JSON through json-c: the events schema stored in data files and checkpoints (data/),
+# and the command line's outputs.
+pkg_check_modules(JSONC IMPORTED_TARGET json-c)
+lb_require(JSONC_FOUND "json-c" "libjson-c-dev")
+
 find_library(MATH_LIBRARY m)
-set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB OpenMP::OpenMP_C ${MATH_LIBRARY})
+set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB PkgConfig::JSONC ${CSV_LIBRARY} OpenMP::OpenMP_C
+    ${MATH_LIBRARY})
 
 # glibc's vector math library (libmvec, part of libc6-dev on x86-64): float32 GELU on
 # 16 or 8 lanes (kernels/gelu.h). Optional: without it GELU runs the scalar formula.
 option(LOOKBACK_MVEC "float32 GELU on glibc's vector math library when it is found" ON)
 set(LB_HAVE_MVEC OFF)
-set(LB_PC_LIBS_PRIVATE "-lm -fopenmp")
+set(LB_PC_LIBS_PRIVATE "-lcsv -lm -fopenmp")
 if(LOOKBACK_MVEC AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   find_library(MVEC_LIBRARY mvec)
   if(MVEC_LIBRARY)
@@ -47,7 +61,7 @@ endif()
 # it the library trains in one process and says so when started by mpirun.
 option(LOOKBACK_MPI "Data-parallel training over MPI when an MPI library is found" ON)
 set(LB_HAVE_MPI OFF)
-set(LB_PC_REQUIRES "openblas hdf5 zlib")
+set(LB_PC_REQUIRES "openblas hdf5 zlib json-c")
 if(LOOKBACK_MPI)
   find_package(MPI COMPONENTS C QUIET)
   if(MPI_C_FOUND)
@@ -60,9 +74,7 @@ if(LOOKBACK_MPI)
   endif()
 endif()
 
-# The command line: JSON output through json-c, plots through PLplot.
-pkg_check_modules(JSONC IMPORTED_TARGET json-c)
-lb_require(JSONC_FOUND "json-c" "libjson-c-dev")
+# The command line: plots through PLplot.
 pkg_check_modules(PLPLOT IMPORTED_TARGET plplot)
 lb_require(PLPLOT_FOUND "PLplot" "libplplot-dev")
 set(LB_CLI_DEP_TARGETS PkgConfig::JSONC PkgConfig::PLPLOT)

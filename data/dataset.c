@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "data/dataset_internal.h"
+#include "data/events.h"
 #include "data/h5io.h"
 #include "data/options.h"
 
@@ -32,7 +33,13 @@ struct lb_dataset {
     int64_t format_version, vocab_size, num_classes;
     lb_layout layout;
     lb_rows split[LB_SPLIT_COUNT];
+    int is_events;          /* task "events": imported by lookback data csv */
+    char *events_json;      /* its /events/schema text (NULL otherwise) */
+    size_t events_len;
+    lb_event_schema *events;
 };
+
+enum { MAX_SCHEMA_BYTES = 1 << 28 };
 
 static const char *const split_names[LB_SPLIT_COUNT] = {"train", "val", "test"};
 
@@ -74,7 +81,8 @@ static lb_status read_task_and_version(reader *r)
     lb_dataset *ds = r->ds;
     lb_task_kind kind;
     lb_status st = lb_h5_read_attr_string(r->fid, "task", task, sizeof task, r->file);
-    if (st == LB_OK && lb_task_parse_name(task, &kind) != LB_OK) {
+    ds->is_events = st == LB_OK && strcmp(task, "events") == 0;
+    if (st == LB_OK && !ds->is_events && lb_task_parse_name(task, &kind) != LB_OK) {
         char names[256];
         st = lb_error(LB_ERR_FORMAT, "%s: attribute 'task' = '%s' is not a known task (%s)", r->file, task,
                       lb_task_names_text(names, sizeof names));
@@ -87,7 +95,9 @@ static lb_status read_task_and_version(reader *r)
                       "file with `lookback data` or use a matching lookback",
                       r->file, (long long)ds->format_version, LB_DATA_FORMAT_VERSION);
     if (st == LB_OK)
-        lb_task_options_default(kind, &ds->options);
+        lb_task_options_default(ds->is_events ? LB_TASK_SPIKE : kind, &ds->options);
+    if (st == LB_OK && ds->is_events)
+        ds->options.task = LB_TASK_COUNT; /* no generator task: the rows came from a CSV file */
     return st;
 }
 
@@ -173,7 +183,7 @@ static lb_status read_root_attrs(reader *r)
     ds->options.seed = seed;
     ds->layout.seq_len = seq_len;
     ds->all_options_present = missing == 0;
-    if (st == LB_OK && ds->all_options_present)
+    if (st == LB_OK && ds->all_options_present && !ds->is_events)
         st = check_options_consistent(r);
     return st;
 }
@@ -491,6 +501,41 @@ static lb_status read_split(reader *r, int split)
     return st;
 }
 
+/* ---- the events schema (task "events") ---- */
+
+/* Parses ds->events_json and checks it against the file: seq_len, features, classes and
+ * the kind of targets must be the schema's. */
+static lb_status parse_events(lb_dataset *ds, const char *file)
+{
+    ds->events = lb_event_schema_from_json(ds->events_json, ds->events_len, file);
+    if (!ds->events)
+        return lb_last_status();
+    const lb_event_schema *e = ds->events;
+    if (e->seq_len != ds->layout.seq_len || e->input_features != ds->layout.features ||
+        e->num_classes != ds->num_classes || (e->label_per == LB_LABEL_PER_EVENT) != ds->layout.per_position ||
+        ds->vocab_size != 0)
+        return lb_error(LB_ERR_FORMAT,
+                        "%s: /events/schema does not describe the datasets (schema: seq_len %lld, %lld features, %lld "
+                        "classes, labels per %s; file: seq_len %lld, %lld features, %lld classes, %s targets)",
+                        file, (long long)e->seq_len, (long long)e->input_features, (long long)e->num_classes,
+                        e->label_per == LB_LABEL_PER_EVENT ? "event" : "sequence", (long long)ds->layout.seq_len,
+                        (long long)ds->layout.features, (long long)ds->num_classes,
+                        ds->layout.per_position ? "per-position" : "per-sequence");
+    return LB_OK;
+}
+
+static lb_status read_events(reader *r)
+{
+    hid_t group = lb_h5_has_link(r->fid, "events") ? H5Gopen2(r->fid, "events", H5P_DEFAULT) : -1;
+    if (group < 0)
+        return lb_error(LB_ERR_FORMAT, "%s: task 'events' but no group /events (the schema of the import)", r->file);
+    lb_status st = lb_h5_read_bytes(group, "schema", MAX_SCHEMA_BYTES, &r->ds->events_json, &r->ds->events_len, r->file);
+    lb_h5_close(group);
+    if (st == LB_OK)
+        st = parse_events(r->ds, r->file);
+    return st;
+}
+
 /* ---- open / close ---- */
 
 static lb_status read_file(reader *r)
@@ -503,6 +548,8 @@ static lb_status read_file(reader *r)
         st = infer_layout(r);
     for (int s = 0; st == LB_OK && s < LB_SPLIT_COUNT; s++)
         st = read_split(r, s);
+    if (st == LB_OK && r->ds->is_events)
+        st = read_events(r);
     if (H5Fclose(r->fid) < 0 && st == LB_OK)
         st = lb_error(LB_ERR_FORMAT, "%s: closing the file failed (corrupted file?)", r->file);
     return st;
@@ -525,6 +572,8 @@ typedef struct dataset_header {
     int64_t format_version, vocab_size, num_classes;
     lb_layout layout;
     int64_t n[LB_SPLIT_COUNT];
+    int is_events;
+    uint64_t events_len;
 } dataset_header;
 
 static lb_status open_child(void *ctx)
@@ -546,9 +595,13 @@ static lb_status open_child(void *ctx)
     h.layout = ds->layout;
     for (int s = 0; s < LB_SPLIT_COUNT; s++)
         h.n[s] = ds->split[s].n;
+    h.is_events = ds->is_events;
+    h.events_len = ds->events_json ? (uint64_t)ds->events_len : 0;
     int bad = lb_transfer_bytes(job->sock[1], &h, sizeof h, 1) != 0;
     for (int s = 0; !bad && s < LB_SPLIT_COUNT; s++)
         bad = lb_rows_transfer(job->sock[1], &ds->layout, &job->r.ds->split[s], 1) != 0;
+    if (!bad && h.events_len)
+        bad = lb_transfer_bytes(job->sock[1], ds->events_json, (size_t)h.events_len, 1) != 0;
     return bad ? lb_error(LB_ERR_IO, "%s: the reading process could not send the data", job->r.file) : LB_OK;
 }
 
@@ -569,11 +622,24 @@ static lb_status open_receive(void *ctx)
         ds->vocab_size = h.vocab_size;
         ds->num_classes = h.num_classes;
         ds->layout = h.layout;
+        ds->is_events = h.is_events;
     }
     for (int s = 0; st == LB_OK && s < LB_SPLIT_COUNT; s++) {
         st = lb_rows_alloc(&ds->layout, h.n[s], NULL, job->r.file, &ds->split[s]);
         if (st == LB_OK && lb_rows_transfer(job->sock[0], &ds->layout, &ds->split[s], 0) != 0)
             st = LB_ERR_STATE;
+    }
+    if (st == LB_OK && ds->is_events) {
+        ds->events_json = h.events_len <= MAX_SCHEMA_BYTES ? malloc((size_t)h.events_len + 1) : NULL;
+        ds->events_len = (size_t)h.events_len;
+        if (!ds->events_json)
+            st = lb_error(LB_ERR_MEMORY, "%s: out of memory for the events schema", job->r.file);
+        else if (lb_transfer_bytes(job->sock[0], ds->events_json, ds->events_len, 0) != 0)
+            st = LB_ERR_STATE;
+        else
+            ds->events_json[ds->events_len] = '\0';
+        if (st == LB_OK)
+            st = parse_events(ds, job->r.file);
     }
     close(job->sock[0]);
     return st == LB_ERR_STATE ? lb_error(LB_ERR_STATE, "%s: the reading process stopped", job->r.file) : st;
@@ -644,6 +710,8 @@ void lb_dataset_close(lb_dataset *ds)
         return;
     for (int s = 0; s < LB_SPLIT_COUNT; s++)
         lb_rows_free(&ds->split[s]);
+    free(ds->events_json);
+    lb_event_schema_free(ds->events);
     free(ds->path);
     free(ds);
 }
@@ -654,6 +722,27 @@ const char *lb_dataset_path(const lb_dataset *ds)
 {
     LB_CHECK_ARG(ds, NULL);
     return ds->path;
+}
+const char *lb_dataset_task_name(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, NULL);
+    return ds->is_events ? "events" : lb_task_name(ds->options.task);
+}
+const lb_event_schema *lb_dataset_events(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, NULL);
+    if (!ds->events)
+        lb_error(LB_ERR_STATE, "%s: not an events file (task %s)", ds->path, lb_dataset_task_name(ds));
+    return ds->events;
+}
+const char *lb_dataset_events_json(const lb_dataset *ds, size_t *len)
+{
+    LB_CHECK_ARG(ds, NULL);
+    if (len)
+        *len = ds->events_len;
+    if (!ds->events_json)
+        lb_error(LB_ERR_STATE, "%s: not an events file (task %s)", ds->path, lb_dataset_task_name(ds));
+    return ds->events_json;
 }
 lb_task_kind lb_dataset_task(const lb_dataset *ds)
 {
@@ -801,19 +890,59 @@ static void print_split_row(const lb_dataset *ds, int s, FILE *out)
     fputc('\n', out);
 }
 
-static void print_histogram(const lb_dataset *ds, FILE *out)
+static void print_histogram_of(const lb_dataset *ds, const char *split, FILE *out)
 {
     int64_t *counts = calloc((size_t)ds->num_classes, sizeof *counts), ignored = 0;
     if (!counts) {
         fputs("label histogram: (out of memory)\n", out);
         return;
     }
-    lb_dataset_label_histogram(ds, "train", counts, &ignored);
-    fprintf(out, "label histogram (train%s):", ds->layout.per_position ? ", scored positions" : "");
-    for (int64_t c = 0; c < ds->num_classes; c++)
+    lb_dataset_label_histogram(ds, split, counts, &ignored);
+    fprintf(out, "label histogram (%s%s):", split, ds->layout.per_position ? ", scored positions" : "");
+    int64_t total = 0, top = 0;
+    for (int64_t c = 0; c < ds->num_classes; c++) {
         fprintf(out, "%s%lld:%lld", c % 8 ? "  " : "\n  ", (long long)c, (long long)counts[c]);
+        total += counts[c];
+        top = counts[c] > counts[top] ? c : top;
+    }
+    if (ds->is_events && total > 0)
+        fprintf(out, "\n  majority class %lld: %.4f of the scored targets", (long long)top,
+                (double)counts[top] / (double)total);
     fputc('\n', out);
     free(counts);
+}
+
+static void print_histogram(const lb_dataset *ds, FILE *out) { print_histogram_of(ds, "train", out); }
+
+/* Events files: each numeric feature's mean, std, min and max per split, in the CSV's
+ * units (the stored inputs scaled back), over the windows' positions. */
+static void print_feature_stats(const lb_dataset *ds, FILE *out)
+{
+    const lb_event_schema *e = ds->events;
+    if (e->n_features == 0)
+        return;
+    fputs("features per split (CSV units, over the windows' positions: mean std min max)\n", out);
+    for (int64_t c = 0; c < e->n_features; c++) {
+        const lb_event_feature *f = &e->features[c];
+        fprintf(out, "  %-14s scaling mean %.6g std %.6g\n", f->name, f->mean, f->std);
+        for (int s = 0; s < LB_SPLIT_COUNT; s++) {
+            const lb_rows *rows = &ds->split[s];
+            const float *x = rows->data[LB_FIELD_INPUTS];
+            int64_t n = rows->n * ds->layout.seq_len, F = ds->layout.features;
+            double mean = 0, m2 = 0, lo = INFINITY, hi = -INFINITY;
+            for (int64_t i = 0; i < n; i++) {
+                double v = (double)x[i * F + c] * f->std + f->mean, d = v - mean;
+                mean += d / (double)(i + 1);
+                m2 += d * (v - mean);
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
+            }
+            if (n > 0)
+                fprintf(out, "    %-6s %12.6g %12.6g %12.6g %12.6g\n", split_names[s], mean, sqrt(m2 / (double)n), lo, hi);
+            else
+                fprintf(out, "    %-6s (empty)\n", split_names[s]);
+        }
+    }
 }
 
 static void print_target_moments(const lb_dataset *ds, FILE *out)
@@ -836,11 +965,18 @@ lb_status lb_dataset_print_info(const lb_dataset *ds, FILE *out)
     LB_CHECK_ARG(out, LB_ERR_VALUE);
     const lb_task_options *o = &ds->options;
     fprintf(out, "file      %s\n", ds->path);
-    fprintf(out, "task      %s (format_version %lld)\n", lb_task_name(o->task), (long long)ds->format_version);
-    fputs("options   ", out);
-    lb_task_print_recorded_options(o, ds->recorded, " ", out);
-    fputc('\n', out);
-    if (ds->layout.regression)
+    fprintf(out, "task      %s (format_version %lld)\n", lb_dataset_task_name(ds), (long long)ds->format_version);
+    if (ds->is_events) {
+        lb_event_schema_print(ds->events, out);
+    } else {
+        fputs("options   ", out);
+        lb_task_print_recorded_options(o, ds->recorded, " ", out);
+        fputc('\n', out);
+    }
+    if (ds->is_events)
+        fprintf(out, "vocab     real-valued inputs (%lld per row), num_classes %lld\n", (long long)ds->layout.features,
+                (long long)ds->num_classes);
+    else if (ds->layout.regression)
         fprintf(out, "vocab     vocab_size %lld, regression (num_classes 0)\n", (long long)ds->vocab_size);
     else
         fprintf(out, "vocab     vocab_size %lld, num_classes %lld (chance accuracy %.4f)\n", (long long)ds->vocab_size,
@@ -854,10 +990,15 @@ lb_status lb_dataset_print_info(const lb_dataset *ds, FILE *out)
     fputs("splits\n", out);
     for (int s = 0; s < LB_SPLIT_COUNT; s++)
         print_split_row(ds, s, out);
-    if (ds->layout.regression)
+    if (ds->is_events) {
+        for (int s = 0; s < LB_SPLIT_COUNT; s++)
+            print_histogram_of(ds, split_names[s], out);
+        print_feature_stats(ds, out);
+    } else if (ds->layout.regression) {
         print_target_moments(ds, out);
-    else
+    } else {
         print_histogram(ds, out);
+    }
     if (ferror(out))
         return lb_error(LB_ERR_IO, "%s: writing the description failed", ds->path);
     return LB_OK;

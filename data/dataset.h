@@ -18,6 +18,7 @@
 
 #include "tensor/api.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -64,7 +65,18 @@ lb_dataset *lb_dataset_open_split(const char *path, const char *split);
 void lb_dataset_close(lb_dataset *ds);
 
 const char *lb_dataset_path(const lb_dataset *ds);
-/* The file's task; LB_TASK_COUNT (no task) when ds is NULL. */
+/* The file's task name: a generator task ("spike", ...) or "events" for a file imported
+ * from a CSV event log (lookback data csv, data/events.h); NULL when ds is NULL. */
+const char *lb_dataset_task_name(const lb_dataset *ds);
+/* The events schema of an "events" file (columns, scaling, token maps: data/events.h),
+ * NULL for generated files; owned by the dataset. */
+struct lb_event_schema;
+const struct lb_event_schema *lb_dataset_events(const lb_dataset *ds);
+/* The same as the JSON text stored in the file (/events/schema); *len (may be NULL)
+ * receives its length. NULL for generated files. */
+const char *lb_dataset_events_json(const lb_dataset *ds, size_t *len);
+/* The file's task; LB_TASK_COUNT (no generator task) for an "events" file and when ds
+ * is NULL. */
 lb_task_kind lb_dataset_task(const lb_dataset *ds);
 /* The generator options stored as root attributes (task defaults for those absent). */
 const lb_task_options *lb_dataset_options(const lb_dataset *ds);

@@ -709,3 +709,59 @@ char *lb_h5_info_str(const lb_h5_info *info, char *buf, size_t size)
     snprintf(buf, size, "%s %s", info->type_name, lb_shape_str(info->rank, info->dims, shape, sizeof shape));
     return buf;
 }
+
+/* ---- byte blobs (the events schema's JSON text) ---- */
+
+lb_status lb_h5_write_bytes(hid_t loc, const char *name, const void *data, size_t n, const char *file)
+{
+    LB_CHECK_ARG(name, LB_ERR_VALUE);
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+    if (plist >= 0)
+        H5Pset_obj_track_times(plist, 0);
+    hid_t dset = space >= 0 && plist >= 0 ? H5Dcreate2(loc, name, H5T_STD_U8LE, space, H5P_DEFAULT, plist, H5P_DEFAULT)
+                                          : -1;
+    herr_t rc = dset >= 0 ? (n ? H5Dwrite(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : 0) : -1;
+    lb_h5_close(dset);
+    lb_h5_close(plist);
+    lb_h5_close(space);
+    return rc < 0 ? lb_error(LB_ERR_IO, "%s: cannot write dataset %s (disk full or not writable?)", file, name) : LB_OK;
+}
+
+lb_status lb_h5_read_bytes(hid_t loc, const char *name, size_t max_bytes, char **out, size_t *len, const char *file)
+{
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    *out = NULL;
+    if (len)
+        *len = 0;
+    if (!lb_h5_has_link(loc, name))
+        return lb_error(LB_ERR_FORMAT, "%s: missing dataset %s", file, name);
+    hid_t dset = H5Dopen2(loc, name, H5P_DEFAULT);
+    lb_h5_info info = {0};
+    lb_status st = dset < 0 ? lb_error(LB_ERR_FORMAT, "%s: cannot open dataset %s", file, name)
+                            : lb_h5_dataset_info(dset, name, &info, file);
+    if (st == LB_OK && (info.type_class != H5T_INTEGER || info.type_size != 1 || info.rank != 1)) {
+        char found[160];
+        st = lb_error(LB_ERR_FORMAT, "%s: dataset %s: expected uint8 [bytes], found %s", file, name,
+                      lb_h5_info_str(&info, found, sizeof found));
+    }
+    if (st == LB_OK && (uint64_t)info.dims[0] > (uint64_t)max_bytes)
+        st = lb_error(LB_ERR_FORMAT, "%s: dataset %s holds %lld bytes, more than the %zu expected at most", file, name,
+                      (long long)info.dims[0], max_bytes);
+    char *buf = st == LB_OK ? malloc((size_t)info.dims[0] + 1) : NULL;
+    if (st == LB_OK && !buf)
+        st = lb_error(LB_ERR_MEMORY, "%s: out of memory reading %s", file, name);
+    if (st == LB_OK && info.dims[0] > 0)
+        st = lb_h5_read(dset, LB_H5_ANY_INT, H5T_NATIVE_UINT8, 0, -1, buf, name, file);
+    lb_h5_close(dset);
+    if (st != LB_OK) {
+        free(buf);
+        return st;
+    }
+    buf[info.dims[0]] = '\0';
+    *out = buf;
+    if (len)
+        *len = (size_t)info.dims[0];
+    return LB_OK;
+}

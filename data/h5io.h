@@ -75,6 +75,14 @@ lb_status lb_h5_write_attr_real(hid_t loc, const char *name, double value, const
  * back never needs HDF5's global heap. */
 lb_status lb_h5_write_attr_string(hid_t loc, const char *name, const char *value, const char *file);
 
+/* A uint8 [n] dataset `name` under loc holding n bytes (no timestamps): text such as the
+ * events schema's JSON. LB_ERR_IO naming the file when it cannot be written. */
+lb_status lb_h5_write_bytes(hid_t loc, const char *name, const void *data, size_t n, const char *file);
+/* Reads a 1-byte integer [n] dataset into a new NUL-terminated buffer *out (caller
+ * frees; *len = n, may be NULL). LB_ERR_FORMAT when missing, of another type or rank,
+ * or longer than max_bytes; LB_ERR_MEMORY. */
+lb_status lb_h5_read_bytes(hid_t loc, const char *name, size_t max_bytes, char **out, size_t *len, const char *file);
+
 /* Creates group `name` without timestamps; < 0 on failure. */
 hid_t lb_h5_create_group(hid_t loc, const char *name);
 

@@ -43,7 +43,7 @@ static lb_status describe_eval_file(lb_compare_eval *e, const lb_compare_model *
         lb_run_config rc = specs[m].rc;
         if (train)
             lb_model_config_fit_data(&rc.model, train);
-        st = train ? lb_model_data_check(&rc.model, lb_task_name(lb_dataset_task(train)), ds) : lb_last_status();
+        st = train ? lb_model_data_check(&rc.model, lb_dataset_task_name(train), ds) : lb_last_status();
         if (st == LB_OK && (lb_run_check_scored(train, "train") != LB_OK || lb_run_check_scored(train, "val") != LB_OK))
             st = lb_last_status(); /* nothing to train on: said before any model is trained */
         if (st != LB_OK && n_models > 1)

@@ -315,7 +315,7 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
         }
     }
     /* What the run resolved, recorded beside the options. */
-    lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_task_name(lb_dataset_task(data)), 0, 0};
+    lb_run_record record = {threads, LOOKBACK_VERSION, LOOKBACK_COMMIT, lb_dataset_task_name(data), 0, 0};
     if (st == LB_OK && (writer || ranks > 1 || resume))
         st = lb_files_crc32(rc->data, &record.data_crc32, &record.data_bytes);
     if (st == LB_OK && resume)

@@ -259,6 +259,7 @@ static const struct {
     {"lb_val_score", "higher_better"}, {"lb_trainer_solved_step", "score"},
     {"lb_sample_filter", "work"},      {"lb_sample_probs", "work"},        {"lb_sample_token", "work"},
     {"lb_generate", "out"},            {"lb_generate", "result"},
+    {"lb_dataset_events_json", "len"}, {"lb_event_schema_same_reading", "why"},
     {NULL, NULL},
 };
 

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "data/events.h"
 #include "data/h5io.h"
 #include "data/output.h"
 #include "tensor/kernels.h"
@@ -357,7 +358,7 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
         (st = lb_h5_write_attr_real(file, "elapsed_seconds", t->elapsed, path)) ||
         (st = lb_h5_write_attr_real(file, "budget_spent_seconds", t->budget_spent, path)) ||
         (st = lb_h5_write_attr_string(file, "data_file", lb_dataset_path(t->data), path)) ||
-        (st = lb_h5_write_attr_string(file, "data_task", lb_task_name(lb_dataset_task(t->data)), path)) ||
+        (st = lb_h5_write_attr_string(file, "data_task", lb_dataset_task_name(t->data), path)) ||
         (st = lb_h5_write_attr_string(file, "optim.kind", lb_optim_kind_name(t->cfg.optim.kind), path)) ||
         (st = lb_h5_write_attr_real(file, "optim.lr", t->cfg.optim.lr, path)) ||
         (st = lb_h5_write_attr_real(file, "optim.weight_decay", t->cfg.optim.weight_decay, path)) ||
@@ -374,6 +375,15 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
         (st = lb_h5_write_attr_int(file, "interval.skipped", t->interval_skipped, path)) ||
         (st = write_model_config(file, lb_model_get_config(t->model), path)))
         return st;
+    size_t events_len = 0;
+    const char *events = lb_dataset_events_json(t->data, &events_len);
+    if (!events)
+        lb_clear_error(); /* a generated task: no schema to carry */
+    if (events) { /* the events schema of the training file: scaling and token maps for new rows */
+        hsize_t dims[1] = {(hsize_t)events_len};
+        if ((st = write_dataset(file, "", "data_events", H5T_NATIVE_UINT8, 1, dims, events, events_len, path)) != LB_OK)
+            return st;
+    }
     hid_t params = lb_h5_create_group(file, "params"), optim = lb_h5_create_group(file, "optim");
     hid_t rng = lb_h5_create_group(file, "rng"), loader = lb_h5_create_group(file, "loader");
     st = (params < 0 || optim < 0 || rng < 0 || loader < 0) ? lb_error(LB_ERR_IO, "%s: cannot create groups", path) : LB_OK;
@@ -543,6 +553,48 @@ lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size)
     task_job job = {path, task, size};
     task[0] = '\0';
     return read_isolated(path, read_task_job, &job);
+}
+
+typedef struct events_job {
+    const char *path;
+    lb_event_schema *schema;
+} events_job;
+
+static lb_status read_events_job(void *ctx)
+{
+    events_job *job = ctx;
+    lb_event_schema_free(job->schema);
+    job->schema = NULL;
+    hid_t file = open_checkpoint(job->path);
+    lb_status st = file < 0 ? lb_last_status() : LB_OK;
+    char *json = NULL;
+    size_t len = 0;
+    if (st == LB_OK && lb_h5_has_link(file, "data_events")) {
+        st = lb_h5_read_bytes(file, "data_events", (size_t)1 << 28, &json, &len, job->path);
+        hid_t dset = st == LB_OK ? H5Dopen2(file, "data_events", H5P_DEFAULT) : -1;
+        if (st == LB_OK)
+            st = verify_checksum(dset, "", "data_events", json, len, job->path);
+        lb_h5_close(dset);
+        if (st == LB_OK && !(job->schema = lb_event_schema_from_json(json, len, job->path)))
+            st = lb_last_status();
+    }
+    free(json);
+    lb_h5_close(file);
+    return st;
+}
+
+lb_status lb_checkpoint_read_events(const char *path, lb_event_schema **out)
+{
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    *out = NULL;
+    events_job job = {path, NULL};
+    lb_status st = read_isolated(path, read_events_job, &job);
+    if (st != LB_OK) {
+        lb_event_schema_free(job.schema);
+        return st;
+    }
+    *out = job.schema;
+    return LB_OK;
 }
 
 /* Reads every parameter into new tensors (vals[i]) without touching the model. */

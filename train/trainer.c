@@ -156,7 +156,7 @@ lb_status lb_budget_clock_parse(const char *name, lb_budget_clock *out)
 lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_task, const lb_dataset *data)
 {
     LB_CHECK_ARG(data, LB_ERR_VALUE);
-    const char *path = lb_dataset_path(data), *task = lb_task_name(lb_dataset_task(data));
+    const char *path = lb_dataset_path(data), *task = lb_dataset_task_name(data);
     int64_t vocab = lb_dataset_vocab_size(data), classes = lb_dataset_num_classes(data);
     int64_t features = lb_dataset_num_features(data), seq_len = lb_dataset_seq_len(data);
     if (trained_task && trained_task[0] && strcmp(trained_task, task) != 0)

@@ -233,6 +233,14 @@ lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_tas
  * "" for checkpoints written before it was recorded. Errors as reading the config. */
 lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size);
 
+/* The events schema (data/events.h: columns, scaling, token maps) of the data file a
+ * checkpoint's model was trained on, when that file was imported from a CSV event log:
+ * *out receives a new schema (free with lb_event_schema_free), or NULL for a model
+ * trained on a generated task. Errors as reading the config, and LB_ERR_FORMAT for a
+ * damaged schema (its CRC-32 or JSON). */
+struct lb_event_schema;
+lb_status lb_checkpoint_read_events(const char *path, struct lb_event_schema **out);
+
 /* Reads the model config stored in a checkpoint (to build the model before loading). */
 lb_status lb_checkpoint_read_model_config(const char *path, lb_model_config *cfg);
 /* Loads only the parameters of a checkpoint into a model built from its config. */
