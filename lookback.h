@@ -22,6 +22,7 @@
 #include "kernels/stream.h"
 #include "layers/attention.h"
 #include "layers/conv.h"
+#include "layers/kv_cache.h"
 #include "layers/ffn.h"
 #include "layers/generate.h"
 #include "layers/linear.h"

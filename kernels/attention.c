@@ -16,7 +16,7 @@
 #include "kernels/tile_gemm_internal.h"
 #include "tensor/isa.h"
 #include "tensor/kernels.h"
-#include "tensor/pool_internal.h"
+#include "tensor/pool.h"
 #include "tensor/threads.h"
 
 /* A kernel's temporary buffer, taken from the calling thread's buffer pool when it has

@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <ftw.h>
-#include <getopt.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <signal.h>
@@ -20,18 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "train/distributed.h"
-#include "cli/cli.h"
-#include "lab/run_config.h"
-#include "lab/plot.h"
-#include "lab/recipes.h"
 #include "data/output.h"
 #include "data/tasks.h"
+#include "lab/files.h"
+#include "lab/plot.h"
+#include "lab/recipes.h"
+#include "lab/run.h"
 #include "layers/conv.h"
 #include "layers/stream.h"
+#include "tensor/clock.h"
+#include "train/distributed.h"
 
 enum { MAX_TESTS = 4, MAX_CURVE = 512 };
 

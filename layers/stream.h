@@ -33,6 +33,7 @@
 
 #include "tensor/api.h"
 #include "layers/attention.h"
+#include "layers/kv_cache.h"
 #include "layers/model.h"
 
 LB_API_BEGIN

@@ -27,6 +27,7 @@
 #include "tensor/api.h"
 
 #include "layers/attention.h"
+#include "layers/kv_cache.h"
 #include "layers/ffn.h"
 #include "layers/norm.h"
 

@@ -1,4 +1,4 @@
-#include "tensor/pool_internal.h"
+#include "tensor/pool.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -143,6 +143,10 @@ static void *plain_alloc(size_t nbytes, int zero) { return zero ? calloc(1, nbyt
 
 void *lb_pool_take(size_t nbytes, int zero, lb_pool **owner, size_t *capacity)
 {
+    if (!owner || !capacity) {
+        lb_error(LB_ERR_VALUE, "lb_pool_take: owner and capacity must not be NULL");
+        return NULL;
+    }
     lb_pool *p = thread_pool;
     *owner = NULL;
     *capacity = nbytes;
@@ -188,6 +192,8 @@ void *lb_pool_take(size_t nbytes, int zero, lb_pool **owner, size_t *capacity)
 
 void lb_pool_give(lb_pool *owner, void *data, size_t capacity)
 {
+    if (!data)
+        return;
     if (!owner) {
         free(data);
         return;

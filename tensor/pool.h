@@ -69,6 +69,18 @@ typedef struct lb_pool_stats {
 } lb_pool_stats;
 void lb_pool_get_stats(lb_pool *pool, lb_pool_stats *stats);
 
+/* The calls behind the tensors' storage, for kernels that want pooled scratch buffers
+ * (kernels/attention.c's packed keys and tiles): a buffer of at least nbytes (64-byte
+ * aligned when pooled), its first nbytes zero when `zero`, else undefined, from the
+ * calling thread's pool when it has one and nbytes >= LB_POOL_MIN_BYTES (else malloc).
+ * *owner receives the pool to give it back to (NULL: plain malloc) and *capacity its
+ * size. NULL when out of memory (no message), or with an LB_ERR_VALUE error when owner
+ * or capacity is NULL. */
+void *lb_pool_take(size_t nbytes, int zero, lb_pool **owner, size_t *capacity);
+/* Returns a buffer from lb_pool_take (owner and capacity as it gave them); data NULL
+ * does nothing. */
+void lb_pool_give(lb_pool *owner, void *data, size_t capacity);
+
 LB_API_END
 
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/pool_internal.h"
+#include "tensor/pool.h"
 #include "tensor/strided_internal.h"
 
 struct lb_storage {
