@@ -117,6 +117,8 @@ static void study_usage(FILE *out)
           "                      mixed and logn apply to spike16 only)\n"
           "  --budget SECONDS    CPU seconds per cell for every task (default: each task's own budget,\n"
           "                      sized from the measured time to learn of its fastest learner)\n"
+          "  --steps N           optimizer steps per cell at most (learning-rate probes: a quarter),\n"
+          "                      the same work on any machine; without --budget, no CPU budget\n"
           "  --eval-examples N   test sequences per test length (default 200; --quick 100)\n"
           "  --recall-scale S    default (T 128, 8 pairs) or zoology (vocabulary 8,192, T 512, 64 pairs)\n"
           "  --jobs N            jobs run at once, each in its own process (default: processors /\n"
@@ -141,6 +143,7 @@ int lb_cli_study(int argc, char **argv)
         {"seeds", required_argument, NULL, 's'},         {"tasks", required_argument, NULL, 'T'},
         {"methods", required_argument, NULL, 'm'},       {"threads", required_argument, NULL, 't'},
         {"budget", required_argument, NULL, 'b'},        {"eval-examples", required_argument, NULL, 'e'},
+        {"steps", required_argument, NULL, 'S'},
         {"recall-scale", required_argument, NULL, 'r'},  {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},                {NULL, 0, NULL, 0},
     };
@@ -167,6 +170,7 @@ int lb_cli_study(int argc, char **argv)
             break;
         case 'b': st = lb_option_real("--budget", optarg, 0.1, 1e6, &o.budget); break;
         case 'e': st = lb_option_int("--eval-examples", optarg, 1, 1 << 20, &o.eval_examples); break;
+        case 'S': st = lb_option_int("--steps", optarg, 1, (int64_t)1 << 40, &o.steps); break;
         case 'r':
             if (strcmp(optarg, "zoology") == 0)
                 o.zoology = 1;

@@ -91,6 +91,7 @@ struct lb_study {
     char out[3800];
     int quick, seeds, zoology, threads, parallel;
     double budget; /* --budget: every cell's budget when > 0, else the task's own */
+    int64_t steps; /* --steps: every cell's steps at most when > 0 (alone: no CPU budget) */
     int64_t eval_examples;
     int task_on[LB_RECIPE_T_COUNT], method_on[LB_RECIPE_M_COUNT];
     study_task tasks[LB_RECIPE_T_COUNT];
@@ -321,6 +322,8 @@ static lb_status check_options_file(const lb_study *s)
     json_object_object_add(o, "zoology", json_object_new_boolean(s->zoology));
     json_object_object_add(o, "budget_seconds", json_object_new_double(s->budget));
     json_object_object_add(o, "eval_examples", json_object_new_int64(s->eval_examples));
+    if (s->steps > 0) /* only when given: folders made before the option stay valid */
+        json_object_object_add(o, "steps", json_object_new_int64(s->steps));
     char path[4200];
     study_path(s, path, sizeof path, "study-options.json");
     lb_status st = LB_OK;
@@ -329,7 +332,7 @@ static lb_status check_options_file(const lb_study *s)
         if (!old || !json_object_equal(old, o))
             st = lb_error(LB_ERR_STATE,
                           "%s holds a study made with other options (%s); use another --out, or the same --quick, "
-                          "--budget, --eval-examples and --recall-scale",
+                          "--budget, --steps, --eval-examples and --recall-scale",
                           s->out, old ? json_object_to_json_string_ext(old, JSON_C_TO_STRING_PLAIN) : "unreadable");
         json_object_put(old);
     } else {
@@ -362,6 +365,7 @@ lb_study *lb_study_new(const lb_study_options *opt)
     s->parallel = opt->jobs > 0 ? opt->jobs : 1;
     s->seeds = opt->seeds > 0 ? opt->seeds : (opt->quick ? 1 : 3);
     s->budget = opt->budget > 0 ? opt->budget : 0;
+    s->steps = opt->steps > 0 ? opt->steps : 0;
     s->eval_examples = opt->eval_examples > 0 ? opt->eval_examples : (opt->quick ? 100 : 200);
     snprintf(s->command, sizeof s->command, "%s", opt->command && opt->command[0] ? opt->command : "lookback study");
     define_tasks(s);
@@ -432,9 +436,32 @@ static double task_budget(const lb_study *s, lb_recipe_task t, lb_study_phase ph
     return phase == LB_STUDY_DATA ? 0 : phase == LB_STUDY_LR ? cell / 4 : cell;
 }
 
+/* Optimizer steps of a probe (a quarter of the cell's, at least 1) or a cell at most:
+ * --steps, 0 without it. */
+static int64_t task_steps(const lb_study *s, lb_study_phase phase)
+{
+    if (s->steps <= 0 || phase == LB_STUDY_DATA)
+        return 0;
+    return phase == LB_STUDY_LR ? (s->steps / 4 > 0 ? s->steps / 4 : 1) : s->steps;
+}
+
+/* --steps without --budget: a cell's budget is its steps only. */
+static int steps_only(const lb_study *s) { return s->steps > 0 && !(s->budget > 0); }
+
+/* A cell's or probe's budget in words: "60 CPU-s", "3000 steps" or "60 CPU-s or 3000 steps". */
+static void budget_text(const lb_study *s, lb_recipe_task t, lb_study_phase phase, char *buf, size_t size)
+{
+    if (steps_only(s))
+        snprintf(buf, size, "%lld steps", (long long)task_steps(s, phase));
+    else if (s->steps > 0)
+        snprintf(buf, size, "%.3g CPU-s or %lld steps", task_budget(s, t, phase), (long long)task_steps(s, phase));
+    else
+        snprintf(buf, size, "%.3g CPU-s", task_budget(s, t, phase));
+}
+
 double lb_study_job_budget(const lb_study *s, lb_study_phase phase, int index)
 {
-    return task_budget(s, s->jobs[phase][index].task, phase);
+    return steps_only(s) ? 0 : task_budget(s, s->jobs[phase][index].task, phase);
 }
 
 /* ---- data ---- */
@@ -549,9 +576,12 @@ static double state_floats(const lb_run_config *rc, int64_t len)
 
 /* ---- learning-rate probes and cells ---- */
 
-static lb_status train_job(lb_study *s, const job *j, lb_run_config *rc, double budget, lb_run_result *run,
+static lb_status train_job(lb_study *s, const job *j, lb_run_config *rc, lb_study_phase phase, lb_run_result *run,
                            lb_model **model)
 {
+    double budget = steps_only(s) ? 0 : task_budget(s, j->task, phase); /* 0: no time budget */
+    if (task_steps(s, phase) > 0)
+        rc->train.steps = task_steps(s, phase);
     char dir[4200];
     study_path(s, dir, sizeof dir, "runs/%s", j->name);
     lb_files_remove_tree(dir); /* what a killed attempt left */
@@ -654,7 +684,7 @@ static lb_status run_lr_job(lb_study *s, const job *j)
     rc.train.optim.lr = lb_recipe_of(j->task, j->method)->lrs[j->lr_index];
     rc.train.schedule.base_lr = rc.train.optim.lr;
     lb_run_result run;
-    lb_status st = train_job(s, j, &rc, task_budget(s, j->task, LB_STUDY_LR), &run, NULL);
+    lb_status st = train_job(s, j, &rc, LB_STUDY_LR, &run, NULL);
     if (st != LB_OK)
         return st;
     json_object *r = json_object_new_object();
@@ -724,11 +754,16 @@ static lb_status chosen_lr(const lb_study *s, lb_recipe_task t, lb_recipe_method
     for (int k = 0; k < n; k++)
         if (solved[k] && (fastest < 0 || steps[k] < steps[fastest]))
             fastest = k;
-    double budget = task_budget(s, t, LB_STUDY_LR);
+    char budget[64];
+    if (steps_only(s))
+        snprintf(budget, sizeof budget, "%lld-step", (long long)task_steps(s, LB_STUDY_LR));
+    else
+        snprintf(budget, sizeof budget, "%.*f-s", time_decimals(task_budget(s, t, LB_STUDY_LR)),
+                 task_budget(s, t, LB_STUDY_LR));
     if (fastest >= 0) {
         *lr = row->lrs[fastest];
-        snprintf(why, size, "lr %g of {%s}: solved in the fewest steps (%lld) of the %.*f-s probes", *lr, list,
-                 (long long)steps[fastest], time_decimals(budget), budget);
+        snprintf(why, size, "lr %g of {%s}: solved in the fewest steps (%lld) of the %s probes", *lr, list,
+                 (long long)steps[fastest], budget);
         return LB_OK;
     }
     for (int k = 1; k < n; k++)
@@ -748,11 +783,11 @@ static lb_status chosen_lr(const lb_study *s, lb_recipe_task t, lb_recipe_method
     }
     if (ranks) {
         *lr = row->lrs[best];
-        snprintf(why, size, "lr %g of {%s}: best validation %s (%.4g against %.4g) after the %.*f-s probes", *lr, list,
-                 task->copy ? "loss" : "accuracy", score[best], score[second], time_decimals(budget), budget);
+        snprintf(why, size, "lr %g of {%s}: best validation %s (%.4g against %.4g) after the %s probes", *lr, list,
+                 task->copy ? "loss" : "accuracy", score[best], score[second], budget);
     } else {
-        snprintf(why, size, "lr %g, the recipe's default: the %.*f-s probes of {%s} could not rank them (best %s %.4g, "
-                 "within noise of chance or of the runner-up)", *lr, time_decimals(budget), budget, list, task->copy ? "loss" : "accuracy",
+        snprintf(why, size, "lr %g, the recipe's default: the %s probes of {%s} could not rank them (best %s %.4g, "
+                 "within noise of chance or of the runner-up)", *lr, budget, list, task->copy ? "loss" : "accuracy",
                  score[best]);
     }
     return LB_OK;
@@ -871,7 +906,7 @@ static lb_status run_cell_job(lb_study *s, const job *j)
     rc.model.seed = (uint64_t)j->seed;
     lb_run_result run;
     lb_model *model = NULL;
-    if ((st = train_job(s, j, &rc, task_budget(s, j->task, LB_STUDY_CELL), &run, &model)) != LB_OK)
+    if ((st = train_job(s, j, &rc, LB_STUDY_CELL, &run, &model)) != LB_OK)
         return st;
     json_object *r = json_object_new_object();
     json_object_object_add(r, "task", json_object_new_string(s->tasks[j->task].name));
@@ -1203,11 +1238,15 @@ static void write_task_section(const lb_study *s, lb_recipe_task t, const cell_s
     int last = task->n_tests - 1, scored = task->train.variable_length != 0;
     char criterion[96];
     solved_text(task, criterion, sizeof criterion);
-    fprintf(f, "\n### %s\n\n%s. Budget per cell %.3g CPU-s (%s), per learning-rate probe %.3g s; each cell stops "
+    char cell_budget[96], probe_budget[96];
+    budget_text(s, t, LB_STUDY_CELL, cell_budget, sizeof cell_budget);
+    budget_text(s, t, LB_STUDY_LR, probe_budget, sizeof probe_budget);
+    fprintf(f, "\n### %s\n\n%s. Budget per cell %s (%s), per learning-rate probe %s; each cell stops "
                "when solved (%s, checked every %lld steps). ",
-            task->name, task->what, task_budget(s, t, LB_STUDY_CELL),
-            s->budget > 0 ? "--budget" : task->budget_why, task_budget(s, t, LB_STUDY_LR),
-            criterion, (long long)task->eval_every);
+            task->name, task->what, cell_budget,
+            s->budget > 0 || s->steps > 0 ? (s->steps > 0 ? (s->budget > 0 ? "--budget, --steps" : "--steps") : "--budget")
+                                          : task->budget_why,
+            probe_budget, criterion, (long long)task->eval_every);
     if (task->copy)
         fprintf(f, "Memoryless baseline loss %.4f (10 ln 8 / %lld); chance per copied symbol %.1f%%.\n\n",
                 copy_baseline(task), (long long)task->train.seq_len, 100 * task_chance(task));
@@ -1251,6 +1290,8 @@ static void write_task_section(const lb_study *s, lb_recipe_task t, const cell_s
         char learn[64];
         if (c->solved)
             snprintf(learn, sizeof learn, "%.1f (%.0f steps)", c->learn_s, c->learn_steps);
+        else if (steps_only(s))
+            snprintf(learn, sizeof learn, "not within %lld steps", (long long)task_steps(s, LB_STUDY_CELL));
         else
             snprintf(learn, sizeof learn, "not within %.3g", task_budget(s, t, LB_STUDY_CELL));
         fprintf(f, " %d/%d | %s |", c->solved, c->n, learn);
@@ -1331,12 +1372,18 @@ static const char *solved_note(const cell_stats *c, char *buf, size_t size)
 static void write_markdown(const lb_study *s, cell_stats st[LB_RECIPE_T_COUNT][LB_RECIPE_M_COUNT], double seconds, FILE *f)
 {
     fprintf(f, "# The method study, measured\n\n");
-    fprintf(f, "`%s` — each cell trains until it is solved on the validation split or its task's budget of CPU "
-               "seconds per thread runs out (the same for every method of a task; --quick: %s), with its recipe's "
+    char limit[96];
+    if (steps_only(s))
+        snprintf(limit, sizeof limit, "its budget of %lld optimizer steps is spent", (long long)s->steps);
+    else
+        snprintf(limit, sizeof limit, "its task's budget of CPU seconds per thread runs out%s",
+                 s->steps > 0 ? " (or --steps is reached)" : "");
+    fprintf(f, "`%s` — each cell trains until it is solved on the validation split or %s (the same for every "
+               "method of a task; --quick: %s), with its recipe's "
                "learning rate (probed on the validation split where the recipe lists several); %d seed%s, %d job%s "
                "at once, %d thread%s each; accuracy as the mean over seeds (range in brackets when there are "
                "several). Times per step and per event are CPU seconds per thread.",
-            s->command, s->quick ? "yes" : "no", s->seeds, s->seeds == 1 ? "" : "s", s->parallel,
+            s->command, limit, s->quick ? "yes" : "no", s->seeds, s->seeds == 1 ? "" : "s", s->parallel,
             s->parallel == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s");
     if (seconds >= 0)
         fprintf(f, " Wall time of this run: %.1f min.", seconds / 60);
@@ -1507,6 +1554,7 @@ lb_status lb_study_report(lb_study *s, double seconds)
     json_object_object_add(opts, "quick", json_object_new_boolean(s->quick));
     json_object_object_add(opts, "seeds", json_object_new_int(s->seeds));
     json_object_object_add(opts, "budget_seconds", json_object_new_double(s->budget));
+    json_object_object_add(opts, "steps", json_object_new_int64(s->steps));
     json_object_object_add(opts, "command", json_object_new_string(s->command));
     json_object_object_add(opts, "eval_examples", json_object_new_int64(s->eval_examples));
     json_object_object_add(opts, "recall_scale", json_object_new_string(s->zoology ? "zoology" : "default"));
@@ -1533,7 +1581,9 @@ lb_status lb_study_report(lb_study *s, double seconds)
             json_object_array_add(lens, json_object_new_int64(task->test_len[i]));
         json_object_object_add(o, "test_lengths", lens);
         json_object_object_add(o, "chance", json_object_new_double(task_chance(task)));
-        json_object_object_add(o, "cell_budget_seconds", json_object_new_double(task_budget(s, (lb_recipe_task)t, LB_STUDY_CELL)));
+        json_object_object_add(o, "cell_budget_seconds",
+                               json_object_new_double(steps_only(s) ? 0 : task_budget(s, (lb_recipe_task)t, LB_STUDY_CELL)));
+        json_object_object_add(o, "cell_budget_steps", json_object_new_int64(task_steps(s, LB_STUDY_CELL)));
         if (task->copy)
             json_object_object_add(o, "memoryless_loss", json_object_new_double(copy_baseline(task)));
         json_object_object_add(o, "text_pick", json_object_new_string(task->text_pick));

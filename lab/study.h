@@ -46,6 +46,9 @@ typedef struct lb_study_options {
     int zoology;          /* recall at the scale of Arora et al. 2023 (vocabulary 8,192, T 512, 64 pairs) */
     double budget;        /* CPU seconds per cell for every task (0 = each task's own budget, sized
                              from the measured time to learn of its fastest learner) */
+    int64_t steps;        /* optimizer steps per cell at most (probes: a quarter, at least 1), the
+                             same on every machine; without `budget`, no CPU-second budget
+                             (0 = no step limit) */
     int64_t eval_examples;/* test sequences per test length (0 = 100 with quick, else 200) */
     const char *command;  /* the command line as run, for the report's header (NULL: "lookback study") */
 } lb_study_options;
@@ -54,7 +57,7 @@ typedef struct lb_study lb_study;
 
 /* Plans the study: checks the recipe table, the task and method lists (a list that makes
  * no cell is LB_ERR_VALUE, before any folder is made), creates the folder and records
- * the options that decide the results (quick, zoology, budget, eval_examples) in
+ * the options that decide the results (quick, zoology, budget, steps, eval_examples) in
  * DIR/study-options.json; a folder holding a study made with other such options is
  * refused (seeds, tasks, methods and threads may change between runs: finished jobs
  * are reused). NULL with LB_ERR_VALUE (a bad list or value; the message names it),
@@ -64,7 +67,8 @@ void lb_study_free(lb_study *s);
 
 /* Jobs of a phase; the name of job i ("spike16.lstm.seed-1") and whether its result
  * is stored; the CPU seconds per thread it is budgeted for at most (training time,
- * without data loading and evaluation; a job that solves its task stops earlier). */
+ * without data loading and evaluation; a job that solves its task stops earlier; 0
+ * when its budget is in steps only, --steps without --budget). */
 int lb_study_jobs(const lb_study *s, lb_study_phase phase);
 const char *lb_study_job_name(const lb_study *s, lb_study_phase phase, int index);
 int lb_study_job_done(const lb_study *s, lb_study_phase phase, int index);

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -89,11 +90,45 @@ pid_t start_program(const char *const *argv)
     return pid;
 }
 
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int wait_for_file(const char *path, double seconds)
+{
+    double end = now_seconds() + lb_test_limit(seconds);
+    while (access(path, F_OK) != 0) {
+        if (now_seconds() > end)
+            return access(path, F_OK) == 0;
+        usleep(10000);
+    }
+    return 1;
+}
+
+int wait_for_text(const char *path, const char *text, double seconds)
+{
+    double end = now_seconds() + lb_test_limit(seconds);
+    for (;;) {
+        char *got = read_all(path, NULL);
+        int found = got && strstr(got, text) != NULL;
+        free(got);
+        if (found)
+            return 1;
+        if (now_seconds() > end)
+            return 0;
+        usleep(10000);
+    }
+}
+
 run_result finish_program(pid_t pid, double timeout)
 {
     run_result r = {-1, NULL, NULL};
     if (pid <= 0)
         return r;
+    timeout = lb_test_limit(timeout);
     int status = 0;
     pid_t got = 0;
     for (double waited = 0; got == 0; waited += 0.05) {

@@ -33,9 +33,16 @@ typedef struct run_result {
 
 /* Starts any program (argv[0] looked up in PATH) with standard input from /dev/null
  * and its outputs captured; -1 when it cannot start. finish_program waits for it (at
- * most `timeout` seconds when > 0, then kills it: code -2) and collects the outputs. */
+ * most lb_test_limit(timeout) seconds when timeout > 0, then kills it: code -2) and
+ * collects the outputs. */
 pid_t start_program(const char *const *argv);
 run_result finish_program(pid_t pid, double timeout);
+
+/* Waits for a state a program announces: `path` exists (wait_for_file), or the file
+ * holds `text` (wait_for_text, e.g. a line of a captured stderr); polled every 10 ms
+ * for at most lb_test_limit(seconds). 1 when the state was reached. */
+int wait_for_file(const char *path, double seconds);
+int wait_for_text(const char *path, const char *text, double seconds);
 
 /* Runs `lookback args...` (NULL-terminated) with standard input from /dev/null and
  * its outputs captured. */

@@ -11,6 +11,27 @@
 #include "tensor/isa.h"
 #include "tensor/rng.h"
 
+double lb_test_time_scale(void)
+{
+    static double scale;
+    if (scale == 0) {
+        scale = 1;
+        const char *text = getenv("LOOKBACK_TEST_TIME_SCALE");
+        if (text && *text) {
+            char *end = NULL;
+            double v = strtod(text, &end);
+            if (end != text && *end == '\0' && v >= 1 && v <= 1000)
+                scale = v;
+            else
+                fprintf(stderr, "\n  LOOKBACK_TEST_TIME_SCALE='%s' is not a number in [1, 1000]: time limits unscaled\n",
+                        text);
+        }
+    }
+    return scale;
+}
+
+double lb_test_limit(double seconds) { return seconds * lb_test_time_scale(); }
+
 int lb_test_main(const char *suite_name, const lb_test_case *cases)
 {
     /* LOOKBACK_ISA=avx2 (ctest's reruns of the kernel tests): a build this CPU cannot

@@ -63,6 +63,14 @@ void lb_test_assert_shape(const lb_var *v, int ndim, const int64_t *shape);
  * expect_rows rows. Prints the first difference. */
 int lb_test_metrics_match(const char *path_a, const char *path_b, int expect_rows, double rtol);
 
+/* Time limits of the tests (how long a test waits for a program to reach a state it
+ * announces, or to end) are multiplied by LOOKBACK_TEST_TIME_SCALE (a number in
+ * [1, 1000], default 1; tests/README.md): a slow build or a busy machine raises it, no
+ * assertion depends on it. lb_test_time_scale returns the factor (a bad value is said on
+ * stderr once and counts as 1); lb_test_limit(s) is s seconds scaled. */
+double lb_test_time_scale(void);
+double lb_test_limit(double seconds);
+
 /* Path of a fixture file under tests/fixtures (static buffer). */
 const char *lb_fixture_path(const char *name);
 

@@ -381,9 +381,10 @@ static void interrupt_generation(int sig, const char *name)
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
-    /* up to 60 s for the temporary file to hold 1 MB of data */
+    /* up to 60 s (scaled: LOOKBACK_TEST_TIME_SCALE) for the temporary file to hold 1 MB of data */
     int status = 0, ended = 0;
-    for (int i = 0; i < 6000 && size_of(tmp) < (1L << 20); i++) {
+    double limit = lb_test_limit(60);
+    for (double waited = 0; waited < limit && size_of(tmp) < (1L << 20); waited += 0.01) {
         if (waitpid(pid, &status, WNOHANG) == pid) {
             ended = 1;
             break;
@@ -394,7 +395,8 @@ static void interrupt_generation(int sig, const char *name)
     CU_ASSERT_TRUE(size_of(tmp) >= (1L << 20));
     if (!ended) {
         kill(pid, sig);
-        for (int i = 0; i < 3000; i++) { /* 30 s, then SIGKILL */
+        double end_limit = lb_test_limit(30);
+        for (double waited = 0; waited < end_limit; waited += 0.01) { /* 30 s (scaled), then SIGKILL */
             pid_t got = waitpid(pid, &status, WNOHANG);
             if (got == pid) {
                 ended = 1;

@@ -40,13 +40,6 @@ static int exists(const char *path) { return access(path, F_OK) == 0; }
 #ifdef LB_MPIEXEC
 #define MPIRUN LB_MPIEXEC, "--allow-run-as-root", "--oversubscribe"
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int count_occurrences(const char *text, const char *what)
 {
     int n = 0;
@@ -99,10 +92,8 @@ static void test_error_on_one_rank_ends_all(void)
     const char *args[] = {MPIRUN,       "-np",  "1", LB_LOOKBACK_BIN, TRAIN_OPTIONS, "--steps", "100000", "--out",
                           path_in("e"), ":",    "-np", "1",             LB_LOOKBACK_BIN, "train", "--data",
                           path_in("missing.h5"), "--batch", "8", "--steps", "100000", "--out", path_in("e"), NULL};
-    double t0 = seconds_now();
-    run_result r = finish_program(start_program(args), 60);
+    run_result r = finish_program(start_program(args), 60); /* a hang is killed: code -2 */
     EXPECT(r.code > 0 && contains(r.err, "rank 1") && contains(r.err, "missing.h5"), r);
-    CU_ASSERT_TRUE(seconds_now() - t0 < 60);
     run_free(&r);
 }
 
@@ -240,18 +231,8 @@ static pid_t find_rank(pid_t mpirun, int rank)
     return found;
 }
 
-/* Waits until `path` exists (training has reached its first evaluation). */
-static int wait_for(const char *path, double seconds)
-{
-    for (double t = 0; t < seconds; t += 0.1) {
-        if (exists(path))
-            return 1;
-        usleep(100000);
-    }
-    return 0;
-}
-
-/* kill -9 of one rank mid-training: every rank ends within 60 s and the rank is named. */
+/* kill -9 of one rank mid-training: every rank ends (a hang is killed after 60 s, scaled)
+ * and the rank is named. */
 static void test_killed_rank_ends_all(void)
 {
     char dir[512], ckpt[600];
@@ -260,15 +241,13 @@ static void test_killed_rank_ends_all(void)
     const char *args[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, TRAIN_OPTIONS, "--steps", "100000", "--out", dir, NULL};
     pid_t mpirun = start_program(args);
     CU_ASSERT_TRUE_FATAL(mpirun > 0);
-    CU_ASSERT_TRUE(wait_for(ckpt, 60));
+    CU_ASSERT_TRUE(wait_for_file(ckpt, 60)); /* training has reached its first evaluation */
     pid_t victim = find_rank(mpirun, 1);
     CU_ASSERT_TRUE(victim > 0);
     if (victim > 0)
         kill(victim, SIGKILL);
-    double t0 = seconds_now();
     run_result r = finish_program(mpirun, 60);
     EXPECT(r.code > 0 && contains(r.err, "rank 1") && contains(r.err, "signal 9"), r);
-    CU_ASSERT_TRUE(seconds_now() - t0 < 60);
     run_free(&r);
 }
 
@@ -286,7 +265,7 @@ static void test_interrupt_saves_one_checkpoint(void)
                           "--steps", "100000", "--out", dir, NULL};
     pid_t mpirun = start_program(args);
     CU_ASSERT_TRUE_FATAL(mpirun > 0);
-    CU_ASSERT_TRUE(wait_for(ckpt, 60));
+    CU_ASSERT_TRUE(wait_for_file(ckpt, 60));
     kill(mpirun, SIGINT);
     run_result r = finish_program(mpirun, 60);
     EXPECT(r.code != 0 && contains(r.err, "interrupted at step"), r);

@@ -104,11 +104,12 @@ static child start_child(const child_setup *s, const char *const *args)
     return c;
 }
 
-/* Waits for the child at most `timeout` seconds (then kills it: code -2). */
+/* Waits for the child at most lb_test_limit(timeout) seconds (then kills it: code -2). */
 static run_result finish_child(child *c, double timeout)
 {
     run_result r = {-1, NULL, NULL};
     int status = 0;
+    timeout = lb_test_limit(timeout);
     double start = now_seconds();
     for (;;) {
         pid_t got = waitpid(c->pid, &status, WNOHANG);
@@ -432,14 +433,6 @@ static long size_of(const char *path)
     return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
 }
 
-/* Waits until `path` exists (at most `seconds`); 1 when it does. */
-static int wait_for(const char *path, double seconds)
-{
-    double start = now_seconds();
-    while (!exists(path) && now_seconds() - start < seconds)
-        usleep(5000);
-    return exists(path);
-}
 
 /* Two `data` runs on one file: the second is refused naming the first, which finishes
  * with a good file. A `data` run killed with SIGKILL leaves no writer behind, and the
@@ -454,7 +447,7 @@ static void test_two_writers_of_one_file(void)
                          "--force", "--quiet", NULL};
     child_setup first_setup = {.tag = "writer1"};
     child first = start_child(&first_setup, big);
-    CU_ASSERT_TRUE_FATAL(wait_for(lock, 60));
+    CU_ASSERT_TRUE_FATAL(wait_for_file(lock, 60));
     child_setup second_setup = {.tag = "writer2"};
     run_result r = run_with(&second_setup, big, 120);
     EXPECT(r.code == 1 && one_error_line(&r, "data") && contains(r.err, "another lookback process is writing") &&
@@ -473,7 +466,7 @@ static void test_two_writers_of_one_file(void)
 
     /* kill -9 while its writer child writes */
     first = start_child(&first_setup, big);
-    CU_ASSERT_TRUE_FATAL(wait_for(tmp, 60));
+    CU_ASSERT_TRUE_FATAL(wait_for_file(tmp, 60));
     usleep(300000);
     kill(first.pid, SIGKILL);
     r = finish_child(&first, 60);

@@ -441,8 +441,7 @@ static void test_sigterm_exit_status(void)
     pid_t pid;
     CU_ASSERT_EQUAL_FATAL(posix_spawn(&pid, LB_LOOKBACK_BIN, &fa, NULL, (char *const *)argv, environ), 0);
     posix_spawn_file_actions_destroy(&fa);
-    for (int i = 0; i < 3000 && !exists(ck); i++)
-        usleep(10000);
+    CU_ASSERT_TRUE(wait_for_file(ck, 30)); /* the run has checkpointed */
     kill(pid, SIGTERM);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -674,20 +673,6 @@ static pid_t start_demo(const char *dir, const char *out, const char *err_path)
         pid = -1;
     posix_spawn_file_actions_destroy(&fa);
     return pid;
-}
-
-/* Waits up to `seconds` for `text` in the file; returns 1 when it appeared. */
-static int wait_for_text(const char *path, const char *text, int seconds)
-{
-    for (int i = 0; i < seconds * 20; i++) {
-        char *got = read_all(path, NULL);
-        int found = contains(got, text);
-        free(got);
-        if (found)
-            return 1;
-        usleep(50000);
-    }
-    return 0;
 }
 
 /* The demo's data cache: a cached file made with other options is regenerated (read

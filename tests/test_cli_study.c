@@ -1,4 +1,4 @@
-/* `lookback study` as a user runs it, with budgets of a fraction of a second: the
+/* `lookback study` as a user runs it, with budgets of a few dozen steps: the
  * outputs' structure and values (study.json cells, study.md's table and best-fit
  * line, plots), resumption that skips finished cells and reruns a missing one, and
  * the refusal of a folder made with other options. */
@@ -25,17 +25,17 @@ static const char *study_dir(void)
     return dir;
 }
 
-static run_result run_study(const char *budget)
+static run_result run_study(const char *steps)
 {
-    const char *args[] = {"study", "--quick", "--tasks", "local", "--methods", "lstm,conv", "--budget", budget,
+    const char *args[] = {"study", "--quick", "--tasks", "local", "--methods", "lstm,conv", "--steps", steps,
                           "--eval-examples", "16", "--threads", "1", "--out", study_dir(), NULL};
     return run(args);
 }
 
 /* The same study, one job at a time. */
-static run_result run_study_serial(const char *budget)
+static run_result run_study_serial(const char *steps)
 {
-    const char *args[] = {"study", "--quick", "--tasks", "local", "--methods", "lstm,conv", "--budget", budget,
+    const char *args[] = {"study", "--quick", "--tasks", "local", "--methods", "lstm,conv", "--steps", steps,
                           "--eval-examples", "16", "--jobs", "1", "--out", study_dir(), NULL};
     return run(args);
 }
@@ -51,12 +51,12 @@ static void check_cell(json_object *cell)
     const char *method = json_object_get_string(get(cell, "method"));
     CU_ASSERT_STRING_EQUAL(json_object_get_string(get(cell, "task")), "local");
     CU_ASSERT_EQUAL(json_object_get_int(get(cell, "seed")), 1);
-    CU_ASSERT_TRUE(json_object_get_int64(get(cell, "steps")) >= 1);
+    CU_ASSERT_EQUAL(json_object_get_int64(get(cell, "steps")), 40); /* --steps 40: the whole budget */
     /* --quick: the recipe's default learning rate, no probe */
     double lr = json_object_get_double(get(cell, "lr"));
     CU_ASSERT_DOUBLE_EQUAL(lr, strcmp(method, "lstm") == 0 ? 1e-3 : 3e-3, 1e-12);
     CU_ASSERT_PTR_NOT_NULL(get(cell, "source"));
-    /* A fraction of a second solves nothing: the curve has the last validation, no time to learn. */
+    /* 40 steps solve nothing (the local task needs thousands): the curve has the last validation, no time to learn. */
     CU_ASSERT_FALSE(json_object_get_boolean(get(cell, "solved")));
     CU_ASSERT_PTR_NULL(get(cell, "time_to_learn"));
     json_object *curve = get(cell, "curve");
@@ -101,7 +101,7 @@ static void set_cell_accuracy(const char *cell, double accuracy)
 
 static void test_study_outputs_and_resume(void)
 {
-    run_result r = run_study("0.4");
+    run_result r = run_study("40");
     EXPECT(r.code == 0, r);
     EXPECT(contains(r.err, "[cell 0/2]") && contains(r.err, "ETA"), r);
     /* short times keep their decimals: a study of seconds is not "0.0 min", an ETA not "0 s" */
@@ -171,10 +171,11 @@ static void test_study_outputs_and_resume(void)
     CU_ASSERT_TRUE(contains(md, "receptive field 127 >= T = 64"));
     CU_ASSERT_TRUE(contains(md, "| solved | time to learn (CPU s) |"));
     CU_ASSERT_FALSE(contains(md, "scalable softmax |")); /* no row for a method that runs on no task here */
-    CU_ASSERT_TRUE(contains(md, "| 0/1 | not within 0.4 |"));
+    CU_ASSERT_TRUE(contains(md, "| 0/1 | not within 40 steps |"));
+    CU_ASSERT_TRUE(contains(md, "Budget per cell 40 steps (--steps)"));
     CU_ASSERT_TRUE(contains(md, "![local: validation score against CPU seconds](learning-local.png)"));
     /* The header shows the command as it was run. */
-    CU_ASSERT_TRUE(contains(md, "`lookback study --quick --tasks local --methods lstm,conv --budget 0.4 --eval-examples 16 "
+    CU_ASSERT_TRUE(contains(md, "`lookback study --quick --tasks local --methods lstm,conv --steps 40 --eval-examples 16 "
                                 "--threads 1 --out "));
     free(md);
     snprintf(png, sizeof png, "%s/learning-local.png", study_dir());
@@ -188,7 +189,7 @@ static void test_study_outputs_and_resume(void)
     char cell[600];
     snprintf(cell, sizeof cell, "%s/jobs/local.lstm.seed-1.json", study_dir());
     char *before = read_all(cell, NULL);
-    r = run_study("0.4");
+    r = run_study("40");
     EXPECT(r.code == 0 && contains(r.err, "2 cells (2 already stored), 0 jobs to run"), r);
     run_free(&r);
     char *after = read_all(cell, NULL);
@@ -205,7 +206,7 @@ static void test_study_outputs_and_resume(void)
      * time, with every thread: the options file does not hold --jobs or --threads). */
     snprintf(path, sizeof path, "%s/jobs/local.conv.seed-1.json", study_dir());
     CU_ASSERT_EQUAL(unlink(path), 0);
-    r = run_study_serial("0.4");
+    r = run_study_serial("40");
     EXPECT(r.code == 0 && contains(r.err, "(1 already stored), 1 jobs to run") && contains(r.err, "local.conv.seed-1"),
            r);
     EXPECT(!contains(r.err, "lr probe"), r);
@@ -228,7 +229,7 @@ static void test_study_outputs_and_resume(void)
      * is 56.25 %); at 95 % it is the best fit, which disagrees with the source's table. */
     set_cell_accuracy("local.conv.seed-1", 0.125);
     set_cell_accuracy("local.lstm.seed-1", 0.30);
-    r = run_study("0.4");
+    r = run_study("40");
     EXPECT(r.code == 0 && contains(r.err, "0 jobs to run"), r);
     run_free(&r);
     snprintf(path, sizeof path, "%s/study.md", study_dir());
@@ -240,7 +241,7 @@ static void test_study_outputs_and_resume(void)
     CU_ASSERT_FALSE(contains(md, "disagrees"));
     free(md);
     set_cell_accuracy("local.lstm.seed-1", 0.95);
-    r = run_study("0.4");
+    r = run_study("40");
     EXPECT(r.code == 0, r);
     run_free(&r);
     md = read_all(path, NULL);
@@ -259,7 +260,7 @@ static void test_study_outputs_and_resume(void)
     json_object_put(root);
 
     /* Other budgets would mix results: refused, nothing changed. */
-    r = run_study("0.5");
+    r = run_study("41");
     EXPECT(r.code == 1 && one_error_line(&r, "study") && contains(r.err, "other options"), r);
     run_free(&r);
 }
@@ -292,15 +293,34 @@ static void test_study_usage_errors(void)
     CU_ASSERT_FALSE(exists(path_in("never")));
 }
 
+/* The val rows of a run's metrics.csv: steps and accuracies (at most `max`); their count. */
+static int val_rows(const char *metrics, int64_t *step, double *accuracy, int max)
+{
+    char *text = read_all(metrics, NULL);
+    int n = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line && n < max; line = strtok(NULL, "\n")) {
+        long long st;
+        double loss, acc;
+        if (sscanf(line, "%lld,val,%lf,%lf,", &st, &loss, &acc) == 3) {
+            step[n] = st;
+            accuracy[n++] = acc;
+        }
+    }
+    free(text);
+    return n;
+}
+
 /* Train to solve: the LSTM on modsum reaches the task's criterion (exact on the validation
- * split) within a few hundred steps, so its cell stops there, long before its budget, and
- * records when: the time to learn is the last validation of its curve, at a multiple of
- * the task's validation interval. */
+ * split) within a few hundred steps, so its cell stops there, long before its budget of
+ * 3000 steps (a budget in steps: the same on any machine, however slow the build), and
+ * records when: the time to learn is the first validation of the run's own metrics.csv
+ * that meets the criterion, at a multiple of the task's validation interval, and the
+ * curve is the run's validations. */
 static void test_study_cell_stops_when_solved(void)
 {
     char dir[512];
     snprintf(dir, sizeof dir, "%s", path_in("study-solve"));
-    const char *args[] = {"study", "--quick", "--tasks", "modsum", "--methods", "lstm", "--budget", "60",
+    const char *args[] = {"study", "--quick", "--tasks", "modsum", "--methods", "lstm", "--steps", "3000",
                           "--eval-examples", "16", "--threads", "1", "--out", dir, NULL};
     run_result r = run(args);
     EXPECT(r.code == 0, r);
@@ -314,8 +334,18 @@ static void test_study_cell_stops_when_solved(void)
     int64_t steps = json_object_get_int64(get(cell, "steps"));
     double spent = json_object_get_double(get(cell, "train_seconds"));
     CU_ASSERT_TRUE(steps > 0 && steps % 100 == 0);
-    CU_ASSERT_TRUE(spent < 30); /* stopped at the criterion, not by the 60-s budget */
+    CU_ASSERT_TRUE(steps < 3000); /* stopped at the criterion, not by the budget */
     CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(get(cell, "val_accuracy")), 1.0, 1e-12);
+    /* The run's own validations: the last one meets the criterion, none before it does. */
+    int64_t val_step[64];
+    double val_acc[64];
+    snprintf(path, sizeof path, "%s/runs/modsum.lstm.seed-1/metrics.csv", dir);
+    int n_val = val_rows(path, val_step, val_acc, 64);
+    CU_ASSERT_TRUE_FATAL(n_val >= 1 && n_val < 64);
+    CU_ASSERT_EQUAL(val_step[n_val - 1], steps);
+    CU_ASSERT_DOUBLE_EQUAL(val_acc[n_val - 1], 1.0, 1e-12);
+    for (int i = 0; i + 1 < n_val; i++)
+        CU_ASSERT_TRUE(val_acc[i] < 1.0);
     json_object *when = get(cell, "time_to_learn");
     CU_ASSERT_PTR_NOT_NULL_FATAL(when);
     CU_ASSERT_EQUAL(json_object_get_int64(get(when, "step")), steps);
@@ -326,13 +356,18 @@ static void test_study_cell_stops_when_solved(void)
     CU_ASSERT_TRUE_FATAL(half && ninety);
     CU_ASSERT_TRUE(json_object_get_int64(get(half, "step")) <= json_object_get_int64(get(ninety, "step")));
     CU_ASSERT_TRUE(json_object_get_int64(get(ninety, "step")) <= steps);
+    /* the first validation at least 90 % of the way to perfect (0.2 + 0.9 x 0.8 = 0.92) */
+    int first90 = 0;
+    while (first90 < n_val && val_acc[first90] < 0.92 - 1e-9)
+        first90++;
+    CU_ASSERT_TRUE(first90 < n_val && json_object_get_int64(get(ninety, "step")) == val_step[first90]);
     json_object *curve = get(cell, "curve");
-    CU_ASSERT_EQUAL(json_object_array_length(curve), (size_t)(steps / 100));
+    CU_ASSERT_EQUAL_FATAL(json_object_array_length(curve), (size_t)n_val);
     for (size_t i = 0; i < json_object_array_length(curve); i++) {
         json_object *pt = json_object_array_get_idx(curve, i);
         CU_ASSERT_EQUAL(json_object_get_int64(get(pt, "step")), (int64_t)(100 * (i + 1)));
-        double score = json_object_get_double(get(pt, "score"));
-        CU_ASSERT_TRUE(i + 1 < json_object_array_length(curve) ? score < 1.0 : score == 1.0);
+        CU_ASSERT_EQUAL(json_object_get_int64(get(pt, "step")), val_step[i]);
+        CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(get(pt, "score")), val_acc[i], 1e-6);
     }
     json_object_put(cell);
     snprintf(path, sizeof path, "%s/study.md", dir);
@@ -344,7 +379,7 @@ static void test_study_cell_stops_when_solved(void)
 }
 
 /* SIGTERM to the study alone (not its process group) stops its running jobs at once
- * (each saves its checkpoint), exits 143 and leaves no job running. A second study command on a folder in use is refused. */
+ * (a job that is training saves its checkpoint), exits 143 and leaves no job running. A second study command on a folder in use is refused. */
 static void test_study_sigterm_and_lock(void)
 {
     char dir[512];
@@ -354,11 +389,12 @@ static void test_study_sigterm_and_lock(void)
                           NULL};
     pid_t pid = start_program(args);
     CU_ASSERT_TRUE_FATAL(pid > 0);
-    char ck[600];
-    snprintf(ck, sizeof ck, "%s/runs/local.lstm.seed-1/checkpoint.h5", dir);
-    for (int i = 0; i < 6000 && !exists(ck); i++)
-        usleep(10000);
-    CU_ASSERT_TRUE_FATAL(exists(ck)); /* a cell of 60 s is training */
+    /* The study announces each cell it starts (on stderr): the cells of 60 CPU-s are running,
+     * far from their end. */
+    int running = wait_for_text(path_in("stderr.txt"), "[cell 0/2] cell local.", 60);
+    if (!running)
+        kill(pid, SIGKILL);
+    CU_ASSERT_TRUE_FATAL(running);
     kill(pid, SIGTERM);
     run_result r = finish_program(pid, 60);
     EXPECT(r.code == 143 && contains(r.err, "interrupted") && contains(r.err, "run the same command again"), r);

@@ -225,7 +225,8 @@ static void test_kill_and_resume(void)
             _exit(0);
         }
         /* Wait for the first checkpoint, then kill at a moment that varies per attempt. */
-        for (int i = 0; i < 2000 && access(ck, F_OK) != 0; i++)
+        double limit = lb_test_limit(10);
+        for (double waited = 0; waited < limit && access(ck, F_OK) != 0; waited += 0.001)
             usleep(1000);
         usleep(5000 + 20000 * attempt);
         kill(pid, SIGKILL);
