@@ -1,6 +1,7 @@
 /* Generation (layers/generate.h): for every family, the tokens and logits of the cached
  * loop equal a full forward (lb_model_forward) re-run on the whole context window at
- * every token, greedy and sampled, for prompts of 1 token, a few tokens and more than
+ * every token (nanoGPT's options too: no biases, tied embeddings), greedy and sampled,
+ * for prompts of 1 token, a few tokens and more than
  * the window; the sliding-window policy (prefill counts, the window each prediction
  * reads); the same seed gives the same tokens at 1 and 2 threads; the callback can stop
  * the loop and may be NULL; errors. */
@@ -151,12 +152,25 @@ static double check_against_reforward(lb_model *m, const int32_t *prompt, int64_
 static const struct {
     lb_model_kind kind;
     lb_pos_kind pos;
+    int nanogpt; /* nanoGPT's model options: no biases, tied embeddings, GPT-2 initialisation */
 } families[] = {
-    {LB_MODEL_TRANSFORMER, LB_POS_LEARNED}, {LB_MODEL_TRANSFORMER, LB_POS_ROTARY},
-    {LB_MODEL_TRANSFORMER, LB_POS_SINUSOIDAL}, {LB_MODEL_LOCAL, LB_POS_LEARNED},
-    {LB_MODEL_LOCAL, LB_POS_NONE}, {LB_MODEL_LSTM, LB_POS_NONE}, {LB_MODEL_CONV, LB_POS_NONE},
+    {LB_MODEL_TRANSFORMER, LB_POS_LEARNED, 0}, {LB_MODEL_TRANSFORMER, LB_POS_LEARNED, 1},
+    {LB_MODEL_TRANSFORMER, LB_POS_ROTARY, 0},  {LB_MODEL_TRANSFORMER, LB_POS_SINUSOIDAL, 0},
+    {LB_MODEL_LOCAL, LB_POS_LEARNED, 0},       {LB_MODEL_LOCAL, LB_POS_NONE, 0},
+    {LB_MODEL_LSTM, LB_POS_NONE, 0},           {LB_MODEL_CONV, LB_POS_NONE, 0},
 };
 enum { N_FAMILIES = sizeof families / sizeof families[0] };
+
+static lb_model_config family_config(int f, lb_dtype dtype)
+{
+    lb_model_config c = lm_config(families[f].kind, families[f].pos, dtype);
+    if (families[f].nanogpt) {
+        c.bias = 0;
+        c.tie_embeddings = 1;
+        c.init = LB_INIT_GPT2;
+    }
+    return c;
+}
 
 static int32_t prompt_tokens[20] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4};
 
@@ -169,7 +183,7 @@ static void test_greedy_equals_reforward(void)
     const int64_t prompts[] = {1, 5, 15};
     lb_sampling greedy = {0, 0, 1};
     for (int f = 0; f < N_FAMILIES; f++) {
-        lb_model_config c = lm_config(families[f].kind, families[f].pos, LB_FLOAT64);
+        lb_model_config c = family_config(f, LB_FLOAT64);
         lb_model *m = random_model(&c);
         for (int j = 0; j < 3; j++) {
             lb_generate_result res;
@@ -201,7 +215,7 @@ static void test_sampled_logits_equal_reforward(void)
 {
     lb_sampling s = {0.9, 6, 0.95};
     for (int f = 0; f < N_FAMILIES; f++) {
-        lb_model_config c = lm_config(families[f].kind, families[f].pos, LB_FLOAT64);
+        lb_model_config c = family_config(f, LB_FLOAT64);
         lb_model *m = random_model(&c);
         lb_generate_result res;
         double moved = check_against_reforward(m, prompt_tokens, 4, 40, 0, s, 1e-6, &res);
@@ -216,7 +230,7 @@ static void test_float32_equals_reforward(void)
 {
     lb_sampling greedy = {0, 0, 1};
     for (int f = 0; f < N_FAMILIES; f++) {
-        lb_model_config c = lm_config(families[f].kind, families[f].pos, LB_FLOAT32);
+        lb_model_config c = family_config(f, LB_FLOAT32);
         lb_model *m = random_model(&c);
         lb_generate_result res;
         check_against_reforward(m, prompt_tokens, 7, 25, 0, greedy, 1e-4, &res);
