@@ -13,7 +13,7 @@ enum { INITIAL_CAPACITY = 4096 };
 
 lb_generate_options lb_generate_defaults(void)
 {
-    lb_generate_options o = {256, lb_sampling_defaults(), 0, NULL, NULL};
+    lb_generate_options o = {256, lb_sampling_defaults(), 0, 0, NULL, NULL};
     return o;
 }
 
@@ -54,6 +54,7 @@ int64_t lb_generate_context(const lb_model *m, int64_t context)
 typedef struct window_tokens {
     int32_t *ids;
     int64_t length, capacity, window;
+    int64_t keep; /* tokens a slide prefills, in [1, window] */
 } window_tokens;
 
 static void window_push(window_tokens *w, int32_t id)
@@ -113,7 +114,7 @@ static lb_status feed(generation *g, int32_t token)
 {
     const int64_t w = g->window.window;
     if (w > 0 && lb_model_state_events(g->state, 0) + 1 > w)
-        return prefill(g, g->window.ids + g->window.length - w, w);
+        return prefill(g, g->window.ids + g->window.length - g->window.keep, g->window.keep);
     if (lb_model_step_into(g->state, &token, g->step_out) != LB_OK)
         return lb_error_context("generate: token %lld", (long long)g->result->generated);
     take_row(g, g->step_out, 0);
@@ -122,7 +123,7 @@ static lb_status feed(generation *g, int32_t token)
 }
 
 static lb_status check_arguments(lb_model *m, const int32_t *prompt, int64_t p, const lb_generate_options *o,
-                                 int64_t *window)
+                                 int64_t *window, int64_t *keep)
 {
     if (lb_generate_check_model(m) != LB_OK)
         return lb_last_status();
@@ -141,10 +142,14 @@ static lb_status check_arguments(lb_model *m, const int32_t *prompt, int64_t p, 
         return lb_error_context("generate");
     if ((*window = lb_generate_context(m, o->context)) < 0)
         return lb_last_status();
+    if (*window > 0 && (o->slide_keep < 0 || o->slide_keep > *window))
+        return lb_error(LB_ERR_VALUE, "generate: slide_keep = %lld must be in [0, W = %lld] (0 = W)",
+                        (long long)o->slide_keep, (long long)*window);
+    *keep = o->slide_keep > 0 ? o->slide_keep : *window;
     return LB_OK;
 }
 
-static lb_status generation_init(generation *g, lb_model *m, int64_t window, int64_t total)
+static lb_status generation_init(generation *g, lb_model *m, int64_t window, int64_t keep, int64_t total)
 {
     const lb_model_config *c = &m->cfg;
     g->vocab = c->vocab_size;
@@ -160,6 +165,7 @@ static lb_status generation_init(generation *g, lb_model *m, int64_t window, int
         return lb_error(LB_ERR_MEMORY, "generate: out of memory for the logits and the sampler of V = %lld tokens",
                         (long long)g->vocab);
     g->window.window = window;
+    g->window.keep = keep;
     if (window > 0) {
         g->window.capacity = 2 * window;
         if (!(g->window.ids = malloc((size_t)g->window.capacity * sizeof *g->window.ids)))
@@ -188,8 +194,8 @@ lb_status lb_generate(lb_model *m, const int32_t *prompt, int64_t prompt_len, co
     LB_CHECK_ARG(prompt, LB_ERR_VALUE);
     LB_CHECK_ARG(opt, LB_ERR_VALUE);
     LB_CHECK_ARG(rng, LB_ERR_VALUE);
-    int64_t window = 0;
-    if (check_arguments(m, prompt, prompt_len, opt, &window) != LB_OK)
+    int64_t window = 0, keep = 0;
+    if (check_arguments(m, prompt, prompt_len, opt, &window, &keep) != LB_OK)
         return lb_last_status();
     result->context = window;
     const int64_t n = opt->max_new_tokens;
@@ -197,7 +203,7 @@ lb_status lb_generate(lb_model *m, const int32_t *prompt, int64_t prompt_len, co
         return LB_OK;
     generation g = {0};
     g.result = result;
-    lb_status st = generation_init(&g, m, window, prompt_len + n);
+    lb_status st = generation_init(&g, m, window, keep, prompt_len + n);
     /* the prompt: its last W tokens when longer than the window */
     int64_t start = window > 0 && prompt_len > window ? prompt_len - window : 0;
     for (int64_t i = start; st == LB_OK && i < prompt_len; i++)

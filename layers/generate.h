@@ -27,7 +27,10 @@
  * token last) are prefilled again in one chunk, so every prediction reads exactly the
  * last min(context, W) tokens and the result equals re-running the full forward on that
  * window at every token (tested for every family). Each token past W therefore costs a
- * prefill of W events instead of one event.
+ * prefill of W events instead of one event. With `slide_keep` K < W the window jumps
+ * instead (as llama.cpp's context shift discards part of its context): the last K tokens
+ * are prefilled, the next W - K tokens go one event each, and the predictions read
+ * between K and W tokens; each slide then serves W - K + 1 tokens.
  *
  * Determinism: the same model, prompt, options and rng state give the same tokens
  * on every thread count (the kernels split work without changing any sum's order).
@@ -58,11 +61,13 @@ typedef struct lb_generate_options {
     lb_sampling sampling;           /* layers/sample.h */
     int64_t context;                /* W: most tokens one prediction reads, >= 0 (0 = the model's limit:
                                      * max_seq_len with learned positions, else every token) */
+    int64_t slide_keep;             /* K: tokens read again when the window slides, in [0, W] (0 = W, nanoGPT's
+                                     * crop); ignored without a window */
     lb_generate_callback on_token;  /* may be NULL (e.g. for timing) */
     void *user;                     /* handed to on_token */
 } lb_generate_options;
 
-/* N = 256, lb_sampling_defaults(), context 0, no callback. */
+/* N = 256, lb_sampling_defaults(), context 0, slide_keep 0, no callback. */
 lb_generate_options lb_generate_defaults(void);
 
 /* What a generation did. */
@@ -92,7 +97,7 @@ int64_t lb_generate_context(const lb_model *m, int64_t context);
  * holds O(W) events of state (O(P + N) with no window for attention).
  * Errors (LB_ERR_VALUE unless said): NULL m, prompt, opt or rng; m not a token
  * language model; P < 1; a prompt id outside [0, V) (named with its position);
- * N < 0; context < 0; sampling options out of range; LB_ERR_NUMERIC for non-finite
+ * N < 0; context < 0; slide_keep outside [0, W]; sampling options out of range; LB_ERR_NUMERIC for non-finite
  * logits; LB_ERR_MEMORY. On error out holds the tokens made so far (result->generated
  * of them). */
 lb_status lb_generate(lb_model *m, const int32_t *prompt, int64_t prompt_len, const lb_generate_options *opt,

@@ -97,12 +97,13 @@ static int argmax_float(const double *x)
  * the first token's): a random model's greedy output soon repeats one token, and the
  * logits must still follow the growing context. */
 static double check_against_reforward(lb_model *m, const int32_t *prompt, int64_t p, int64_t n, int64_t context,
-                                   lb_sampling sampling, double tol, lb_generate_result *res)
+                                      int64_t keep, lb_sampling sampling, double tol, lb_generate_result *res)
 {
     lb_generate_options o = lb_generate_defaults();
     o.max_new_tokens = n;
     o.sampling = sampling;
     o.context = context;
+    o.slide_keep = keep;
     o.on_token = record;
     seen *s = calloc(1, sizeof *s);
     o.user = s;
@@ -116,13 +117,13 @@ static double check_against_reforward(lb_model *m, const int32_t *prompt, int64_
     CU_ASSERT_EQUAL_FATAL(st, LB_OK);
     CU_ASSERT_EQUAL(res->generated, n);
     CU_ASSERT_EQUAL(s->count, n);
-    int64_t w = lb_generate_context(m, context);
+    /* the window the policy reads: the last W tokens; a slide re-reads the last K */
+    int64_t w = lb_generate_context(m, context), kept = keep > 0 ? keep : w;
     int32_t ctx[2 * MAX_TOKENS];
     memcpy(ctx, prompt, (size_t)p * sizeof *ctx);
-    int64_t len = p, token_bad = 0, logit_bad = 0;
+    int64_t len = p, token_bad = 0, logit_bad = 0, start = w > 0 && p > w ? p - w : 0, events = p - start;
     double worst = 0, moved = 0;
     for (int64_t i = 0; i < n; i++) {
-        int64_t start = w > 0 && len > w ? len - w : 0;
         double ref[VOCAB];
         forward_last(m, ctx + start, len - start, ref);
         for (int k = 0; k < VOCAB; k++) {
@@ -138,6 +139,12 @@ static double check_against_reforward(lb_model *m, const int32_t *prompt, int64_
             if (fabs(s->logits[i][k] - s->logits[0][k]) > moved)
                 moved = fabs(s->logits[i][k] - s->logits[0][k]);
         ctx[len++] = out[i];
+        if (w > 0 && events + 1 > w) { /* out[i] is fed: a slide, or one more event */
+            start = len - kept;
+            events = kept;
+        } else {
+            events++;
+        }
     }
     if (token_bad || logit_bad)
         fprintf(stderr, "\n  %s pos %s, prompt %lld, window %lld: %lld tokens and %lld logits differ (worst %.3g)\n",
@@ -187,7 +194,7 @@ static void test_greedy_equals_reforward(void)
         lb_model *m = random_model(&c);
         for (int j = 0; j < 3; j++) {
             lb_generate_result res;
-            double moved = check_against_reforward(m, prompt_tokens, prompts[j], 30, 0, greedy, 1e-6, &res);
+            double moved = check_against_reforward(m, prompt_tokens, prompts[j], 30, 0, 0, greedy, 1e-6, &res);
             /* attention without positions on one repeated token sees the same at every step */
             int same_input = prompts[j] == 1 && c.kind == LB_MODEL_LOCAL && c.pos == LB_POS_NONE;
             CU_ASSERT_TRUE(same_input ? moved == 0 : moved > 1e-2);
@@ -200,10 +207,14 @@ static void test_greedy_equals_reforward(void)
                 CU_ASSERT_EQUAL(res.context, 12);
             }
             if (c.pos != LB_POS_LEARNED) {
-                moved = check_against_reforward(m, prompt_tokens, prompts[j], 30, 6, greedy, 1e-6, &res);
+                moved = check_against_reforward(m, prompt_tokens, prompts[j], 30, 6, 0, greedy, 1e-6, &res);
                 CU_ASSERT_TRUE(same_input ? moved == 0 : moved > 1e-2);
                 CU_ASSERT_EQUAL(res.context, 6);
             }
+            /* a window that jumps: slides re-read 5 tokens (of 12, or of 6 without learned positions) */
+            moved = check_against_reforward(m, prompt_tokens, prompts[j], 30, c.pos == LB_POS_LEARNED ? 0 : 6, 5,
+                                            greedy, 1e-6, &res);
+            CU_ASSERT_TRUE(same_input ? moved == 0 : moved > 1e-2);
         }
         lb_model_free(m);
     }
@@ -218,7 +229,7 @@ static void test_sampled_logits_equal_reforward(void)
         lb_model_config c = family_config(f, LB_FLOAT64);
         lb_model *m = random_model(&c);
         lb_generate_result res;
-        double moved = check_against_reforward(m, prompt_tokens, 4, 40, 0, s, 1e-6, &res);
+        double moved = check_against_reforward(m, prompt_tokens, 4, 40, 0, 0, s, 1e-6, &res);
         CU_ASSERT_TRUE(moved > 1e-1);
         lb_model_free(m);
     }
@@ -233,7 +244,7 @@ static void test_float32_equals_reforward(void)
         lb_model_config c = family_config(f, LB_FLOAT32);
         lb_model *m = random_model(&c);
         lb_generate_result res;
-        check_against_reforward(m, prompt_tokens, 7, 25, 0, greedy, 1e-4, &res);
+        check_against_reforward(m, prompt_tokens, 7, 25, 0, 0, greedy, 1e-4, &res);
         lb_model_free(m);
     }
 }
@@ -276,6 +287,18 @@ static void test_window_slides(void)
     CU_ASSERT_EQUAL(r.context, 4);
     CU_ASSERT_EQUAL(r.steps, 2);
     CU_ASSERT_EQUAL(r.prefills, 1 + 27);
+    /* slide_keep 6 of W = 12, prompt 5: 7 events, then cycles of a 6-token prefill and 6
+     * events (7 tokens fed each): 22 more feeds = 3 cycles and one more slide */
+    o.context = 0;
+    o.slide_keep = 6;
+    CU_ASSERT_EQUAL_FATAL(lb_generate(m, prompt_tokens, 5, &o, &rng, NULL, &r), LB_OK);
+    CU_ASSERT_EQUAL(r.steps, 7 + 3 * 6);
+    CU_ASSERT_EQUAL(r.prefills, 1 + 4);
+    CU_ASSERT_EQUAL(r.prefill_events, 5 + 4 * 6);
+    o.slide_keep = 13;
+    CU_ASSERT_EQUAL(lb_generate(m, prompt_tokens, 5, &o, &rng, NULL, &r), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("slide_keep = 13 must be in [0, W = 12]"));
+    o.slide_keep = 0;
     lb_model_free(m);
     /* the LSTM has no limit of its own */
     lb_model_config cl = lm_config(LB_MODEL_LSTM, LB_POS_NONE, LB_FLOAT64);
