@@ -16,65 +16,19 @@
 #include "tensor/blas.h"
 
 /* The run's options: "data", every model field that has an option (the field list of
- * layers/model_fields.def, in its order), then the training options below. */
-typedef enum opt_type { T_INT64, T_INT, T_REAL, T_U64, T_OPTIM, T_SCHEDULE, T_CLOCK, T_SELECT, T_DECAY, T_STRING } opt_type;
-
-/* When a training option is used. */
-typedef enum opt_when { W_ALWAYS, W_SGD, W_ADAM, W_COSINE, W_STEP } opt_when;
-
-typedef struct train_option {
-    const char *name;
-    opt_type type;
-    size_t offset; /* into lb_run_config */
-    double min, max;
-    opt_when when;
-    const char *help;
-} train_option;
-
-#define TR(f) offsetof(lb_run_config, train.f)
-static const train_option train_options[] = {
-    {"data", T_STRING, offsetof(lb_run_config, data), 0, 0, W_ALWAYS, "training data file (HDF5, from `lookback data`)"},
-    {"optim", T_OPTIM, TR(optim.kind), 0, 0, W_ALWAYS, "sgd | adam | adamw"},
-    {"lr", T_REAL, TR(optim.lr), 0, 1e3, W_ALWAYS, "peak learning rate"},
-    {"weight-decay", T_REAL, TR(optim.weight_decay), 0, 1e3, W_ALWAYS, "weight decay (decoupled for adamw)"},
-    {"decay-params", T_DECAY, TR(decay_params), 0, 0, W_ALWAYS,
-     "what --weight-decay applies to: all | matrices (2+ dims: nanoGPT) | linear (not biases, norms, embeddings: minGPT)"},
-    {"momentum", T_REAL, TR(optim.momentum), 0, 1, W_SGD, "SGD momentum"},
-    {"beta1", T_REAL, TR(optim.beta1), 0, 0.999999, W_ADAM, "Adam beta1"},
-    {"beta2", T_REAL, TR(optim.beta2), 0, 0.999999999, W_ADAM, "Adam beta2"},
-    {"clip", T_REAL, TR(clip), 0, 1e12, W_ALWAYS, "max global gradient norm (0 = off)"},
-    {"schedule", T_SCHEDULE, TR(schedule.kind), 0, 0, W_ALWAYS, "constant | cosine | step"},
-    {"warmup", T_INT64, TR(schedule.warmup_steps), 0, 1e12, W_ALWAYS, "linear warm-up steps"},
-    {"min-lr-ratio", T_REAL, TR(schedule.min_lr_ratio), 0, 1, W_COSINE, "cosine: final lr / peak lr"},
-    {"step-size", T_INT64, TR(schedule.step_size), 1, 1e12, W_STEP, "step schedule: steps between decays"},
-    {"gamma", T_REAL, TR(schedule.gamma), 0, 1, W_STEP, "step schedule: decay factor"},
-    {"steps", T_INT64, TR(steps), 1, 1e12, W_ALWAYS, "total optimizer steps (also after --resume)"},
-    {"batch", T_INT64, TR(batch_size), 1, 1 << 20, W_ALWAYS, "examples per step"},
-    {"micro-batches", T_INT64, TR(micro_batches), 1, 1 << 20, W_ALWAYS, "gradient accumulation: parts per batch"},
-    {"eval-every", T_INT64, TR(eval_every), 0, 1e12, W_ALWAYS, "steps between validations (0 = at the end)"},
-    {"eval-examples", T_INT64, TR(eval_examples), 0, 1e12, W_ALWAYS, "validation examples per evaluation (0 = all)"},
-    {"checkpoint-every", T_INT64, TR(checkpoint_every), 0, 1e12, W_ALWAYS, "steps between checkpoints (0 = at validations)"},
-    {"time-budget", T_REAL, TR(time_budget), 0, 1e9, W_ALWAYS, "stop after this many seconds of training (0 = none)"},
-    {"budget-clock", T_CLOCK, TR(budget_clock), 0, 0, W_ALWAYS,
-     "what --time-budget counts: wall | cpu (process CPU seconds / threads: the same work on a busy machine)"},
-    {"seed", T_U64, TR(seed), 0, 0, W_ALWAYS, "data order and dropout seed"},
-    {"threads", T_INT, TR(threads), 0, 1024, W_ALWAYS, "threads (0 = OMP_NUM_THREADS or all processors)"},
-    {"patience", T_INT64, TR(patience), 0, 1e12, W_ALWAYS, "stop after N evaluations without a better validation (0 = off)"},
-    {"max-skipped", T_INT64, TR(max_skipped), 0, 1e12, W_ALWAYS, "stop after N steps in a row skipped (non-finite gradient; 0 = never)"},
-    {"select", T_SELECT, TR(select), 0, 0, W_ALWAYS,
-     "validation score of best.h5, --patience and --stop-at: accuracy (MSE for regression) | loss"},
-    {"stop-at", T_REAL, TR(stop_at), 0, 1e12, W_ALWAYS,
-     "train to solve: stop at the first validation scoring this (accuracy >= X, loss or MSE <= X; 0 = off)"},
-};
-#undef TR
-enum { N_TRAIN = sizeof train_options / sizeof train_options[0], OPTION_BASE = 1000, MAX_OPTIONS = 128 };
+ * layers/model_fields.def, in its order), then the training fields of
+ * train/train_fields.def, in theirs. */
+enum { OPTION_BASE = 1000, MAX_OPTIONS = 128 };
 
 /* One option: a model field or a training option. */
 typedef struct run_option {
     const char *name;
-    const lb_model_field *field; /* NULL for a training option */
-    const train_option *train;   /* NULL for a model field */
+    const lb_model_field *field; /* NULL for a training option and "data" */
+    const lb_train_field *train; /* NULL for a model field and "data" */
 } run_option;
+
+/* "data": the training file, the one option that is neither a model nor a training field. */
+static const char *const data_help = "training data file (HDF5, from `lookback data`)";
 
 /* "data", the model fields with options, the training options. */
 static const run_option *all_options(int *count)
@@ -84,12 +38,14 @@ static const run_option *all_options(int *count)
     if (n == 0) {
         int n_fields;
         const lb_model_field *fields = lb_model_fields(&n_fields);
-        list[n++] = (run_option){train_options[0].name, NULL, &train_options[0]};
+        int n_train;
+        const lb_train_field *train = lb_train_fields(&n_train);
+        list[n++] = (run_option){"data", NULL, NULL};
         for (int i = 0; i < n_fields && n < MAX_OPTIONS; i++)
             if (fields[i].option)
                 list[n++] = (run_option){fields[i].option, &fields[i], NULL};
-        for (int i = 1; i < N_TRAIN && n < MAX_OPTIONS; i++)
-            list[n++] = (run_option){train_options[i].name, NULL, &train_options[i]};
+        for (int i = 0; i < n_train && n < MAX_OPTIONS; i++)
+            list[n++] = (run_option){train[i].option, NULL, &train[i]};
     }
     *count = n;
     return list;
@@ -138,31 +94,37 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
         return lb_error(LB_ERR_VALUE, "unknown option '--%s' (see --help)", name);
     if (ro->field)
         return set_model_field(rc, ro->field, value);
-    const train_option *o = ro->train;
     char flag[96];
     snprintf(flag, sizeof flag, "--%s", name);
-    char *p = (char *)rc + o->offset;
+    if (!ro->train) { /* data */
+        if (strlen(value) >= sizeof rc->data)
+            return lb_error(LB_ERR_VALUE, "%s: path too long", flag);
+        strcpy(rc->data, value);
+        return LB_OK;
+    }
+    const lb_train_field *o = ro->train;
+    char *p = (char *)&rc->train + o->offset;
     int64_t iv;
     double rv;
     lb_status st = LB_OK;
     switch (o->type) {
-    case T_INT64:
+    case LB_TRAIN_INT64:
         if ((st = lb_option_int(flag, value, (int64_t)o->min, (int64_t)o->max, &iv)) == LB_OK)
             *(int64_t *)p = iv;
         break;
-    case T_INT:
+    case LB_TRAIN_INT:
         if ((st = lb_option_int(flag, value, (int64_t)o->min, (int64_t)o->max, &iv)) == LB_OK)
             *(int *)p = (int)iv;
         break;
-    case T_U64:
+    case LB_TRAIN_U64:
         if ((st = lb_option_int(flag, value, 0, INT64_MAX, &iv)) == LB_OK)
             *(uint64_t *)p = (uint64_t)iv;
         break;
-    case T_REAL:
+    case LB_TRAIN_REAL:
         if ((st = lb_option_real(flag, value, o->min, o->max, &rv)) == LB_OK)
             *(double *)p = rv;
         break;
-    case T_OPTIM: {
+    case LB_TRAIN_OPTIM: {
         lb_optim_kind kind;
         if ((st = lb_optim_kind_parse(value, &kind)) == LB_OK && kind != rc->train.optim.kind) {
             double lr = rc->train.optim.lr;
@@ -171,36 +133,21 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
         }
         break;
     }
-    case T_SCHEDULE: st = lb_schedule_kind_parse(value, (lb_schedule_kind *)p); break;
-    case T_CLOCK: st = lb_budget_clock_parse(value, (lb_budget_clock *)p); break;
-    case T_SELECT: st = lb_val_select_parse(value, (lb_val_select *)p); break;
-    case T_DECAY: st = lb_decay_params_parse(value, (lb_decay_params *)p); break;
-    case T_STRING:
-        if (strlen(value) >= sizeof rc->data)
-            return lb_error(LB_ERR_VALUE, "%s: path too long", flag);
-        strcpy(p, value);
-        break;
+    case LB_TRAIN_SCHEDULE: st = lb_schedule_kind_parse(value, (lb_schedule_kind *)p); break;
+    case LB_TRAIN_CLOCK: st = lb_budget_clock_parse(value, (lb_budget_clock *)p); break;
+    case LB_TRAIN_SELECT: st = lb_val_select_parse(value, (lb_val_select *)p); break;
+    case LB_TRAIN_DECAY: st = lb_decay_params_parse(value, (lb_decay_params *)p); break;
     }
     if (st != LB_OK && strstr(lb_last_error(), flag) == NULL)
         lb_error_context("%s", flag);
     return st;
 }
 
-static int train_option_applies(const train_option *o, const lb_run_config *rc)
-{
-    switch (o->when) {
-    case W_ALWAYS: return 1;
-    case W_SGD: return rc->train.optim.kind == LB_OPTIM_SGD;
-    case W_ADAM: return rc->train.optim.kind == LB_OPTIM_ADAM || rc->train.optim.kind == LB_OPTIM_ADAMW;
-    case W_COSINE: return rc->train.schedule.kind == LB_SCHEDULE_COSINE;
-    case W_STEP: return rc->train.schedule.kind == LB_SCHEDULE_STEP;
-    }
-    return 1;
-}
-
 static int option_applies(const run_option *o, const lb_run_config *rc)
 {
-    return o->field ? lb_model_field_applies(o->field, &rc->model) : train_option_applies(o->train, rc);
+    if (o->field)
+        return lb_model_field_applies(o->field, &rc->model);
+    return !o->train || lb_train_field_applies(o->train, &rc->train);
 }
 
 int lb_run_option_applies(const lb_run_config *rc, const char *name)
@@ -235,19 +182,20 @@ static json_object *option_json(const lb_run_config *rc, const run_option *ro)
         default: return json_object_new_string(lb_model_field_format(&rc->model, f, text, sizeof text));
         }
     }
-    const train_option *o = ro->train;
-    const char *p = (const char *)rc + o->offset;
+    if (!ro->train)
+        return json_object_new_string(rc->data);
+    const lb_train_field *o = ro->train;
+    const char *p = (const char *)&rc->train + o->offset;
     switch (o->type) {
-    case T_INT64: return json_object_new_int64(*(const int64_t *)p);
-    case T_INT: return json_object_new_int64(*(const int *)p);
-    case T_U64: return json_object_new_uint64(*(const uint64_t *)p);
-    case T_REAL: return json_double(*(const double *)p);
-    case T_OPTIM: return json_object_new_string(lb_optim_kind_name(*(const lb_optim_kind *)p));
-    case T_SCHEDULE: return json_object_new_string(lb_schedule_kind_name(*(const lb_schedule_kind *)p));
-    case T_CLOCK: return json_object_new_string(lb_budget_clock_name(*(const lb_budget_clock *)p));
-    case T_SELECT: return json_object_new_string(lb_val_select_name(*(const lb_val_select *)p));
-    case T_DECAY: return json_object_new_string(lb_decay_params_name(*(const lb_decay_params *)p));
-    case T_STRING: return json_object_new_string(p);
+    case LB_TRAIN_INT64: return json_object_new_int64(*(const int64_t *)p);
+    case LB_TRAIN_INT: return json_object_new_int64(*(const int *)p);
+    case LB_TRAIN_U64: return json_object_new_uint64(*(const uint64_t *)p);
+    case LB_TRAIN_REAL: return json_double(*(const double *)p);
+    case LB_TRAIN_OPTIM: return json_object_new_string(lb_optim_kind_name(*(const lb_optim_kind *)p));
+    case LB_TRAIN_SCHEDULE: return json_object_new_string(lb_schedule_kind_name(*(const lb_schedule_kind *)p));
+    case LB_TRAIN_CLOCK: return json_object_new_string(lb_budget_clock_name(*(const lb_budget_clock *)p));
+    case LB_TRAIN_SELECT: return json_object_new_string(lb_val_select_name(*(const lb_val_select *)p));
+    case LB_TRAIN_DECAY: return json_object_new_string(lb_decay_params_name(*(const lb_decay_params *)p));
     }
     return NULL;
 }
@@ -257,7 +205,8 @@ static int option_is_number(const run_option *o)
     if (o->field)
         return o->field->type == LB_FIELD_INT64 || o->field->type == LB_FIELD_INT || o->field->type == LB_FIELD_U64 ||
                o->field->type == LB_FIELD_REAL;
-    return o->train->type == T_INT64 || o->train->type == T_INT || o->train->type == T_U64 || o->train->type == T_REAL;
+    return o->train && (o->train->type == LB_TRAIN_INT64 || o->train->type == LB_TRAIN_INT ||
+                        o->train->type == LB_TRAIN_U64 || o->train->type == LB_TRAIN_REAL);
 }
 
 lb_status lb_run_check_scored(const lb_dataset *data, const char *split)
@@ -578,7 +527,7 @@ static void users_of(const run_option *o, char *buf, size_t size)
     }
     static const char *const names[] = {"every run", "--optim sgd", "--optim adam and adamw", "--schedule cosine",
                                         "--schedule step"};
-    snprintf(buf, size, "%s", names[o->train->when]);
+    snprintf(buf, size, "%s", o->train ? names[o->train->when] : names[0]);
 }
 
 /* What in rc makes an option unused: "--model transformer", "--optim adamw". */
@@ -586,7 +535,7 @@ static void chosen(const run_option *o, const lb_run_config *rc, char *buf, size
 {
     if (o->field)
         snprintf(buf, size, "--model %s", lb_model_kind_name(rc->model.kind));
-    else if (o->train->when == W_SGD || o->train->when == W_ADAM)
+    else if (o->train && (o->train->when == LB_TRAIN_SGD || o->train->when == LB_TRAIN_ADAM))
         snprintf(buf, size, "--optim %s", lb_optim_kind_name(rc->train.optim.kind));
     else
         snprintf(buf, size, "--schedule %s", lb_schedule_kind_name(rc->train.schedule.kind));
@@ -714,7 +663,7 @@ void lb_run_options_help(FILE *out, int single_run)
             if (o->field)
                 family_list(o->field, families, sizeof families);
             default_text(o, def, sizeof def);
-            snprintf(help, sizeof help, "%s%s%s%s", o->field ? o->field->help : o->train->help,
+            snprintf(help, sizeof help, "%s%s%s%s", o->field ? o->field->help : o->train ? o->train->help : data_help,
                      families[0] ? " [" : "", families, families[0] ? "]" : "");
             fprintf(out, "  --%-18s %s (default %s)\n", o->name, help, def);
         }
@@ -729,12 +678,8 @@ int lb_run_option_is_model(const char *name)
 
 int lb_run_option_resumable(const char *name)
 {
-    static const char *ok[] = {"steps", "threads", "time-budget", "eval-every", "eval-examples", "checkpoint-every",
-                               "patience", "max-skipped"};
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-        if (strcmp(name, ok[i]) == 0)
-            return 1;
-    return 0;
+    const lb_train_field *f = lb_train_field_find(name);
+    return f && (f->flags & LB_TRAIN_RESUMABLE);
 }
 
 void lb_run_config_name_options(char *message, size_t size)

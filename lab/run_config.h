@@ -27,7 +27,7 @@ void lb_run_config_default(lb_run_config *rc, lb_model_kind kind);
 
 /* Sets option `name` (without leading dashes) from text. The model options are the
  * model configuration's field list (layers/model_fields.def); the training options
- * are listed in lab/run_config.c. Changing "model" resets the model fields to that
+ * are the training configuration's (train/train_fields.def). Changing "model" resets the model fields to that
  * family's defaults (keeping --model-seed), so give it first.
  * Errors: LB_ERR_VALUE naming the option (unknown name, bad value). */
 lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *value);
@@ -103,8 +103,9 @@ int lb_run_option_applies(const lb_run_config *rc, const char *name);
  * "model-seed"), 0 for a training option, "data", an unknown name or NULL. */
 int lb_run_option_is_model(const char *name);
 
-/* 1 when option `name` may change on --resume (steps, threads, time-budget,
- * eval-every, eval-examples, checkpoint-every, patience, max-skipped), 0 otherwise. */
+/* 1 when option `name` may change on --resume (the training fields flagged
+ * LB_TRAIN_RESUMABLE in train/train_fields.def: steps, threads, time-budget, eval-every,
+ * eval-examples, checkpoint-every, patience, max-skipped), 0 otherwise. */
 int lb_run_option_resumable(const char *name);
 
 /* Rewrites the library's field names in a message as the options a user types:

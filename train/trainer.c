@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,25 +13,106 @@
 #include "tensor/threads.h"
 #include "train/trainer_internal.h"
 
+#define LB_TRAIN_KEEP NAN
+static const lb_train_field train_fields[] = {
+#define LB_TRAIN_FIELD(member, option, type, when, def, min, max, flags, help)                                       \
+    {#member, option, LB_TRAIN_##type, LB_TRAIN_##when, (double)(def), (double)(min), (double)(max), flags, help,    \
+     offsetof(lb_train_config, member)},
+#include "train/train_fields.def"
+#undef LB_TRAIN_FIELD
+};
+#undef LB_TRAIN_KEEP
+enum { N_TRAIN_FIELDS = sizeof train_fields / sizeof train_fields[0] };
+
+const lb_train_field *lb_train_fields(int *count)
+{
+    if (count)
+        *count = N_TRAIN_FIELDS;
+    return train_fields;
+}
+
+const lb_train_field *lb_train_field_find(const char *option)
+{
+    LB_CHECK_ARG(option, NULL);
+    for (int i = 0; i < N_TRAIN_FIELDS; i++)
+        if (strcmp(train_fields[i].option, option) == 0)
+            return &train_fields[i];
+    return NULL;
+}
+
+int lb_train_field_applies(const lb_train_field *f, const lb_train_config *cfg)
+{
+    LB_CHECK_ARG(f && cfg, 0);
+    switch (f->when) {
+    case LB_TRAIN_ALWAYS: return 1;
+    case LB_TRAIN_SGD: return cfg->optim.kind == LB_OPTIM_SGD;
+    case LB_TRAIN_ADAM: return cfg->optim.kind == LB_OPTIM_ADAM || cfg->optim.kind == LB_OPTIM_ADAMW;
+    case LB_TRAIN_COSINE: return cfg->schedule.kind == LB_SCHEDULE_COSINE;
+    case LB_TRAIN_STEP: return cfg->schedule.kind == LB_SCHEDULE_STEP;
+    }
+    return 0;
+}
+
+double lb_train_field_number(const lb_train_config *cfg, const lb_train_field *f)
+{
+    LB_CHECK_ARG(cfg && f, NAN);
+    const char *p = (const char *)cfg + f->offset;
+    switch (f->type) {
+    case LB_TRAIN_INT64: return (double)*(const int64_t *)p;
+    case LB_TRAIN_INT: return (double)*(const int *)p;
+    case LB_TRAIN_REAL: return *(const double *)p;
+    case LB_TRAIN_U64: return (double)*(const uint64_t *)p;
+    case LB_TRAIN_OPTIM: return (double)*(const lb_optim_kind *)p;
+    case LB_TRAIN_SCHEDULE: return (double)*(const lb_schedule_kind *)p;
+    case LB_TRAIN_CLOCK: return (double)*(const lb_budget_clock *)p;
+    case LB_TRAIN_SELECT: return (double)*(const lb_val_select *)p;
+    case LB_TRAIN_DECAY: return (double)*(const lb_decay_params *)p;
+    }
+    return NAN;
+}
+
+static void set_number(lb_train_config *cfg, const lb_train_field *f, double v)
+{
+    char *p = (char *)cfg + f->offset;
+    switch (f->type) {
+    case LB_TRAIN_INT64: *(int64_t *)p = (int64_t)v; break;
+    case LB_TRAIN_INT: *(int *)p = (int)v; break;
+    case LB_TRAIN_REAL: *(double *)p = v; break;
+    case LB_TRAIN_U64: *(uint64_t *)p = (uint64_t)v; break;
+    case LB_TRAIN_OPTIM: *(lb_optim_kind *)p = (lb_optim_kind)(int)v; break;
+    case LB_TRAIN_SCHEDULE: *(lb_schedule_kind *)p = (lb_schedule_kind)(int)v; break;
+    case LB_TRAIN_CLOCK: *(lb_budget_clock *)p = (lb_budget_clock)(int)v; break;
+    case LB_TRAIN_SELECT: *(lb_val_select *)p = (lb_val_select)(int)v; break;
+    case LB_TRAIN_DECAY: *(lb_decay_params *)p = (lb_decay_params)(int)v; break;
+    }
+}
+
 void lb_train_config_default(lb_train_config *cfg)
 {
     LB_CHECK_ARG(cfg);
     memset(cfg, 0, sizeof *cfg);
-    cfg->steps = 1000;
-    cfg->batch_size = 32;
-    cfg->micro_batches = 1;
-    cfg->optim = lb_optim_defaults(LB_OPTIM_ADAMW);
-    cfg->optim.lr = 1e-3;
-    cfg->optim.weight_decay = 0.01;
-    cfg->schedule = lb_schedule_cosine(cfg->optim.lr, 100, cfg->steps, 0.1);
-    cfg->clip = 1.0;
-    cfg->eval_every = 100;
-    cfg->eval_examples = 512;
-    cfg->seed = 1;
-    cfg->max_skipped = 10;
+    const lb_train_field *kind = lb_train_field_find("optim");
+    cfg->optim = lb_optim_defaults((lb_optim_kind)(int)kind->default_value);
+    cfg->schedule = lb_schedule_constant(0);
+    for (int i = 0; i < N_TRAIN_FIELDS; i++)
+        if (!isnan(train_fields[i].default_value))
+            set_number(cfg, &train_fields[i], train_fields[i].default_value);
 }
 
-/* The schedule as run: its peak is the optimizer's lr and a cosine ends at `steps`. */
+/* The name of an enum field's value, NULL when it is out of range. */
+static const char *enum_name(const lb_train_config *cfg, const lb_train_field *f)
+{
+    int v = (int)lb_train_field_number(cfg, f);
+    switch (f->type) {
+    case LB_TRAIN_OPTIM: return lb_optim_kind_name((lb_optim_kind)v);
+    case LB_TRAIN_SCHEDULE: return v >= LB_SCHEDULE_CONSTANT && v <= LB_SCHEDULE_STEP ? "schedule" : NULL;
+    case LB_TRAIN_CLOCK: return lb_budget_clock_name((lb_budget_clock)v);
+    case LB_TRAIN_SELECT: return lb_val_select_name((lb_val_select)v);
+    case LB_TRAIN_DECAY: return lb_decay_params_name((lb_decay_params)v);
+    default: return "";
+    }
+}
+
 static lb_schedule effective_schedule(const lb_train_config *cfg)
 {
     lb_schedule s = cfg->schedule;
@@ -40,35 +122,38 @@ static lb_schedule effective_schedule(const lb_train_config *cfg)
     return s;
 }
 
+/* "budget clock" for budget_clock, "warmup steps" for schedule.warmup_steps. */
+static void member_words(const lb_train_field *f, char *buf, size_t size)
+{
+    const char *dot = strrchr(f->member, '.');
+    snprintf(buf, size, "%s", dot ? dot + 1 : f->member);
+    for (char *p = buf; *p; p++)
+        if (*p == '_')
+            *p = ' ';
+}
+
 lb_status lb_train_config_check(const lb_train_config *cfg)
 {
     LB_CHECK_ARG(cfg, LB_ERR_VALUE);
-    if (cfg->steps < 1)
-        return lb_error(LB_ERR_VALUE, "train config: steps must be >= 1 (got %lld)", (long long)cfg->steps);
-    if (cfg->batch_size < 1)
-        return lb_error(LB_ERR_VALUE, "train config: batch must be >= 1 (got %lld)", (long long)cfg->batch_size);
-    if (cfg->micro_batches < 1 || cfg->micro_batches > cfg->batch_size)
+    for (int i = 0; i < N_TRAIN_FIELDS; i++) {
+        const lb_train_field *f = &train_fields[i];
+        if (!lb_train_field_applies(f, cfg))
+            continue;
+        double v = lb_train_field_number(cfg, f);
+        char words[64];
+        member_words(f, words, sizeof words);
+        if (f->type == LB_TRAIN_INT64 || f->type == LB_TRAIN_INT || f->type == LB_TRAIN_REAL) {
+            if (!(v >= f->min && v <= f->max) || !isfinite(v))
+                return lb_error(LB_ERR_VALUE, "train config: %s (--%s) must be in [%g, %g] (got %g)", words, f->option,
+                                f->min, f->max, v);
+        } else if (f->type != LB_TRAIN_U64 && !enum_name(cfg, f)) {
+            return lb_error(LB_ERR_VALUE, "train config: %s (--%s) has no value %d (see --help)", words, f->option,
+                            (int)v);
+        }
+    }
+    if (cfg->micro_batches > cfg->batch_size)
         return lb_error(LB_ERR_VALUE, "train config: micro-batches must be in [1, batch=%lld] (got %lld)",
                         (long long)cfg->batch_size, (long long)cfg->micro_batches);
-    if (!(cfg->clip >= 0) || !isfinite(cfg->clip))
-        return lb_error(LB_ERR_VALUE, "train config: clip must be a finite value >= 0 (got %g)", cfg->clip);
-    if (cfg->eval_every < 0 || cfg->eval_examples < 0 || cfg->checkpoint_every < 0)
-        return lb_error(LB_ERR_VALUE, "train config: eval-every, eval-examples and checkpoint-every must be >= 0");
-    if (!lb_budget_clock_name(cfg->budget_clock))
-        return lb_error(LB_ERR_VALUE, "train config: budget clock must be wall or cpu (got %d)", (int)cfg->budget_clock);
-    if (!(cfg->time_budget >= 0))
-        return lb_error(LB_ERR_VALUE, "train config: time budget must be >= 0 seconds (got %g)", cfg->time_budget);
-    if (cfg->threads < 0)
-        return lb_error(LB_ERR_VALUE, "train config: threads must be >= 0 (got %d)", cfg->threads);
-    if (cfg->patience < 0 || cfg->max_skipped < 0)
-        return lb_error(LB_ERR_VALUE, "train config: patience and max_skipped must be >= 0");
-    if (!lb_decay_params_name(cfg->decay_params))
-        return lb_error(LB_ERR_VALUE, "train config: decay params must be all, matrices or linear (got %d)",
-                        (int)cfg->decay_params);
-    if (!lb_val_select_name(cfg->select))
-        return lb_error(LB_ERR_VALUE, "train config: select must be accuracy or loss (got %d)", (int)cfg->select);
-    if (!(cfg->stop_at >= 0) || !isfinite(cfg->stop_at))
-        return lb_error(LB_ERR_VALUE, "train config: stop-at must be a finite value >= 0 (got %g)", cfg->stop_at);
     if (cfg->select == LB_SELECT_ACCURACY && cfg->stop_at > 1)
         return lb_error(LB_ERR_VALUE, "train config: stop-at %g is an accuracy above 1 (with select accuracy it is a "
                         "fraction in (0, 1]; a regression's MSE is compared as is)", cfg->stop_at);

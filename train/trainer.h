@@ -104,11 +104,46 @@ typedef struct lb_train_config {
                                 ends (lb_trainer_solved_step) */
 } lb_train_config;
 
-/* Defaults: 1000 steps, batch 32, AdamW lr 1e-3 weight decay 0.01, warm-up 100
- * steps then cosine decay to 10%, clip 1.0, evaluation every 100 steps on 512
- * validation examples, seed 1, no early stopping, stop after 10 skipped steps in a row. */
+/* The training options as data: one row per field of train/train_fields.def. */
+typedef enum lb_train_field_type {
+    LB_TRAIN_INT64, LB_TRAIN_INT, LB_TRAIN_REAL, LB_TRAIN_U64,
+    LB_TRAIN_OPTIM, LB_TRAIN_SCHEDULE, LB_TRAIN_CLOCK, LB_TRAIN_SELECT, LB_TRAIN_DECAY
+} lb_train_field_type;
+/* Which configurations use a field: every one, or only those with that optimizer
+ * (LB_TRAIN_ADAM: Adam and AdamW) or schedule. */
+typedef enum lb_train_field_when {
+    LB_TRAIN_ALWAYS, LB_TRAIN_SGD, LB_TRAIN_ADAM, LB_TRAIN_COSINE, LB_TRAIN_STEP
+} lb_train_field_when;
+enum { LB_TRAIN_RESUMABLE = 1 }; /* flags: may change when a run is resumed */
+typedef struct lb_train_field {
+    const char *member;        /* "optim.lr" */
+    const char *option;        /* "lr" */
+    lb_train_field_type type;
+    lb_train_field_when when;
+    double default_value;      /* NAN: lb_optim_defaults' value for the default optimizer */
+    double min, max;           /* accepted range of a number (U64: unchecked) */
+    unsigned flags;            /* LB_TRAIN_RESUMABLE */
+    const char *help;
+    size_t offset;             /* of the member in lb_train_config */
+} lb_train_field;
+
+/* The field list in order; *count (may be NULL) receives its length. */
+const lb_train_field *lb_train_fields(int *count);
+/* The field with this option name ("min-lr-ratio"); NULL when there is none. */
+const lb_train_field *lb_train_field_find(const char *option);
+/* 1 when cfg uses the field (always, or cfg's optimizer or schedule is the field's). */
+int lb_train_field_applies(const lb_train_field *f, const lb_train_config *cfg);
+/* The field's value as a double (enums as their index), for range checks, JSON and help. */
+double lb_train_field_number(const lb_train_config *cfg, const lb_train_field *f);
+
+/* Defaults: every field's default of train/train_fields.def (1000 steps, batch 32,
+ * AdamW lr 1e-3 with torch.optim.AdamW's betas and weight decay 0.01, warm-up 100 steps
+ * then cosine decay to 10%, clip 1.0, evaluation every 100 steps on 512 validation
+ * examples, seed 1, no early stopping, stop after 10 skipped steps in a row). */
 void lb_train_config_default(lb_train_config *cfg);
-/* Checks a configuration; LB_ERR_VALUE naming the field. */
+/* Checks a configuration: every field of train/train_fields.def that it uses inside its
+ * range (and enums valid), micro-batches <= batch, a stop-at accuracy <= 1, and the
+ * optimizer's and the schedule's own checks. LB_ERR_VALUE naming the option. */
 lb_status lb_train_config_check(const lb_train_config *cfg);
 
 /* Accuracy and loss of a model on (part of) a split. */
