@@ -242,8 +242,59 @@ static lb_status infer_layout(reader *r)
     return st;
 }
 
-/* Checks the dtype class, rank and shape of `field`; *n receives its N and *info
- * what the file stores. */
+/* Decompressed bytes a dataset may hold per byte it stores, beyond its first 64 MiB:
+ * LOOKBACK_MAX_EXPANSION (a number in [1, 1e6]) or 512. Deflate bombs reach about
+ * 1000:1; lookback's most compressible files (copy memory at T = 16,384: blanks)
+ * about 400:1. -1 with an error when the variable holds something else. */
+enum { EXPANSION_FREE_BYTES = 64 << 20, DEFAULT_MAX_EXPANSION = 512 };
+static double max_expansion(void)
+{
+    const char *text = getenv("LOOKBACK_MAX_EXPANSION");
+    if (!text)
+        return DEFAULT_MAX_EXPANSION;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end || errno || !(v >= 1 && v <= 1e6)) {
+        lb_error(LB_ERR_VALUE, "LOOKBACK_MAX_EXPANSION='%s': expected a number of bytes of data per stored byte in [1, 1e6]",
+                 text);
+        return -1;
+    }
+    return v;
+}
+
+/* The data a dataset claims must be in the file: a dataset created but never written
+ * (HDF5 would read its fill value) is refused, and so is one that decompresses to
+ * more than max_expansion() bytes per stored byte beyond its first 64 MiB (a
+ * decompression bomb), before anything is allocated for it. */
+static lb_status check_stored(reader *r, hid_t dset, const char *where, const lb_h5_info *info)
+{
+    double elems = 1;
+    for (int i = 0; i < info->rank; i++)
+        elems *= (double)info->dims[i];
+    double logical = elems * (double)info->type_size;
+    if (logical <= 0)
+        return LB_OK;
+    double stored = (double)H5Dget_storage_size(dset);
+    if (stored <= 0)
+        return lb_error(LB_ERR_FORMAT,
+                        "%s: dataset %s: none of its %.0f bytes of data are stored in the file (created but never "
+                        "written)",
+                        r->file, where, logical);
+    double limit = max_expansion();
+    if (limit < 0)
+        return lb_last_status();
+    if (logical > EXPANSION_FREE_BYTES && logical > limit * stored)
+        return lb_error(LB_ERR_FORMAT,
+                        "%s: dataset %s decompresses to %.0f bytes from %.0f stored (%.0f per stored byte): lookback "
+                        "reads at most %g bytes per stored byte beyond the first 64 MiB (a decompression bomb?); "
+                        "LOOKBACK_MAX_EXPANSION=N raises the limit",
+                        r->file, where, logical, stored, logical / stored, limit);
+    return LB_OK;
+}
+
+/* Checks the dtype class, rank and shape of `field` and that its data is stored;
+ * *n receives its N and *info what the file stores. */
 static lb_status check_field_shape(reader *r, const char *where, hid_t dset, lb_field f, int64_t *n,
                                    lb_h5_info *info_out)
 {
@@ -259,11 +310,17 @@ static lb_status check_field_shape(reader *r, const char *where, hid_t dset, lb_
              info.rank == rank;
     for (int i = 0; ok && i < rank; i++)
         ok = info.dims[i] == dims[i];
-    if (!ok || dims[0] > MAX_EXAMPLES) {
+    if (!ok) {
         char want[96], found[160];
         return lb_error(LB_ERR_FORMAT, "%s: dataset %s: expected %s, found %s", r->file, where,
                         expected_str(l, f, want, sizeof want), lb_h5_info_str(&info, found, sizeof found));
     }
+    st = check_stored(r, dset, where, &info);
+    if (st != LB_OK)
+        return st;
+    if (dims[0] > MAX_EXAMPLES)
+        return lb_error(LB_ERR_FORMAT, "%s: dataset %s holds %lld examples; a split holds at most %d", r->file, where,
+                        (long long)dims[0], MAX_EXAMPLES);
     *n = dims[0];
     return LB_OK;
 }
@@ -890,26 +947,68 @@ static void print_split_row(const lb_dataset *ds, int s, FILE *out)
     fputc('\n', out);
 }
 
+static int compare_int32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Classes printed one by one even when absent, when num_classes is at most this or at
+ * most the split's targets; beyond, only the classes that occur (the report is bounded
+ * by the data in the file, whatever num_classes claims). */
+enum { HISTOGRAM_ALL_CLASSES = 4096 };
+
 static void print_histogram_of(const lb_dataset *ds, const char *split, FILE *out)
 {
-    int64_t *counts = calloc((size_t)ds->num_classes, sizeof *counts), ignored = 0;
-    if (!counts) {
+    int s = lb_split_index(split, ds->path);
+    const lb_rows *rows = &ds->split[s];
+    int64_t n = rows->n * lb_layout_row_elems(&ds->layout, LB_FIELD_TARGETS);
+    int dense = ds->num_classes <= HISTOGRAM_ALL_CLASSES || ds->num_classes <= n;
+    /* dense: a count per class; sparse: the targets sorted (as many as the file holds) */
+    int64_t *counts = dense ? calloc((size_t)ds->num_classes, sizeof *counts) : NULL;
+    int32_t *sorted = dense ? NULL : malloc((size_t)(n > 0 ? n : 1) * sizeof *sorted);
+    if (!counts && !sorted) {
         fputs("label histogram: (out of memory)\n", out);
         return;
     }
-    lb_dataset_label_histogram(ds, split, counts, &ignored);
     fprintf(out, "label histogram (%s%s):", split, ds->layout.per_position ? ", scored positions" : "");
-    int64_t total = 0, top = 0;
-    for (int64_t c = 0; c < ds->num_classes; c++) {
-        fprintf(out, "%s%lld:%lld", c % 8 ? "  " : "\n  ", (long long)c, (long long)counts[c]);
-        total += counts[c];
-        top = counts[c] > counts[top] ? c : top;
+    int64_t total = 0, top = -1, top_count = 0, present = 0;
+    if (dense) {
+        int64_t ignored = 0;
+        lb_dataset_label_histogram(ds, split, counts, &ignored);
+        for (int64_t c = 0; c < ds->num_classes; c++) {
+            fprintf(out, "%s%lld:%lld", c % 8 ? "  " : "\n  ", (long long)c, (long long)counts[c]);
+            total += counts[c];
+            if (top < 0 || counts[c] > top_count)
+                top = c, top_count = counts[c];
+        }
+    } else {
+        const int32_t *t = rows->data[LB_FIELD_TARGETS];
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (t[i] != LB_IGNORE_INDEX)
+                sorted[m++] = t[i];
+        qsort(sorted, (size_t)m, sizeof *sorted, compare_int32);
+        for (int64_t i = 0; i < m;) {
+            int64_t j = i;
+            while (j < m && sorted[j] == sorted[i])
+                j++;
+            fprintf(out, "%s%d:%lld", present % 8 ? "  " : "\n  ", sorted[i], (long long)(j - i));
+            if (j - i > top_count)
+                top = sorted[i], top_count = j - i;
+            present++;
+            i = j;
+        }
+        total = m;
+        fprintf(out, "\n  (%lld of the %lld classes occur; the others have 0)", (long long)present,
+                (long long)ds->num_classes);
     }
     if (ds->is_events && total > 0)
         fprintf(out, "\n  majority class %lld: %.4f of the scored targets", (long long)top,
-                (double)counts[top] / (double)total);
+                (double)top_count / (double)total);
     fputc('\n', out);
     free(counts);
+    free(sorted);
 }
 
 static void print_histogram(const lb_dataset *ds, FILE *out) { print_histogram_of(ds, "train", out); }

@@ -255,6 +255,78 @@ static int locked_by_writer(const char *path)
     return locked;
 }
 
+/* ---- containment of what a file may point at ----
+ * A file lookback reads must hold its data itself: HDF5 lets a dataset keep its raw
+ * bytes in other files (external storage), map other files' datasets (virtual
+ * datasets), and lets a name lead elsewhere (soft links, external links, user-defined
+ * links). Reading through any of these would read files the user did not name, so a
+ * file that has one is refused before anything is read from it. */
+
+enum { MAX_OBJECTS = 100000 }; /* links visited at most: lookback's files have dozens */
+
+typedef struct contained {
+    const char *path, *what;
+    int64_t links;
+    lb_status st;
+} contained;
+
+static herr_t check_link(hid_t group, const char *name, const H5L_info_t *info, void *data)
+{
+    contained *c = data;
+    if (++c->links > MAX_OBJECTS) {
+        c->st = lb_error(LB_ERR_FORMAT, "%s: the %s holds more than %d links (lookback's files hold dozens): refused",
+                         c->path, c->what, MAX_OBJECTS);
+        return 1;
+    }
+    if (info->type != H5L_TYPE_HARD) {
+        const char *kind = info->type == H5L_TYPE_SOFT       ? "a soft link"
+                           : info->type == H5L_TYPE_EXTERNAL ? "an external link (to another file)"
+                                                             : "a user-defined link";
+        c->st = lb_error(LB_ERR_FORMAT,
+                         "%s: /%s is %s; lookback reads only objects stored in the %s itself (hard links)", c->path,
+                         name, kind, c->what);
+        return 1;
+    }
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(group, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        c->st = lb_error(LB_ERR_FORMAT, "%s: /%s cannot be inspected (damaged %s?)", c->path, name, c->what);
+        return 1;
+    }
+    if (oi.type != H5O_TYPE_DATASET)
+        return 0;
+    hid_t dset = H5Dopen2(group, name, H5P_DEFAULT);
+    hid_t dcpl = dset < 0 ? -1 : H5Dget_create_plist(dset);
+    H5D_layout_t layout = dcpl < 0 ? H5D_LAYOUT_ERROR : H5Pget_layout(dcpl);
+    int external = dcpl < 0 ? -1 : H5Pget_external_count(dcpl);
+    lb_h5_close(dcpl);
+    lb_h5_close(dset);
+    if (layout == H5D_LAYOUT_ERROR || external < 0)
+        c->st = lb_error(LB_ERR_FORMAT, "%s: dataset /%s cannot be opened (damaged %s?)", c->path, name, c->what);
+    else if (layout == H5D_VIRTUAL)
+        c->st = lb_error(LB_ERR_FORMAT,
+                         "%s: dataset /%s is a virtual dataset (its data mapped from other files); lookback reads "
+                         "only data stored in the %s itself",
+                         c->path, name, c->what);
+    else if (external > 0)
+        c->st = lb_error(LB_ERR_FORMAT,
+                         "%s: dataset /%s keeps its data in %d external file%s (HDF5 external storage); lookback "
+                         "reads only data stored in the %s itself",
+                         c->path, name, external, external == 1 ? "" : "s", c->what);
+    return c->st == LB_OK ? 0 : 1;
+}
+
+lb_status lb_h5_check_contained(hid_t file, const char *path, const char *what)
+{
+    LB_CHECK_ARG(path, LB_ERR_VALUE);
+    contained c = {path, what ? what : "file", 0, LB_OK};
+    herr_t rc = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_NATIVE, check_link, &c);
+    if (c.st != LB_OK)
+        return c.st;
+    if (rc < 0)
+        return lb_error(LB_ERR_FORMAT, "%s: the %s's groups cannot be listed (damaged or truncated)", path, c.what);
+    return LB_OK;
+}
+
 lb_status lb_h5_open_read(const char *path, const char *what, hid_t *out)
 {
     LB_CHECK_ARG(path, LB_ERR_VALUE);
@@ -285,7 +357,12 @@ lb_status lb_h5_open_read(const char *path, const char *what, hid_t *out)
                             what);
         return lb_error(LB_ERR_FORMAT, "%s: the %s is damaged or truncated (HDF5 cannot open it)", path, what);
     }
-    return LB_OK;
+    lb_status st = lb_h5_check_contained(*out, path, what);
+    if (st != LB_OK) {
+        H5Fclose(*out);
+        *out = -1;
+    }
+    return st;
 }
 
 /* ---- writing ---- */

@@ -61,11 +61,18 @@ double lb_h5_read_timeout(int64_t bytes);
  * ("abc", "", "0", "-1", "0.001"). */
 lb_status lb_h5_timeout_check(void);
 
-/* Opens an existing file read-only. LB_ERR_IO "is locked by another process" when
- * another process holds it open for writing (HDF5 file locking, flock), LB_ERR_FORMAT
- * "not an HDF5 file" / "damaged or truncated" otherwise. `what` names the kind of
- * file in messages ("data file", "checkpoint"). */
+/* Opens an existing file read-only and checks that it holds its data itself
+ * (lb_h5_check_contained). LB_ERR_IO "is locked by another process" when another
+ * process holds it open for writing (HDF5 file locking, flock), LB_ERR_FORMAT "not an
+ * HDF5 file" / "damaged or truncated" / what check_contained refuses otherwise. `what`
+ * names the kind of file in messages ("data file", "checkpoint"). */
 lb_status lb_h5_open_read(const char *path, const char *what, hid_t *out);
+
+/* Visits every link of an open file and refuses (LB_ERR_FORMAT naming the object) what
+ * would make a reader read other files: soft, external and user-defined links,
+ * datasets with external raw storage (H5Pset_external) and virtual datasets; also
+ * more than 100,000 links. Nothing is read from the datasets. */
+lb_status lb_h5_check_contained(hid_t file, const char *path, const char *what);
 
 /* ---- writing ---- */
 lb_status lb_h5_write_attr_int(hid_t loc, const char *name, int64_t value, const char *file);
