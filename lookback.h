@@ -14,6 +14,7 @@
 #include "data/loader.h"
 #include "data/output.h"
 #include "data/tasks.h"
+#include "data/text.h"
 #include "kernels/attention.h"
 #include "kernels/conv.h"
 #include "kernels/gelu.h"

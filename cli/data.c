@@ -17,6 +17,7 @@
  * status 130 for Ctrl-C, 143 for SIGTERM in a shell).
  */
 #include <ctype.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,9 @@
 #include "data/dataset.h"
 #include "data/output.h"
 #include "data/tasks.h"
+#include "data/text.h"
 #include "cli/cli.h"
+#include "lab/run_config.h"
 
 static void data_usage(FILE *out)
 {
@@ -39,6 +42,8 @@ static void data_usage(FILE *out)
           "       lookback data info FILE.h5\n"
           "       lookback data csv FILE.csv -o FILE.h5 --label COL --features COLS ...  (your own event\n"
           "                     log: lookback data csv --help, docs/events.md)\n"
+          "       lookback data text FILE... -o CORPUS.h5 [--vocab char|byte] ...   (your own text: see\n"
+          "                     `lookback data text --help`)\n"
           "\n"
           "Generates the train, val and test splits of a synthetic task into FILE.h5 (format in\n"
           "docs/data.md); the file is a pure function of the options, seed included. 'data info'\n"
@@ -210,12 +215,110 @@ static int data_info(int argc, char **argv)
     return st == LB_OK ? 0 : lb_cli_fail("data info");
 }
 
+static void data_text_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: lookback data text FILE... -o CORPUS.h5 [--vocab char|byte] [--val-fraction F]\n"
+            "                          [--test-fraction F] [--unk map|error] [--max-vocab N] [--force] [--quiet]\n"
+            "\n"
+            "Imports text (- = standard input) as a character-level corpus: the files are concatenated\n"
+            "in order and split contiguously into train (first), val and test (last); each split is one\n"
+            "token stream, and the window length is chosen when training (train --seq-len). Format and\n"
+            "policies: docs/text.md.\n"
+            "\n"
+            "  -o, --output FILE    the corpus to write (required; written whole or not at all)\n"
+            "  --vocab char|byte    char (default): the distinct Unicode code points of the training\n"
+            "                       text, in code-point order (the text must be valid UTF-8);\n"
+            "                       byte: the 256 byte values (any bytes; scores are bits per byte)\n"
+            "  --val-fraction F     share of the whole text for val, in [0, 0.5] (default 0.1)\n"
+            "  --test-fraction F    share of the whole text for test, taken from the end (default 0.05);\n"
+            "                       train keeps the rest (85 %% by default)\n"
+            "  --unk map|error      val/test characters absent from the training text: map (default)\n"
+            "                       to one <unk> id (decoded as U+FFFD), or error naming the first\n"
+            "  --max-vocab N        refuse more distinct training characters than N (default %d;\n"
+            "                       --vocab byte takes any text)\n"
+            "  --force              replace CORPUS.h5 if it exists (never one of the inputs)\n"
+            "  --quiet              no summary on standard output\n"
+            "  -h, --help           this help\n",
+            LB_TEXT_MAX_VOCAB_DEFAULT);
+}
+
+/* `lookback data text FILE... -o CORPUS.h5`: lb_text_import with the command's options. */
+static int data_text(int argc, char **argv)
+{
+    const char *cmd = "data text", *output = NULL;
+    lb_text_options opt;
+    lb_text_options_default(&opt);
+    int force = 0, quiet = 0;
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},        {"vocab", required_argument, NULL, 'v'},
+        {"val-fraction", required_argument, NULL, 'V'},  {"test-fraction", required_argument, NULL, 'T'},
+        {"unk", required_argument, NULL, 'u'},           {"max-vocab", required_argument, NULL, 'm'},
+        {"force", no_argument, NULL, 'f'},               {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},                {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    lb_status st = LB_OK;
+    while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1 && st == LB_OK) {
+        switch (c) {
+        case 'o': output = optarg; break;
+        case 'v': st = lb_vocab_kind_parse(optarg, &opt.vocab); break;
+        case 'V': st = lb_option_real("--val-fraction", optarg, 0, 0.5, &opt.val_fraction); break;
+        case 'T': st = lb_option_real("--test-fraction", optarg, 0, 0.5, &opt.test_fraction); break;
+        case 'u': st = lb_unk_policy_parse(optarg, &opt.unk); break;
+        case 'm': st = lb_option_int("--max-vocab", optarg, 2, 0x110000, &opt.max_vocab); break;
+        case 'f': force = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': data_text_usage(stdout); return 0;
+        default: return lb_cli_bad_option(cmd, c, argv);
+        }
+        if (st != LB_OK && (c == 'v' || c == 'u'))
+            lb_error_context("%s", c == 'v' ? "--vocab" : "--unk");
+    }
+    if (st != LB_OK)
+        return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    int n_inputs = argc - optind;
+    if (n_inputs < 1)
+        return lb_cli_error(cmd, 2, "missing the text to import (usage: lookback data text FILE... -o CORPUS.h5; - reads "
+                                    "standard input)");
+    if (!output || !*output)
+        return lb_cli_error(cmd, 2, "missing the output file: add -o CORPUS.h5");
+    if (lb_output_check(output, "text corpus") != LB_OK)
+        return lb_cli_fail(cmd);
+    if (lb_files_exists(output) && !force)
+        return lb_cli_error(cmd, 1, "%s already exists; use --force to overwrite it", output);
+    double start = lb_clock_wall();
+    lb_text_summary sum;
+    struct sigaction old_actions[CLEANUP_SIGNALS];
+    arm_cleanup(output, old_actions);
+    lock_armed = 1;
+    st = lb_text_import(&opt, (const char *const *)(argv + optind), n_inputs, output, &sum);
+    disarm_cleanup(old_actions);
+    if (st != LB_OK)
+        return lb_cli_fail(cmd);
+    if (sum.unknown > 0)
+        fprintf(stderr, "lookback %s: note: %lld characters of val/test are not in the training text and are <unk> "
+                        "(the first: U+%04X at %s)\n",
+                cmd, (long long)sum.unknown, (unsigned)sum.first_unknown, sum.first_unknown_where);
+    if (!quiet) {
+        const char *unit = opt.vocab == LB_VOCAB_CHAR ? "characters" : "bytes";
+        printf("wrote %s: %s vocabulary of %lld symbols; %s train %lld, val %lld, test %lld (%lld bytes read, %.1f s)\n",
+               output, lb_vocab_kind_name(opt.vocab), (long long)sum.vocab_size, unit, (long long)sum.tokens[0],
+               (long long)sum.tokens[1], (long long)sum.tokens[2], (long long)sum.source_bytes, lb_clock_wall() - start);
+    }
+    return 0;
+}
+
 int lb_cli_data(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "info") == 0)
         return data_info(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "csv") == 0)
         return lb_cli_data_csv(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "text") == 0)
+        return data_text(argc - 1, argv + 1);
 
     const char *task_name = "spike", *output = NULL;
     int force = 0, allow_large = 0, quiet = 0, n_pairs = 0;

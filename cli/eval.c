@@ -12,6 +12,12 @@
 #include "lab/run_config.h"
 #include "train/trainer.h"
 
+/* "char" or "byte": what a text corpus's bits are per. */
+static const char *text_unit(const lb_dataset *data)
+{
+    return lb_vocab_get_kind(lb_dataset_vocab(data)) == LB_VOCAB_BYTE ? "byte" : "char";
+}
+
 static void eval_usage(FILE *out)
 {
     fputs("usage: lookback eval --checkpoint CK.h5 --data FILE.h5 [options]\n"
@@ -24,6 +30,9 @@ static void eval_usage(FILE *out)
           "                          with fewer gives all it has, and the count is printed)\n"
           "  --batch N               examples per forward pass (default 16)\n"
           "  --bins N                distance bins (default 8, at most 16)\n"
+          "  --seq-len T             text corpora: the window length (default: the one the model\n"
+          "                          was trained with); the split is scored whole in non-overlapping\n"
+          "                          windows, and the loss is also given in bits per character (byte)\n"
           "  --json                  print one JSON object instead of the table\n"
           "  --attention-out F.h5    write the last attention layer's weights of the first examples\n"
           "  --attention-examples N  how many examples --attention-out writes (default 4; only with\n"
@@ -124,6 +133,14 @@ static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char
     json_object_object_add(o, "split", json_object_new_string(split));
     json_object_object_add(o, "examples", json_object_new_int64(r->examples));
     json_object_object_add(o, "loss", json_object_new_double(r->loss));
+    if (lb_dataset_is_text(ds)) {
+        char key[32];
+        snprintf(key, sizeof key, "bits_per_%s", text_unit(ds));
+        json_object_object_add(o, key, json_object_new_double(r->loss / log(2.0)));
+        json_object_object_add(o, "perplexity", json_object_new_double(exp(r->loss)));
+        json_object_object_add(o, "tokens", json_object_new_int64(r->scored));
+        json_object_object_add(o, "seq_len", json_object_new_int64(lb_dataset_seq_len(ds)));
+    }
     if (isnan(r->accuracy)) {
         json_object_object_add(o, "mse", json_object_new_double(r->mse));
         /* The baseline the text output prints beside the MSE. */
@@ -171,10 +188,30 @@ static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char
     json_object_put(o);
 }
 
+/* The window and vocabulary check of a text corpus: the window is --seq-len or the
+ * checkpoint's train.seq_len; the checkpoint's vocabulary (when it has one) must be the
+ * corpus's. */
+static lb_status text_setup(const char *ck, lb_dataset *data, int64_t seq_len)
+{
+    int64_t trained = 0;
+    lb_status st = lb_checkpoint_read_seq_len(ck, &trained);
+    if (st == LB_OK && seq_len == 0)
+        seq_len = trained > 0 ? trained : lb_dataset_seq_len(data);
+    if (st == LB_OK)
+        st = lb_dataset_set_seq_len(data, seq_len);
+    lb_vocab *v = st == LB_OK ? lb_vocab_read(ck) : NULL;
+    if (st == LB_OK && v)
+        st = lb_vocab_check_same(v, lb_dataset_vocab(data), ck, lb_dataset_path(data));
+    else if (st == LB_OK)
+        lb_clear_error(); /* a checkpoint without a vocabulary: the sizes are compared below */
+    lb_vocab_free(v);
+    return st;
+}
+
 int lb_cli_eval(int argc, char **argv)
 {
     const char *cmd = "eval", *ck = NULL, *data_path = NULL, *split = "test", *attention_out = NULL;
-    int64_t examples = 0, batch = 16, bins = 8, attention_examples = 4, threads = 0;
+    int64_t examples = 0, batch = 16, bins = 8, attention_examples = 4, threads = 0, seq_len = 0;
     int json = 0, attention_examples_set = 0;
     static const struct option opts[] = {
         {"checkpoint", required_argument, NULL, 'c'}, {"data", required_argument, NULL, 'd'},
@@ -182,6 +219,7 @@ int lb_cli_eval(int argc, char **argv)
         {"batch", required_argument, NULL, 'b'},      {"bins", required_argument, NULL, 'B'},
         {"json", no_argument, NULL, 'j'},             {"attention-out", required_argument, NULL, 'a'},
         {"attention-examples", required_argument, NULL, 'A'}, {"threads", required_argument, NULL, 't'},
+        {"seq-len", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -203,6 +241,7 @@ int lb_cli_eval(int argc, char **argv)
             attention_examples_set = 1;
             break;
         case 't': st = lb_option_int("--threads", optarg, 0, 1024, &threads); break;
+        case 'T': st = lb_option_int("--seq-len", optarg, 1, 1 << 24, &seq_len); break;
         case 'h': eval_usage(stdout); return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
         }
@@ -233,6 +272,17 @@ int lb_cli_eval(int argc, char **argv)
     lb_dataset *data = lb_dataset_open_split(data_path, split); /* memory for that split only */
     if (!data)
         return lb_cli_fail(cmd);
+    /* A text corpus is scored in windows of the model's context (or --seq-len), with the
+     * vocabulary the model was trained on. */
+    if (lb_dataset_is_text(data) && text_setup(ck, data, seq_len) != LB_OK) {
+        lb_dataset_close(data);
+        return lb_cli_fail(cmd);
+    }
+    if (!lb_dataset_is_text(data) && seq_len > 0) {
+        lb_dataset_close(data);
+        return lb_cli_error(cmd, 2, "--seq-len: %s holds the %s task, whose sequences have their own length; --seq-len "
+                            "applies to text corpora only (drop it)", data_path, lb_dataset_task_name(data));
+    }
     /* The checkpoint's model and the file must fit: checked before any work. */
     if (lb_model_data_check(&mc, task, data) != LB_OK || lb_run_check_scored(data, split) != LB_OK) {
         lb_dataset_close(data);
@@ -258,8 +308,20 @@ int lb_cli_eval(int argc, char **argv)
     } else if (json) {
         print_json(&r, data, ck, data_path, split);
     } else {
-        printf("%s on %s (%s split, %lld examples)\n", ck, data_path, split, (long long)r.examples);
-        if (isnan(r.accuracy)) {
+        if (lb_dataset_is_text(data))
+            printf("%s on %s (%s split: %lld tokens scored in %lld windows of %lld)\n", ck, data_path, split,
+                   (long long)r.scored, (long long)r.examples, (long long)lb_dataset_seq_len(data));
+        else
+            printf("%s on %s (%s split, %lld examples)\n", ck, data_path, split, (long long)r.examples);
+        double entropy = NAN;
+        if (lb_dataset_is_text(data)) {
+            if (lb_text_unigram_bits(data, split, &entropy, NULL) != LB_OK)
+                lb_clear_error();
+            printf("loss %.4f nats/token  %.4f bits per %s  perplexity %.3f  accuracy %.4f\n", r.loss, r.loss / log(2.0),
+                   text_unit(data), exp(r.loss), r.accuracy);
+            if (!isnan(entropy))
+                printf("(the %s split's own unigram entropy: %.4f bits per %s)\n", split, entropy, text_unit(data));
+        } else if (isnan(r.accuracy)) {
             printf("mse %.6f  (predicting the mean of these targets: %.6f)\n", r.mse, lb_dataset_mean_predictor_mse(data, split, r.examples));
             if (r.n_bins > 0)
                 printf("%-20s %10s %8s\n", "distance", "mse", "examples");

@@ -22,6 +22,10 @@ lb_require(HDF5_FOUND "HDF5 (C library)" "libhdf5-dev")
 pkg_check_modules(ZLIB IMPORTED_TARGET zlib)
 lb_require(ZLIB_FOUND "zlib" "zlib1g-dev")
 
+# utf8proc: UTF-8 decoding and validation of text corpora (data/text.c).
+pkg_check_modules(UTF8PROC IMPORTED_TARGET libutf8proc)
+lb_require(UTF8PROC_FOUND "utf8proc (UTF-8 decoding)" "libutf8proc-dev")
+
 # OpenMP for threads over batch, heads and tiles.
 find_package(OpenMP COMPONENTS C)
 lb_require(OpenMP_C_FOUND "OpenMP" "libgomp1 (part of gcc)")
@@ -40,7 +44,7 @@ pkg_check_modules(JSONC IMPORTED_TARGET json-c)
 lb_require(JSONC_FOUND "json-c" "libjson-c-dev")
 
 find_library(MATH_LIBRARY m)
-set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB PkgConfig::JSONC ${CSV_LIBRARY} OpenMP::OpenMP_C
+set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB PkgConfig::JSONC PkgConfig::UTF8PROC ${CSV_LIBRARY} OpenMP::OpenMP_C
     ${MATH_LIBRARY})
 
 # glibc's vector math library (libmvec, part of libc6-dev on x86-64): float32 GELU on
@@ -61,7 +65,7 @@ endif()
 # it the library trains in one process and says so when started by mpirun.
 option(LOOKBACK_MPI "Data-parallel training over MPI when an MPI library is found" ON)
 set(LB_HAVE_MPI OFF)
-set(LB_PC_REQUIRES "openblas hdf5 zlib json-c")
+set(LB_PC_REQUIRES "openblas hdf5 zlib json-c libutf8proc")
 if(LOOKBACK_MPI)
   find_package(MPI COMPONENTS C QUIET)
   if(MPI_C_FOUND)

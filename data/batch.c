@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "data/dataset_internal.h"
+#include "data/text_internal.h"
 
 lb_status lb_batch_store_init(lb_batch_store *store, const lb_layout *layout, int64_t capacity, const char *file)
 {
@@ -74,6 +75,30 @@ lb_status lb_batch_store_fill(lb_batch_store *store, const lb_rows *src, const i
     return LB_OK;
 }
 
+/* Windows [start, start + count) of a text split (data/dataset.h: window i starts at i T). */
+static lb_status text_slice(const lb_dataset *ds, const char *split, int64_t start, int64_t count, lb_batch *out)
+{
+    const char *file = lb_dataset_path(ds);
+    int64_t n_windows = lb_dataset_split_size(ds, split), n = 0, T = lb_dataset_seq_len(ds);
+    const int32_t *tok = lb_dataset_tokens(ds, split, &n);
+    if (start < 0 || count < 0 || start > n_windows || count > n_windows - start)
+        return lb_error(LB_ERR_VALUE, "%s: %lld windows from %lld are outside split %s of %lld windows", file,
+                        (long long)count, (long long)start, split, (long long)n_windows);
+    lb_batch_store *store = malloc(sizeof *store);
+    if (!store)
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory", file);
+    lb_status st = lb_batch_store_init(store, lb_dataset_layout(ds), count, file);
+    if (st == LB_OK)
+        st = lb_text_batch_fill(store, tok, n, NULL, start, count, T, out);
+    if (st != LB_OK) {
+        lb_batch_store_free(store);
+        free(store);
+        return st;
+    }
+    out->owner = store;
+    return LB_OK;
+}
+
 lb_status lb_dataset_slice(const lb_dataset *ds, const char *split, int64_t start, int64_t count, lb_batch *out)
 {
     LB_CHECK_ARG(ds, LB_ERR_VALUE);
@@ -82,6 +107,8 @@ lb_status lb_dataset_slice(const lb_dataset *ds, const char *split, int64_t star
     int s = lb_split_index(split, file);
     if (s < 0)
         return LB_ERR_VALUE;
+    if (lb_dataset_is_text(ds))
+        return text_slice(ds, split, start, count, out);
     const lb_rows *rows = lb_dataset_rows(ds, s);
     if (start < 0 || count < 0 || start > rows->n || count > rows->n - start)
         return lb_error(LB_ERR_VALUE, "%s: %lld examples from %lld are outside split %s of %lld examples", file,
@@ -98,6 +125,28 @@ lb_status lb_dataset_slice(const lb_dataset *ds, const char *split, int64_t star
         return st;
     }
     out->owner = store;
+    return LB_OK;
+}
+
+lb_status lb_text_batch_fill(lb_batch_store *store, const int32_t *tok, int64_t n, const int64_t *offsets,
+                             int64_t first, int64_t count, int64_t T, lb_batch *out)
+{
+    if (count > store->capacity || T != store->layout.seq_len)
+        return lb_error(LB_ERR_STATE, "batch of %lld windows of %lld does not fit its buffers (%lld of %lld)",
+                        (long long)count, (long long)T, (long long)store->capacity, (long long)store->layout.seq_len);
+    int32_t *inputs = store->rows.data[LB_FIELD_INPUTS], *targets = store->rows.data[LB_FIELD_TARGETS];
+    for (int64_t i = 0; i < count; i++) {
+        int64_t offset = offsets ? offsets[i] : (first + i) * T;
+        lb_text_fill_window(tok, n, offset, T, inputs + i * T, targets + i * T);
+        store->indices[i] = offsets ? offsets[i] : first + i;
+    }
+    memset(out, 0, sizeof *out);
+    out->batch_size = count;
+    out->seq_len = T;
+    out->tokens = inputs;
+    out->targets = targets;
+    out->per_position = 1;
+    out->indices = store->indices;
     return LB_OK;
 }
 

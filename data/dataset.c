@@ -15,6 +15,7 @@
 #include "data/events.h"
 #include "data/h5io.h"
 #include "data/options.h"
+#include "data/text_internal.h"
 
 enum {
     MAX_SEQ_LEN = 1 << 24,
@@ -37,6 +38,8 @@ struct lb_dataset {
     char *events_json;      /* its /events/schema text (NULL otherwise) */
     size_t events_len;
     lb_event_schema *events;
+    lb_text_store text; /* a text corpus (text.present): its token streams */
+    lb_vocab *vocab;    /* and its vocabulary; NULL for a task file */
 };
 
 enum { MAX_SCHEMA_BYTES = 1 << 28 };
@@ -600,6 +603,12 @@ static lb_status read_file(reader *r)
     lb_status st = lb_h5_open_read(r->file, "data file", &r->fid);
     if (st != LB_OK)
         return st;
+    if (lb_text_is_corpus(r->fid)) {
+        st = lb_text_read_store(r->fid, r->file, r->only, r->file_bytes, &r->ds->text);
+        if (H5Fclose(r->fid) < 0 && st == LB_OK)
+            st = lb_error(LB_ERR_FORMAT, "%s: closing the file failed (corrupted file?)", r->file);
+        return st;
+    }
     st = read_root_attrs(r);
     if (st == LB_OK)
         st = infer_layout(r);
@@ -631,6 +640,7 @@ typedef struct dataset_header {
     int64_t n[LB_SPLIT_COUNT];
     int is_events;
     uint64_t events_len;
+    int is_text; /* a text corpus: lb_text_store_transfer follows instead of rows */
 } dataset_header;
 
 static lb_status open_child(void *ctx)
@@ -654,13 +664,18 @@ static lb_status open_child(void *ctx)
         h.n[s] = ds->split[s].n;
     h.is_events = ds->is_events;
     h.events_len = ds->events_json ? (uint64_t)ds->events_len : 0;
+    h.is_text = ds->text.present;
     int bad = lb_transfer_bytes(job->sock[1], &h, sizeof h, 1) != 0;
-    for (int s = 0; !bad && s < LB_SPLIT_COUNT; s++)
+    if (!bad && h.is_text)
+        bad = lb_text_store_transfer(job->sock[1], &job->r.ds->text, 1) != 0;
+    for (int s = 0; !bad && !h.is_text && s < LB_SPLIT_COUNT; s++)
         bad = lb_rows_transfer(job->sock[1], &ds->layout, &job->r.ds->split[s], 1) != 0;
     if (!bad && h.events_len)
         bad = lb_transfer_bytes(job->sock[1], ds->events_json, (size_t)h.events_len, 1) != 0;
     return bad ? lb_error(LB_ERR_IO, "%s: the reading process could not send the data", job->r.file) : LB_OK;
 }
+
+static lb_status text_setup(lb_dataset *ds, const char *file);
 
 /* This process: receives what the child read. LB_ERR_STATE when the child stopped
  * (its own message says why). */
@@ -680,6 +695,13 @@ static lb_status open_receive(void *ctx)
         ds->num_classes = h.num_classes;
         ds->layout = h.layout;
         ds->is_events = h.is_events;
+    }
+    if (st == LB_OK && h.is_text) {
+        st = lb_text_store_transfer(job->sock[0], &ds->text, 0) == 0 ? LB_OK : LB_ERR_STATE;
+        close(job->sock[0]);
+        if (st != LB_OK)
+            return lb_error(LB_ERR_STATE, "%s: the reading process stopped", job->r.file);
+        return text_setup(ds, job->r.file);
     }
     for (int s = 0; st == LB_OK && s < LB_SPLIT_COUNT; s++) {
         st = lb_rows_alloc(&ds->layout, h.n[s], NULL, job->r.file, &ds->split[s]);
@@ -703,6 +725,30 @@ static lb_status open_receive(void *ctx)
 }
 
 static lb_dataset *open_splits(const char *path, int only);
+
+/* The window T a text corpus starts with: LB_TEXT_DEFAULT_SEQ_LEN, or less when the
+ * training split is shorter (T + 1 tokens make one window). */
+static int64_t default_window(const lb_text_store *t)
+{
+    int64_t n = t->n[0] > 0 ? t->n[0] : t->n[1] > 0 ? t->n[1] : t->n[2];
+    int64_t w = LB_TEXT_DEFAULT_SEQ_LEN;
+    return n - 1 < w ? (n > 2 ? n - 1 : 1) : w;
+}
+
+/* A received text corpus as a dataset: one class per token, a target at every position. */
+static lb_status text_setup(lb_dataset *ds, const char *file)
+{
+    if (!(ds->vocab = lb_text_store_vocab(&ds->text, file)))
+        return lb_last_status();
+    lb_task_options_default(LB_TASK_SPIKE, &ds->options);
+    ds->format_version = LB_DATA_FORMAT_VERSION;
+    ds->vocab_size = ds->num_classes = ds->text.vocab_size;
+    memset(&ds->layout, 0, sizeof ds->layout);
+    ds->layout.per_position = 1;
+    ds->layout.seq_len = ds->options.seq_len = default_window(&ds->text);
+    ds->all_options_present = 0;
+    return LB_OK;
+}
 
 lb_dataset *lb_dataset_open(const char *path)
 {
@@ -769,6 +815,8 @@ void lb_dataset_close(lb_dataset *ds)
         lb_rows_free(&ds->split[s]);
     free(ds->events_json);
     lb_event_schema_free(ds->events);
+    lb_text_store_free(&ds->text);
+    lb_vocab_free(ds->vocab);
     free(ds->path);
     free(ds);
 }
@@ -783,7 +831,7 @@ const char *lb_dataset_path(const lb_dataset *ds)
 const char *lb_dataset_task_name(const lb_dataset *ds)
 {
     LB_CHECK_ARG(ds, NULL);
-    return ds->is_events ? "events" : lb_task_name(ds->options.task);
+    return ds->text.present ? "text" : ds->is_events ? "events" : lb_task_name(ds->options.task);
 }
 const lb_event_schema *lb_dataset_events(const lb_dataset *ds)
 {
@@ -858,7 +906,52 @@ int64_t lb_dataset_split_size(const lb_dataset *ds, const char *split)
 {
     LB_CHECK_ARG(ds, -1);
     int s = lb_split_index(split, ds->path);
+    if (s >= 0 && ds->text.present) /* non-overlapping windows covering every target */
+        return ds->text.tokens[s] && ds->text.n[s] >= 2 ? (ds->text.n[s] - 1 + ds->layout.seq_len - 1) / ds->layout.seq_len
+                                                        : 0;
     return s < 0 ? -1 : ds->split[s].n;
+}
+
+int lb_dataset_is_text(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, 0);
+    return ds->text.present;
+}
+
+const lb_vocab *lb_dataset_vocab(const lb_dataset *ds)
+{
+    LB_CHECK_ARG(ds, NULL);
+    return ds->vocab;
+}
+
+const int32_t *lb_dataset_tokens(const lb_dataset *ds, const char *split, int64_t *n)
+{
+    LB_CHECK_ARG(ds, NULL);
+    LB_CHECK_ARG(n, NULL);
+    *n = 0;
+    int s = lb_split_index(split, ds->path);
+    if (s < 0)
+        return NULL;
+    if (!ds->text.present) {
+        lb_error(LB_ERR_STATE, "%s: holds the %s task, not a text corpus: it has no token stream", ds->path,
+                 lb_task_name(ds->options.task));
+        return NULL;
+    }
+    *n = ds->text.tokens[s] ? ds->text.n[s] : 0;
+    return ds->text.tokens[s];
+}
+
+lb_status lb_dataset_set_seq_len(lb_dataset *ds, int64_t seq_len)
+{
+    LB_CHECK_ARG(ds, LB_ERR_VALUE);
+    if (!ds->text.present)
+        return lb_error(LB_ERR_STATE, "%s: holds the %s task, whose sequences have a fixed length (%lld); only a text "
+                        "corpus takes a window length", ds->path, lb_task_name(ds->options.task),
+                        (long long)ds->layout.seq_len);
+    if (seq_len < 1 || seq_len > MAX_SEQ_LEN)
+        return lb_error(LB_ERR_VALUE, "%s: window length %lld is outside [1, %d]", ds->path, (long long)seq_len, MAX_SEQ_LEN);
+    ds->layout.seq_len = ds->options.seq_len = seq_len;
+    return LB_OK;
 }
 
 lb_status lb_dataset_label_histogram(const lb_dataset *ds, const char *split, int64_t *counts, int64_t *ignored)
@@ -870,6 +963,15 @@ lb_status lb_dataset_label_histogram(const lb_dataset *ds, const char *split, in
         return LB_ERR_VALUE;
     if (ds->layout.regression)
         return lb_error(LB_ERR_STATE, "%s: regression targets have no label histogram (no classes)", ds->path);
+    if (ds->text.present) { /* every token but the first is a target */
+        memset(counts, 0, (size_t)ds->num_classes * sizeof *counts);
+        const int32_t *tok = ds->text.tokens[s];
+        for (int64_t i = 1; tok && i < ds->text.n[s]; i++)
+            counts[tok[i]]++;
+        if (ignored)
+            *ignored = 0;
+        return LB_OK;
+    }
     const int32_t *t = ds->split[s].data[LB_FIELD_TARGETS];
     int64_t n = ds->split[s].n * lb_layout_row_elems(&ds->layout, LB_FIELD_TARGETS), skipped = 0;
     memset(counts, 0, (size_t)ds->num_classes * sizeof *counts);
@@ -1062,6 +1164,8 @@ lb_status lb_dataset_print_info(const lb_dataset *ds, FILE *out)
 {
     LB_CHECK_ARG(ds, LB_ERR_VALUE);
     LB_CHECK_ARG(out, LB_ERR_VALUE);
+    if (ds->text.present)
+        return lb_text_print_info(ds, out);
     const lb_task_options *o = &ds->options;
     fprintf(out, "file      %s\n", ds->path);
     fprintf(out, "task      %s (format_version %lld)\n", lb_dataset_task_name(ds), (long long)ds->format_version);

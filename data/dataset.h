@@ -23,6 +23,7 @@
 #include <stdio.h>
 
 #include "data/tasks.h"
+#include "data/text.h"
 #include "tensor/error.h"
 #include "tensor/tensor.h"
 
@@ -65,8 +66,9 @@ lb_dataset *lb_dataset_open_split(const char *path, const char *split);
 void lb_dataset_close(lb_dataset *ds);
 
 const char *lb_dataset_path(const lb_dataset *ds);
-/* The file's task name: a generator task ("spike", ...) or "events" for a file imported
- * from a CSV event log (lookback data csv, data/events.h); NULL when ds is NULL. */
+/* The file's task name: a generator task ("spike", ...), "events" for a file imported
+ * from a CSV event log (lookback data csv, data/events.h) or "text" for a text corpus
+ * (lookback data text, data/text.h); NULL when ds is NULL. */
 const char *lb_dataset_task_name(const lb_dataset *ds);
 /* The events schema of an "events" file (columns, scaling, token maps: data/events.h),
  * NULL for generated files; owned by the dataset. */
@@ -94,8 +96,34 @@ int lb_dataset_per_position(const lb_dataset *ds);
 int lb_dataset_has_distance(const lb_dataset *ds);
 int lb_dataset_has_lengths(const lb_dataset *ds);
 
-/* N of a split; -1 and LB_ERR_VALUE for an unknown split name. */
+/* N of a split; -1 and LB_ERR_VALUE for an unknown split name. For a text corpus, the
+ * number of non-overlapping windows of T = seq_len positions that cover every target of
+ * the split's token stream: ceil((N_tokens - 1) / T) (0 for fewer than 2 tokens). */
 int64_t lb_dataset_split_size(const lb_dataset *ds, const char *split);
+
+/* ---- text corpora (data/text.h) ----
+ * A file written by lb_text_import opens as a dataset too: token inputs and one class
+ * per token (vocab_size = num_classes = V), a target at every position (per_position),
+ * no distances or lengths, lb_dataset_task LB_TASK_COUNT and lb_dataset_task_name
+ * "text". Its splits are token streams; seq_len is the WINDOW length T, chosen by
+ * lb_dataset_set_seq_len (LB_TEXT_DEFAULT_SEQ_LEN, or the training stream's length - 1
+ * when shorter, until then). Example i of a split (lb_dataset_slice, evaluation) is the
+ * window of inputs tokens[iT .. iT + T) with targets tokens[iT + 1 .. iT + T + 1): the
+ * windows do not overlap and together score every token but the first exactly once; the
+ * last window's positions past the stream are padding (input id 0, target -100). The
+ * training loader draws windows at uniformly random offsets instead (data/loader.h). */
+/* 1 for a text corpus, 0 for a task file. */
+int lb_dataset_is_text(const lb_dataset *ds);
+/* The corpus's vocabulary (owned by the dataset), NULL for a task file. */
+const lb_vocab *lb_dataset_vocab(const lb_dataset *ds);
+/* The token stream of a split (int32 [*n], ids in [0, V)), owned by the dataset; NULL
+ * with *n = 0 for a split not read (lb_dataset_open_split). LB_ERR_STATE (NULL) for a task
+ * file, LB_ERR_VALUE for an unknown split. */
+const int32_t *lb_dataset_tokens(const lb_dataset *ds, const char *split, int64_t *n);
+/* Sets the window length T of a text corpus (1 .. 2^24): seq_len, the split sizes and
+ * every later slice follow it. LB_ERR_STATE for a task file (its sequences have their
+ * own length), LB_ERR_VALUE out of range. A loader made before keeps its own T. */
+lb_status lb_dataset_set_seq_len(lb_dataset *ds, int64_t seq_len);
 
 /* Counts of each class over the split's (non-ignored) targets into counts
  * [num_classes]; *ignored (may be NULL) receives the number of -100 targets.

@@ -33,4 +33,11 @@ void lb_batch_store_free(lb_batch_store *store);
 lb_status lb_batch_store_fill(lb_batch_store *store, const lb_rows *src, const int64_t *indices, int64_t start,
                               int64_t n, lb_batch *out);
 
+/* Fills the store with `count` windows of length T of the token stream tok[0..n): at
+ * offsets[i] (random windows), or at (first + i) * T when offsets is NULL (the
+ * non-overlapping windows of evaluation); indices receive the offsets or the window
+ * numbers. count <= the store's capacity and T its layout's seq_len. */
+lb_status lb_text_batch_fill(lb_batch_store *store, const int32_t *tok, int64_t n, const int64_t *offsets,
+                             int64_t first, int64_t count, int64_t T, lb_batch *out);
+
 #endif

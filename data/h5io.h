@@ -89,6 +89,12 @@ lb_status lb_h5_write_bytes(hid_t loc, const char *name, const void *data, size_
  * frees; *len = n, may be NULL). LB_ERR_FORMAT when missing, of another type or rank,
  * or longer than max_bytes; LB_ERR_MEMORY. */
 lb_status lb_h5_read_bytes(hid_t loc, const char *name, size_t max_bytes, char **out, size_t *len, const char *file);
+/* The vocabulary of a text corpus (data/text.h) as the dataset "vocab" under loc: uint8
+ * [n_bytes], the symbols' encodings in id order, with attributes kind ("char"/"byte"),
+ * vocab_size, unk_id and crc32 (corpora and checkpoints of models trained on one both
+ * hold it; lb_vocab_read reads either). Errors: LB_ERR_IO naming the file. */
+typedef struct lb_vocab lb_vocab;
+lb_status lb_vocab_h5_write(hid_t loc, const lb_vocab *v, const char *file);
 
 /* Creates group `name` without timestamps; < 0 on failure. */
 hid_t lb_h5_create_group(hid_t loc, const char *name);

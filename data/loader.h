@@ -7,6 +7,14 @@
  * position within the epoch and the generator state at the start of the epoch)
  * can be saved and restored, so a checkpoint resumes mid-epoch bit for bit.
  *
+ * Text corpora (data/text.h, lb_dataset_is_text): with shuffle, every batch is B windows
+ * of T = seq_len tokens at offsets i drawn uniformly from [0, N_tokens - T - 1] by the
+ * generator (lb_rng_below, one draw per window in batch order): inputs tokens[i .. i+T),
+ * targets tokens[i+1 .. i+T+1) (nanoGPT's get_batch); there are no epochs (the loader
+ * never returns 0) and the saved state's rng is the generator's current state, position
+ * the windows drawn so far. Without shuffle: the split's non-overlapping windows in order
+ * (as lb_dataset_slice). The split needs N_tokens >= T + 1 for random windows.
+ *
  * Dimensions: N examples in the split, B = batch_size, T = seq_len, F features.
  */
 #ifndef LB_DATA_LOADER_H

@@ -27,6 +27,7 @@ typedef struct progress_state {
     lb_progress bar;
     int quiet;
     lb_eval_result last_val;
+    const char *per; /* a text corpus: "char" or "byte" (bits per ...); NULL otherwise */
 } progress_state;
 
 static void on_event(lb_loop_event event, const lb_step_stats *s, const lb_eval_result *r, void *user)
@@ -45,7 +46,10 @@ static void on_event(lb_loop_event event, const lb_step_stats *s, const lb_eval_
     } else if (event == LB_EVENT_EVAL) {
         if (p->bar.tty)
             fputc('\n', stderr);
-        if (isnan(r->accuracy))
+        if (p->per)
+            fprintf(stderr, "%s step %lld: val loss %.4f nats/token, %.4f bits per %s, perplexity %.3f (accuracy %.4f)\n",
+                    p->bar.label, (long long)s->step, r->loss, r->loss / log(2.0), p->per, exp(r->loss), r->accuracy);
+        else if (isnan(r->accuracy))
             fprintf(stderr, "%s step %lld: val mse %.5f\n", p->bar.label, (long long)s->step, r->mse);
         else
             fprintf(stderr, "%s step %lld: val loss %.4f accuracy %.4f\n", p->bar.label, (long long)s->step, r->loss,
@@ -75,7 +79,7 @@ int lb_run_caught_signal(void)
 
 /* Keeps the header and the rows of steps <= step (drops what a resumed run repeats).
  * Written to PATH.tmp and renamed: when a write fails, the old file stays whole. */
-static lb_status truncate_metrics(const char *path, int64_t step)
+static lb_status truncate_metrics(const char *path, int64_t step, const char *header)
 {
     lb_status st = lb_output_check(path, "metrics");
     if (st != LB_OK)
@@ -94,13 +98,13 @@ static lb_status truncate_metrics(const char *path, int64_t step)
         char *end;
         long long row_step = strtoll(line, &end, 10);
         if (first && end == line) /* the header, as this version writes it */
-            bad |= fprintf(out, "%s\n", lb_metrics_header()) < 0;
+            bad |= fprintf(out, "%s\n", header) < 0;
         else if (end != line && *end == ',' && row_step <= step)
             bad |= fputs(line, out) < 0;
         first = 0;
     }
     if (first) /* empty file: a run killed before writing anything */
-        bad |= fprintf(out, "%s\n", lb_metrics_header()) < 0;
+        bad |= fprintf(out, "%s\n", header) < 0;
     bad |= ferror(in) != 0;
     fclose(in);
     bad |= fflush(out) != 0 || fsync(fileno(out)) != 0;
@@ -258,6 +262,29 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
             return lb_last_status();
         }
     }
+    /* A text corpus: the context chosen now, and validation over the whole split unless
+     * --eval-examples says otherwise; --seq-len means nothing to a task file. */
+    if (lb_dataset_is_text(data)) {
+        int64_t n_train = 0;
+        lb_dataset_tokens(data, "train", &n_train);
+        if (rc->train.seq_len == 0)
+            rc->train.seq_len = n_train - 1 < LB_TEXT_DEFAULT_SEQ_LEN ? (n_train > 2 ? n_train - 1 : 1)
+                                                                       : LB_TEXT_DEFAULT_SEQ_LEN;
+        if (!rc->eval_examples_given)
+            rc->train.eval_examples = 0;
+        if (lb_dataset_set_seq_len(data, rc->train.seq_len) != LB_OK) {
+            out->usage = 1;
+            lb_dataset_close(data);
+            return lb_last_status();
+        }
+    } else if (rc->train.seq_len > 0) {
+        lb_error(LB_ERR_VALUE, "--seq-len %lld: %s holds the %s task, whose sequences have their own length; --seq-len "
+                 "chooses the context of a text corpus only (drop it)", (long long)rc->train.seq_len, rc->data,
+                 lb_dataset_task_name(data));
+        out->usage = 1;
+        lb_dataset_close(data);
+        return lb_last_status();
+    }
     lb_model_config_fit_data(&rc->model, data);
     int threads = lb_run_set_threads(rc->train.threads);
     if (threads < 0) {
@@ -292,7 +319,7 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
         if (writer) {
             fprintf(stderr, "%s holds a run stopped before its first checkpoint (config.json only): %s\n", dir,
                     resume ? "starting it from step 0" : "a new run takes the folder over");
-            st = truncate_metrics(metrics_path, 0);
+            st = truncate_metrics(metrics_path, 0, lb_metrics_header_for(data));
         }
         resume = 0;
     } else if (st == LB_OK && resume && !has_ckpt) {
@@ -311,7 +338,7 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
                           "larger --time-budget to continue", spent, rc->train.time_budget);
             out->usage = 1;
         } else if (writer) {
-            st = truncate_metrics(metrics_path, lb_trainer_steps_done(trainer));
+            st = truncate_metrics(metrics_path, lb_trainer_steps_done(trainer), lb_metrics_header_for(data));
         }
     }
     /* What the run resolved, recorded beside the options. */
@@ -341,7 +368,7 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
         int new_metrics = !lb_files_exists(metrics_path);
         if (!(metrics = fopen(metrics_path, "a")))
             st = lb_error(LB_ERR_IO, "%s: cannot open for writing: %s", metrics_path, strerror(errno));
-        else if (new_metrics && (fprintf(metrics, "%s\n", lb_metrics_header()) < 0 || fflush(metrics) != 0))
+        else if (new_metrics && (fprintf(metrics, "%s\n", lb_metrics_header_for(data)) < 0 || fflush(metrics) != 0))
             st = lb_error(LB_ERR_IO, "%s: cannot write: %s", metrics_path, strerror(errno));
     }
     if (st == LB_OK) {
@@ -357,6 +384,8 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
             fprintf(stderr, "data parallel over %d processes: %lld examples of each batch of %lld per process\n",
                     ranks, (long long)(rc->train.batch_size / ranks), (long long)rc->train.batch_size);
         progress_state ps = {.quiet = quiet};
+        if (lb_dataset_is_text(data))
+            ps.per = lb_vocab_get_kind(lb_dataset_vocab(data)) == LB_VOCAB_BYTE ? "byte" : "char";
         const char *slash = strrchr(dir, '/');
         lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
         ps.bar.budget = rc->train.time_budget;
@@ -408,8 +437,13 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
             if (lb_trainer_stopped_early(trainer))
                 fprintf(stderr, "stopped early: %lld evaluations without a better validation (--patience %lld)\n",
                         (long long)rc->train.patience, (long long)rc->train.patience);
-            fprintf(stderr, "done: %lld steps in %.1f s%s; checkpoint %s%s\n", (long long)out->steps, out->seconds,
-                    skipped, ckpt_path, best);
+            char text[256] = "";
+            if (ps.per && out->last_val.examples > 0)
+                snprintf(text, sizeof text, "; validation %.4f bits per %s (loss %.4f nats/token, perplexity %.3f) over "
+                         "%lld windows of %lld", out->last_val.loss / log(2.0), ps.per, out->last_val.loss,
+                         exp(out->last_val.loss), (long long)out->last_val.examples, (long long)lb_dataset_seq_len(data));
+            fprintf(stderr, "done: %lld steps in %.1f s%s; checkpoint %s%s%s\n", (long long)out->steps, out->seconds,
+                    skipped, ckpt_path, best, text);
         }
     }
     if (metrics && fclose(metrics) != 0 && st == LB_OK)

@@ -20,6 +20,8 @@ typedef struct lb_run_config {
     char init_from[4096];    /* train --init-from: a checkpoint whose parameters start a new
                                 run ("" = the model's own initialisation); not an option of
                                 the table, not written to config.json */
+    int eval_examples_given; /* 1 once --eval-examples was set (command line, --config, a run's
+                                config.json): otherwise a text corpus is validated whole */
 } lb_run_config;
 
 /* Model and training defaults for `kind` (data-derived fields stay 0). */

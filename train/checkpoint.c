@@ -384,6 +384,10 @@ static lb_status save_contents(const lb_trainer *t, hid_t file, const char *path
         if ((st = write_dataset(file, "", "data_events", H5T_NATIVE_UINT8, 1, dims, events, events_len, path)) != LB_OK)
             return st;
     }
+    /* a model of a text corpus carries its vocabulary and context: generation needs only the checkpoint */
+    if (lb_dataset_is_text(t->data) && ((st = lb_vocab_h5_write(file, lb_dataset_vocab(t->data), path)) ||
+                                        (st = lb_h5_write_attr_int(file, "train.seq_len", lb_dataset_seq_len(t->data), path))))
+        return st;
     hid_t params = lb_h5_create_group(file, "params"), optim = lb_h5_create_group(file, "optim");
     hid_t rng = lb_h5_create_group(file, "rng"), loader = lb_h5_create_group(file, "loader");
     st = (params < 0 || optim < 0 || rng < 0 || loader < 0) ? lb_error(LB_ERR_IO, "%s: cannot create groups", path) : LB_OK;
@@ -545,6 +549,31 @@ static lb_status read_task_job(void *ctx)
         st = lb_h5_read_attr_string(file, "data_task", job->task, job->size, job->path);
     lb_h5_close(file);
     return st;
+}
+
+typedef struct seq_len_job {
+    const char *path;
+    int64_t *seq_len;
+} seq_len_job;
+
+static lb_status read_seq_len_job(void *ctx)
+{
+    seq_len_job *job = ctx;
+    hid_t file = open_checkpoint(job->path);
+    lb_status st = file < 0 ? lb_last_status() : LB_OK;
+    *job->seq_len = 0;
+    if (st == LB_OK && lb_h5_has_attr(file, "train.seq_len"))
+        st = lb_h5_read_attr_int(file, "train.seq_len", LB_H5_I64, job->seq_len, job->path);
+    lb_h5_close(file);
+    return st;
+}
+
+lb_status lb_checkpoint_read_seq_len(const char *path, int64_t *seq_len)
+{
+    LB_CHECK_ARG(seq_len, LB_ERR_VALUE);
+    seq_len_job job = {path, seq_len};
+    *seq_len = 0;
+    return read_isolated(path, read_seq_len_job, &job);
 }
 
 lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size)

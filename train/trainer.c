@@ -266,6 +266,9 @@ lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_tas
     if (classes != mc->num_classes)
         return lb_error(LB_ERR_VALUE, "%s: the data has %lld classes but the model's head has %lld", path,
                         (long long)classes, (long long)mc->num_classes);
+    if (lb_dataset_is_text(data) && (mc->kind == LB_MODEL_TRANSFORMER || mc->kind == LB_MODEL_LOCAL) && !mc->causal)
+        return lb_error(LB_ERR_VALUE, "%s is a text corpus, whose target at each position is the next token: attention "
+                        "that is not causal (--causal 0) would see it (use --causal 1)", path);
     int every = lb_dataset_per_position(data);
     if (every != (mc->head == LB_HEAD_EVERY))
         return lb_error(LB_ERR_VALUE, "%s: the data has %s targets but the model's head reads %s", path,
@@ -563,7 +566,7 @@ lb_status lb_model_config_fit_data(lb_model_config *cfg, const lb_dataset *data)
     cfg->input_features = cfg->vocab_size > 0 ? 0 : lb_dataset_num_features(data);
     cfg->num_classes = lb_dataset_num_classes(data);
     cfg->head = lb_dataset_per_position(data) ? LB_HEAD_EVERY : LB_HEAD_LAST;
-    if (cfg->max_seq_len < lb_dataset_seq_len(data))
+    if (cfg->max_seq_len < lb_dataset_seq_len(data) || lb_dataset_is_text(data))
         cfg->max_seq_len = lb_dataset_seq_len(data);
     return LB_OK;
 }
@@ -580,7 +583,18 @@ lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_tra
         lb_error(LB_ERR_VALUE, "%s: the train split is empty", lb_dataset_path(data));
         return NULL;
     }
-    if (cfg->batch_size > n_train) {
+    if (lb_dataset_is_text(data) && cfg->seq_len > 0 && cfg->seq_len != lb_dataset_seq_len(data)) {
+        lb_error(LB_ERR_VALUE, "%s: the train config's seq_len %lld is not the corpus's window %lld (set it with "
+                 "lb_dataset_set_seq_len first)", lb_dataset_path(data), (long long)cfg->seq_len,
+                 (long long)lb_dataset_seq_len(data));
+        return NULL;
+    }
+    if (!lb_dataset_is_text(data) && cfg->seq_len > 0) {
+        lb_error(LB_ERR_VALUE, "%s holds the %s task, whose sequences have their own length: --seq-len applies to text "
+                 "corpora only (drop it)", lb_dataset_path(data), lb_dataset_task_name(data));
+        return NULL;
+    }
+    if (cfg->batch_size > n_train && !lb_dataset_is_text(data)) { /* a corpus draws windows at random */
         lb_error(LB_ERR_VALUE, "%s: batch %lld is larger than the train split (%lld examples); lower --batch",
                  lb_dataset_path(data), (long long)cfg->batch_size, (long long)n_train);
         return NULL;
@@ -770,6 +784,16 @@ const char *lb_metrics_header(void)
     return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped";
 }
 
+const char *lb_metrics_header_for(const lb_dataset *data)
+{
+    LB_CHECK_ARG(data, lb_metrics_header());
+    if (!lb_dataset_is_text(data))
+        return lb_metrics_header();
+    return lb_vocab_get_kind(lb_dataset_vocab(data)) == LB_VOCAB_BYTE
+               ? "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped,bits_per_byte,perplexity"
+               : "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped,bits_per_char,perplexity";
+}
+
 enum { METRICS_COLUMNS = 9 };
 
 lb_status lb_metrics_read(const char *path, const char *split, lb_metrics_row_fn fn, void *user, int64_t *n_rows)
@@ -853,14 +877,17 @@ lb_status lb_metrics_read(const char *path, const char *split, lb_metrics_row_fn
 /* One row of metrics.csv, written whole with write(2) or not at all: when the write
  * fails (a full disk) the file is cut back to its previous end, so the rows before
  * stay whole, and LB_ERR_IO is returned. */
-static lb_status write_metrics(FILE *f, int64_t step, const char *split, double loss, double acc, double lr,
+static lb_status write_metrics(FILE *f, int text, int64_t step, const char *split, double loss, double acc, double lr,
                                double norm, double tps, double wall, int64_t skipped)
 {
     if (!f)
         return LB_OK;
     char line[512];
-    int len = snprintf(line, sizeof line, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%lld\n", (long long)step, split, loss,
+    int len = snprintf(line, sizeof line, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%lld", (long long)step, split, loss,
                        acc, lr, norm, tps, wall, (long long)skipped);
+    if (text) /* bits per symbol and perplexity of the loss in nats per token */
+        len += snprintf(line + len, sizeof line - (size_t)len, ",%.9g,%.9g", loss / log(2.0), exp(loss));
+    len += snprintf(line + len, sizeof line - (size_t)len, "\n");
     int fd = fileno(f);
     off_t before = (fflush(f) == 0 && fd >= 0) ? lseek(fd, 0, SEEK_END) : (off_t)-1;
     int err = before < 0 ? (errno ? errno : EIO) : 0;
@@ -995,7 +1022,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         int improved = 0, judged = 0, solved = 0;
         if (eval_now) {
             lb_eval_result r;
-            st = write_metrics(metrics, t->step, "train", t->interval_loss / (double)t->interval_steps,
+            st = write_metrics(metrics, lb_dataset_is_text(t->data), t->step, "train", t->interval_loss / (double)t->interval_steps,
                                t->interval_acc_steps > 0 ? t->interval_acc / (double)t->interval_acc_steps : NAN, lr,
                                norm, seconds > 0 ? tokens / seconds : 0, t->elapsed, t->interval_skipped);
             if (st != LB_OK)
@@ -1018,7 +1045,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
                 }
                 judged = ckpt_due || solved;
                 improved = judged && note_validation(t, &r);
-                if ((st = write_metrics(metrics, t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed, 0)) != LB_OK)
+                if ((st = write_metrics(metrics, lb_dataset_is_text(t->data), t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed, 0)) != LB_OK)
                     return st;
                 if (cb)
                     cb(LB_EVENT_EVAL, &s, &r, user);

@@ -77,7 +77,10 @@ int lb_decay_params_applies(lb_decay_params rule, const lb_model *m, const lb_va
 
 typedef struct lb_train_config {
     int64_t steps;           /* total optimizer steps (a resumed run continues to this total) */
-    int64_t batch_size;      /* examples per optimizer step */
+    int64_t batch_size;      /* examples per optimizer step (text corpora: windows) */
+    int64_t seq_len;         /* text corpora: the window (context) length T of every batch and
+                                evaluation, set on the dataset with lb_dataset_set_seq_len before
+                                the trainer is made (0 = the dataset's; lb_trainer_new checks it) */
     int64_t micro_batches;   /* gradient accumulation: the batch is split into this many parts */
     lb_optim_config optim;   /* optimizer and its base learning rate */
     lb_decay_params decay_params; /* the parameters optim.weight_decay applies to (default all) */
@@ -196,8 +199,10 @@ typedef struct lb_trainer lb_trainer;
 
 /* Fits a model configuration to a data file, as lb_trainer_new will check it: vocab_size
  * (0 for feature inputs, then input_features), num_classes and the head (every position
- * or the last) from the file, and max_seq_len raised to the file's seq_len when shorter.
- * The other fields are kept. Errors: LB_ERR_VALUE for NULL arguments. */
+ * or the last) from the file, and max_seq_len raised to the file's seq_len when shorter
+ * (for a text corpus set to its window length T: a learned position table of exactly the
+ * context, as nanoGPT's block_size). The other fields are kept. Errors: LB_ERR_VALUE for
+ * NULL arguments. */
 lb_status lb_model_config_fit_data(lb_model_config *cfg, const lb_dataset *data);
 
 /* A trainer for `model` on the "train" split of `data` (both must outlive it).
@@ -261,7 +266,8 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path);
  * classification, the classes, per-position vs per-sequence targets, and the length:
  * sequences longer than max_seq_len only for a model with learned positions (a table
  * indexed by position); models with no, sinusoidal or rotary positions, the LSTM and the
- * conv stack read any length. Errors: LB_ERR_VALUE naming the file and both sides. */
+ * conv stack read any length. A text corpus also needs causal attention (each target is
+ * the next input). Errors: LB_ERR_VALUE naming the file and both sides. */
 lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_task, const lb_dataset *data);
 
 /* The task a checkpoint's model was trained on ("spike", ...) into task (size bytes);
@@ -331,6 +337,16 @@ int64_t lb_trainer_best(const lb_trainer *t, double *metric);
 
 /* The CSV header line written before the first metrics row. */
 const char *lb_metrics_header(void);
+/* The header of a run on `data`: lb_metrics_header, and for a text corpus two more
+ * columns, bits_per_char (bits_per_byte with a byte vocabulary) = loss / ln 2 and
+ * perplexity = exp(loss), the loss being the mean cross-entropy in nats per token.
+ * NULL data: lb_metrics_header, with an LB_ERR_VALUE error. */
+const char *lb_metrics_header_for(const lb_dataset *data);
+
+/* The window length a checkpoint's model was trained with on a text corpus (its
+ * train.seq_len attribute) into *seq_len; 0 for a checkpoint of a task file or one
+ * written before it was recorded. Errors as reading the config. */
+lb_status lb_checkpoint_read_seq_len(const char *path, int64_t *seq_len);
 
 /* One row of metrics.csv (docs/training.md): a "train" row holds the means over the
  * steps since the previous row, a "val" row one evaluation. Columns a file does not

@@ -1,0 +1,171 @@
+/* Text corpora: a text file becomes a character-level (or byte-level) token stream,
+ * split into train, val and test, with its vocabulary; and the vocabulary's
+ * encode/decode for every later command.
+ *
+ * Import (lb_text_import): the input files are concatenated as they are, in order; the
+ * text is decoded as UTF-8 by utf8proc (every byte sequence validated: an invalid one is
+ * refused with its file and byte offset) or taken byte by byte. The N symbols are split
+ * contiguously, in file order: train = the first N - N_val - N_test symbols, then val
+ * (N_val = floor(N * val_fraction)), then test (N_test = floor(N * test_fraction)): the
+ * fractions are of the whole text, so the defaults 0.1 and 0.05 leave 85 % to train.
+ *
+ * Vocabulary: LB_VOCAB_CHAR = the distinct Unicode code points of the TRAINING split, in
+ * code-point order (ids 0 .. V-1); LB_VOCAB_BYTE = the 256 byte values (id = byte).
+ * A character of val or test that the training split lacks: LB_UNK_MAP (default) adds one
+ * id, the last (V - 1), named <unk> and decoded as U+FFFD, and maps every such character
+ * to it; LB_UNK_ERROR refuses the text, naming the character, its file and byte offset.
+ *
+ * File (HDF5, docs/text.md): root attributes task = "text", format_version 1,
+ * vocab_size = num_classes = V, vocab ("char"/"byte"), unk_id (-1 = none),
+ * val_fraction, test_fraction, source (the inputs, "; "-separated), source_bytes;
+ * dataset /vocab uint8 [n_bytes] = the symbols' encodings concatenated in id order
+ * (for char the UTF-8 text of the V code points; attributes kind, vocab_size, unk_id);
+ * /train/tokens, /val/tokens, /test/tokens int32 [N_split]. lb_dataset_open reads such a
+ * file as a text dataset (data/dataset.h: lb_dataset_is_text, lb_dataset_set_seq_len).
+ *
+ * Dimensions: N symbols (tokens) of the text or of a split, V = vocab_size.
+ */
+#ifndef LB_DATA_TEXT_H
+#define LB_DATA_TEXT_H
+
+#include "tensor/api.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tensor/error.h"
+
+LB_API_BEGIN
+
+typedef enum lb_vocab_kind { LB_VOCAB_CHAR = 0, LB_VOCAB_BYTE = 1 } lb_vocab_kind;
+typedef enum lb_unk_policy { LB_UNK_MAP = 0, LB_UNK_ERROR = 1 } lb_unk_policy;
+
+enum {
+    LB_TEXT_MIN_TOKENS = 1024,       /* the shortest text imported (symbols) */
+    LB_TEXT_MIN_TRAIN_TOKENS = 512,  /* the shortest training split */
+    LB_TEXT_MIN_SPLIT_TOKENS = 2,    /* the shortest non-empty val or test split (one target) */
+    LB_TEXT_MAX_VOCAB_DEFAULT = 8192, /* distinct characters allowed unless max_vocab says otherwise */
+    LB_TEXT_DEFAULT_SEQ_LEN = 256     /* the window of a corpus until lb_dataset_set_seq_len (nanoGPT's block_size) */
+};
+
+/* "char"/"byte" and "map"/"error"; NULL for a value out of range. Parsing errors
+ * (LB_ERR_VALUE) name the word and the accepted ones. */
+const char *lb_vocab_kind_name(lb_vocab_kind k);
+lb_status lb_vocab_kind_parse(const char *name, lb_vocab_kind *out);
+const char *lb_unk_policy_name(lb_unk_policy p);
+lb_status lb_unk_policy_parse(const char *name, lb_unk_policy *out);
+
+/* ---- the vocabulary ---- */
+
+typedef struct lb_vocab lb_vocab;
+
+/* The vocabulary stored in a text corpus or in a checkpoint of a model trained on one
+ * (both hold the same /vocab dataset). The file is read in a child process with a time
+ * limit, as every HDF5 file a user names (data/h5io.h). NULL on error: LB_ERR_IO (missing,
+ * unreadable), LB_ERR_FORMAT (not HDF5, no /vocab: "FILE holds no vocabulary: it is not a
+ * text corpus or a model trained on one", a vocabulary that is not valid UTF-8 of
+ * vocab_size code points, ...), LB_ERR_VALUE (NULL path). */
+lb_vocab *lb_vocab_read(const char *path);
+/* The byte vocabulary (256 symbols, id = byte value). NULL only when out of memory. */
+lb_vocab *lb_vocab_new_bytes(void);
+/* A character vocabulary of the n distinct code points cps[0..n) (strictly increasing,
+ * each a Unicode scalar value: <= 0x10FFFF, not a surrogate), plus an <unk> id n when
+ * with_unk. Errors (NULL, LB_ERR_VALUE): an unsorted, repeated or invalid code point. */
+lb_vocab *lb_vocab_new_chars(const int32_t *cps, int64_t n, int with_unk);
+lb_vocab *lb_vocab_copy(const lb_vocab *v);
+void lb_vocab_free(lb_vocab *v);
+
+lb_vocab_kind lb_vocab_get_kind(const lb_vocab *v);
+int64_t lb_vocab_size(const lb_vocab *v);   /* V, the <unk> id included */
+int64_t lb_vocab_unk_id(const lb_vocab *v); /* the <unk> id, or -1 when there is none */
+/* The code point of id (char vocabularies; U+FFFD for <unk>), or the byte value; -1
+ * with LB_ERR_VALUE for an id outside [0, V). */
+int32_t lb_vocab_code_point(const lb_vocab *v, int64_t id);
+/* The bytes of symbol id (its UTF-8 encoding, or the one byte) and their count in *len;
+ * NULL with LB_ERR_VALUE for an id outside [0, V). The pointer lives as long as v. */
+const char *lb_vocab_symbol(const lb_vocab *v, int64_t id, size_t *len);
+/* The id of code point cp (char) or byte value cp (byte), or -1 when it is not in the
+ * vocabulary (no error recorded). */
+int64_t lb_vocab_lookup(const lb_vocab *v, int32_t cp);
+/* The concatenated encodings of every symbol in id order ([n_bytes]) as /vocab stores
+ * them; *n_bytes receives their count. */
+const unsigned char *lb_vocab_bytes(const lb_vocab *v, size_t *n_bytes);
+
+/* Text -> ids: text[0..len) (UTF-8 for a char vocabulary, any bytes for byte) into
+ * ids[0..capacity); *n receives the number of symbols (call with ids NULL and capacity 0
+ * to count them). A character outside the vocabulary becomes the <unk> id when map_unk
+ * and the vocabulary has one; otherwise LB_ERR_VALUE "character 'x' (U+0078) at byte
+ * offset 12 is not in the vocabulary". Invalid UTF-8: LB_ERR_VALUE naming the byte offset.
+ * More symbols than capacity (ids not NULL): LB_ERR_VALUE. */
+lb_status lb_vocab_encode(const lb_vocab *v, const char *text, size_t len, int map_unk, int32_t *ids,
+                          int64_t capacity, int64_t *n);
+/* Ids -> text: the symbols of ids[0..n) appended into buf[0..size), NUL-terminated and
+ * truncated to size - 1 bytes; *len (may be NULL) receives the full length in bytes
+ * (without the NUL). A byte vocabulary's output may end inside a UTF-8 character.
+ * Errors: LB_ERR_VALUE for an id outside [0, V) (naming its position). */
+lb_status lb_vocab_decode(const lb_vocab *v, const int32_t *ids, int64_t n, char *buf, size_t size, size_t *len);
+/* A symbol as a reader sees it in a message: 'a', '\n', ' ', U+00E9 'é', <unk>, or the
+ * byte 0x9f, into buf; returns buf. */
+char *lb_vocab_describe(const lb_vocab *v, int64_t id, char *buf, size_t size);
+
+/* Unigram statistics of a split of an open text corpus (data/dataset.h), in bits per
+ * symbol: *entropy = the entropy of the split's own symbol frequencies,
+ * -sum p log2 p (the loss of a model that predicts every symbol with the split's
+ * frequencies, ignoring all context: the baseline a model must beat); *cross (may be
+ * NULL) = the mean -log2 q of the split's symbols under q = the TRAINING split's
+ * frequencies with add-one (Laplace) smoothing over the V symbols (what that baseline
+ * scores on held-out text). Errors: LB_ERR_STATE for a task file, LB_ERR_VALUE for an
+ * unknown or empty split. */
+typedef struct lb_dataset lb_dataset;
+lb_status lb_text_unigram_bits(const lb_dataset *ds, const char *split, double *entropy, double *cross);
+
+/* LB_OK when a and b are the same vocabulary (kind, symbols in order, <unk> id);
+ * otherwise LB_ERR_VALUE "A's vocabulary (char, 85 symbols) is not B's (char, 90
+ * symbols): ..." naming the first difference, with name_a and name_b for the two. */
+lb_status lb_vocab_check_same(const lb_vocab *a, const lb_vocab *b, const char *name_a, const char *name_b);
+
+/* ---- import ---- */
+
+typedef struct lb_text_options {
+    lb_vocab_kind vocab;  /* default LB_VOCAB_CHAR */
+    double val_fraction;  /* [0, 0.5], default 0.1 */
+    double test_fraction; /* [0, 0.5], default 0.05 */
+    lb_unk_policy unk;    /* default LB_UNK_MAP */
+    int64_t max_vocab;    /* the most distinct training characters (char): 2 .. 1,114,112, default 8192 */
+} lb_text_options;
+
+void lb_text_options_default(lb_text_options *opt);
+
+/* What an import made. */
+typedef struct lb_text_summary {
+    int64_t source_bytes;          /* bytes read from every input */
+    int64_t tokens[3];             /* symbols of train, val, test */
+    int64_t vocab_size;            /* V, <unk> included */
+    int64_t unknown;               /* val/test characters mapped to <unk> */
+    int32_t first_unknown;         /* the first of them (code point), when unknown > 0 */
+    char first_unknown_where[512]; /* its file and byte offset, "FILE, byte offset K" */
+} lb_text_summary;
+
+/* Reads paths[0..n_paths) ("-" = standard input, at most once), builds the token streams
+ * and the vocabulary (above) and writes the corpus to `out_path`: written to
+ * "<out_path>.tmp" by a child process and renamed into place only when complete, through
+ * data/output.h's checks (a device, FIFO, folder or symbolic link at the path is refused,
+ * and so is a path that is one of the inputs, whatever its spelling); nothing is written
+ * on any error. Memory: the text (1 byte per byte) plus 4 bytes per symbol (and 4.4 MB
+ * of code-point tables for char).
+ * Errors (one message naming the file, and the byte offset where it applies):
+ * LB_ERR_IO: a missing or unreadable input ("Permission denied"), an input that is a
+ * folder, a device or a socket, a read or write failure, another process writing
+ * out_path; LB_ERR_VALUE: an empty input, invalid UTF-8 with LB_VOCAB_CHAR, a text of
+ * fewer than LB_TEXT_MIN_TOKENS symbols, a training split of fewer than
+ * LB_TEXT_MIN_TRAIN_TOKENS or a val/test split of fewer than LB_TEXT_MIN_SPLIT_TOKENS
+ * (when its fraction is > 0), more than max_vocab distinct training characters ("...:
+ * import it with --vocab byte"), a val/test character outside the training vocabulary
+ * with LB_UNK_ERROR, options out of range; LB_ERR_MEMORY. summary may be NULL. */
+lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, int n_paths, const char *out_path,
+                         lb_text_summary *summary);
+
+LB_API_END
+
+#endif

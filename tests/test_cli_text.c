@@ -1,0 +1,269 @@
+/* `lookback data text`, `data info`, `train` and `eval` on text, through the built
+ * command as a user runs it: every bad input gives one line, exit 1 (usage errors 2) and
+ * writes nothing; every family trains a few steps on a real text file; the reports give
+ * bits per character. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli_support.h"
+
+
+
+/* A real text file: the GPL (Debian's base-files), or generated English-like text. */
+static const char *real_text(void)
+{
+    static char path[512];
+    if (path[0])
+        return path;
+    if (access("/usr/share/common-licenses/GPL-3", R_OK) == 0) {
+        snprintf(path, sizeof path, "/usr/share/common-licenses/GPL-3");
+        return path;
+    }
+    snprintf(path, sizeof path, "%s", path_in("generated.txt"));
+    FILE *f = fopen(path, "w");
+    static const char *const words[] = {"the", "state", "of", "union", "is", "strong", "and", "we", "will", "work"};
+    for (int i = 0; f && i < 20000; i++)
+        fprintf(f, "%s%s", words[(i * 7 + i / 3) % 10], i % 13 == 12 ? ".\n" : " ");
+    if (f)
+        fclose(f);
+    return path;
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* Nothing was written: neither the output, its temporary file nor its lock. */
+static int nothing_written(const char *out)
+{
+    char tmp[600], lock[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    snprintf(lock, sizeof lock, "%s.lock", out);
+    return !exists(out) && !exists(tmp) && !exists(lock);
+}
+
+static void expect_refused(const char *const *args, const char *out, const char *message)
+{
+    run_result r = run(args);
+    EXPECT(r.code == 1 && one_error_line(&r, "data text") && contains(r.err, message) && nothing_written(out), r);
+    run_free(&r);
+}
+
+static void test_bad_inputs(void)
+{
+    char out[600];
+    snprintf(out, sizeof out, "%s", path_in("bad.h5"));
+    /* invalid UTF-8: its byte offset */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s", path_in("bad.txt"));
+    char text[2000];
+    memset(text, 'a', sizeof text);
+    text[1500] = (char)0xFF;
+    CU_ASSERT_TRUE(write_all(bad, text, sizeof text));
+    const char *a1[] = {"data", "text", bad, "-o", out, NULL};
+    expect_refused(a1, out, "invalid UTF-8 at byte offset 1500");
+    /* empty, too short */
+    char empty[600];
+    snprintf(empty, sizeof empty, "%s", path_in("empty.txt"));
+    CU_ASSERT_TRUE(write_all(empty, "", 0));
+    const char *a2[] = {"data", "text", empty, "-o", out, NULL};
+    expect_refused(a2, out, "is empty");
+    char shorter[600];
+    snprintf(shorter, sizeof shorter, "%s", path_in("short.txt"));
+    CU_ASSERT_TRUE(write_all(shorter, "a short text\n", 13));
+    const char *a3[] = {"data", "text", shorter, "-o", out, NULL};
+    expect_refused(a3, out, "fewer than the 1024 needed");
+    /* a folder, a device, a missing file, standard input with nothing on it */
+    const char *a4[] = {"data", "text", work_dir, "-o", out, NULL};
+    expect_refused(a4, out, "is a folder");
+    const char *a5[] = {"data", "text", "/dev/zero", "-o", out, NULL};
+    expect_refused(a5, out, "/dev/zero: is a device");
+    const char *a6[] = {"data", "text", path_in("missing.txt"), "-o", out, NULL};
+    expect_refused(a6, out, "No such file or directory");
+    const char *a7[] = {"data", "text", "-", "-o", out, NULL};
+    expect_refused(a7, out, "standard input: is empty");
+    /* more distinct characters than the limit: --vocab byte is suggested */
+    const char *a8[] = {"data", "text", real_text(), "--max-vocab", "20", "-o", out, NULL};
+    expect_refused(a8, out, "--vocab byte");
+    /* the output may not be an input, a device or a link */
+    char copy[600];
+    snprintf(copy, sizeof copy, "%s", path_in("copy.txt"));
+    size_t size = 0;
+    char *bytes = read_all(real_text(), &size);
+    CU_ASSERT_TRUE(bytes && write_all(copy, bytes, size));
+    const char *a9[] = {"data", "text", copy, "-o", copy, "--force", NULL};
+    run_result r = run(a9);
+    size_t after = 0;
+    char *still = read_all(copy, &after);
+    EXPECT(r.code == 1 && one_error_line(&r, "data text") && contains(r.err, "never writes over its inputs") &&
+               still && after == size && memcmp(still, bytes, size) == 0,
+           r);
+    run_free(&r);
+    free(still);
+    free(bytes);
+    const char *a10[] = {"data", "text", copy, "-o", "/dev/null", NULL};
+    r = run(a10);
+    EXPECT(r.code == 1 && one_error_line(&r, "data text") && contains(r.err, "is a device"), r);
+    run_free(&r);
+}
+
+/* An unreadable file, as a user who may not read it (root reads everything). */
+static void test_unreadable(void)
+{
+    char locked[600];
+    snprintf(locked, sizeof locked, "%s", path_in("locked.txt"));
+    size_t size = 0;
+    char *bytes = read_all(real_text(), &size);
+    CU_ASSERT_FATAL(bytes && write_all(locked, bytes, size));
+    free(bytes);
+    chmod(work_dir, 0777);
+    CU_ASSERT_EQUAL(chmod(locked, 0), 0);
+    char out[600], err[600];
+    snprintf(out, sizeof out, "%s", path_in("perm.h5"));
+    snprintf(err, sizeof err, "%s", path_in("perm.err"));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        int devnull = open("/dev/null", O_RDWR);
+        if (fd < 0 || devnull < 0)
+            _exit(126);
+        fchmod(fd, 0666);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(fd, 2);
+        if (getuid() == 0 && (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(125);
+        execl(LB_LOOKBACK_BIN, LB_LOOKBACK_BIN, "data", "text", locked, "-o", out, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char *msg = read_all(err, NULL);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    CU_ASSERT_TRUE(msg && contains(msg, "Permission denied") && count_lines(msg) == 1);
+    CU_ASSERT_TRUE(nothing_written(out));
+    if (msg && !contains(msg, "Permission denied"))
+        fprintf(stderr, "\n  stderr: %s\n", msg);
+    free(msg);
+    chmod(locked, 0644);
+}
+
+static void test_usage_errors(void)
+{
+    char out[600];
+    snprintf(out, sizeof out, "%s", path_in("usage.h5"));
+    const char *a1[] = {"data", "text", "-o", out, NULL};
+    const char *a2[] = {"data", "text", real_text(), NULL};
+    const char *a3[] = {"data", "text", real_text(), "--vocab", "word", "-o", out, NULL};
+    const char *a4[] = {"data", "text", real_text(), "--val-fraction", "0.9", "-o", out, NULL};
+    const char *a5[] = {"data", "text", real_text(), "--unk", "drop", "-o", out, NULL};
+    const char *a6[] = {"data", "text", real_text(), "--vocab", "byte", "--vocab", "char", "-o", out, NULL};
+    const char *const *cases[] = {a1, a2, a3, a4, a5, a6};
+    const char *says[] = {"missing the text", "missing the output", "--vocab", "--val-fraction", "--unk",
+                          "given twice"};
+    for (int i = 0; i < 6; i++) {
+        run_result r = run(cases[i]);
+        EXPECT(r.code == 2 && count_lines(r.err) == 1 && contains(r.err, says[i]) && nothing_written(out), r);
+        run_free(&r);
+    }
+}
+
+/* Import (also from standard input), describe, train every family a few steps, evaluate. */
+static void test_import_train_eval(void)
+{
+    char corpus[600], stdin_corpus[600];
+    snprintf(corpus, sizeof corpus, "%s", path_in("gpl.h5")); /* path_in's buffers rotate */
+    snprintf(stdin_corpus, sizeof stdin_corpus, "%s", path_in("stdin.h5"));
+    const char *imp[] = {"data", "text", real_text(), "-o", corpus, NULL};
+    run_result r = run(imp);
+    EXPECT(r.code == 0 && contains(r.out, "wrote") && contains(r.out, "char vocabulary"), r);
+    run_free(&r);
+    /* the same text through standard input gives the same tokens */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cat '%s' | '%s' data text - -o '%s' --quiet", real_text(), LB_LOOKBACK_BIN,
+             stdin_corpus);
+    const char *sh[] = {"-c", cmd, NULL};
+    r = run_program("sh", sh);
+    EXPECT(r.code == 0 && r.out[0] == '\0', r);
+    run_free(&r);
+    const char *info[] = {"data", "info", corpus, NULL};
+    r = run(info);
+    EXPECT(r.code == 0 && contains(r.out, "task      text") && contains(r.out, "unigram entropy (train)") &&
+               contains(r.out, "bits per character") && contains(r.out, "most frequent"),
+           r);
+    run_free(&r);
+    const char *info2[] = {"data", "info", stdin_corpus, NULL};
+    run_result r2 = run(info2);
+    r = run(info);
+    EXPECT(r.code == 0 && r2.code == 0 && strcmp(strchr(r.out, '\n'), strchr(r2.out, '\n')) == 0, r2);
+    run_free(&r);
+    run_free(&r2);
+    static const char *const kinds[] = {"transformer", "local", "lstm", "conv"};
+    for (int k = 0; k < 4; k++) {
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s/run_%s", work_dir, kinds[k]);
+        const char *train[] = {"train",  "--data", corpus, "--model", kinds[k], "--steps", "4",   "--batch", "4",
+                               "--seq-len", "16", "--eval-every", "2", "--d-model", "16", "--layers", "1", "--threads",
+                               "1",      "--out",  dir,    NULL};
+        r = run(train);
+        EXPECT(r.code == 0 && contains(r.err, "bits per char") && contains(r.err, "nats/token") &&
+                   contains(r.err, "perplexity"),
+               r);
+        run_free(&r);
+        char path[700];
+        snprintf(path, sizeof path, "%s/metrics.csv", dir);
+        char *metrics = read_all(path, NULL);
+        CU_ASSERT_TRUE(metrics && contains(metrics, "skipped,bits_per_char,perplexity") && count_lines(metrics) == 5);
+        free(metrics);
+        snprintf(path, sizeof path, "%s/checkpoint.h5", dir);
+        const char *eval[] = {"eval", "--checkpoint", path, "--data", corpus, "--json", NULL};
+        r = run(eval);
+        EXPECT(r.code == 0 && contains(r.out, "\"bits_per_char\":") && contains(r.out, "\"perplexity\":") &&
+                   contains(r.out, "\"seq_len\":16"),
+               r);
+        run_free(&r);
+    }
+    /* --seq-len is for text: refused on a task file, as is a corpus with another vocabulary */
+    const char *task[] = {"train", "--data", small_data(), "--seq-len", "8", "--steps", "1", "--out",
+                          path_in("run_task"), NULL};
+    r = run(task);
+    EXPECT(r.code == 2 && one_error_line(&r, "train") && contains(r.err, "--seq-len"), r);
+    run_free(&r);
+    char bytes_corpus[600];
+    snprintf(bytes_corpus, sizeof bytes_corpus, "%s", path_in("bytes.h5"));
+    const char *imp2[] = {"data", "text", real_text(), "--vocab", "byte", "-o", bytes_corpus, "--quiet", NULL};
+    r = run(imp2);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/run_lstm/checkpoint.h5", work_dir);
+    const char *other[] = {"eval", "--checkpoint", ck, "--data", bytes_corpus, NULL};
+    r = run(other);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") && contains(r.err, "different vocabularies"), r);
+    run_free(&r);
+}
+
+int main(void)
+{
+    snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_text_%d", (int)getpid());
+    mkdir(work_dir, 0777);
+    const lb_test_case cases[] = {
+        {"data text: bad inputs give one line, exit 1, nothing written", test_bad_inputs},
+        {"data text: an unreadable file says Permission denied", test_unreadable},
+        {"data text: usage errors exit 2", test_usage_errors},
+        {"import, info, every family trains, eval in bits per character", test_import_train_eval},
+        {NULL, NULL},
+    };
+    int rc = lb_test_main("cli_text", cases);
+    remove_tree(work_dir);
+    return rc;
+}
