@@ -40,6 +40,7 @@
 #include "optim/schedule.h"
 #include "tensor/blas.h"
 #include "tensor/clock.h"
+#include "tensor/names.h"
 #include "tensor/error.h"
 #include "tensor/isa.h"
 #include "tensor/kernels.h"

@@ -90,10 +90,6 @@
 #define LB_BENCH_ISA_CHECK() LB_OK
 #endif
 
-#ifndef LB_BENCH_HAVE_FUSED
-#define LB_BENCH_HAVE_FUSED 0
-#endif
-
 #define FAIL(what)                                                                                                 \
     do {                                                                                                           \
         fprintf(stderr, "bench_lookback: %s failed: %s\n", what, lb_last_error());                                 \
@@ -551,11 +547,7 @@ static int kernel_step(void *ctx)
     lb_attn_mask mask = {0};
     mask.causal = 1;
     lb_var *q = leaf(c->g, c->q, 1), *k = leaf(c->g, c->k, 1), *v = leaf(c->g, c->v, 1);
-#if LB_BENCH_HAVE_FUSED
     lb_var *out = lb_attention_fused(c->g, q, k, v, &mask, c->scale);
-#else
-    lb_var *out = lb_attention(c->g, q, k, v, &mask, NULL, NULL);
-#endif
     if (!out)
         FAIL("K1 attention forward");
     if (c->backward && lb_backward(c->g, out, c->grad_out) != LB_OK)
@@ -600,7 +592,7 @@ static int run_k1(const bench_opts *o)
              "\"shape\":\"B=1 H=4 T=4096 d=64 causal\",\"op\":\"%s\",\"gflop\":%.4g,\"gflops\":%.4g,"
              "\"sgemm_gflops\":%.4g,\"sgemm_gflops_before\":%.4g,\"sgemm_gflops_after\":%.4g,\"pct_of_sgemm\":%.1f,"
              "\"fwd_median_s\":%.6g,\"fwd_gflops\":%.4g,\"bwd_gflops\":%.4g",
-             LB_BENCH_HAVE_FUSED ? "lb_attention_fused" : "lb_attention (materialized)", step_flop / 1e9,
+             "lb_attention_fused", step_flop / 1e9,
              step_flop / r.median_s / 1e9, sgemm, sgemm_before, sgemm_after,
              sgemm > 0 ? 100.0 * step_flop / r.median_s / 1e9 / sgemm : 0.0, fwd.median_s, fwd_flop / fwd.median_s / 1e9,
              r.median_s > fwd.median_s ? 2.5 * fwd_flop / (r.median_s - fwd.median_s) / 1e9 : 0.0);
@@ -669,7 +661,7 @@ static int run_info(void)
     printf(",\"openblas_threads\":%d", blas.blas_threads);
     printf(",\"attention_isa\":");
     json_string(LB_BENCH_ATTENTION_ISA());
-    printf(",\"fused_attention_op\":%s,\"lb_set_num_threads\":%s}\n", LB_BENCH_HAVE_FUSED ? "true" : "false",
+    printf(",\"fused_attention_op\":%s,\"lb_set_num_threads\":%s}\n", "true",
 #if defined(__has_include) && __has_include("tensor/threads.h")
            "true"
 #else
@@ -698,7 +690,7 @@ static int run_attention(const bench_opts *o, const char *name, int64_t b, int64
     snprintf(extra, sizeof extra,
              "\"shape\":\"B=%lld T=%lld d_model=d_k=d_v=64 causal%s\",\"fused_op_present\":%s,\"gflop\":%.4g,"
              "\"gflops\":%.4g",
-             (long long)b, (long long)t, training_step ? " (training step)" : "", LB_BENCH_HAVE_FUSED ? "true" : "false",
+             (long long)b, (long long)t, training_step ? " (training step)" : "", "true",
              gflop, gflop / r.median_s);
     bench_print_json("lookback", name, o->threads, &r, base, extra);
     attn_free(&c);

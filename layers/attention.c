@@ -1,6 +1,7 @@
 /* Attention layers. Named dims as in attention.h: B, T, Tq, Tk, H, P, d_model,
  * d_k, d_v, d_head. */
 #include "layers/attention.h"
+#include "tensor/names.h"
 #include "layers/attention_internal.h"
 
 #include <math.h>
@@ -224,18 +225,17 @@ static const char *const length_scale_names[] = {"none", "log-n", "scalable"};
 
 const char *lb_length_scale_name(lb_length_scale kind)
 {
-    return kind >= LB_LENGTH_SCALE_NONE && kind <= LB_LENGTH_SCALE_SCALABLE ? length_scale_names[kind] : "unknown";
+    return lb_name_of(length_scale_names, LB_COUNT_OF(length_scale_names), (int)kind, "unknown");
 }
 
 lb_status lb_length_scale_parse(const char *name, lb_length_scale *out)
 {
-    for (int i = 0; name && i < 3; i++)
-        if (strcmp(name, length_scale_names[i]) == 0) {
-            *out = (lb_length_scale)i;
-            return LB_OK;
-        }
-    return lb_error(LB_ERR_VALUE, "softmax length scaling '%s' is not one of none, log-n, scalable",
-                    name ? name : "(null)");
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("softmax length scaling", length_scale_names, LB_COUNT_OF(length_scale_names), name, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_length_scale)i;
+    return st;
 }
 
 lb_status lb_mha_set_length_scale(lb_mha *a, lb_params *ps, const char *prefix, lb_length_scale kind,

@@ -22,6 +22,7 @@
  * the head does not change the body's initial weights.
  */
 #include "layers/model.h"
+#include "tensor/names.h"
 #include "layers/model_internal.h"
 
 #include <math.h>
@@ -45,36 +46,34 @@ static const char *const kind_names[] = {"transformer", "local", "lstm", "conv"}
 
 const char *lb_model_kind_name(lb_model_kind kind)
 {
-    return kind >= LB_MODEL_TRANSFORMER && kind <= LB_MODEL_CONV ? kind_names[kind] : "unknown";
+    return lb_name_of(kind_names, LB_COUNT_OF(kind_names), (int)kind, "unknown");
 }
 
 lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind)
 {
     LB_CHECK_ARG(kind, LB_ERR_VALUE);
-    for (int i = 0; name && i < 4; i++)
-        if (strcmp(name, kind_names[i]) == 0) {
-            *kind = (lb_model_kind)i;
-            return LB_OK;
-        }
-    return lb_error(LB_ERR_VALUE, "model kind '%s' is not one of transformer, local, lstm, conv", name ? name : "(null)");
+    int i = 0;
+    lb_status st = lb_name_parse("model kind", kind_names, LB_COUNT_OF(kind_names), name, 0, &i);
+    if (st == LB_OK)
+        *kind = (lb_model_kind)i;
+    return st;
 }
 
 static const char *const init_names[] = {"default", "gpt2"};
 
 const char *lb_init_scheme_name(lb_init_scheme s)
 {
-    return s == LB_INIT_DEFAULT || s == LB_INIT_GPT2 ? init_names[s] : "unknown";
+    return lb_name_of(init_names, LB_COUNT_OF(init_names), (int)s, "unknown");
 }
 
 lb_status lb_init_scheme_parse(const char *name, lb_init_scheme *out)
 {
     LB_CHECK_ARG(out, LB_ERR_VALUE);
-    for (int i = 0; name && i < 2; i++)
-        if (strcmp(name, init_names[i]) == 0) {
-            *out = (lb_init_scheme)i;
-            return LB_OK;
-        }
-    return lb_error(LB_ERR_VALUE, "initialisation '%s' is not one of default, gpt2", name ? name : "(null)");
+    int i = 0;
+    lb_status st = lb_name_parse("initialisation", init_names, LB_COUNT_OF(init_names), name, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_init_scheme)i;
+    return st;
 }
 
 /* ---- validation ---- */

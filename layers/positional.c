@@ -1,4 +1,5 @@
 #include "layers/positional.h"
+#include "tensor/names.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -8,18 +9,17 @@ static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rotary
 
 const char *lb_pos_kind_name(lb_pos_kind pos)
 {
-    return pos >= LB_POS_NONE && pos <= LB_POS_ROTARY ? pos_names[pos] : "unknown";
+    return lb_name_of(pos_names, LB_COUNT_OF(pos_names), (int)pos, "unknown");
 }
 
 lb_status lb_pos_kind_parse(const char *name, lb_pos_kind *pos)
 {
-    for (int i = 0; name && i < 4; i++)
-        if (strcmp(name, pos_names[i]) == 0) {
-            *pos = (lb_pos_kind)i;
-            return LB_OK;
-        }
-    return lb_error(LB_ERR_VALUE, "positional encoding '%s' is not one of none, sinusoidal, learned, rotary",
-                    name ? name : "(null)");
+    LB_CHECK_ARG(pos, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("positional encoding", pos_names, LB_COUNT_OF(pos_names), name, 0, &i);
+    if (st == LB_OK)
+        *pos = (lb_pos_kind)i;
+    return st;
 }
 
 lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix, lb_pos_kind kind,

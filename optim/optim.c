@@ -1,5 +1,6 @@
 /* SGD, Adam and AdamW over an array of parameters (see optim.h for the rules). */
 #include "optim/optim.h"
+#include "tensor/names.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,22 +33,17 @@ static const char *const kind_names[] = {"sgd", "adam", "adamw"};
 
 const char *lb_optim_kind_name(lb_optim_kind kind)
 {
-    if ((int)kind < 0 || (int)kind >= (int)(sizeof kind_names / sizeof kind_names[0]))
-        return "unknown";
-    return kind_names[kind];
+    return lb_name_of(kind_names, LB_COUNT_OF(kind_names), (int)kind, "unknown");
 }
 
 lb_status lb_optim_kind_parse(const char *name, lb_optim_kind *kind)
 {
     LB_CHECK_ARG(kind, LB_ERR_VALUE);
-    for (int k = 0; name && k < (int)(sizeof kind_names / sizeof kind_names[0]); k++) {
-        if (strcasecmp(name, kind_names[k]) == 0) {
-            *kind = (lb_optim_kind)k;
-            return LB_OK;
-        }
-    }
-    return lb_error(LB_ERR_VALUE, "optimizer: unknown name '%s'; expected one of sgd, adam, adamw",
-                    name ? name : "(null)");
+    int i = 0;
+    lb_status st = lb_name_parse("optimizer", kind_names, LB_COUNT_OF(kind_names), name, 1, &i);
+    if (st == LB_OK)
+        *kind = (lb_optim_kind)i;
+    return st;
 }
 
 lb_optim_config lb_optim_defaults(lb_optim_kind kind)

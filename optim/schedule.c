@@ -1,5 +1,6 @@
 /* Learning-rate schedules (see schedule.h for the formulas). */
 #include "optim/schedule.h"
+#include "tensor/names.h"
 
 #include <math.h>
 #include <string.h>
@@ -10,19 +11,17 @@ enum { N_KINDS = (int)(sizeof kind_names / sizeof kind_names[0]) };
 
 const char *lb_schedule_kind_name(lb_schedule_kind kind)
 {
-    return ((int)kind >= 0 && (int)kind < N_KINDS) ? kind_names[kind] : "unknown";
+    return lb_name_of(kind_names, LB_COUNT_OF(kind_names), (int)kind, "unknown");
 }
 
 lb_status lb_schedule_kind_parse(const char *name, lb_schedule_kind *kind)
 {
-    for (int k = 0; name && k < N_KINDS; k++) {
-        if (strcasecmp(name, kind_names[k]) == 0) {
-            *kind = (lb_schedule_kind)k;
-            return LB_OK;
-        }
-    }
-    return lb_error(LB_ERR_VALUE, "schedule: unknown name '%s'; expected one of constant, cosine, step",
-                    name ? name : "(null)");
+    LB_CHECK_ARG(kind, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("schedule", kind_names, LB_COUNT_OF(kind_names), name, 1, &i);
+    if (st == LB_OK)
+        *kind = (lb_schedule_kind)i;
+    return st;
 }
 
 static lb_schedule blank(lb_schedule_kind kind, double base_lr)

@@ -39,7 +39,7 @@ void lb_k_softmax(const lb_tensor *x, lb_tensor *out, int log);
 /* Sum of all elements of a contiguous tensor, accumulated in double. */
 double lb_k_sum_all(const lb_tensor *x);
 
-/* Largest |x| and whether every element is finite (1) or not (0). */
+/* 1 when every element of x is finite (no NaN, no infinity), 0 otherwise. */
 int lb_k_all_finite(const lb_tensor *x);
 
 LB_API_END

@@ -1,4 +1,5 @@
 /* Tensor views, broadcasting rules and the seeded generator. */
+#include "tensor/names.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
 #include "support.h"
@@ -116,6 +117,26 @@ static void test_rng_reproducible(void)
         CU_ASSERT_EQUAL(seen[i], 1);
 }
 
+static void test_names(void)
+{
+    static const char *const two[] = {"wall", "cpu"}, *const three[] = {"sgd", "adam", "adamw"};
+    int i = -1;
+    CU_ASSERT_EQUAL(LB_COUNT_OF(three), 3);
+    CU_ASSERT_STRING_EQUAL(lb_name_of(three, LB_COUNT_OF(three), 2, "unknown"), "adamw");
+    CU_ASSERT_STRING_EQUAL(lb_name_of(three, LB_COUNT_OF(three), 3, "unknown"), "unknown");
+    CU_ASSERT_PTR_NULL(lb_name_of(three, LB_COUNT_OF(three), -1, NULL));
+    CU_ASSERT_EQUAL(lb_name_parse("optimizer", three, 3, "adam", 0, &i), LB_OK);
+    CU_ASSERT_EQUAL(i, 1);
+    CU_ASSERT_EQUAL(lb_name_parse("optimizer", three, 3, "AdamW", 1, &i), LB_OK);
+    CU_ASSERT_EQUAL(i, 2);
+    CU_ASSERT_EQUAL(lb_name_parse("optimizer", three, 3, "AdamW", 0, &i), LB_ERR_VALUE);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "optimizer 'AdamW': expected one of sgd, adam, adamw");
+    CU_ASSERT_EQUAL(lb_name_parse("budget clock", two, 2, NULL, 0, &i), LB_ERR_VALUE);
+    CU_ASSERT_STRING_EQUAL(lb_last_error(), "budget clock '(null)': expected wall or cpu");
+    CU_ASSERT_EQUAL(lb_name_parse("x", NULL, 2, "wall", 0, &i), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(i, 2); /* untouched on error */
+}
+
 int main(void)
 {
     const lb_test_case cases[] = {
@@ -124,6 +145,7 @@ int main(void)
         {"expand gives stride 0", test_expand},
         {"an error message may wrap the previous one", test_error_wraps_previous},
         {"seeded generator is reproducible and well distributed", test_rng_reproducible},
+        {"enum names read both ways from one table", test_names},
         {NULL, NULL},
     };
     return lb_test_main("tensor", cases);

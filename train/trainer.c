@@ -1,4 +1,5 @@
 #include "train/trainer.h"
+#include "tensor/names.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -163,20 +164,21 @@ lb_status lb_train_config_check(const lb_train_config *cfg)
     return lb_schedule_check(&s);
 }
 
+static const char *const select_names[] = {"accuracy", "loss"};
+
 const char *lb_val_select_name(lb_val_select s)
 {
-    return s == LB_SELECT_ACCURACY ? "accuracy" : s == LB_SELECT_LOSS ? "loss" : NULL;
+    return lb_name_of(select_names, LB_COUNT_OF(select_names), (int)s, NULL);
 }
 
 lb_status lb_val_select_parse(const char *name, lb_val_select *out)
 {
-    if (name && strcmp(name, "accuracy") == 0)
-        *out = LB_SELECT_ACCURACY;
-    else if (name && strcmp(name, "loss") == 0)
-        *out = LB_SELECT_LOSS;
-    else
-        return lb_error(LB_ERR_VALUE, "validation score '%s': expected accuracy or loss", name ? name : "(null)");
-    return LB_OK;
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("validation score", select_names, LB_COUNT_OF(select_names), name, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_val_select)i;
+    return st;
 }
 
 double lb_val_score(const lb_eval_result *r, lb_val_select select, int *higher_better)
@@ -193,18 +195,17 @@ static const char *const decay_names[] = {"all", "matrices", "linear"};
 
 const char *lb_decay_params_name(lb_decay_params d)
 {
-    return d >= LB_DECAY_ALL && d <= LB_DECAY_LINEAR ? decay_names[d] : NULL;
+    return lb_name_of(decay_names, LB_COUNT_OF(decay_names), (int)d, NULL);
 }
 
 lb_status lb_decay_params_parse(const char *name, lb_decay_params *out)
 {
     LB_CHECK_ARG(out, LB_ERR_VALUE);
-    for (int i = 0; name && i < 3; i++)
-        if (strcmp(name, decay_names[i]) == 0) {
-            *out = (lb_decay_params)i;
-            return LB_OK;
-        }
-    return lb_error(LB_ERR_VALUE, "decayed parameters '%s': expected all, matrices or linear", name ? name : "(null)");
+    int i = 0;
+    lb_status st = lb_name_parse("decayed parameters", decay_names, LB_COUNT_OF(decay_names), name, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_decay_params)i;
+    return st;
 }
 
 int lb_decay_params_applies(lb_decay_params rule, const lb_model *m, const lb_var *p)
@@ -220,20 +221,21 @@ int lb_decay_params_applies(lb_decay_params rule, const lb_model *m, const lb_va
     return 0;
 }
 
+static const char *const clock_names[] = {"wall", "cpu"};
+
 const char *lb_budget_clock_name(lb_budget_clock c)
 {
-    return c == LB_BUDGET_WALL ? "wall" : c == LB_BUDGET_CPU ? "cpu" : NULL;
+    return lb_name_of(clock_names, LB_COUNT_OF(clock_names), (int)c, NULL);
 }
 
 lb_status lb_budget_clock_parse(const char *name, lb_budget_clock *out)
 {
-    if (name && strcmp(name, "wall") == 0)
-        *out = LB_BUDGET_WALL;
-    else if (name && strcmp(name, "cpu") == 0)
-        *out = LB_BUDGET_CPU;
-    else
-        return lb_error(LB_ERR_VALUE, "budget clock '%s': expected wall or cpu", name ? name : "(null)");
-    return LB_OK;
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("budget clock", clock_names, LB_COUNT_OF(clock_names), name, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_budget_clock)i;
+    return st;
 }
 
 /* ---- the task's loss and accuracy ---- */
