@@ -92,6 +92,7 @@ static lb_status write_attention(const char *path, const lb_tensor *weights, con
     lb_status st = lb_output_check(path, "attention output");
     if (st != LB_OK)
         return st;
+    int replace = lb_output_present(path);
     lb_batch b;
     if ((st = lb_dataset_slice(data, split, 0, weights->shape[0], &b)) != LB_OK)
         return st;
@@ -109,7 +110,7 @@ static lb_status write_attention(const char *path, const lb_tensor *weights, con
     lb_tensor_free(w32);
     lb_batch_free(&b);
     if (st == LB_OK)
-        return lb_output_commit(tmp, path, "attention output");
+        return lb_output_finish(tmp, path, "attention output", replace);
     remove(tmp);
     return st;
 }

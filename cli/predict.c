@@ -144,6 +144,7 @@ typedef struct predict_file {
     const float *target_values; /* [N] regression */
     const int32_t *distance;    /* [N] or NULL */
     const int32_t *lengths;     /* [N] or NULL */
+    int replace;                /* a file was at path when the command began (--force) */
 } predict_file;
 
 /* The HDF5 writing of write_predictions, run in a child process (lb_h5_isolated): after
@@ -224,7 +225,7 @@ static lb_status write_predictions(const predict_file *o)
     snprintf(tmp, sizeof tmp, "%s.tmp", o->path);
     st = lb_h5_isolated(write_predictions_job, NULL, (void *)o, 0, 1, tmp);
     if (st == LB_OK)
-        st = lb_output_commit(tmp, o->path, "predictions file");
+        st = lb_output_finish(tmp, o->path, "predictions file", o->replace);
     else
         remove(tmp);
     lb_output_unlock(o->path, lock);
@@ -308,6 +309,7 @@ int lb_cli_predict(int argc, char **argv)
     struct stat sb;
     if (stat(out, &sb) == 0 && !force)
         return lb_cli_error(cmd, 1, "%s already exists; choose another -o or add --force", out);
+    int replace = lb_output_present(out); /* with --force: what was there now, nothing that appears later */
     if (lb_run_set_threads((int)threads) < 0)
         return lb_cli_fail(cmd);
     lb_dataset *data = lb_dataset_open(data_path);
@@ -374,7 +376,7 @@ int lb_cli_predict(int argc, char **argv)
     double seconds = lb_clock_wall() - t_start;
     lb_graph_free(g);
     predict_file pf = {out, ck, data_path, split, incremental ? "incremental" : "full", mc, &pr,
-                       all.targets, all.target_values, all.distance, all.lengths};
+                       all.targets, all.target_values, all.distance, all.lengths, replace};
     if (st != LB_OK || write_predictions(&pf) != LB_OK) {
         code = lb_cli_fail(cmd);
     } else {

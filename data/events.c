@@ -1139,6 +1139,7 @@ static lb_status write_output(import *im)
     lb_status st = lb_output_check(path, "data file");
     if (st != LB_OK)
         return st;
+    int replace = lb_output_present(path); /* what the user saw there (--force); nothing else is replaced */
     if (!(im->schema_json = lb_event_schema_to_json(im->schema)))
         return lb_last_status();
     int lock = -1;
@@ -1157,7 +1158,7 @@ static lb_status write_output(import *im)
     st = lb_h5_isolated(write_file, NULL, &job, 0, 1, tmp);
     lb_h5_quiet_end(&quiet);
     if (st == LB_OK)
-        st = lb_output_commit(tmp, path, "data file");
+        st = lb_output_finish(tmp, path, "data file", replace);
     if (st != LB_OK)
         remove(tmp);
     free(tmp);

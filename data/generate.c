@@ -475,6 +475,7 @@ lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_prog
         w.base[s] = lb_rng_next(&root);
     if ((st = lb_output_check(path, "data file")) != LB_OK)
         return st;
+    int replace = lb_output_present(path); /* what the user saw there (--force); nothing else is replaced */
     int lock = -1; /* two writers of one file: the second is refused, naming it */
     if ((st = lb_output_lock(path, "data file", &lock)) != LB_OK)
         return st;
@@ -496,7 +497,7 @@ lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_prog
     st = lb_h5_isolated(write_file, generate_all, &w, 0, 1, tmp);
     lb_h5_quiet_end(&quiet);
     if (st == LB_OK)
-        st = lb_output_commit(tmp, path, "data file");
+        st = lb_output_finish(tmp, path, "data file", replace);
     if (st != LB_OK)
         remove(tmp);
     free(tmp);

@@ -132,6 +132,42 @@ lb_status lb_output_commit(const char *tmp, const char *path, const char *what)
     return st;
 }
 
+lb_status lb_output_commit_new(const char *tmp, const char *path, const char *what)
+{
+    lb_status st = (!path || !*path) ? lb_error(LB_ERR_VALUE, "the path of the %s is empty", what)
+                                     : check_one(path, what);
+    if (st == LB_OK && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) != 0) {
+        int err = errno;
+        if (err == EINVAL || err == ENOSYS || err == ENOTSUP) { /* a file system without it: link + unlink */
+            err = link(tmp, path) == 0 ? 0 : errno;
+            if (err == 0)
+                unlink(tmp);
+        }
+        if (err == EEXIST)
+            st = lb_error(LB_ERR_IO,
+                          "%s: a file appeared there while the %s was being written; lookback leaves it alone and has "
+                          "not written the %s (remove it, or choose another path)",
+                          path, what, what);
+        else if (err != 0)
+            st = lb_error(LB_ERR_IO, "%s: cannot move the finished %s %s into place: %s", path, what, tmp,
+                          strerror(err));
+    }
+    if (st != LB_OK)
+        remove(tmp);
+    return st;
+}
+
+lb_status lb_output_finish(const char *tmp, const char *path, const char *what, int replace)
+{
+    return replace ? lb_output_commit(tmp, path, what) : lb_output_commit_new(tmp, path, what);
+}
+
+int lb_output_present(const char *path)
+{
+    struct stat sb;
+    return path && lstat(path, &sb) == 0;
+}
+
 /* LB_ERR_IO naming why nothing can be created in the folder of `path`. */
 static lb_status folder_error(const char *path, const char *what, int err)
 {

@@ -28,6 +28,18 @@ lb_status lb_output_check(const char *path, const char *what);
  * (lb_output_check); on any failure removes `tmp` and returns LB_ERR_IO naming both
  * (or the check's error). */
 lb_status lb_output_commit(const char *tmp, const char *path, const char *what);
+/* The same, but never replaces anything: when a file appeared at `path` while the
+ * writer worked (it was absent when the writer began), the rename fails and LB_ERR_IO
+ * says "PATH: a file appeared there while the WHAT was being written; lookback leaves
+ * it alone ..."; `tmp` is removed. renameat2(RENAME_NOREPLACE), or link + unlink on a
+ * file system without it: atomic, there is no moment at which a check could be beaten. */
+lb_status lb_output_commit_new(const char *tmp, const char *path, const char *what);
+/* lb_output_commit when `replace` (something was at `path` when the writer began, and
+ * the user asked to replace it), else lb_output_commit_new. Writers take `replace` from
+ * lb_output_present(path) before they start, so that only what the user saw is replaced. */
+lb_status lb_output_finish(const char *tmp, const char *path, const char *what, int replace);
+/* 1 when anything (a file, a link, ...) is at `path`, 0 otherwise or for NULL. */
+int lb_output_present(const char *path);
 
 /* Registers `path` as an input of this process (`what` names it in messages, e.g.
  * "the --data file"): from now on lb_output_check and lb_output_commit refuse, with

@@ -48,6 +48,7 @@ lb_status lb_files_write_json(struct json_object *root, const char *path, const 
 {
     char tmp[4200];
     lb_status st = lb_output_check(path, what);
+    int replace = lb_output_present(path);
     if (st == LB_OK && snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         st = lb_error(LB_ERR_VALUE, "%s: path too long", path);
     if (st == LB_OK && json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
@@ -56,7 +57,7 @@ lb_status lb_files_write_json(struct json_object *root, const char *path, const 
         remove(tmp);
     }
     json_object_put(root);
-    return st == LB_OK ? lb_output_commit(tmp, path, what) : st;
+    return st == LB_OK ? lb_output_finish(tmp, path, what, replace) : st;
 }
 
 lb_status lb_files_crc32(const char *path, uint32_t *crc, int64_t *bytes)

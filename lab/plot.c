@@ -178,6 +178,7 @@ static lb_status run_plot(const char *what, const char *requested, draw_fn draw,
         return lb_error_context("%s", what);
     if (lb_output_check(target, what) != LB_OK)
         return lb_last_status();
+    int replace = lb_output_present(target);
     /* PLplot looks for a folder for its temporary files in the current directory among
      * others and exits the process when that directory no longer exists. */
     char cwd[4096];
@@ -235,7 +236,7 @@ static lb_status run_plot(const char *what, const char *requested, draw_fn draw,
     else if (check_output(temp, device) != LB_OK)
         st = lb_error_context("%s: %s", what, target);
     else
-        st = lb_output_commit(temp, target, what);
+        st = lb_output_finish(temp, target, what, replace);
     if (st != LB_OK) {
         unlink(temp);
         return st;

@@ -1636,6 +1636,7 @@ lb_status lb_study_report(lb_study *s, double seconds)
     lb_status checked = lb_output_check(path, "study report");
     if (checked != LB_OK)
         return checked;
+    int replace = lb_output_present(path);
     FILE *f = fopen(tmp, "w");
     if (!f)
         return lb_error(LB_ERR_IO, "%s: cannot write (%s)", tmp, strerror(errno));
@@ -1647,7 +1648,7 @@ lb_status lb_study_report(lb_study *s, double seconds)
         unlink(tmp);
         return LB_ERR_IO;
     }
-    if ((checked = lb_output_commit(tmp, path, "study report")) != LB_OK)
+    if ((checked = lb_output_finish(tmp, path, "study report", replace)) != LB_OK)
         return checked;
     write_plots(s, st);
     return LB_OK;

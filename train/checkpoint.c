@@ -445,6 +445,7 @@ lb_status lb_trainer_save(const lb_trainer *t, const char *path)
     lb_status st = lb_output_check(path, "checkpoint");
     if (st != LB_OK)
         return st;
+    int replace = lb_output_present(path); /* the previous checkpoint; nothing that appears meanwhile */
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return lb_error(LB_ERR_VALUE, "checkpoint: path too long: %s", path);
     /* HDF5 writes in a child process: after a failed write (a full disk) libhdf5's
@@ -463,7 +464,7 @@ lb_status lb_trainer_save(const lb_trainer *t, const char *path)
             return lb_error(st, "%s; the previous checkpoint %s is kept", cause, path);
         return lb_error(st, "%s; no checkpoint was written to %s", cause, path);
     }
-    st = lb_output_commit(tmp, path, "checkpoint");
+    st = lb_output_finish(tmp, path, "checkpoint", replace);
     if (st == LB_OK)
         sync_path(path, 1);
     return st;
