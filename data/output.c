@@ -164,8 +164,9 @@ lb_status lb_output_finish(const char *tmp, const char *path, const char *what, 
 
 int lb_output_present(const char *path)
 {
+    LB_CHECK_ARG(path, 0);
     struct stat sb;
-    return path && lstat(path, &sb) == 0;
+    return lstat(path, &sb) == 0;
 }
 
 /* LB_ERR_IO naming why nothing can be created in the folder of `path`. */

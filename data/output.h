@@ -38,7 +38,8 @@ lb_status lb_output_commit_new(const char *tmp, const char *path, const char *wh
  * the user asked to replace it), else lb_output_commit_new. Writers take `replace` from
  * lb_output_present(path) before they start, so that only what the user saw is replaced. */
 lb_status lb_output_finish(const char *tmp, const char *path, const char *what, int replace);
-/* 1 when anything (a file, a link, ...) is at `path`, 0 otherwise or for NULL. */
+/* 1 when anything (a file, a link, ...) is at `path`, 0 otherwise (and for NULL, with an
+ * LB_ERR_VALUE error). */
 int lb_output_present(const char *path);
 
 /* Registers `path` as an input of this process (`what` names it in messages, e.g.
