@@ -6,6 +6,8 @@
  *     outputs and input gradients that agree within the recipe's tolerance;
  *   - a misuse: the call must return NULL with the recipe's status and a message
  *     naming the op and the offending shape or value.
+ *   - for a fused op (an LB_FUSED row of ops.def): values and input gradients equal, in
+ *     float64, those of the composition of simpler ops that the row names.
  * An op kind without a recipe row fails test_every_op_has_a_recipe. */
 #include <math.h>
 #include <stdio.h>
@@ -553,6 +555,229 @@ static void test_float32_agrees_with_float64(void)
     }
 }
 
+/* ---- compositions: each fused op (the LB_FUSED rows of autograd/ops.def) built from
+ * simpler ops, with its recipe's options; checked in float64 ---- */
+
+/* A constant [ndim, shape] of `values` in x's dtype on x's graph. */
+static lb_var *constant_like(lb_graph *g, const lb_var *x, int ndim, const int64_t *shape, const double *values)
+{
+    return lb_input(g, lb_tensor_from_doubles(x->value->dtype, ndim, shape, values), 0);
+}
+
+static lb_var *c_softmax(lb_graph *g, lb_var *const *x) { return lb_exp(g, lb_sub(g, x[0], lb_logsumexp(g, x[0], -1, 1))); }
+static lb_var *c_log_softmax(lb_graph *g, lb_var *const *x) { return lb_sub(g, x[0], lb_logsumexp(g, x[0], -1, 1)); }
+/* logsumexp over dim 1 of [2, 3, 4] */
+static lb_var *c_logsumexp(lb_graph *g, lb_var *const *x)
+{
+    lb_var *m = lb_amax(g, x[0], 1, 1); /* [2, 1, 4] */
+    lb_var *s = lb_log(g, lb_sum_axes(g, lb_exp(g, lb_sub(g, x[0], m)), 1, (int[]){1}, 0));
+    return lb_add(g, s, lb_reshape(g, m, 2, (int64_t[]){2, 4}));
+}
+static lb_var *c_gelu_tanh(lb_graph *g, lb_var *const *x)
+{
+    double ones[6] = {1, 1, 1, 1, 1, 1};
+    lb_var *cube = lb_mul(g, lb_mul(g, x[0], x[0]), x[0]);
+    lb_var *u = lb_scale(g, lb_add(g, x[0], lb_scale(g, cube, 0.044715)), sqrt(2.0 / M_PI));
+    lb_var *one = constant_like(g, x[0], 2, (int64_t[]){2, 3}, ones);
+    return lb_scale(g, lb_mul(g, x[0], lb_add(g, one, lb_tanh(g, u))), 0.5);
+}
+/* b_masked_softmax's mask as what each key contributes: keep [2, 3, 4] (1 = may attend)
+ * from the allowed mask, the causal bound (query i sees keys j <= i + 1) and the key
+ * lengths {4, 2}. */
+static void masked_softmax_keep(double *keep)
+{
+    static const int lengths[2] = {4, 2};
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 4; j++) {
+                int at = (b * 3 + i) * 4 + j;
+                keep[at] = at >= 4 && j <= i + 1 && j < lengths[b];
+            }
+}
+/* softmax(0.5 tanh(0.7 x / 0.5) + additive), the additive mask -1e300 where a key is
+ * masked; a row with no key gives zeros (the product with `has_key`). */
+static lb_var *c_masked_softmax(lb_graph *g, lb_var *const *x)
+{
+    double keep[24], additive[24], has_key[6];
+    masked_softmax_keep(keep);
+    for (int r = 0; r < 6; r++) {
+        has_key[r] = 0;
+        for (int j = 0; j < 4; j++)
+            has_key[r] = has_key[r] || keep[r * 4 + j];
+    }
+    for (int i = 0; i < 24; i++)
+        additive[i] = keep[i] ? 0 : -1e300;
+    int64_t s[3] = {2, 3, 4}, rows[3] = {2, 3, 1};
+    lb_var *capped = lb_scale(g, lb_tanh(g, lb_scale(g, x[0], 0.7 / 0.5)), 0.5);
+    lb_var *p = lb_softmax(g, lb_add(g, capped, constant_like(g, x[0], 3, s, additive)));
+    return lb_mul(g, p, constant_like(g, x[0], 3, rows, has_key));
+}
+/* b_attention: causal (query i sees keys j <= i + 2), key lengths {4, 5}, softcap 0.6, scale 0.5 */
+static lb_var *c_attention(lb_graph *g, lb_var *const *x)
+{
+    static const int32_t lengths[2] = {4, 5};
+    lb_attn_mask m = {.causal = 1, .key_lengths = lengths, .softcap = 0.6};
+    lb_var *p = lb_masked_softmax(g, lb_matmul_t(g, x[0], 0, x[1], 1), &m, 0.5);
+    return lb_matmul(g, p, x[2]);
+}
+static lb_var *c_layer_norm(lb_graph *g, lb_var *const *x)
+{
+    double eps[1] = {1e-5};
+    lb_var *centred = lb_sub(g, x[0], lb_mean_axes(g, x[0], 1, (int[]){-1}, 1));
+    lb_var *var = lb_mean_axes(g, lb_mul(g, centred, centred), 1, (int[]){-1}, 1);
+    lb_var *sd = lb_exp(g, lb_scale(g, lb_log(g, lb_add(g, var, constant_like(g, x[0], 1, (int64_t[]){1}, eps))), 0.5));
+    return lb_add(g, lb_mul(g, lb_div(g, centred, sd), x[1]), x[2]);
+}
+/* b_embedding's ids {4, 0, 2, 2, 1, 4} as one-hot rows [2, 3, 5] times weight [5, 3] */
+static lb_var *c_embedding(lb_graph *g, lb_var *const *x)
+{
+    static const int ids[6] = {4, 0, 2, 2, 1, 4};
+    double one_hot[30] = {0};
+    for (int i = 0; i < 6; i++)
+        one_hot[i * 5 + ids[i]] = 1;
+    return lb_matmul(g, constant_like(g, x[0], 3, (int64_t[]){2, 3, 5}, one_hot), x[0]);
+}
+/* -sum(x A) / d for log-probabilities x [4, 5] and targets {2, -100, 0, 4}:
+ * A = (1 - eps) w_t one_hot(t) + eps w / C on scored rows; d = sum of w_t, or 1 summed. */
+static lb_var *nll_composition(lb_graph *g, lb_var *log_probs, const double *w, double eps, int mean)
+{
+    static const int targets[4] = {2, -100, 0, 4};
+    double a[20] = {0}, d = 0;
+    for (int i = 0; i < 4; i++) {
+        if (targets[i] < 0)
+            continue;
+        for (int c = 0; c < 5; c++)
+            a[i * 5 + c] = eps * w[c] / 5 + (c == targets[i] ? (1 - eps) * w[c] : 0);
+        d += w[targets[i]];
+    }
+    lb_var *total = lb_sum_axes(g, lb_mul(g, log_probs, constant_like(g, log_probs, 2, (int64_t[]){4, 5}, a)), 2,
+                                (int[]){0, 1}, 0);
+    return lb_scale(g, total, -1.0 / (mean ? d : 1));
+}
+static lb_var *c_cross_entropy(lb_graph *g, lb_var *const *x)
+{
+    static const double w[5] = {1.5, 1, 0.5, 2, 0.75};
+    return nll_composition(g, lb_log_softmax(g, x[0]), w, 0.1, 1);
+}
+static lb_var *c_nll_loss(lb_graph *g, lb_var *const *x)
+{
+    static const double w[5] = {0.5, 1, 2, 1.5, 0.25};
+    return nll_composition(g, x[0], w, 0.2, 0);
+}
+static lb_var *c_mse(lb_graph *g, lb_var *const *x)
+{
+    lb_var *d = lb_sub(g, x[0], x[1]);
+    return lb_mean_axes(g, lb_mul(g, d, d), 2, (int[]){0, 1}, 0);
+}
+static lb_var *c_dropout_mask(lb_graph *g, lb_var *const *x)
+{
+    double keep[24];
+    for (int i = 0; i < 24; i++)
+        keep[i] = (i * 7) % 3 != 0;
+    return lb_scale(g, lb_mul(g, x[0], constant_like(g, x[0], 2, (int64_t[]){4, 6}, keep)), 1 / (1 - 0.3));
+}
+/* x [2, 7, 3], weight [4, 3, 3], bias [4], dilation 2: tap j reads x shifted by 2 (2 - j) */
+static lb_var *c_conv1d(lb_graph *g, lb_var *const *x)
+{
+    const int64_t B = 2, T = 7, C = 3, O = 4, K = 3, dilation = 2;
+    lb_var *y = x[2]; /* the bias, broadcast over [B, T, O] */
+    for (int64_t j = 0; j < K; j++) {
+        int64_t shift = dilation * (K - 1 - j);
+        lb_var *shifted = x[0];
+        if (shift > 0) {
+            double zeros[2 * 4 * 3] = {0};
+            lb_var *parts[2] = {constant_like(g, x[0], 3, (int64_t[]){B, shift, C}, zeros),
+                                lb_slice(g, x[0], 1, 0, T - shift, 1)};
+            shifted = lb_concat(g, 2, parts, 1);
+        }
+        lb_var *tap = lb_reshape(g, lb_slice(g, x[1], 2, j, j + 1, 1), 2, (int64_t[]){O, C});
+        y = lb_add(g, y, lb_matmul_t(g, shifted, 0, tap, 1));
+    }
+    return y;
+}
+
+static const struct {
+    lb_op_kind op;
+    op_build_fn composite;
+} compositions[] = {
+    {LB_OP_SOFTMAX, c_softmax},           {LB_OP_LOG_SOFTMAX, c_log_softmax}, {LB_OP_LOGSUMEXP, c_logsumexp},
+    {LB_OP_GELU_TANH, c_gelu_tanh},       {LB_OP_MASKED_SOFTMAX, c_masked_softmax}, {LB_OP_ATTENTION, c_attention},
+    {LB_OP_LAYER_NORM, c_layer_norm},     {LB_OP_EMBEDDING, c_embedding},     {LB_OP_CROSS_ENTROPY, c_cross_entropy},
+    {LB_OP_NLL_LOSS, c_nll_loss},         {LB_OP_MSE, c_mse},                 {LB_OP_DROPOUT_MASK, c_dropout_mask},
+    {LB_OP_CONV1D, c_conv1d},
+};
+
+/* The fused ops that autograd/ops.def lists, with their compositions. */
+static const struct {
+    lb_op_kind op;
+    const char *composition;
+} fused_ops[] = {
+#define LB_OP(kind, ...)
+#define LB_FUSED(kind, composition) {LB_OP_##kind, composition},
+#include "autograd/ops.def"
+#undef LB_FUSED
+#undef LB_OP
+};
+
+static op_build_fn composite_of(lb_op_kind op)
+{
+    for (size_t i = 0; i < sizeof compositions / sizeof compositions[0]; i++)
+        if (compositions[i].op == op)
+            return compositions[i].composite;
+    return NULL;
+}
+
+/* Value and input gradients of `build` on the recipe's float64 inputs (seeded output gradient). */
+static lb_tensor *run_built(const op_recipe *r, op_build_fn build, lb_tensor **grads)
+{
+    lb_var *x[MAX_IN];
+    lb_graph *g = graph_with_inputs(r, LB_FLOAT64, x);
+    lb_var *y = build(g, x);
+    lb_tensor *out = NULL;
+    if (y) {
+        lb_tensor *seed = in_dtype(lb_test_random_tensor(LB_FLOAT32, y->value->ndim, y->value->shape, 9), LB_FLOAT64);
+        CU_ASSERT_EQUAL(lb_backward(g, y, seed), LB_OK);
+        out = lb_tensor_copy(y->value, LB_FLOAT64);
+        lb_tensor_free(seed);
+        for (int i = 0; i < r->n_inputs; i++)
+            grads[i] = x[i]->grad ? lb_tensor_copy(x[i]->grad, LB_FLOAT64) : NULL;
+    } else {
+        fprintf(stderr, "\n  %s: %s\n", lb_op_name(r->op), lb_last_error());
+    }
+    lb_graph_free(g);
+    return out;
+}
+
+static void test_fused_ops_equal_their_composition(void)
+{
+    size_t n = sizeof fused_ops / sizeof fused_ops[0];
+    CU_ASSERT(n >= 12);
+    for (size_t k = 0; k < n; k++) {
+        const op_recipe *r = recipe_of(fused_ops[k].op);
+        op_build_fn composite = composite_of(fused_ops[k].op);
+        CU_ASSERT_PTR_NOT_NULL(composite);
+        CU_ASSERT_PTR_NOT_NULL(fused_ops[k].composition);
+        if (!r || !composite) {
+            fprintf(stderr, "\n  fused op \"%s\" (= %s) has no composition in tests/test_ops_table.c\n",
+                    lb_op_name(fused_ops[k].op), fused_ops[k].composition);
+            continue;
+        }
+        lb_tensor *gf[MAX_IN] = {0}, *gc[MAX_IN] = {0};
+        lb_tensor *yf = run_built(r, r->build, gf), *yc = run_built(r, composite, gc);
+        char what[160];
+        snprintf(what, sizeof what, "%s against its composition", lb_op_name(r->op));
+        CU_ASSERT_TRUE(yf && yc && lb_check_tensors_close(yf, yc, 1e-12, 1e-10, what));
+        for (int i = 0; i < r->n_inputs; i++) {
+            snprintf(what, sizeof what, "%s gradient of input %d against its composition", lb_op_name(r->op), i);
+            CU_ASSERT_TRUE((!gf[i] && !gc[i]) || (gf[i] && gc[i] && lb_check_tensors_close(gf[i], gc[i], 1e-12, 1e-10, what)));
+            lb_tensor_free(gf[i]);
+            lb_tensor_free(gc[i]);
+        }
+        lb_tensor_free(yf);
+        lb_tensor_free(yc);
+    }
+}
+
 /* Whether the last error message contains every '|'-separated fragment of `what`. */
 static int error_says(const char *what)
 {
@@ -593,6 +818,7 @@ int main(void)
         {"float64 gradcheck, op after another op", test_gradcheck_after_another_op},
         {"float32 agrees with float64 (values, gradients)", test_float32_agrees_with_float64},
         {"misuse gives one error naming op and shape", test_misuse_is_one_clear_error},
+        {"every fused op equals its composition (float64)", test_fused_ops_equal_their_composition},
         {NULL, NULL},
     };
     return lb_test_main("ops table", cases);
