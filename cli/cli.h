@@ -27,6 +27,7 @@ int lb_cli_gradcheck(int argc, char **argv);
 int lb_cli_study(int argc, char **argv);
 int lb_cli_predict(int argc, char **argv);
 int lb_cli_stream(int argc, char **argv);
+int lb_cli_generate(int argc, char **argv);
 
 /* Prints "lookback <command>: <lb_last_error()>" on stderr and returns 1. */
 int lb_cli_fail(const char *command);
@@ -59,7 +60,7 @@ lb_status lb_cli_split(const char *option, const char *text, const char **out);
  * so and returns 1. */
 int lb_cli_distributed(const char *command, int (*run)(int, char **), int argc, char **argv);
 /* Runs a subcommand: lb_cli_distributed for the distributed ones (train, compare,
- * study); under mpirun, the others (data, eval, predict, stream, gradcheck, demo) run on
+ * study); under mpirun, the others (data, eval, predict, stream, generate, gradcheck, demo) run on
  * rank 0 only and the other ranks return 0 at once without output. Returns the exit code. */
 int lb_cli_run_command(const char *command, int (*run)(int, char **), int distributed, int argc, char **argv);
 /* 1 when the model has attention layers (transformer, local attention), 0 otherwise. */

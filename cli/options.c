@@ -9,7 +9,8 @@
 int lb_cli_option_takes_path(const char *option)
 {
     static const char *const paths[] = {"-o", "--out", "--output", "--data", "--checkpoint", "--input", "--init-from",
-                                        "--resume", "--config", "--attention-out", "--data-dir", "--train", "--eval"};
+                                        "--resume", "--config", "--attention-out", "--data-dir", "--train", "--eval",
+                                        "--prompt-file"};
     for (size_t i = 0; option && i < sizeof paths / sizeof paths[0]; i++)
         if (strcmp(option, paths[i]) == 0)
             return 1;
@@ -34,7 +35,7 @@ static void canonical_option(const char *command, const char *arg, char *buf, si
     } aliases[] = {
         {NULL, "h", "help"},          {"data", "o", "output"},      {"data", "q", "quiet"},
         {"data", "train", "n-train"}, {"data", "val", "n-val"},     {"data", "test", "n-test"},
-        {"predict", "o", "out"},
+        {"predict", "o", "out"},      {"generate", "n", "max-new-tokens"},
     };
     const char *p = arg + (arg[1] == '-' ? 2 : 1);
     size_t n = arg[1] == '-' ? strcspn(p, "=") : 1; /* "-ofile": the option is 'o' */

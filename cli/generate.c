@@ -1,0 +1,343 @@
+/* lookback generate: text from a token language model's checkpoint, printed as it is
+ * made, through the streaming state (layers/generate.h) and the checkpoint's stored
+ * vocabulary (data/text.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "data/text.h"
+#include "layers/generate.h"
+#include "tensor/clock.h"
+#include "tensor/rng.h"
+#include "train/trainer.h"
+
+/* The defaults of nanoGPT's sample.py where it has the option. */
+#define DEFAULT_MAX_NEW_TOKENS 500
+#define DEFAULT_TEMPERATURE 0.8
+#define DEFAULT_TOP_K 200
+#define DEFAULT_SEED 1337
+
+static void generate_usage(FILE *out)
+{
+    fputs("usage: lookback generate --checkpoint CK.h5 [--prompt TEXT | --prompt-file F] [options]\n"
+          "\n"
+          "Generates text with a language model trained on a text corpus (lookback data text, then\n"
+          "lookback train): the prompt is read in one chunk, then each new token is one event through\n"
+          "the model's streaming state (the key-value cache of attention, the LSTM's (h, c), the conv\n"
+          "stack's last inputs), so nothing is recomputed per token. The prompt and then every token are\n"
+          "printed on standard output as they are made (UTF-8; a byte vocabulary prints its bytes),\n"
+          "and the tokens per second on standard error. Without a prompt, generation starts from a\n"
+          "newline (as nanoGPT's sample.py), or from the vocabulary's first symbol when the text had\n"
+          "no newline. The same --seed gives the same text with any --threads.\n"
+          "\n"
+          "Context: a model with learned positions reads at most max_seq_len tokens, and an attention\n"
+          "model reads by default at most the context it was trained with (train.seq_len); when the\n"
+          "text grows past that window, the window slides (nanoGPT's crop): the last --ctx-size tokens\n"
+          "are read again in one chunk before every further token. The LSTM and the conv stack read\n"
+          "every token unless --ctx-size is given.\n"
+          "\n"
+          "  --prompt TEXT           the text to continue (use --prompt=TEXT for a text starting with -)\n"
+          "  --prompt-file F         the text to continue, from a file\n"
+          "  -n, --max-new-tokens N  tokens to generate per sample (default 500)\n"
+          "  --temperature T         0 = greedy (the most probable token), else in [1e-06, 1e+06];\n"
+          "                          below 1 sharper, above 1 flatter (default 0.8)\n"
+          "  --top-k K               sample from the K most probable tokens only; 0 = all (default 200)\n"
+          "  --top-p P               sample from the smallest set of most probable tokens whose\n"
+          "                          probability reaches P, in [0, 1]; 1 = all (default 1)\n"
+          "  --seed S                random seed (default 1337)\n"
+          "  --num-samples M         samples, one after another from one random stream, each followed\n"
+          "                          by a line of dashes when M > 1 (default 1)\n"
+          "  --ctx-size N            most tokens one prediction reads; 0 = as much as the model can\n"
+          "                          (default: the training context for attention, all for the others)\n"
+          "  --threads N             threads (default 1: one event is too little work to share)\n",
+          out);
+}
+
+/* What the per-token callback needs. */
+typedef struct generate_print {
+    const lb_vocab *vocab;
+    int write_failed;
+    int err;
+} generate_print;
+
+/* Writes len bytes to standard output and flushes; 1 (and the error kept) when that fails. */
+static int emit(generate_print *p, const char *bytes, size_t len)
+{
+    if (len > 0)
+        fwrite(bytes, 1, len, stdout);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        p->err = errno;
+        p->write_failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* The callback of lb_generate: the token's symbol, flushed at once. */
+static int print_token(void *user, int64_t index, int32_t token, const float *logits)
+{
+    (void)index;
+    (void)logits;
+    generate_print *p = user;
+    size_t len = 0;
+    const char *bytes = lb_vocab_symbol(p->vocab, token, &len);
+    return emit(p, bytes, bytes ? len : 0);
+}
+
+/* The whole of file `path` into a new buffer (*size bytes, NUL added). */
+static char *read_prompt_file(const char *cmd, const char *path, size_t *size, int *code)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat sb;
+    if (!f) {
+        *code = lb_cli_error(cmd, 1, "--prompt-file %s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        *code = lb_cli_error(cmd, 1, "--prompt-file %s: is a folder, not a text file", path);
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        if (n == cap) {
+            char *bigger = cap < SIZE_MAX / 4 ? realloc(buf, 2 * cap + 1) : NULL;
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int failed = ferror(f), err = errno;
+    fclose(f);
+    if (!buf) {
+        *code = lb_cli_error(cmd, 1, "--prompt-file %s: out of memory (while reading the prompt)", path);
+        return NULL;
+    }
+    if (failed) {
+        free(buf);
+        *code = lb_cli_error(cmd, 1, "--prompt-file %s: read error after %zu bytes: %s", path, n,
+                             err ? strerror(err) : "unknown error");
+        return NULL;
+    }
+    if (n == 0) {
+        free(buf);
+        *code = lb_cli_error(cmd, 1, "--prompt-file %s: is empty; a prompt needs at least one character (or give no "
+                                     "prompt: generation then starts from a newline)",
+                             path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *size = n;
+    return buf;
+}
+
+/* The prompt's ids (caller frees) from text, or the default start. */
+static int32_t *encode_prompt(const char *cmd, const lb_vocab *v, const char *what, const char *text, size_t len,
+                              int64_t *n, int *code)
+{
+    if (!text) { /* nanoGPT's start = "\n"; a vocabulary without it starts from its first symbol */
+        int32_t *ids = malloc(sizeof *ids);
+        int64_t got = 0;
+        if (!ids) {
+            *code = lb_cli_error(cmd, 1, "out of memory");
+            return NULL;
+        }
+        if (lb_vocab_encode(v, "\n", 1, 0, ids, 1, &got) != LB_OK || got != 1)
+            ids[0] = 0;
+        lb_clear_error();
+        *n = 1;
+        return ids;
+    }
+    int64_t count = 0;
+    if (lb_vocab_encode(v, text, len, 0, NULL, 0, &count) != LB_OK) {
+        *code = lb_cli_error(cmd, 1, "%s: %s", what, lb_last_error());
+        return NULL;
+    }
+    int32_t *ids = malloc((size_t)(count > 0 ? count : 1) * sizeof *ids);
+    if (!ids) {
+        *code = lb_cli_error(cmd, 1, "%s: out of memory for %lld tokens", what, (long long)count);
+        return NULL;
+    }
+    if (lb_vocab_encode(v, text, len, 0, ids, count, n) != LB_OK) {
+        free(ids);
+        *code = lb_cli_error(cmd, 1, "%s: %s", what, lb_last_error());
+        return NULL;
+    }
+    return ids;
+}
+
+/* The options of one run, as read. */
+typedef struct generate_args {
+    const char *checkpoint, *prompt, *prompt_file;
+    int64_t max_new_tokens, top_k, seed, num_samples, ctx_size, threads;
+    double temperature, top_p;
+    int ctx_given;
+} generate_args;
+
+static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, int *help)
+{
+    static const struct option opts[] = {
+        {"checkpoint", required_argument, NULL, 'c'},  {"prompt", required_argument, NULL, 'p'},
+        {"prompt-file", required_argument, NULL, 'f'}, {"max-new-tokens", required_argument, NULL, 'n'},
+        {"temperature", required_argument, NULL, 'T'}, {"top-k", required_argument, NULL, 'k'},
+        {"top-p", required_argument, NULL, 'P'},       {"seed", required_argument, NULL, 's'},
+        {"num-samples", required_argument, NULL, 'm'}, {"ctx-size", required_argument, NULL, 'x'},
+        {"threads", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    lb_status st = LB_OK;
+    *help = 0;
+    while ((c = getopt_long(argc, argv, ":hn:", opts, NULL)) != -1 && st == LB_OK) {
+        switch (c) {
+        case 'c': a->checkpoint = optarg; break;
+        case 'p': a->prompt = optarg; break;
+        case 'f': a->prompt_file = optarg; break;
+        case 'n': st = lb_option_int("--max-new-tokens", optarg, 0, INT32_MAX, &a->max_new_tokens); break;
+        case 'T':
+            st = lb_option_real("--temperature", optarg, 0, LB_SAMPLING_MAX_TEMPERATURE, &a->temperature);
+            if (st == LB_OK && a->temperature > 0 && a->temperature < LB_SAMPLING_MIN_TEMPERATURE)
+                st = lb_error(LB_ERR_VALUE, "--temperature must be 0 (greedy) or in [%g, %g], got %g",
+                              LB_SAMPLING_MIN_TEMPERATURE, LB_SAMPLING_MAX_TEMPERATURE, a->temperature);
+            break;
+        case 'k': st = lb_option_int("--top-k", optarg, 0, INT32_MAX, &a->top_k); break;
+        case 'P': st = lb_option_real("--top-p", optarg, 0, 1, &a->top_p); break;
+        case 's': st = lb_option_int("--seed", optarg, 0, INT64_MAX, &a->seed); break;
+        case 'm': st = lb_option_int("--num-samples", optarg, 1, 1000000, &a->num_samples); break;
+        case 'x':
+            st = lb_option_int("--ctx-size", optarg, 0, INT32_MAX, &a->ctx_size);
+            a->ctx_given = 1;
+            break;
+        case 't': st = lb_option_int("--threads", optarg, 0, 1024, &a->threads); break;
+        case 'h': *help = 1; return 0;
+        default: return lb_cli_bad_option(cmd, c, argv);
+        }
+    }
+    if (st != LB_OK)
+        return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    if (optind < argc)
+        return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
+    if (!a->checkpoint)
+        return lb_cli_error(cmd, 2, "--checkpoint is required");
+    if (a->prompt && a->prompt_file)
+        return lb_cli_error(cmd, 2, "--prompt and --prompt-file both give the prompt; give one");
+    return 0;
+}
+
+/* The window: --ctx-size when given, else the training context for attention models
+ * (learned positions are capped at max_seq_len by lb_generate_context either way). */
+static int64_t default_context(const char *ck, const lb_model_config *mc)
+{
+    int64_t seq_len = 0;
+    if (lb_cli_has_attention(mc) && lb_checkpoint_read_seq_len(ck, &seq_len) == LB_OK && seq_len > 0)
+        return seq_len;
+    lb_clear_error();
+    return 0;
+}
+
+int lb_cli_generate(int argc, char **argv)
+{
+    const char *cmd = "generate";
+    generate_args a = {NULL, NULL, NULL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K, DEFAULT_SEED, 1, 0, 1,
+                       DEFAULT_TEMPERATURE, 1.0, 0};
+    int help = 0, code = parse_args(cmd, argc, argv, &a, &help);
+    if (help) {
+        generate_usage(stdout);
+        return 0;
+    }
+    if (code)
+        return code;
+    if (lb_run_set_threads((int)a.threads) < 0)
+        return lb_cli_fail(cmd);
+    lb_model *model = lb_checkpoint_load_model(a.checkpoint);
+    if (!model)
+        return lb_cli_fail(cmd);
+    const lb_model_config *mc = lb_model_get_config(model);
+    lb_vocab *vocab = NULL;
+    char *file_text = NULL;
+    int32_t *prompt = NULL;
+    int64_t prompt_len = 0;
+    size_t file_len = 0;
+    if (lb_generate_check_model(model) != LB_OK) {
+        code = lb_cli_error(cmd, 1, "%s: %s", a.checkpoint, lb_last_error());
+    } else if (!(vocab = lb_vocab_read(a.checkpoint))) {
+        code = lb_cli_error(cmd, 1, "%s: %s", a.checkpoint, lb_last_error());
+    } else if (a.ctx_given && a.ctx_size > 0 && lb_generate_context(model, a.ctx_size) < a.ctx_size) {
+        code = lb_cli_error(cmd, 2, "--ctx-size %lld is more than %s reads: its learned positions (--pos learned) end "
+                                    "at max_seq_len = %lld",
+                            (long long)a.ctx_size, a.checkpoint, (long long)mc->max_seq_len);
+    } else if (lb_vocab_size(vocab) != mc->vocab_size) {
+        code = lb_cli_error(cmd, 1, "%s: the stored vocabulary has %lld symbols but the model reads %lld token ids",
+                            a.checkpoint, (long long)lb_vocab_size(vocab), (long long)mc->vocab_size);
+    } else if (a.prompt_file && !(file_text = read_prompt_file(cmd, a.prompt_file, &file_len, &code))) {
+        /* said */
+    } else {
+        const char *text = a.prompt_file ? file_text : a.prompt;
+        size_t len = a.prompt_file ? file_len : a.prompt ? strlen(a.prompt) : 0;
+        char what[4200];
+        snprintf(what, sizeof what, a.prompt_file ? "--prompt-file %s" : "--prompt", a.prompt_file);
+        prompt = encode_prompt(cmd, vocab, what, text, len, &prompt_len, &code);
+    }
+    lb_generate_options o = lb_generate_defaults();
+    o.max_new_tokens = a.max_new_tokens;
+    o.sampling = (lb_sampling){a.temperature, a.top_k, a.top_p};
+    o.context = a.ctx_given ? a.ctx_size : default_context(a.checkpoint, mc);
+    generate_print pr = {vocab, 0, 0};
+    o.on_token = print_token;
+    o.user = &pr;
+    lb_rng rng;
+    lb_rng_seed(&rng, (uint64_t)a.seed);
+    int64_t total = 0;
+    double seconds = 0;
+    for (int64_t s = 0; prompt && code == 0 && s < a.num_samples; s++) {
+        /* the prompt as the model reads it: decoded from its ids (the same text for a valid prompt) */
+        for (int64_t i = 0; i < prompt_len && !pr.write_failed; i++)
+            print_token(&pr, -1, prompt[i], NULL);
+        lb_generate_result r;
+        double t0 = lb_clock_wall();
+        lb_status st = pr.write_failed ? LB_OK : lb_generate(model, prompt, prompt_len, &o, &rng, NULL, &r);
+        double dt = lb_clock_wall() - t0;
+        if (!pr.write_failed && st == LB_OK) {
+            const char *end = a.num_samples > 1 ? "\n---------------\n" : "\n";
+            emit(&pr, end, strlen(end));
+        }
+        if (pr.write_failed) {
+            code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", pr.err ? strerror(pr.err) : "write error");
+        } else if (st != LB_OK) {
+            code = lb_cli_error(cmd, 1, "%s", lb_last_error());
+        } else {
+            total += r.generated;
+            seconds += dt;
+            char sample[64] = "";
+            if (a.num_samples > 1)
+                snprintf(sample, sizeof sample, "sample %lld: ", (long long)s + 1);
+            fprintf(stderr, "lookback generate: %s%lld tokens in %.3f s (%.1f tokens/s; prompt of %lld tokens, %lld "
+                            "window slides)\n",
+                    sample, (long long)r.generated, dt, dt > 0 ? (double)r.generated / dt : 0.0, (long long)prompt_len,
+                    (long long)(r.prefills > 0 ? r.prefills - 1 : 0));
+        }
+    }
+    if (code == 0 && a.num_samples > 1)
+        fprintf(stderr, "lookback generate: %lld samples, %lld tokens in %.3f s (%.1f tokens/s)\n",
+                (long long)a.num_samples, (long long)total, seconds, seconds > 0 ? (double)total / seconds : 0.0);
+    free(prompt);
+    free(file_text);
+    lb_vocab_free(vocab);
+    lb_model_free(model);
+    return code;
+}
