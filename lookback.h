@@ -49,6 +49,8 @@
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
 #include "train/distributed.h"
+#include "train/metrics.h"
+#include "train/score.h"
 #include "train/trainer.h"
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/events.h"
 #include "data/h5io.h"
 #include "data/output.h"
 #include "cli/cli.h"
@@ -23,7 +24,10 @@ static void eval_usage(FILE *out)
     fputs("usage: lookback eval --checkpoint CK.h5 --data FILE.h5 [options]\n"
           "\n"
           "Prints the loss and accuracy (MSE for regression) of the checkpoint's model on a split,\n"
-          "and the accuracy per distance bin when the file has distances.\n"
+          "and the accuracy per distance bin when the file has distances. For classification (up\n"
+          "to 16 classes): precision, recall and F1 per class, macro-F1, the confusion matrix, the\n"
+          "area under the precision-recall curve of a binary label (average precision, as\n"
+          "sklearn's average_precision_score) and the majority-class baseline (docs/events.md).\n"
           "\n"
           "  --split NAME            train | val | test (default test)\n"
           "  --examples N            evaluate the first N examples only (default 0: all; a split\n"
@@ -125,8 +129,94 @@ static int shown_outputs(const lb_dataset *data, const lb_eval_result *r)
     return o->copy_symbols < r->n_outputs ? (int)o->copy_symbols : r->n_outputs;
 }
 
+/* The majority-class baseline: the most frequent class of the model's training targets
+ * (an imported log's schema records them), else of the evaluated split itself. */
+typedef struct baseline {
+    int64_t cls;
+    double accuracy, macro_f1, average_precision;
+    int from_training;
+} baseline;
+
+static baseline majority(const lb_eval_result *r, const lb_event_schema *trained)
+{
+    baseline b = {-1, NAN, NAN, NAN, 0};
+    const lb_class_report *c = &r->classes;
+    if (c->num_classes == 0)
+        return b;
+    b.from_training = trained && trained->num_classes == c->num_classes;
+    b.cls = lb_majority_baseline(b.from_training ? trained->train_labels : c->support, c->support, c->num_classes,
+                                 &b.accuracy, &b.macro_f1, &b.average_precision);
+    return b;
+}
+
+static json_object *json_num(double v) { return isnan(v) ? NULL : json_object_new_double(v); }
+
+static json_object *classes_json(const lb_eval_result *r, const baseline *b)
+{
+    const lb_class_report *c = &r->classes;
+    json_object *o = json_object_new_object(), *per = json_object_new_array(), *conf = json_object_new_array();
+    for (int64_t k = 0; k < c->num_classes; k++) {
+        json_object *e = json_object_new_object(), *row = json_object_new_array();
+        json_object_object_add(e, "class", json_object_new_int64(k));
+        json_object_object_add(e, "precision", json_object_new_double(c->precision[k]));
+        json_object_object_add(e, "recall", json_object_new_double(c->recall[k]));
+        json_object_object_add(e, "f1", json_object_new_double(c->f1[k]));
+        json_object_object_add(e, "support", json_object_new_int64(c->support[k]));
+        json_object_object_add(e, "predicted", json_object_new_int64(c->predicted[k]));
+        json_object_array_add(per, e);
+        for (int64_t p = 0; p < c->num_classes; p++)
+            json_object_array_add(row, json_object_new_int64(c->confusion[k * c->num_classes + p]));
+        json_object_array_add(conf, row);
+    }
+    json_object_object_add(o, "per_class", per);
+    json_object_object_add(o, "confusion", conf);
+    json_object_object_add(o, "macro_f1", json_num(c->macro_f1));
+    json_object_object_add(o, "f1", json_num(lb_class_report_detector_f1(c)));
+    json_object_object_add(o, "pr_auc", json_num(r->average_precision));
+    json_object *base = json_object_new_object();
+    json_object_object_add(base, "class", json_object_new_int64(b->cls));
+    json_object_object_add(base, "of", json_object_new_string(b->from_training ? "training targets" : "this split"));
+    json_object_object_add(base, "accuracy", json_num(b->accuracy));
+    json_object_object_add(base, "macro_f1", json_num(b->macro_f1));
+    json_object_object_add(base, "f1", json_num(c->num_classes == 2 ? (b->cls == 1 ? NAN : 0.0) : b->macro_f1));
+    json_object_object_add(base, "pr_auc", json_num(b->average_precision));
+    json_object_object_add(o, "majority_baseline", base);
+    return o;
+}
+
+static void print_classes(const lb_eval_result *r, const baseline *b)
+{
+    const lb_class_report *c = &r->classes;
+    if (c->num_classes == 0)
+        return;
+    printf("%-8s %10s %10s %10s %10s %10s\n", "class", "precision", "recall", "f1", "support", "predicted");
+    for (int64_t k = 0; k < c->num_classes; k++)
+        printf("%-8lld %10.4f %10.4f %10.4f %10lld %10lld\n", (long long)k, c->precision[k], c->recall[k], c->f1[k],
+               (long long)c->support[k], (long long)c->predicted[k]);
+    printf("macro-F1 %.4f", c->macro_f1);
+    if (c->num_classes == 2)
+        printf("  F1 (class 1) %.4f  PR-AUC %.4f (average precision of p(class 1), as sklearn's "
+               "average_precision_score%s)",
+               c->f1[1], r->average_precision, isnan(r->average_precision) ? "; undefined: no target of class 1" : "");
+    printf("\nmajority baseline: class %lld (the most frequent of %s) for every target: accuracy %.4f  macro-F1 %.4f",
+           (long long)b->cls, b->from_training ? "the training targets" : "this split's targets", b->accuracy,
+           b->macro_f1);
+    if (c->num_classes == 2)
+        printf("  F1 (class 1) %.4f  PR-AUC %.4f", b->cls == 1 ? NAN : 0.0, b->average_precision);
+    printf("\nconfusion (rows: true class, columns: predicted)\n%8s", "");
+    for (int64_t p = 0; p < c->num_classes; p++)
+        printf(" %9lld", (long long)p);
+    fputc('\n', stdout);
+    for (int64_t k = 0; k < c->num_classes; k++) {
+        printf("%-8lld", (long long)k);
+        for (int64_t p = 0; p < c->num_classes; p++)
+            printf(" %9lld", (long long)c->confusion[k * c->num_classes + p]);
+        fputc('\n', stdout);
+    }
+}
+
 static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char *ck, const char *data,
-                       const char *split)
+                       const char *split, const baseline *b)
 {
     json_object *o = json_object_new_object();
     json_object_object_add(o, "checkpoint", json_object_new_string(ck));
@@ -184,6 +274,8 @@ static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char
                                                                   : NULL);
             json_object_object_add(o, "accuracy_per_output", outputs);
         }
+        if (r->classes.num_classes > 0)
+            json_object_object_add(o, "classes", classes_json(r, b));
     }
     printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
@@ -284,8 +376,12 @@ int lb_cli_eval(int argc, char **argv)
         return lb_cli_error(cmd, 2, "--seq-len: %s holds the %s task, whose sequences have their own length; --seq-len "
                             "applies to text corpora only (drop it)", data_path, lb_dataset_task_name(data));
     }
-    /* The checkpoint's model and the file must fit: checked before any work. */
-    if (lb_model_data_check(&mc, task, data) != LB_OK || lb_run_check_scored(data, split) != LB_OK) {
+    /* The checkpoint's model and the file must fit: checked before any work; an imported
+     * event log must be scaled and mapped as the model's training file was. */
+    lb_event_schema *trained = NULL;
+    if (lb_model_data_check(&mc, task, data) != LB_OK || lb_run_check_scored(data, split) != LB_OK ||
+        lb_checkpoint_read_events(ck, &trained) != LB_OK || lb_model_events_check(trained, ck, data) != LB_OK) {
+        lb_event_schema_free(trained);
         lb_dataset_close(data);
         return lb_cli_fail(cmd);
     }
@@ -307,7 +403,8 @@ int lb_cli_eval(int argc, char **argv)
     } else if (attention_out && write_attention(attention_out, weights, data, split) != LB_OK) {
         code = lb_cli_fail(cmd);
     } else if (json) {
-        print_json(&r, data, ck, data_path, split);
+        baseline b = majority(&r, trained);
+        print_json(&r, data, ck, data_path, split, &b);
     } else {
         if (lb_dataset_is_text(data))
             printf("%s on %s (%s split: %lld tokens scored in %lld windows of %lld)\n", ck, data_path, split,
@@ -355,6 +452,8 @@ int lb_cli_eval(int argc, char **argv)
                 if (r.output_total[j])
                     printf("%-20d %10.4f %8lld\n", j - (r.n_outputs - shown),
                            (double)r.output_correct[j] / (double)r.output_total[j], (long long)r.output_total[j]);
+            baseline b = majority(&r, trained);
+            print_classes(&r, &b);
         }
         if (attention_out)
             printf("attention weights of %lld examples written to %s\n", (long long)weights->shape[0], attention_out);
@@ -362,5 +461,6 @@ int lb_cli_eval(int argc, char **argv)
     lb_tensor_free(weights);
     lb_model_free(model);
     lb_dataset_close(data);
+    lb_event_schema_free(trained);
     return code;
 }

@@ -17,6 +17,7 @@
 static void predict_usage(FILE *out)
 {
     fputs("usage: lookback predict --checkpoint CK.h5 --data FILE.h5 -o OUT.h5 [options]\n"
+          "       lookback predict --checkpoint CK.h5 --csv LOG.csv -o SCORES.csv [--chunk N] [--max-context N]\n"
           "\n"
           "Writes, for each example of a split, the model's logits (or regression output), the\n"
           "predicted class, the target and the clue distance as HDF5 datasets, with attributes\n"
@@ -35,6 +36,12 @@ static void predict_usage(FILE *out)
           "                          (an approximation; default all)\n"
           "  --force                 replace OUT.h5 if it is a regular file (never the --data file or\n"
           "                          the checkpoint, however the path is spelled)\n"
+          "  --csv LOG.csv           (a model trained on an imported event log) score every row of a CSV\n"
+          "                          of the training layout, its stored scaling and token maps applied,\n"
+          "                          one stream per source; writes SCORES.csv: row, line, source,\n"
+          "                          position, label, predicted, probability, score (the anomaly score:\n"
+          "                          p(class 1), or 1 - p(class 0) with more classes); --chunk N feeds N\n"
+          "                          rows at a time (default: each source at once); docs/events.md\n"
           "  --threads N             threads (default OMP_NUM_THREADS or all processors)\n",
           out);
 }
@@ -258,7 +265,7 @@ static double summary_metric(const predictions *pr, const int32_t *targets, cons
 
 int lb_cli_predict(int argc, char **argv)
 {
-    const char *cmd = "predict", *ck = NULL, *data_path = NULL, *split = "test", *out = NULL;
+    const char *cmd = "predict", *ck = NULL, *data_path = NULL, *split = "test", *out = NULL, *csv = NULL;
     int64_t examples = 0, batch = 16, threads = 0, chunk = 1, max_context = 0;
     int incremental = 0, force = 0;
     static const struct option opts[] = {
@@ -268,21 +275,22 @@ int lb_cli_predict(int argc, char **argv)
         {"incremental", no_argument, NULL, 'i'},      {"chunk", required_argument, NULL, 'C'},
         {"max-context", required_argument, NULL, 'm'}, {"force", no_argument, NULL, 'f'},
         {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"csv", required_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
     };
     optind = 1;
     opterr = 0;
-    int c, chunk_set = 0, context_set = 0;
+    int c, chunk_set = 0, context_set = 0, other_set = 0;
     lb_status st = LB_OK;
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1 && st == LB_OK) {
         switch (c) {
         case 'c': ck = optarg; break;
         case 'd': data_path = optarg; break;
-        case 's': st = lb_cli_split("--split", optarg, &split); break;
-        case 'n': st = lb_option_int("--examples", optarg, 0, INT64_MAX, &examples); break;
-        case 'b': st = lb_option_int("--batch", optarg, 1, 1 << 16, &batch); break;
+        case 's': st = lb_cli_split("--split", optarg, &split); other_set = 1; break;
+        case 'n': st = lb_option_int("--examples", optarg, 0, INT64_MAX, &examples); other_set = 1; break;
+        case 'b': st = lb_option_int("--batch", optarg, 1, 1 << 16, &batch); other_set = 1; break;
         case 'o': out = optarg; break;
-        case 'i': incremental = 1; break;
+        case 'V': csv = optarg; break;
+        case 'i': incremental = 1; other_set = 1; break;
         case 'C': st = lb_option_int("--chunk", optarg, 1, 1 << 20, &chunk); chunk_set = 1; break;
         case 'm': st = lb_option_int("--max-context", optarg, 1, INT32_MAX, &max_context); context_set = 1; break;
         case 'f': force = 1; break;
@@ -295,6 +303,16 @@ int lb_cli_predict(int argc, char **argv)
         return lb_cli_error(cmd, 2, "%s", lb_last_error());
     if (optind < argc)
         return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
+    if (csv) { /* an event log of the training layout, row by row */
+        if (data_path || other_set)
+            return lb_cli_error(cmd, 2, "--csv reads rows, not a data file: drop --data, --split, --examples, --batch "
+                                "and --incremental");
+        if (!ck || !out || !out[0] || !csv[0])
+            return lb_cli_error(cmd, 2, "--checkpoint, --csv and -o are required");
+        if (lb_run_set_threads((int)threads) < 0)
+            return lb_cli_fail(cmd);
+        return lb_cli_predict_csv(ck, csv, out, force, chunk_set ? chunk : 0, max_context);
+    }
     if (!ck || !data_path || !out)
         return lb_cli_error(cmd, 2, "--checkpoint, --data and -o are required");
     if (!out[0])

@@ -16,6 +16,7 @@
 static void stream_usage(FILE *out)
 {
     fputs("usage: lookback stream --checkpoint CK.h5 [--input FILE|-] [options]\n"
+          "       lookback stream --checkpoint CK.h5 --csv LOG.csv|- [--every N] [--json] [--max-context N]\n"
           "\n"
           "Reads whitespace-separated token ids (one event per id) from FILE or standard input and\n"
           "prints, after each event, the model's prediction: the class and its probability, or the\n"
@@ -38,6 +39,11 @@ static void stream_usage(FILE *out)
           "                          other bytes than printable ASCII are shown as \\xHH)\n"
           "  --max-context N         full attention keeps the last N events only (an approximation:\n"
           "                          bounded memory and time per event; default all)\n"
+          "  --csv FILE|-            (a model trained on an imported event log) read CSV rows of the\n"
+          "                          training layout instead of token ids: the stored scaling and token\n"
+          "                          maps applied, one stream per source; prints a CSV line per row:\n"
+          "                          row, line, source, position, label, predicted, probability, score\n"
+          "                          (the anomaly score; docs/events.md)\n"
           "  --threads N             threads (default 1: one event is too little work to share)\n",
           out);
 }
@@ -198,15 +204,15 @@ static int stream_read(stream_run *r, FILE *in, const char *name, int strict)
 
 int lb_cli_stream(int argc, char **argv)
 {
-    const char *cmd = "stream", *ck = NULL, *input = "-";
+    const char *cmd = "stream", *ck = NULL, *input = "-", *csv = NULL;
     int64_t every = 1, threads = 1, max_context = 0;
-    int json = 0, strict = 0;
+    int json = 0, strict = 0, input_set = 0;
     static const struct option opts[] = {
         {"checkpoint", required_argument, NULL, 'c'}, {"input", required_argument, NULL, 'i'},
         {"every", required_argument, NULL, 'e'},      {"json", no_argument, NULL, 'j'},
         {"strict", no_argument, NULL, 's'},           {"max-context", required_argument, NULL, 'm'},
         {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"csv", required_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
     };
     optind = 1;
     opterr = 0;
@@ -215,7 +221,8 @@ int lb_cli_stream(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1 && st == LB_OK) {
         switch (c) {
         case 'c': ck = optarg; break;
-        case 'i': input = optarg; break;
+        case 'V': csv = optarg; break;
+        case 'i': input = optarg; input_set = 1; break;
         case 'e': st = lb_option_int("--every", optarg, 1, INT64_MAX, &every); break;
         case 'j': json = 1; break;
         case 's': strict = 1; break;
@@ -231,6 +238,15 @@ int lb_cli_stream(int argc, char **argv)
         return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
     if (!ck)
         return lb_cli_error(cmd, 2, "--checkpoint is required");
+    if (csv) {
+        if (input_set || strict)
+            return lb_cli_error(cmd, 2, "--csv reads CSV rows: drop %s", input_set ? "--input" : "--strict");
+        if (!csv[0])
+            return lb_cli_error(cmd, 2, "--csv is empty: name a file, or - for standard input");
+        if (lb_run_set_threads((int)threads) < 0)
+            return lb_cli_fail(cmd);
+        return lb_cli_stream_csv(ck, csv, every, json, max_context);
+    }
     if (!input[0])
         return lb_cli_error(cmd, 2, "--input is empty: name a file, or - for standard input");
     if (lb_run_set_threads((int)threads) < 0)

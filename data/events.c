@@ -1025,6 +1025,16 @@ static lb_status make_windows(import *im)
             }
             n_windows += w;
             with += w > 0;
+            if (w > 0 && s->n_named[k] < 32) {
+                char **v = realloc(s->named[k], (size_t)(s->n_named[k] + 1) * sizeof *v);
+                if (!v || !(v[s->n_named[k]] = strdup(t->key_text[src]))) {
+                    if (v)
+                        s->named[k] = v;
+                    return lb_error(LB_ERR_MEMORY, "out of memory");
+                }
+                s->named[k] = v;
+                s->n_named[k]++;
+            }
         }
         s->windows[k] = n_windows;
         s->sources_split[k] = with;
@@ -1059,6 +1069,17 @@ static lb_status make_windows(import *im)
                 scored_to = start + T;
             }
         }
+    }
+    s->train_labels = calloc((size_t)s->num_classes, sizeof *s->train_labels);
+    if (!s->train_labels)
+        return lb_error(LB_ERR_MEMORY, "out of memory");
+    if (im->like) {
+        memcpy(s->train_labels, im->like->train_labels, (size_t)s->num_classes * sizeof *s->train_labels);
+    } else {
+        const int32_t *y = im->rows[0].data[LB_FIELD_TARGETS];
+        for (int64_t i = 0; i < im->rows[0].n * (per_event ? T : 1); i++)
+            if (y[i] >= 0)
+                s->train_labels[y[i]]++;
     }
     if (!im->like && s->windows[0] == 0)
         return lb_error(LB_ERR_FORMAT, "%s: the train split has no window: no source has %lld rows in its train part "

@@ -132,6 +132,12 @@ typedef struct lb_event_schema {
     int64_t sources_split[3];          /* sources with at least one window in train, val, test */
     int64_t segments_short;            /* split segments shorter than T (no window) */
     int64_t windows[3];                /* windows of train, val, test */
+    int64_t n_named[3];                /* the first (at most 32) sources with windows in each split: */
+    char **named[3];                   /* their keys, in source order (split_by sequence shows where
+                                          each source went) */
+    int64_t *train_labels;             /* [num_classes] scored targets of each class in the train
+                                          windows of the import (the majority baseline's class);
+                                          with --like, those of the model's training file */
 } lb_event_schema;
 
 void lb_event_schema_free(lb_event_schema *s);

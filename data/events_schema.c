@@ -91,6 +91,12 @@ void lb_event_schema_free(lb_event_schema *s)
     free(s->tokens);
     free(s->label);
     free(s->source_file);
+    free(s->train_labels);
+    for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < s->n_named[k]; i++)
+            free(s->named[k][i]);
+        free(s->named[k]);
+    }
     free(s);
 }
 
@@ -165,6 +171,15 @@ char *lb_event_schema_to_json(const lb_event_schema *s)
     json_object_object_add(o, "sources_split", int_array(s->sources_split, 3));
     json_object_object_add(o, "segments_short", json_object_new_int64(s->segments_short));
     json_object_object_add(o, "windows", int_array(s->windows, 3));
+    json_object_object_add(o, "train_labels", int_array(s->train_labels, (int)s->num_classes));
+    json_object *named = json_object_new_array();
+    for (int k = 0; k < 3; k++) {
+        json_object *a = json_object_new_array();
+        for (int64_t i = 0; i < s->n_named[k]; i++)
+            json_object_array_add(a, json_object_new_string(s->named[k][i]));
+        json_object_array_add(named, a);
+    }
+    json_object_object_add(o, "sources_named", named);
     const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
     char *copy = text ? strdup(text) : NULL;
     json_object_put(o);
@@ -379,6 +394,19 @@ lb_event_schema *lb_event_schema_from_json(const char *json, size_t len, const c
         member_ints(&j, o, "sources_split", s->sources_split, 3);
         s->segments_short = member_int(&j, o, "segments_short", 0, INT64_MAX);
         member_ints(&j, o, "windows", s->windows, 3);
+        if (j.st == LB_OK && !(s->train_labels = calloc((size_t)s->num_classes, sizeof *s->train_labels)))
+            j.st = lb_error(LB_ERR_MEMORY, "%s: out of memory", file);
+        member_ints(&j, o, "train_labels", s->train_labels, (int)s->num_classes);
+        json_object *named = member(&j, o, "sources_named", json_type_array, 0);
+        if (j.st == LB_OK && json_object_array_length(named) != 3)
+            j.st = lb_error(LB_ERR_FORMAT, "%s: events schema: sources_named must hold 3 lists", file);
+        for (int k = 0; j.st == LB_OK && k < 3; k++) {
+            json_object *a = json_object_array_get_idx(named, (size_t)k);
+            if (!json_object_is_type(a, json_type_array))
+                j.st = lb_error(LB_ERR_FORMAT, "%s: events schema: sources_named[%d] is not an array", file, k);
+            else
+                s->named[k] = string_array(&j, a, "sources_named", &s->n_named[k]);
+        }
     }
     if (j.st == LB_OK && s->n_features + s->n_tokens == 0)
         j.st = lb_error(LB_ERR_FORMAT, "%s: events schema: no feature and no token column", file);
@@ -477,6 +505,15 @@ void lb_event_schema_print(const lb_event_schema *s, FILE *out)
                  "a window (no window)\n",
             (long long)s->sources, (long long)s->sources_split[0], (long long)s->sources_split[1],
             (long long)s->sources_split[2], (long long)s->segments_short);
+    static const char *const split_label[3] = {"train", "val", "test"};
+    for (int k = 0; k < 3; k++) {
+        if (s->n_named[k] == 0)
+            continue;
+        fprintf(out, "  %-5s", split_label[k]);
+        for (int64_t i = 0; i < s->n_named[k]; i++)
+            fprintf(out, "%s%s", i ? ", " : " ", s->named[k][i]);
+        fputs(s->n_named[k] < s->sources_split[k] ? ", ...\n" : "\n", out);
+    }
     fprintf(out, "windows   train %lld, val %lld, test %lld\n", (long long)s->windows[0], (long long)s->windows[1],
             (long long)s->windows[2]);
     fprintf(out, "inputs    %lld per row: %lld numeric features, then one-hot token slots (slot 0 of each = a value "

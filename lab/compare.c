@@ -16,6 +16,7 @@
 #include "lab/compare.h"
 
 #include "data/dataset.h"
+#include "data/events.h"
 #include "data/output.h"
 #include "data/tasks.h"
 #include "lab/files.h"
@@ -44,6 +45,12 @@ static lb_status describe_eval_file(lb_compare_eval *e, const lb_compare_model *
         if (train)
             lb_model_config_fit_data(&rc.model, train);
         st = train ? lb_model_data_check(&rc.model, lb_dataset_task_name(train), ds) : lb_last_status();
+        if (st == LB_OK) { /* an event log: read as the training file was */
+            const lb_event_schema *schema = lb_dataset_events(train);
+            lb_clear_error();
+            if (schema)
+                st = lb_model_events_check(schema, specs[m].rc.data, ds);
+        }
         if (st == LB_OK && (lb_run_check_scored(train, "train") != LB_OK || lb_run_check_scored(train, "val") != LB_OK))
             st = lb_last_status(); /* nothing to train on: said before any model is trained */
         if (st != LB_OK && n_models > 1)
@@ -54,6 +61,22 @@ static lb_status describe_eval_file(lb_compare_eval *e, const lb_compare_model *
     e->dmean = NAN;
     e->regression = lb_dataset_is_regression(ds);
     e->baseline = NAN;
+    e->base_accuracy = e->base_f1 = e->base_macro_f1 = e->base_pr_auc = NAN;
+    int64_t C = lb_dataset_num_classes(ds);
+    e->rare = !e->regression && C == 2;
+    if (st == LB_OK && !e->regression && C <= LB_METRICS_MAX_CLASSES) {
+        int64_t support[LB_METRICS_MAX_CLASSES];
+        const lb_event_schema *schema = lb_dataset_events(ds);
+        lb_clear_error();
+        if (lb_dataset_label_histogram(ds, "test", support, NULL) == LB_OK) {
+            int64_t m = lb_majority_baseline(schema ? schema->train_labels : support, support, C, &e->base_accuracy,
+                                             &e->base_macro_f1, &e->base_pr_auc);
+            e->base_f1 = C == 2 ? (m == 1 ? 2.0 * (double)support[1] / (double)(support[1] + support[0] + support[1])
+                                          : 0.0)
+                                : e->base_macro_f1;
+        }
+        lb_clear_error();
+    }
     if (st == LB_OK && lb_dataset_has_distance(ds)) {
         if (lb_dataset_distance_range(ds, "test", &e->dmin, &e->dmax) == LB_OK)
             e->dmean = 0.5 * (e->dmin + e->dmax);
@@ -107,6 +130,28 @@ void lb_compare_print_table(FILE *out, const lb_compare_model *specs, int n_mode
                 fprintf(out, " %12s", "-");
         fprintf(out, " %8s\n", "-");
     }
+    int any_rare = 0;
+    for (int e = 0; e < n_evals; e++)
+        any_rare |= evals[e].rare;
+    if (any_rare) { /* rare events: accuracy says little; F1 and PR-AUC beside it, and the costs */
+        fprintf(out, "\n%-14s %-12s %9s %9s %9s %9s %11s %10s %9s\n", "model", "file", "accuracy", "F1(1)", "macro-F1",
+                "PR-AUC", "parameters", "train time", "eval");
+        for (int e = 0; e < n_evals; e++) {
+            if (!evals[e].rare)
+                continue;
+            for (int m = 0; m < n_models; m++) {
+                const lb_compare_result *r = &rep->results[m];
+                fprintf(out, "%-14s %-12s %9.4f %9.4f %9.4f %9.4f %11lld %9.1fs %8.2fs\n", specs[m].name, evals[e].label,
+                        r->accuracy[e], r->f1[e], r->macro_f1[e], r->pr_auc[e], (long long)r->run.parameters,
+                        r->run.seconds, r->eval_seconds[e]);
+            }
+            fprintf(out, "%-14s %-12s %9.4f %9.4f %9.4f %9.4f %11s %10s %9s\n", "majority", evals[e].label,
+                    evals[e].base_accuracy, evals[e].base_f1, evals[e].base_macro_f1, evals[e].base_pr_auc, "0", "-",
+                    "-");
+        }
+        fprintf(out, "  F1(1): F1 of class 1; PR-AUC: average precision of p(class 1) (sklearn's "
+                     "average_precision_score); majority: the most frequent training class for every target\n");
+    }
     fprintf(out, "\n");
     for (int e = 0; e < n_evals; e++)
         if (!isnan(evals[e].dmean))
@@ -146,6 +191,19 @@ static lb_status write_summary(const char *path, const lb_compare_model *specs, 
             json_object_object_add(r, evals[e].regression ? "mse" : "accuracy", json_object_new_double(res[m].accuracy[e]));
             if (evals[e].regression)
                 json_object_object_add(r, "baseline_mse", json_object_new_double(evals[e].baseline));
+            if (!evals[e].regression && !isnan(res[m].macro_f1[e])) {
+                json_object_object_add(r, "f1", json_object_new_double(res[m].f1[e]));
+                json_object_object_add(r, "macro_f1", json_object_new_double(res[m].macro_f1[e]));
+                json_object_object_add(r, "pr_auc", isnan(res[m].pr_auc[e]) ? NULL : json_object_new_double(res[m].pr_auc[e]));
+                json_object *base = json_object_new_object();
+                json_object_object_add(base, "accuracy", json_object_new_double(evals[e].base_accuracy));
+                json_object_object_add(base, "f1", json_object_new_double(evals[e].base_f1));
+                json_object_object_add(base, "macro_f1", json_object_new_double(evals[e].base_macro_f1));
+                json_object_object_add(base, "pr_auc",
+                                       isnan(evals[e].base_pr_auc) ? NULL : json_object_new_double(evals[e].base_pr_auc));
+                json_object_object_add(r, "majority_baseline", base);
+            }
+            json_object_object_add(r, "eval_seconds", json_object_new_double(res[m].eval_seconds[e]));
             json_object_array_add(list, r);
         }
         json_object_object_add(o, "evaluations", list);
@@ -316,10 +374,18 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
             if (evals[e].regression && m == 0)
                 evals[e].baseline = lb_dataset_mean_predictor_mse(ds, "test", r.examples);
             res[m].accuracy[e] = evals[e].regression ? r.mse : r.accuracy;
-            if (!quiet)
+            res[m].f1[e] = lb_class_report_detector_f1(&r.classes);
+            res[m].macro_f1[e] = r.classes.num_classes ? r.classes.macro_f1 : NAN;
+            res[m].pr_auc[e] = r.average_precision;
+            res[m].eval_seconds[e] = lb_clock_wall() - t0;
+            if (!quiet && evals[e].rare)
+                fprintf(stderr, "%s on %s: accuracy %.4f, F1 (class 1) %.4f, PR-AUC %.4f (%lld examples, %.1f s)\n",
+                        specs[m].name, evals[e].label, res[m].accuracy[e], res[m].f1[e], res[m].pr_auc[e],
+                        (long long)r.examples, res[m].eval_seconds[e]);
+            else if (!quiet)
                 fprintf(stderr, "%s on %s: %s %.4f (%lld examples, %.1f s)\n", specs[m].name, evals[e].label,
                         evals[e].regression ? "mse" : "accuracy", res[m].accuracy[e], (long long)r.examples,
-                        lb_clock_wall() - t0);
+                        res[m].eval_seconds[e]);
             if (w) {
                 lb_batch b;
                 attention = w;

@@ -40,12 +40,21 @@ typedef struct lb_compare_eval {
     int64_t examples;   /* 0 = the whole test split */
     int regression;     /* scored by MSE instead of accuracy */
     double baseline;    /* regression: the MSE of predicting the mean target (NAN otherwise) */
+    int rare;           /* a binary label (an imported event log, or any 2-class file): the
+                           F1 of class 1 and the PR-AUC are reported beside the accuracy */
+    /* the majority-class baseline on the test split (train/metrics.h: the most frequent
+     * class of the training targets an imported log records, else of this split) */
+    double base_accuracy, base_f1, base_macro_f1, base_pr_auc;
 } lb_compare_eval;
 
 /* What one model gave. */
 typedef struct lb_compare_result {
     lb_run_result run;
     double accuracy[LB_COMPARE_MAX_EVALS]; /* accuracy in [0, 1], or MSE for a regression file */
+    double f1[LB_COMPARE_MAX_EVALS];       /* F1 of class 1 (binary), else macro-F1; NAN for regression */
+    double macro_f1[LB_COMPARE_MAX_EVALS];
+    double pr_auc[LB_COMPARE_MAX_EVALS];   /* average precision of a binary label (NAN otherwise) */
+    double eval_seconds[LB_COMPARE_MAX_EVALS]; /* wall seconds of each evaluation */
     double seconds_per_step;               /* training seconds per optimizer step */
 } lb_compare_result;
 

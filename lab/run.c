@@ -424,15 +424,26 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
             char skipped[64] = "", best[4400] = "";
             if (out->skipped > 0)
                 snprintf(skipped, sizeof skipped, " (%lld skipped: non-finite gradient)", (long long)out->skipped);
+            const char *score_name = rc->train.select == LB_SELECT_ACCURACY
+                                         ? (isnan(out->last_val.accuracy) ? "mse" : "accuracy")
+                                         : lb_val_select_name(rc->train.select);
             if (out->best_step > 0)
-                snprintf(best, sizeof best, "; best validation %s %.4f at step %lld in %s/best.h5",
-                         rc->train.select == LB_SELECT_LOSS ? "loss" : isnan(out->last_val.accuracy) ? "mse" : "accuracy",
-                         out->best_metric,
-                         (long long)out->best_step, dir);
+                snprintf(best, sizeof best, "; best validation %s %.4f at step %lld in %s/best.h5", score_name,
+                         out->best_metric, (long long)out->best_step, dir);
+            /* the rare-event measures of the last validation, next to its accuracy */
+            const lb_class_report *cr = &out->last_val.classes;
+            if (cr->num_classes > 0 && cr->total > 0) {
+                size_t used = strlen(best);
+                snprintf(best + used, sizeof best - used, "; last validation accuracy %.4f, macro-F1 %.4f%s",
+                         out->last_val.accuracy, cr->macro_f1, cr->num_classes == 2 ? ", F1 (class 1) " : "");
+                used = strlen(best);
+                if (cr->num_classes == 2)
+                    snprintf(best + used, sizeof best - used, "%.4f, PR-AUC %.4f", cr->f1[1],
+                             out->last_val.average_precision);
+            }
             double solved_score;
             if (lb_trainer_solved_step(trainer, &solved_score) == out->steps && out->steps > 0)
-                fprintf(stderr, "solved: validation %s %.4g reached --stop-at %g at step %lld\n",
-                        rc->train.select == LB_SELECT_LOSS ? "loss" : isnan(out->last_val.accuracy) ? "mse" : "accuracy",
+                fprintf(stderr, "solved: validation %s %.4g reached --stop-at %g at step %lld\n", score_name,
                         solved_score, rc->train.stop_at, (long long)out->steps);
             if (lb_trainer_stopped_early(trainer))
                 fprintf(stderr, "stopped early: %lld evaluations without a better validation (--patience %lld)\n",

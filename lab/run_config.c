@@ -139,6 +139,7 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
     case LB_TRAIN_CLOCK: st = lb_budget_clock_parse(value, (lb_budget_clock *)p); break;
     case LB_TRAIN_SELECT: st = lb_val_select_parse(value, (lb_val_select *)p); break;
     case LB_TRAIN_DECAY: st = lb_decay_params_parse(value, (lb_decay_params *)p); break;
+    case LB_TRAIN_WEIGHTS: st = lb_class_weight_parse(value, &rc->train); break;
     }
     if (st != LB_OK && strstr(lb_last_error(), flag) == NULL)
         lb_error_context("%s", flag);
@@ -198,6 +199,10 @@ static json_object *option_json(const lb_run_config *rc, const run_option *ro)
     case LB_TRAIN_CLOCK: return json_object_new_string(lb_budget_clock_name(*(const lb_budget_clock *)p));
     case LB_TRAIN_SELECT: return json_object_new_string(lb_val_select_name(*(const lb_val_select *)p));
     case LB_TRAIN_DECAY: return json_object_new_string(lb_decay_params_name(*(const lb_decay_params *)p));
+    case LB_TRAIN_WEIGHTS: {
+        char text[LB_METRICS_MAX_CLASSES * 26];
+        return json_object_new_string(lb_class_weight_format(&rc->train, text, sizeof text));
+    }
     }
     return NULL;
 }

@@ -260,6 +260,8 @@ static const struct {
     {"lb_sample_filter", "work"},      {"lb_sample_probs", "work"},        {"lb_sample_token", "work"},
     {"lb_generate", "out"},            {"lb_generate", "result"},
     {"lb_dataset_events_json", "len"}, {"lb_event_schema_same_reading", "why"},
+    {"lb_trainer_class_weights", "weights"}, {"lb_model_events_check", "trained"},
+    {"lb_model_events_check", "checkpoint"},
     {NULL, NULL},
 };
 

@@ -773,8 +773,8 @@ static void test_stop_at_criterion(void)
     lb_val_select sel;
     CU_ASSERT_EQUAL(lb_val_select_parse("loss", &sel), LB_OK);
     CU_ASSERT_EQUAL(sel, LB_SELECT_LOSS);
-    CU_ASSERT_EQUAL(lb_val_select_parse("f1", &sel), LB_ERR_VALUE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "'f1'"));
+    CU_ASSERT_EQUAL(lb_val_select_parse("f2", &sel), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "'f2'"));
     CU_ASSERT_STRING_EQUAL(lb_val_select_name(LB_SELECT_ACCURACY), "accuracy");
     CU_ASSERT_TRUE(isnan(lb_val_score(NULL, LB_SELECT_LOSS, NULL)));
     lb_dataset_close(ds);

@@ -574,6 +574,10 @@ lb_status lb_dist_evaluate(lb_trainer *t, const char *split, int64_t max_example
         return lb_error(LB_ERR_STATE, "validation failed on another rank");
     out->scored = (int64_t)llround(v[3]);
     out->examples = (int64_t)llround(v[4]);
+    /* the confusion matrices add up; the average precision needs every score (NAN here) */
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, out->classes.confusion, LB_METRICS_MAX_CLASSES * LB_METRICS_MAX_CLASSES,
+                            MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    out->average_precision = NAN;
     lb_eval_finish(out, v[1], (int64_t)llround(v[2]), lb_dataset_is_regression(t->data));
     return LB_OK;
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "data/events.h"
 #include "optim/clip.h"
 #include "tensor/clock.h"
 #include "tensor/threads.h"
@@ -68,6 +69,7 @@ double lb_train_field_number(const lb_train_config *cfg, const lb_train_field *f
     case LB_TRAIN_CLOCK: return (double)*(const lb_budget_clock *)p;
     case LB_TRAIN_SELECT: return (double)*(const lb_val_select *)p;
     case LB_TRAIN_DECAY: return (double)*(const lb_decay_params *)p;
+    case LB_TRAIN_WEIGHTS: return (double)*(const int *)p; /* class_weight: 0 none, 1 balanced, 2 given */
     }
     return NAN;
 }
@@ -85,6 +87,7 @@ static void set_number(lb_train_config *cfg, const lb_train_field *f, double v)
     case LB_TRAIN_CLOCK: *(lb_budget_clock *)p = (lb_budget_clock)(int)v; break;
     case LB_TRAIN_SELECT: *(lb_val_select *)p = (lb_val_select)(int)v; break;
     case LB_TRAIN_DECAY: *(lb_decay_params *)p = (lb_decay_params)(int)v; break;
+    case LB_TRAIN_WEIGHTS: *(int *)p = (int)v; break;
     }
 }
 
@@ -110,6 +113,7 @@ static const char *enum_name(const lb_train_config *cfg, const lb_train_field *f
     case LB_TRAIN_CLOCK: return lb_budget_clock_name((lb_budget_clock)v);
     case LB_TRAIN_SELECT: return lb_val_select_name((lb_val_select)v);
     case LB_TRAIN_DECAY: return lb_decay_params_name((lb_decay_params)v);
+    case LB_TRAIN_WEIGHTS: return v == 0 ? "none" : v == 1 ? "balanced" : v == 2 ? "given" : NULL;
     default: return "";
     }
 }
@@ -155,16 +159,24 @@ lb_status lb_train_config_check(const lb_train_config *cfg)
     if (cfg->micro_batches > cfg->batch_size)
         return lb_error(LB_ERR_VALUE, "train config: micro-batches must be in [1, batch=%lld] (got %lld)",
                         (long long)cfg->batch_size, (long long)cfg->micro_batches);
-    if (cfg->select == LB_SELECT_ACCURACY && cfg->stop_at > 1)
-        return lb_error(LB_ERR_VALUE, "train config: stop-at %g is an accuracy above 1 (with select accuracy it is a "
-                        "fraction in (0, 1]; a regression's MSE is compared as is)", cfg->stop_at);
+    if (cfg->class_weight == 2 && (cfg->n_class_weights < 1 || cfg->n_class_weights > LB_METRICS_MAX_CLASSES))
+        return lb_error(LB_ERR_VALUE, "train config: %lld class weights (1 to %d)", (long long)cfg->n_class_weights,
+                        LB_METRICS_MAX_CLASSES);
+    for (int64_t c = 0; cfg->class_weight == 2 && c < cfg->n_class_weights; c++)
+        if (!(cfg->class_weights[c] >= 0) || !isfinite(cfg->class_weights[c]))
+            return lb_error(LB_ERR_VALUE, "train config: class weight %lld is %g (a finite value >= 0)", (long long)c,
+                            cfg->class_weights[c]);
+    if (cfg->select != LB_SELECT_LOSS && cfg->stop_at > 1)
+        return lb_error(LB_ERR_VALUE, "train config: stop-at %g is a score above 1 (with select %s it is a "
+                        "fraction in (0, 1]; a regression's MSE is compared as is)", cfg->stop_at,
+                        lb_val_select_name(cfg->select));
     if (lb_optim_config_check(&cfg->optim) != LB_OK)
         return lb_last_status();
     lb_schedule s = effective_schedule(cfg);
     return lb_schedule_check(&s);
 }
 
-static const char *const select_names[] = {"accuracy", "loss"};
+static const char *const select_names[] = {"accuracy", "loss", "f1", "macro-f1", "pr-auc"};
 
 const char *lb_val_select_name(lb_val_select s)
 {
@@ -184,11 +196,66 @@ lb_status lb_val_select_parse(const char *name, lb_val_select *out)
 double lb_val_score(const lb_eval_result *r, lb_val_select select, int *higher_better)
 {
     LB_CHECK_ARG(r, NAN);
-    int regression = isnan(r->accuracy);
-    int higher = select == LB_SELECT_ACCURACY && !regression;
+    int regression = isnan(r->accuracy) && r->classes.num_classes == 0;
+    int higher = select != LB_SELECT_LOSS && !regression;
     if (higher_better)
         *higher_better = higher;
-    return select == LB_SELECT_LOSS ? r->loss : regression ? r->mse : r->accuracy;
+    switch (select) {
+    case LB_SELECT_LOSS: return r->loss;
+    case LB_SELECT_F1: return lb_class_report_detector_f1(&r->classes);
+    case LB_SELECT_MACRO_F1: return r->classes.num_classes ? r->classes.macro_f1 : NAN;
+    case LB_SELECT_PR_AUC: return r->average_precision;
+    default: return regression ? r->mse : r->accuracy;
+    }
+}
+
+lb_status lb_class_weight_parse(const char *text, lb_train_config *cfg)
+{
+    LB_CHECK_ARG(text, LB_ERR_VALUE);
+    LB_CHECK_ARG(cfg, LB_ERR_VALUE);
+    if (strcmp(text, "none") == 0 || strcmp(text, "balanced") == 0) {
+        cfg->class_weight = text[0] == 'b';
+        cfg->n_class_weights = 0;
+        return LB_OK;
+    }
+    double w[LB_METRICS_MAX_CLASSES];
+    int64_t n = 0;
+    for (const char *p = text;; n++) {
+        char *end = NULL;
+        errno = 0;
+        double v = n < LB_METRICS_MAX_CLASSES ? strtod(p, &end) : NAN;
+        if (end == p || errno == ERANGE || !(v >= 0) || !isfinite(v) || (*end && *end != ','))
+            return lb_error(LB_ERR_VALUE, "--class-weight '%s': expected none, balanced, or one weight >= 0 per class "
+                            "separated by commas (at most %d)", text, LB_METRICS_MAX_CLASSES);
+        w[n] = v;
+        if (!*end) {
+            n++;
+            break;
+        }
+        p = end + 1;
+    }
+    cfg->class_weight = 2;
+    cfg->n_class_weights = n;
+    memcpy(cfg->class_weights, w, (size_t)n * sizeof *w);
+    return LB_OK;
+}
+
+char *lb_class_weight_format(const lb_train_config *cfg, char *buf, size_t size)
+{
+    LB_CHECK_ARG(cfg, NULL);
+    LB_CHECK_ARG(buf, NULL);
+    if (size == 0)
+        return buf;
+    snprintf(buf, size, "%s", cfg->class_weight == 1 ? "balanced" : "none");
+    if (cfg->class_weight == 2) {
+        size_t used = 0;
+        buf[0] = '\0';
+        for (int64_t c = 0; c < cfg->n_class_weights && used < size; c++) {
+            int n = snprintf(buf + used, size - used, "%s%.17g", c ? "," : "", cfg->class_weights[c]);
+            used += n > 0 ? (size_t)n : 0;
+        }
+    }
+    return buf;
 }
 
 static const char *const decay_names[] = {"all", "matrices", "linear"};
@@ -284,6 +351,24 @@ lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_tas
     return LB_OK;
 }
 
+lb_status lb_model_events_check(const lb_event_schema *trained, const char *checkpoint, const lb_dataset *data)
+{
+    LB_CHECK_ARG(data, LB_ERR_VALUE);
+    if (!trained)
+        return LB_OK;
+    const lb_event_schema *have = lb_dataset_events(data);
+    lb_clear_error();
+    char why[512];
+    if (have && lb_event_schema_same_reading(trained, have, why, sizeof why))
+        return LB_OK;
+    if (!have)
+        snprintf(why, sizeof why, "it is not an imported event log");
+    return lb_error(LB_ERR_VALUE, "%s does not read rows as the training file of %s did (%s): import it with "
+                    "`lookback data csv NEW.csv --like %s -o NEW.h5`",
+                    lb_dataset_path(data), checkpoint ? checkpoint : "the model", why,
+                    checkpoint ? checkpoint : "CHECKPOINT");
+}
+
 /* A view of examples [start, start + count) of a batch. */
 static lb_batch batch_part(const lb_batch *b, int64_t start, int64_t count, lb_tensor **features_view)
 {
@@ -336,10 +421,16 @@ static lb_status batch_input(const lb_model *model, const lb_batch *b, lb_model_
 /* Loss of the model output against the batch's targets.
  *   classification: output [B, C] or [B, T, C] logits, targets [B] or [B, T] (-100 ignored)
  *   regression:     output [B], targets [B] */
-static lb_var *task_loss(lb_graph *g, lb_var *output, const lb_batch *b)
+static lb_var *task_loss(lb_graph *g, lb_var *output, const lb_batch *b, const lb_tensor *class_weight)
 {
     if (!output)
         return NULL;
+    if (b->targets && class_weight) { /* the weighted mean of PyTorch's cross_entropy(weight=...) */
+        lb_loss_options lo;
+        lb_loss_options_default(&lo);
+        lo.weight = class_weight;
+        return lb_cross_entropy_ex(g, output, b->targets, &lo);
+    }
     if (b->targets)
         return lb_cross_entropy(g, output, b->targets, LB_IGNORE_INDEX);
     int64_t shape[1] = {b->batch_size};
@@ -354,8 +445,43 @@ static lb_var *task_loss(lb_graph *g, lb_var *output, const lb_batch *b)
 /* Counts correct predictions: argmax of each scored row of logits [R, C].
  * seq_correct/seq_scored (may be NULL) receive, per sequence, correct / scored counts;
  * out (may be NULL) accumulates the per-output-index counts of lb_eval_result. */
+/* The scores of the evaluated targets (for the average precision). */
+typedef struct score_list {
+    int64_t n, cap;
+    int32_t *positive; /* target == 1 */
+    float *score;      /* softmax probability of class 1 (C > 2: 1 - that of class 0) */
+    int failed;        /* out of memory: no average precision */
+} score_list;
+
+static void score_add(score_list *l, int32_t target, const lb_tensor *logits, int64_t r, int64_t C)
+{
+    if (!l || l->failed)
+        return;
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 4096;
+        int32_t *p = realloc(l->positive, (size_t)cap * sizeof *p);
+        if (p)
+            l->positive = p;
+        float *s = p ? realloc(l->score, (size_t)cap * sizeof *s) : NULL;
+        if (!s) {
+            l->failed = 1;
+            return;
+        }
+        l->score = s;
+        l->cap = cap;
+    }
+    double top = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < C; c++)
+        top = fmax(top, lb_tensor_flat(logits, r * C + c));
+    for (int64_t c = 0; c < C; c++)
+        sum += exp(lb_tensor_flat(logits, r * C + c) - top);
+    double p1 = exp(lb_tensor_flat(logits, r * C + (C == 2 ? 1 : 0)) - top) / sum;
+    l->score[l->n] = (float)(C == 2 ? p1 : 1.0 - p1);
+    l->positive[l->n++] = C == 2 ? target == 1 : target != 0;
+}
+
 static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *correct, int64_t *scored,
-                          int64_t *seq_correct, int64_t *seq_scored, lb_eval_result *out)
+                          int64_t *seq_correct, int64_t *seq_scored, lb_eval_result *out, score_list *scores)
 {
     int64_t C = logits->shape[logits->ndim - 1];
     int64_t per_seq = b->per_position ? b->seq_len : 1;
@@ -377,6 +503,9 @@ static void count_correct(const lb_tensor *logits, const lb_batch *b, int64_t *c
             }
             ok += best == target;
             n++;
+            if (out)
+                lb_class_report_add(&out->classes, target, (int32_t)best);
+            score_add(scores, target, logits, r, C);
             int64_t from_end = (b->lengths ? b->lengths[i] : b->seq_len) - 1 - p; /* 0 = last position */
             if (out && from_end < out->n_outputs) {
                 out->output_correct[out->n_outputs - 1 - from_end] += best == target;
@@ -416,6 +545,7 @@ void lb_eval_finish(lb_eval_result *out, double loss_sum, int64_t correct, int r
         out->mse = out->loss;
     else
         out->accuracy = out->scored > 0 ? (double)correct / (double)out->scored : 0.0;
+    lb_class_report_finish(&out->classes);
 }
 
 lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *split, int64_t max_examples,
@@ -424,7 +554,9 @@ lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *
                            lb_tensor **attention_out)
 {
     memset(out, 0, sizeof *out);
-    out->accuracy = out->mse = NAN;
+    out->accuracy = out->mse = out->average_precision = NAN;
+    lb_class_report_init(&out->classes, lb_dataset_is_regression(data) ? 0 : lb_dataset_num_classes(data));
+    score_list scores = {0};
     if (attention_out)
         *attention_out = NULL;
     if (lb_model_data_check(lb_model_get_config(model), NULL, data) != LB_OK)
@@ -482,7 +614,7 @@ lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *
         lb_var *y = st == LB_OK ? lb_model_forward(g, model, &in, 0, NULL,
                                                    (attention_out && start == first) ? attention_out : NULL)
                                 : NULL;
-        lb_var *loss = task_loss(g, y, &b);
+        lb_var *loss = task_loss(g, y, &b, NULL);
         if (!loss) {
             st = lb_last_status();
         } else {
@@ -498,7 +630,7 @@ lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *
                         }
                 }
             } else {
-                count_correct(y->value, &b, &correct, &scored, seq_correct, seq_scored, out);
+                count_correct(y->value, &b, &correct, &scored, seq_correct, seq_scored, out, &scores);
                 for (int64_t i = 0; i < count && out->n_bins > 0 && b.distance; i++)
                     for (int k = 0; k < out->n_bins; k++)
                         if (b.distance[i] >= out->bin_lo[k] && b.distance[i] <= out->bin_hi[k]) {
@@ -522,6 +654,15 @@ lb_status lb_evaluate_part(lb_model *model, const lb_dataset *data, const char *
     }
     free(seq_correct);
     free(seq_scored);
+    /* The average precision needs every score: one process only (parts == 1). */
+    if (st == LB_OK && parts == 1 && !scores.failed && lb_dataset_num_classes(data) == 2 && scores.n > 0) {
+        int any = 0;
+        for (int64_t i = 0; i < scores.n && !any; i++)
+            any = scores.positive[i];
+        out->average_precision = any ? lb_average_precision(scores.n, scores.positive, scores.score) : NAN;
+    }
+    free(scores.positive);
+    free(scores.score);
     *loss_sum_out = loss_sum;
     *correct_out = correct;
     return st;
@@ -570,6 +711,49 @@ lb_status lb_model_config_fit_data(lb_model_config *cfg, const lb_dataset *data)
     cfg->head = lb_dataset_per_position(data) ? LB_HEAD_EVERY : LB_HEAD_LAST;
     if (cfg->max_seq_len < lb_dataset_seq_len(data) || lb_dataset_is_text(data))
         cfg->max_seq_len = lb_dataset_seq_len(data);
+    return LB_OK;
+}
+
+/* The loss's class weights: given, or balanced from the train split's targets. */
+static lb_status make_class_weight(lb_trainer *t)
+{
+    int64_t C = lb_dataset_num_classes(t->data);
+    const char *path = lb_dataset_path(t->data);
+    if (lb_dataset_is_regression(t->data))
+        return lb_error(LB_ERR_VALUE, "%s: class weights need classes, but the data is regression", path);
+    if (C > LB_METRICS_MAX_CLASSES)
+        return lb_error(LB_ERR_VALUE, "%s: class weights for %lld classes: at most %d", path, (long long)C,
+                        LB_METRICS_MAX_CLASSES);
+    double w[LB_METRICS_MAX_CLASSES];
+    if (t->cfg.class_weight == 1) {
+        int64_t counts[LB_METRICS_MAX_CLASSES];
+        lb_status st = lb_dataset_label_histogram(t->data, "train", counts, NULL);
+        if (st == LB_OK)
+            st = lb_balanced_class_weights(counts, C, w);
+        if (st != LB_OK)
+            return st;
+    } else {
+        if (t->cfg.n_class_weights != C)
+            return lb_error(LB_ERR_VALUE, "%s has %lld classes but %lld class weights were given", path, (long long)C,
+                            (long long)t->cfg.n_class_weights);
+        memcpy(w, t->cfg.class_weights, (size_t)C * sizeof *w);
+    }
+    int64_t shape[1] = {C};
+    t->class_weight = lb_tensor_zeros(LB_FLOAT64, 1, shape);
+    if (!t->class_weight)
+        return lb_last_status();
+    for (int64_t c = 0; c < C; c++)
+        lb_tensor_set(t->class_weight, &c, w[c]);
+    return LB_OK;
+}
+
+lb_status lb_trainer_class_weights(const lb_trainer *t, int64_t *n, double *weights)
+{
+    LB_CHECK_ARG(t, LB_ERR_VALUE);
+    LB_CHECK_ARG(n, LB_ERR_VALUE);
+    *n = t->class_weight ? t->class_weight->shape[0] : 0;
+    for (int64_t c = 0; weights && c < *n; c++)
+        weights[c] = lb_tensor_flat(t->class_weight, c);
     return LB_OK;
 }
 
@@ -625,6 +809,10 @@ lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_tra
     lb_rng seeder;
     lb_rng_seed(&seeder, cfg->seed ^ 0xD2B74407B1CE6E93ull);
     t->dropout_rng = lb_rng_split(&seeder);
+    if (cfg->class_weight && make_class_weight(t) != LB_OK) {
+        lb_trainer_free(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -637,6 +825,7 @@ void lb_trainer_free(lb_trainer *t)
     lb_graph_free(t->graph);
     lb_graph_free(t->eval_graph);
     lb_dist_state_free(t->dist);
+    lb_tensor_free(t->class_weight);
     free(t);
 }
 
@@ -689,6 +878,17 @@ static lb_status next_batch(lb_trainer *t, lb_batch *b)
                     lb_dataset_path(t->data), (long long)t->cfg.batch_size);
 }
 
+/* The summed class weights of a batch's scored targets (the weighted mean's divisor). */
+static double weighted_targets(const lb_batch *b, const lb_tensor *w)
+{
+    int64_t total = b->batch_size * (b->per_position ? b->seq_len : 1);
+    double sum = 0;
+    for (int64_t i = 0; i < total; i++)
+        if (b->targets[i] != LB_IGNORE_INDEX)
+            sum += lb_tensor_flat(w, b->targets[i]);
+    return sum;
+}
+
 /* Number of targets a batch scores (non-ignored positions, or sequences). */
 static int64_t scored_targets(const lb_batch *b)
 {
@@ -715,8 +915,12 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
     lb_optim_set_lr(t->optim, lr);
     lb_optim_zero_grad(t->optim);
     int64_t total_scored = scored_targets(&b), correct = 0, counted = 0;
+    if (t->dist && t->class_weight)
+        return lb_error(LB_ERR_VALUE, "class weights are not available under data-parallel training (each process "
+                        "would need the weights of the whole batch): train in one process");
     if (t->dist && (st = lb_dist_total_scored(t, &total_scored)) != LB_OK)
         return st;
+    double total_weight = t->class_weight && b.targets ? weighted_targets(&b, t->class_weight) : 0;
     double loss_sum = 0;
     int64_t micro = t->cfg.micro_batches;
     for (int64_t m = 0; m < micro && st == LB_OK; m++) {
@@ -726,7 +930,7 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
         lb_model_input in;
         st = batch_input(t->model, &part, &in, &converted);
         lb_var *y = st == LB_OK ? lb_model_forward(t->graph, t->model, &in, 1, &t->dropout_rng, NULL) : NULL;
-        lb_var *loss = task_loss(t->graph, y, &part);
+        lb_var *loss = task_loss(t->graph, y, &part, t->class_weight);
         if (!loss) {
             st = lb_last_status();
         } else {
@@ -738,11 +942,13 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
             } else {
                 /* Each micro-batch's mean is weighted by its share of the batch's targets. */
                 double w = total_scored > 0 ? (double)scored / (double)total_scored : 0.0;
+                if (t->class_weight && part.targets) /* weighted: the share of the batch's weight */
+                    w = total_weight > 0 ? weighted_targets(&part, t->class_weight) / total_weight : 0.0;
                 loss_sum += value * w;
                 lb_var *weighted = w == 1.0 ? loss : lb_scale(t->graph, loss, w);
                 st = scored > 0 ? lb_backward(t->graph, weighted, NULL) : LB_OK;
                 if (part.targets)
-                    count_correct(y->value, &part, &correct, &counted, NULL, NULL, NULL);
+                    count_correct(y->value, &part, &correct, &counted, NULL, NULL, NULL, NULL);
             }
         }
         lb_tensor_free(converted);
@@ -783,7 +989,8 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
 
 const char *lb_metrics_header(void)
 {
-    return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped";
+    return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped,f1,macro_f1,pr_auc,"
+           "precision,recall,confusion";
 }
 
 const char *lb_metrics_header_for(const lb_dataset *data)
@@ -876,19 +1083,45 @@ lb_status lb_metrics_read(const char *path, const char *split, lb_metrics_row_fn
     return LB_OK;
 }
 
+enum { METRICS_CONFUSION_MAX = 4 };
+
 /* One row of metrics.csv, written whole with write(2) or not at all: when the write
  * fails (a full disk) the file is cut back to its previous end, so the rows before
  * stay whole, and LB_ERR_IO is returned. */
 static lb_status write_metrics(FILE *f, int text, int64_t step, const char *split, double loss, double acc, double lr,
-                               double norm, double tps, double wall, int64_t skipped)
+                               double norm, double tps, double wall, int64_t skipped, const lb_eval_result *val)
 {
     if (!f)
         return LB_OK;
-    char line[512];
+    char line[1024];
     int len = snprintf(line, sizeof line, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%lld", (long long)step, split, loss,
                        acc, lr, norm, tps, wall, (long long)skipped);
-    if (text) /* bits per symbol and perplexity of the loss in nats per token */
+    if (text) { /* bits per symbol and perplexity of the loss in nats per token */
         len += snprintf(line + len, sizeof line - (size_t)len, ",%.9g,%.9g", loss / log(2.0), exp(loss));
+    } else { /* the rare-event measures of a validation (train rows: nan) */
+        const lb_class_report *c = val && val->classes.num_classes && val->classes.total ? &val->classes : NULL;
+        double f1 = c ? lb_class_report_detector_f1(c) : NAN, macro = c ? c->macro_f1 : NAN;
+        /* precision and recall of class 1 for a binary label (the rare event), else their macro averages */
+        double precision = NAN, recall = NAN;
+        if (c && c->num_classes == 2) {
+            precision = c->precision[1];
+            recall = c->recall[1];
+        } else if (c) {
+            precision = recall = 0;
+            for (int64_t k = 0; k < c->num_classes; k++) {
+                precision += c->precision[k] / (double)c->num_classes;
+                recall += c->recall[k] / (double)c->num_classes;
+            }
+        }
+        /* the confusion matrix up to 4 classes (a row stays short; eval prints any size) */
+        char confusion[METRICS_CONFUSION_MAX * METRICS_CONFUSION_MAX * 21] = "";
+        for (int64_t k = 0, used = 0; c && c->num_classes <= METRICS_CONFUSION_MAX && k < c->num_classes * c->num_classes;
+             k++)
+            used += snprintf(confusion + used, sizeof confusion - (size_t)used, "%s%lld", k ? " " : "",
+                             (long long)c->confusion[k]);
+        len += snprintf(line + len, sizeof line - (size_t)len, ",%.9g,%.9g,%.9g,%.9g,%.9g,%s", f1, macro,
+                        val ? val->average_precision : NAN, precision, recall, confusion);
+    }
     len += snprintf(line + len, sizeof line - (size_t)len, "\n");
     int fd = fileno(f);
     off_t before = (fflush(f) == 0 && fd >= 0) ? lseek(fd, 0, SEEK_END) : (off_t)-1;
@@ -1026,7 +1259,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
             lb_eval_result r;
             st = write_metrics(metrics, lb_dataset_is_text(t->data), t->step, "train", t->interval_loss / (double)t->interval_steps,
                                t->interval_acc_steps > 0 ? t->interval_acc / (double)t->interval_acc_steps : NAN, lr,
-                               norm, seconds > 0 ? tokens / seconds : 0, t->elapsed, t->interval_skipped);
+                               norm, seconds > 0 ? tokens / seconds : 0, t->elapsed, t->interval_skipped, NULL);
             if (st != LB_OK)
                 return st;
             tokens = seconds = t->interval_loss = t->interval_acc = 0;
@@ -1047,7 +1280,8 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
                 }
                 judged = ckpt_due || solved;
                 improved = judged && note_validation(t, &r);
-                if ((st = write_metrics(metrics, lb_dataset_is_text(t->data), t->step, "val", r.loss, r.accuracy, lr, norm, 0, t->elapsed, 0)) != LB_OK)
+                if ((st = write_metrics(metrics, lb_dataset_is_text(t->data), t->step, "val", r.loss, r.accuracy, lr, norm, 0,
+                                        t->elapsed, 0, &r)) != LB_OK)
                     return st;
                 if (cb)
                     cb(LB_EVENT_EVAL, &s, &r, user);

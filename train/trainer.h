@@ -23,6 +23,7 @@
 #include "layers/model.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
+#include "train/metrics.h"
 
 LB_API_BEGIN
 
@@ -42,11 +43,25 @@ typedef enum lb_budget_clock { LB_BUDGET_WALL = 0, LB_BUDGET_CPU = 1 } lb_budget
  *   For a task whose scored targets are mostly trivial (copy memory with its blanks
  *   scored, where accuracy is 99 % while the model still guesses every symbol to copy)
  *   the loss is the task's own score: it is compared with the memoryless baseline. */
-typedef enum lb_val_select { LB_SELECT_ACCURACY = 0, LB_SELECT_LOSS = 1 } lb_val_select;
+/* LB_SELECT_F1: the detector's F1 on the validation targets (class 1's F1 for a binary
+ *   label, the rare event; macro-F1 with more classes: lb_class_report_detector_f1),
+ *   higher is better. For classification with at most LB_METRICS_MAX_CLASSES classes.
+ * LB_SELECT_MACRO_F1: the macro-F1 (train/metrics.h), higher is better.
+ * LB_SELECT_PR_AUC: the average precision of a binary label (area under the
+ *   precision-recall curve, as sklearn's average_precision_score), higher is better;
+ *   NAN (never an improvement) when the validation targets hold no positive. Not
+ *   available under data-parallel training (the scores stay on their ranks). */
+typedef enum lb_val_select {
+    LB_SELECT_ACCURACY = 0,
+    LB_SELECT_LOSS = 1,
+    LB_SELECT_F1 = 2,
+    LB_SELECT_MACRO_F1 = 3,
+    LB_SELECT_PR_AUC = 4
+} lb_val_select;
 
-/* "accuracy" / "loss"; NULL for a value out of range. */
+/* "accuracy" / "loss" / "f1" / "macro-f1" / "pr-auc"; NULL for a value out of range. */
 const char *lb_val_select_name(lb_val_select s);
-/* Parses "accuracy" or "loss"; LB_ERR_VALUE naming the value otherwise. */
+/* Parses those names; LB_ERR_VALUE naming the value otherwise. */
 lb_status lb_val_select_parse(const char *name, lb_val_select *out);
 
 /* "wall" / "cpu"; NULL for a value out of range. */
@@ -101,6 +116,12 @@ typedef struct lb_train_config {
                                 non-finite gradient (0 = never) */
     lb_val_select select;    /* the validation score of best.h5, patience and stop_at
                                 (default LB_SELECT_ACCURACY) */
+    int class_weight;        /* class weights of the training loss (weighted cross-entropy,
+                                lb_cross_entropy_ex; PyTorch's weighted mean): 0 none, 1 balanced
+                                (lb_balanced_class_weights from the train split's targets),
+                                2 the values of class_weights */
+    int64_t n_class_weights; /* with class_weight 2: one value per class */
+    double class_weights[LB_METRICS_MAX_CLASSES];
     double stop_at;          /* train to solve: stop at the first validation whose score reaches
                                 this value (score >= stop_at when higher is better, <= when
                                 lower is better; 0 = never). The run saves its checkpoint and
@@ -110,7 +131,8 @@ typedef struct lb_train_config {
 /* The training options as data: one row per field of train/train_fields.def. */
 typedef enum lb_train_field_type {
     LB_TRAIN_INT64, LB_TRAIN_INT, LB_TRAIN_REAL, LB_TRAIN_U64,
-    LB_TRAIN_OPTIM, LB_TRAIN_SCHEDULE, LB_TRAIN_CLOCK, LB_TRAIN_SELECT, LB_TRAIN_DECAY
+    LB_TRAIN_OPTIM, LB_TRAIN_SCHEDULE, LB_TRAIN_CLOCK, LB_TRAIN_SELECT, LB_TRAIN_DECAY,
+    LB_TRAIN_WEIGHTS /* the class weights: class_weight, n_class_weights, class_weights */
 } lb_train_field_type;
 /* Which configurations use a field: every one, or only those with that optimizer
  * (LB_TRAIN_ADAM: Adam and AdamW) or schedule. */
@@ -138,6 +160,13 @@ const lb_train_field *lb_train_field_find(const char *option);
 int lb_train_field_applies(const lb_train_field *f, const lb_train_config *cfg);
 /* The field's value as a double (enums as their index), for range checks, JSON and help. */
 double lb_train_field_number(const lb_train_config *cfg, const lb_train_field *f);
+
+/* Class weights from text, as `--class-weight` takes them: "none", "balanced" or one
+ * finite weight >= 0 per class separated by commas ("1,20"), into cfg->class_weight,
+ * n_class_weights and class_weights. LB_ERR_VALUE naming the text otherwise (nothing is
+ * changed). _format writes the same text back (weights with 17 significant digits). */
+lb_status lb_class_weight_parse(const char *text, lb_train_config *cfg);
+char *lb_class_weight_format(const lb_train_config *cfg, char *buf, size_t size);
 
 /* Defaults: every field's default of train/train_fields.def (1000 steps, batch 32,
  * AdamW lr 1e-3 with torch.optim.AdamW's betas and weight decay 0.01, warm-up 100 steps
@@ -167,6 +196,12 @@ typedef struct lb_eval_result {
      * is the i-th copied symbol. Ignored (-100) targets are not counted. */
     int n_outputs;
     int64_t output_correct[LB_EVAL_MAX_OUTPUTS], output_total[LB_EVAL_MAX_OUTPUTS];
+    /* Classification with at most LB_METRICS_MAX_CLASSES classes: the confusion matrix and
+     * what follows from it (train/metrics.h; classes.num_classes 0 otherwise), and the
+     * average precision of a binary label's class-1 probability (NAN without a positive
+     * target, with more classes, or under data-parallel evaluation). */
+    lb_class_report classes;
+    double average_precision;
 } lb_eval_result;
 
 /* The score of a validation result under `select` (see lb_val_select) and whether higher
@@ -196,6 +231,11 @@ typedef struct lb_step_stats {
 } lb_step_stats;
 
 typedef struct lb_trainer lb_trainer;
+
+/* The class weights the trainer's loss uses (cfg->class_weight): *n receives C (0 when the
+ * loss is unweighted) and weights (LB_METRICS_MAX_CLASSES entries, may be NULL) the
+ * values. LB_ERR_VALUE for NULL t or n. */
+lb_status lb_trainer_class_weights(const lb_trainer *t, int64_t *n, double *weights);
 
 /* Fits a model configuration to a data file, as lb_trainer_new will check it: vocab_size
  * (0 for feature inputs, then input_features), num_classes and the head (every position
@@ -269,6 +309,14 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path);
  * conv stack read any length. A text corpus also needs causal attention (each target is
  * the next input). Errors: LB_ERR_VALUE naming the file and both sides. */
 lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_task, const lb_dataset *data);
+
+/* For a model trained on an imported event log (`trained`: its checkpoint's schema,
+ * lb_checkpoint_read_events; NULL for a generated task, then nothing is checked): an
+ * events data file must read rows as the training file did (lb_event_schema_same_reading:
+ * the same columns, scaling and token maps, label and classes). LB_ERR_VALUE naming the
+ * file, the first difference and the fix (lookback data csv NEW.csv --like CHECKPOINT). */
+struct lb_event_schema;
+lb_status lb_model_events_check(const struct lb_event_schema *trained, const char *checkpoint, const lb_dataset *data);
 
 /* The task a checkpoint's model was trained on ("spike", ...) into task (size bytes);
  * "" for checkpoints written before it was recorded. Errors as reading the config. */

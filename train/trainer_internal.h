@@ -35,6 +35,7 @@ struct lb_trainer {
     double interval_loss, interval_acc;
     int64_t interval_steps, interval_acc_steps, interval_skipped;
     lb_dist_state *dist; /* data-parallel replicas (NULL: one process) */
+    lb_tensor *class_weight; /* float64 [C] weights of the training loss, or NULL (cfg.class_weight) */
 };
 
 /* lb_evaluate over part `part` of `parts` of the evaluation batches (contiguous blocks

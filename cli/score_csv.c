@@ -1,0 +1,202 @@
+/* `lookback predict --csv` and `lookback stream --csv`: a trained detector scores the rows
+ * of a CSV event log of its training layout (train/score.h: the stored scaling and token
+ * maps applied, one stream per source). This file parses nothing but options; it calls
+ * the library and prints. */
+#include <csv.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "data/events.h"
+#include "data/output.h"
+#include "layers/stream.h"
+#include "train/score.h"
+#include "tensor/clock.h"
+#include "train/trainer.h"
+
+/* The model and the events schema of a checkpoint. */
+static lb_model *load(const char *ck, lb_event_schema **schema)
+{
+    *schema = NULL;
+    if (lb_checkpoint_read_events(ck, schema) != LB_OK)
+        return NULL;
+    if (!*schema) {
+        lb_error(LB_ERR_VALUE, "%s: the model was not trained on an imported CSV event log (no events schema), so "
+                 "--csv does not apply: use --data or --input", ck);
+        return NULL;
+    }
+    lb_model *m = lb_checkpoint_load_model(ck);
+    if (!m) {
+        lb_event_schema_free(*schema);
+        *schema = NULL;
+    }
+    return m;
+}
+
+static const char *const score_header = "row,line,source,position,label,predicted,probability,score";
+
+/* One scored row as a CSV line (the source key quoted as RFC 4180 asks). */
+static int print_row(FILE *out, const lb_event_score *s)
+{
+    int bad = fprintf(out, "%lld,%lld,", (long long)s->row, (long long)s->line) < 0;
+    bad |= csv_fwrite(out, s->key, strlen(s->key)) != 0;
+    bad |= fprintf(out, ",%lld,%d,%d,%.9g,%.9g\n", (long long)s->position, s->label, s->predicted, s->probability,
+                   s->score) < 0;
+    return bad;
+}
+
+typedef struct csv_out {
+    FILE *f;
+    int bad;
+    int64_t rows, flagged;
+} csv_out;
+
+static int write_score(const lb_event_score *s, void *user)
+{
+    csv_out *o = user;
+    o->bad |= print_row(o->f, s);
+    o->rows++;
+    o->flagged += s->predicted != 0;
+    return o->bad;
+}
+
+int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int force, int64_t chunk, int64_t max_context)
+{
+    const char *cmd = "predict";
+    if (strcmp(csv, "-") != 0 && lb_output_protect(csv, "the --csv file") != LB_OK)
+        return lb_cli_fail(cmd);
+    if (lb_output_protect(ck, "the --checkpoint file") != LB_OK || lb_output_check(out, "scores file") != LB_OK)
+        return lb_cli_fail(cmd);
+    if (access(out, F_OK) == 0 && !force)
+        return lb_cli_error(cmd, 1, "%s already exists; choose another -o or add --force", out);
+    lb_event_schema *schema = NULL;
+    lb_model *model = load(ck, &schema);
+    if (!model)
+        return lb_cli_fail(cmd);
+    int code = 0;
+    if (lb_cli_check_max_context(ck, lb_model_get_config(model), max_context) != LB_OK) {
+        code = lb_cli_error(cmd, 2, "%s", lb_last_error());
+        goto done;
+    }
+    char tmp[4200];
+    int lock = -1;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp) {
+        code = lb_cli_error(cmd, 2, "-o: path too long");
+        goto done;
+    }
+    if (lb_output_lock(out, "scores file", &lock) != LB_OK) {
+        code = lb_cli_fail(cmd);
+        goto done;
+    }
+    csv_out o = {fopen(tmp, "w"), 0, 0, 0};
+    double start = lb_clock_wall();
+    lb_status st = o.f ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    if (st == LB_OK)
+        o.bad |= fprintf(o.f, "%s\n", score_header) < 0;
+    int64_t rows = 0;
+    if (st == LB_OK)
+        st = lb_event_score_file(model, schema, csv, chunk, max_context, write_score, &o, &rows);
+    if (o.f) {
+        o.bad |= fflush(o.f) != 0 || fsync(fileno(o.f)) != 0;
+        int err = errno;
+        o.bad |= fclose(o.f) != 0;
+        if (st == LB_OK && o.bad)
+            st = lb_error(LB_ERR_IO, "%s: writing the scores failed (%s); nothing was written", out,
+                          strerror(err ? err : EIO));
+    }
+    if (st == LB_OK)
+        st = lb_output_commit(tmp, out, "scores file");
+    else
+        unlink(tmp);
+    lb_output_unlock(out, lock);
+    if (st != LB_OK)
+        code = lb_cli_fail(cmd);
+    else
+        printf("%s: %lld rows of %s scored (one stream per source, %s) in %.2f s; %lld flagged (predicted class != 0)\n",
+               out, (long long)o.rows, csv, chunk > 0 ? "chunked" : "each source as one chunk", lb_clock_wall() - start,
+               (long long)o.flagged);
+done:
+    lb_model_free(model);
+    lb_event_schema_free(schema);
+    return code;
+}
+
+/* ---- stream ---- */
+
+int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, int64_t max_context)
+{
+    const char *cmd = "stream";
+    lb_event_schema *schema = NULL;
+    lb_model *model = load(ck, &schema);
+    if (!model)
+        return lb_cli_fail(cmd);
+    int code = 0;
+    lb_event_scorer *scorer = NULL;
+    lb_event_reader *reader = NULL;
+    if (lb_cli_check_max_context(ck, lb_model_get_config(model), max_context) != LB_OK) {
+        code = lb_cli_error(cmd, 2, "%s", lb_last_error());
+        goto done;
+    }
+    if (!(scorer = lb_event_scorer_new(model, schema, max_context)) || !(reader = lb_event_reader_open(csv, schema))) {
+        code = lb_cli_fail(cmd);
+        goto done;
+    }
+    if (!json && (printf("%s\n", score_header) < 0 || fflush(stdout) != 0)) {
+        code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", strerror(errno));
+        goto done;
+    }
+    lb_event_row row;
+    lb_event_score s;
+    int64_t n = 0, flagged = 0, unseen = 0;
+    int got;
+    while ((got = lb_event_reader_next(reader, &row)) == 1) {
+        if (lb_event_scorer_row(scorer, &row, &s) != LB_OK) {
+            code = lb_cli_error(cmd, 1, "%s, row %lld: %s", strcmp(csv, "-") == 0 ? "standard input" : csv, (long long)row.row, lb_last_error());
+            goto done;
+        }
+        n++;
+        flagged += s.predicted != 0;
+        unseen += s.unseen;
+        if (n % every != 0)
+            continue;
+        int bad;
+        if (json) {
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "row", json_object_new_int64(s.row));
+            json_object_object_add(o, "line", json_object_new_int64(s.line));
+            json_object_object_add(o, "source", json_object_new_string(s.key));
+            json_object_object_add(o, "position", json_object_new_int64(s.position));
+            json_object_object_add(o, "label", s.label >= 0 ? json_object_new_int(s.label) : NULL);
+            json_object_object_add(o, "class", json_object_new_int(s.predicted));
+            json_object_object_add(o, "probability", json_object_new_double(s.probability));
+            json_object_object_add(o, "score", json_object_new_double(s.score));
+            json_object_object_add(o, "unseen_tokens", json_object_new_int64(s.unseen));
+            bad = printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) < 0;
+            json_object_put(o);
+        } else {
+            bad = print_row(stdout, &s);
+        }
+        if (bad || fflush(stdout) != 0 || ferror(stdout)) {
+            code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", errno ? strerror(errno) : "write error");
+            goto done;
+        }
+    }
+    if (got < 0) {
+        code = lb_cli_fail(cmd);
+        goto done;
+    }
+    fprintf(stderr, "lookback stream: %lld rows of %lld sources, %lld flagged (predicted class != 0), %lld token values "
+                    "unseen in training, %lld rows with missing values skipped; states %zu bytes\n",
+            (long long)n, (long long)lb_event_scorer_sources(scorer), (long long)flagged, (long long)unseen,
+            (long long)lb_event_reader_skipped(reader), lb_event_scorer_bytes(scorer));
+done:
+    lb_event_reader_close(reader);
+    lb_event_scorer_free(scorer);
+    lb_model_free(model);
+    lb_event_schema_free(schema);
+    return code;
+}
