@@ -80,7 +80,8 @@ int64_t lb_graph_size(const lb_graph *g);
 
 /* A graph leaf holding `value` (ownership passes to the graph; a non-contiguous value
  * is replaced by a contiguous copy). `requires_grad` makes lb_backward fill its grad.
- * NULL on error (value is then freed). */
+ * NULL on error (value is then freed), except that a tensor the graph already owns (given
+ * to lb_input before) is LB_ERR_STATE and stays the graph's. */
 lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad);
 /* A leaf holding a copy of `value`. */
 lb_var *lb_input_copy(lb_graph *g, const lb_tensor *value, int requires_grad);

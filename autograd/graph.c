@@ -268,6 +268,14 @@ lb_var *lb_input(lb_graph *g, lb_tensor *value, int requires_grad)
         lb_error(LB_ERR_STATE, "lb_input: the graph is NULL (create one with lb_graph_new)");
         return NULL;
     }
+    for (int64_t i = 0; value && g && i < g->size; i++)
+        if (g->nodes[i]->value == value) { /* already the graph's: freeing it twice would follow */
+            lb_error(LB_ERR_STATE,
+                     "lb_input: this tensor was given to the graph already (variable %lld owns it); give each "
+                     "lb_input its own tensor, or use lb_input_copy",
+                     (long long)i);
+            return NULL;
+        }
     if (g)
         lb_pool_use(g->pool);
     lb_var *v = leaf_new(value);

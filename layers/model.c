@@ -307,9 +307,16 @@ lb_status lb_model_check_input(const lb_model *m, const lb_model_input *in)
     if (b < 1 || t < 1)
         return lb_error(LB_ERR_VALUE, "model input: batch = %lld and seq_len = %lld must both be >= 1", (long long)b,
                         (long long)t);
+    if (b > (INT64_MAX / 4) / t) /* batch x seq_len positions, and their bytes, in int64 */
+        return lb_error(LB_ERR_VALUE, "model input: batch = %lld x seq_len = %lld positions overflow", (long long)b,
+                        (long long)t);
     if (c->vocab_size > 0) {
         if (!in->tokens)
             return lb_error(LB_ERR_VALUE, "model input: the model reads token ids (vocab_size = %lld) but tokens is NULL",
+                            (long long)c->vocab_size);
+        if (in->features)
+            return lb_error(LB_ERR_VALUE, "model input: the model reads token ids (vocab_size = %lld), not features: "
+                                          "features must be NULL",
                             (long long)c->vocab_size);
         for (int64_t i = 0; i < b * t; i++)
             if (in->tokens[i] < 0 || in->tokens[i] >= c->vocab_size)
@@ -321,6 +328,10 @@ lb_status lb_model_check_input(const lb_model *m, const lb_model_input *in)
         if (!f)
             return lb_error(LB_ERR_VALUE, "model input: the model reads real-valued features (input_features = %lld) but "
                                           "features is NULL",
+                            (long long)c->input_features);
+        if (in->tokens)
+            return lb_error(LB_ERR_VALUE, "model input: the model reads real-valued features (input_features = %lld), "
+                                          "not token ids: tokens must be NULL",
                             (long long)c->input_features);
         if (f->ndim != 3 || f->shape[0] != b || f->shape[1] != t || f->shape[2] != c->input_features)
             return lb_error(LB_ERR_SHAPE, "model input: features %s must be [B, T, F] = [%lld, %lld, %lld]",

@@ -226,9 +226,21 @@ lb_model_state *lb_model_state_new(lb_model *m, int64_t streams, const lb_stream
     return s;
 }
 
+/* LB_ERR_VALUE naming the function, the stream and the range when stream is not in
+ * [0, B) (or -1 where `all` allows it); LB_OK otherwise. */
+static lb_status check_stream(const lb_model_state *s, int64_t stream, int all, const char *fn)
+{
+    if ((stream >= 0 && stream < s->batch) || (all && stream == -1))
+        return LB_OK;
+    return lb_error(LB_ERR_VALUE, "%s: stream %lld is outside [0, %lld)%s", fn, (long long)stream, (long long)s->batch,
+                    all ? " (or -1 for every stream)" : "");
+}
+
 void lb_model_state_reset(lb_model_state *s, int64_t stream)
 {
     LB_CHECK_ARG(s);
+    if (check_stream(s, stream, 1, "lb_model_state_reset") != LB_OK)
+        return;
     const lb_model_config *c = &s->model->cfg;
     for (int64_t b = 0; b < s->batch; b++) {
         if (stream >= 0 && b != stream)
@@ -258,7 +270,9 @@ int64_t lb_model_state_streams(const lb_model_state *s)
 int64_t lb_model_state_events(const lb_model_state *s, int64_t stream)
 {
     LB_CHECK_ARG(s, -1);
-    return stream >= 0 && stream < s->batch ? s->events[stream] : 0;
+    if (check_stream(s, stream, 0, "lb_model_state_events") != LB_OK)
+        return -1;
+    return s->events[stream];
 }
 
 lb_kv_cache *lb_model_state_kv_cache(lb_model_state *s, int layer)
@@ -272,7 +286,7 @@ size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream)
     LB_CHECK_ARG(s, 0);
     const lb_model_config *c = &s->model->cfg;
     size_t es = lb_dtype_size(c->dtype), l = (size_t)c->n_layers;
-    if (stream < 0 || stream >= s->batch)
+    if (check_stream(s, stream, 0, "lb_model_state_bytes") != LB_OK)
         return 0;
     if (s->caches) {
         int64_t held = s->caches[0].length[stream];

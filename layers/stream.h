@@ -58,17 +58,19 @@ typedef struct lb_model_state lb_model_state;
 lb_model_state *lb_model_state_new(lb_model *m, int64_t streams, const lb_stream_options *opt);
 void lb_model_state_free(lb_model_state *s);
 
-/* Forgets what stream `stream` has seen (-1: every stream); it restarts at position 0. */
+/* Forgets what stream `stream` has seen (-1: every stream); it restarts at position 0.
+ * A stream outside [0, B) and not -1 changes nothing and records LB_ERR_VALUE. */
 void lb_model_state_reset(lb_model_state *s, int64_t stream);
 
-/* B, and the events stream `stream` has seen so far. */
+/* B, and the events stream `stream` has seen so far (-1 with LB_ERR_VALUE for a stream
+ * outside [0, B)). */
 int64_t lb_model_state_streams(const lb_model_state *s);
 int64_t lb_model_state_events(const lb_model_state *s, int64_t stream);
 
 /* Bytes of state the next event of stream `stream` depends on (the formulas above,
  * times sizeof(dtype)): transformer 2 · L · T' · D with T' the events cached (T, or at
  * most max_context), local 2 · L · min(T, W) · D, lstm 2 · L · H, conv Σ (K-1) 2^i D. */
-size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream);
+size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream); /* 0 + LB_ERR_VALUE: stream outside [0, B) */
 /* Bytes the state holds for all streams, spare capacity and scratch included. */
 size_t lb_model_state_allocated(const lb_model_state *s);
 /* Bytes of the graph-free event step's buffers, allocated once by lb_model_state_new

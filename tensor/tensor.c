@@ -164,8 +164,14 @@ lb_tensor *lb_tensor_zeros_like(const lb_tensor *like)
 lb_tensor *lb_tensor_from_data(lb_dtype dtype, int ndim, const int64_t *shape, const void *values)
 {
     LB_CHECK_SHAPE(ndim, shape, NULL);
-    lb_tensor *t = values ? lb_tensor_empty(dtype, ndim, shape) : lb_tensor_zeros(dtype, ndim, shape);
-    if (t && values)
+    if (!values) { /* a shape too large is said first */
+        int64_t n = 0;
+        if (lb_shape_numel("lb_tensor_from_data", ndim, shape, dtype, &n) == LB_OK)
+            lb_error(LB_ERR_VALUE, "lb_tensor_from_data: values is NULL (for a tensor of zeros use lb_tensor_zeros)");
+        return NULL;
+    }
+    lb_tensor *t = lb_tensor_empty(dtype, ndim, shape);
+    if (t)
         memcpy(t->storage->data, values, (size_t)lb_tensor_numel(t) * lb_dtype_size(dtype));
     return t;
 }
@@ -347,6 +353,15 @@ lb_status lb_tensor_copy_into(lb_tensor *dst, const lb_tensor *src)
     int64_t count = lb_tensor_numel(dst);
     if (count == 0)
         return LB_OK;
+    for (int i = 0; i < dst->ndim; i++)
+        if (dst->strides[i] == 0 && dst->shape[i] > 1) {
+            char a[128];
+            return lb_error(LB_ERR_VALUE,
+                            "lb_tensor_copy_into: destination %s repeats elements (stride 0 in dim %d, an expanded "
+                            "view): several of its elements are one memory location; copy into a contiguous tensor "
+                            "(lb_tensor_copy), as torch.Tensor.copy_ refuses",
+                            lb_tensor_describe(dst, a, sizeof a), i);
+        }
     dst->storage->version++;
     if (dst->dtype == src->dtype && lb_tensor_is_contiguous(dst) && lb_tensor_is_contiguous(src)) {
         memmove(lb_tensor_data(dst), lb_tensor_data(src), (size_t)count * lb_dtype_size(dst->dtype));

@@ -79,7 +79,7 @@ lb_tensor *lb_tensor_zeros_like(const lb_tensor *like);
 lb_tensor *lb_tensor_empty(lb_dtype dtype, int ndim, const int64_t *shape);
 lb_tensor *lb_tensor_empty_like(const lb_tensor *like);
 /* A new contiguous tensor copied from `values` (row-major, numel elements of the
- * given dtype). */
+ * given dtype). NULL with LB_ERR_VALUE when values is NULL (lb_tensor_zeros makes zeros). */
 lb_tensor *lb_tensor_from_data(lb_dtype dtype, int ndim, const int64_t *shape, const void *values);
 /* A new contiguous tensor from an array of doubles, converted to `dtype`. */
 lb_tensor *lb_tensor_from_doubles(lb_dtype dtype, int ndim, const int64_t *shape, const double *values);
@@ -115,7 +115,9 @@ char *lb_tensor_describe(const lb_tensor *t, char *buf, size_t size);
 
 /* A contiguous copy in `dtype` (copies even if already contiguous). */
 lb_tensor *lb_tensor_copy(const lb_tensor *t, lb_dtype dtype);
-/* Copies src into dst elementwise (same shape; dtypes may differ; dst may be a view). */
+/* Copies src into dst elementwise (same shape; dtypes may differ; dst may be a view,
+ * but not one that repeats elements: a stride-0 (expanded) dim of size > 1 in dst is
+ * LB_ERR_VALUE, as torch.Tensor.copy_ refuses it). */
 lb_status lb_tensor_copy_into(lb_tensor *dst, const lb_tensor *src);
 /* Sets every element of the view to value. */
 void lb_tensor_fill(lb_tensor *t, double value);

@@ -248,7 +248,7 @@ static const struct {
     {"lb_attention", "mask"},          {"lb_attention", "queries"},        {"lb_attention", "weights"},
     {"lb_attention_fused", "mask"},    {"lb_masked_softmax", "mask"},      {"lb_max", "indices"},
     {"lb_grad_norm", "total_norm"},    {"lb_clip_grad_norm", "total_norm"}, {"lb_trainer_best", "metric"},
-    {"lb_model_fields", "count"},      {"lb_train_fields", "count"},      {"lb_name_of", "fallback"},      {"lb_tensor_from_data", "values"},  {"lb_model_data_check", "trained_task"},
+    {"lb_model_fields", "count"},      {"lb_train_fields", "count"},      {"lb_name_of", "fallback"},      {"lb_model_data_check", "trained_task"},
     {"lb_trainer_run", "checkpoint_path"}, {"lb_trainer_run", "metrics"},  {"lb_trainer_run", "user"},
     {"lb_trainer_run", "cb"},          {"lb_evaluate", "attention_out"},   {"lb_dataset_label_histogram", "ignored"},
     {"lb_model_state_new", "opt"},
@@ -345,6 +345,152 @@ static void test_walk(void) {
     CU_ASSERT_TRUE(functions > 200);
 }
 
+/* ---- edges beyond NULL: each call must be refused with an error, in a child so that a
+ * crash (a double free, a sanitizer report, UBSan's overflow abort) is a failure too ---- */
+
+/* Runs edge(), which returns 1 when the call was refused as it should be; 0: accepted or
+ * refused wrongly; 128 + signal: crashed. */
+static int run_edge(int (*edge)(void)) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(20);
+        _exit(edge() ? 0 : 1);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status) == 0;
+}
+
+static int refused(lb_status want, const char *text) {
+    int ok = lb_last_status() == want && strstr(lb_last_error(), text) != NULL;
+    if (!ok)
+        fprintf(stderr, "\n  status %d, message '%s' (wanted %d, '%s')\n", (int)lb_last_status(), lb_last_error(),
+                (int)want, text);
+    return ok;
+}
+
+static lb_model *edge_model(lb_model_kind kind, int64_t features) {
+    lb_model_config *mc = walk_model_config();
+    lb_model_config_default(kind, mc);
+    mc->n_layers = 1;
+    mc->d_model = 8;
+    mc->n_heads = 2;
+    mc->d_ff = 16;
+    mc->hidden_size = 8;
+    mc->vocab_size = features ? 0 : 10;
+    mc->input_features = features;
+    mc->num_classes = 4;
+    mc->max_seq_len = 16;
+    return lb_model_new(mc);
+}
+
+/* batch x seq_len that overflows int64 (UBSan would abort on the multiplication) */
+static int edge_check_input_overflow(void) {
+    lb_model *m = edge_model(LB_MODEL_LSTM, 0);
+    int32_t tokens[4] = {0};
+    lb_model_input in = {INT64_C(1) << 40, INT64_C(1) << 40, tokens, NULL, NULL};
+    lb_clear_error();
+    lb_var *y = lb_model_forward(lb_graph_new(), m, &in, 0, NULL, NULL);
+    return y == NULL && refused(LB_ERR_VALUE, "overflow");
+}
+
+/* a token model given features as well: refused, not ignored; and the reverse */
+static int edge_token_model_features(void) {
+    lb_model *m = edge_model(LB_MODEL_LSTM, 0);
+    int32_t tokens[2 * 3] = {1, 2, 3, 4, 5, 6};
+    const int64_t shape[3] = {2, 3, 5};
+    lb_model_input in = {2, 3, tokens, lb_tensor_zeros(LB_FLOAT32, 3, shape), NULL};
+    lb_clear_error();
+    if (lb_model_forward(lb_graph_new(), m, &in, 0, NULL, NULL) || !refused(LB_ERR_VALUE, "features must be NULL"))
+        return 0;
+    lb_model *f = edge_model(LB_MODEL_LSTM, 5);
+    lb_clear_error();
+    return lb_model_forward(lb_graph_new(), f, &in, 0, NULL, NULL) == NULL && refused(LB_ERR_VALUE, "tokens must be NULL");
+}
+
+/* the same tensor given to lb_input twice: the second is refused; freeing the graph
+ * frees it once */
+static int edge_input_twice(void) {
+    lb_graph *g = lb_graph_new();
+    const int64_t shape[1] = {3};
+    lb_tensor *t = lb_tensor_zeros(LB_FLOAT32, 1, shape);
+    if (!lb_input(g, t, 0))
+        return 0;
+    lb_clear_error();
+    int ok = lb_input(g, t, 0) == NULL && refused(LB_ERR_STATE, "given to the graph already");
+    lb_graph_free(g);
+    return ok;
+}
+
+/* stream indices outside [0, B): an error for reset, events and bytes */
+static int edge_stream_index(void) {
+    lb_model *m = edge_model(LB_MODEL_LSTM, 0);
+    lb_model_state *s = lb_model_state_new(m, 2, NULL);
+    if (!s)
+        return 0;
+    lb_clear_error();
+    lb_model_state_reset(s, 2);
+    if (!refused(LB_ERR_VALUE, "stream 2 is outside [0, 2)"))
+        return 0;
+    lb_clear_error();
+    lb_model_state_reset(s, -7);
+    if (!refused(LB_ERR_VALUE, "stream -7"))
+        return 0;
+    lb_clear_error();
+    if (lb_model_state_events(s, 5) != -1 || !refused(LB_ERR_VALUE, "lb_model_state_events: stream 5"))
+        return 0;
+    lb_clear_error();
+    if (lb_model_state_bytes(s, -1) != 0 || !refused(LB_ERR_VALUE, "lb_model_state_bytes: stream -1"))
+        return 0;
+    lb_clear_error();
+    lb_model_state_reset(s, -1); /* every stream: valid */
+    return lb_last_status() == LB_OK && lb_model_state_events(s, 1) == 0;
+}
+
+/* copying into an expanded (stride-0) view: refused, the storage unchanged */
+static int edge_copy_into_expanded(void) {
+    const int64_t one[2] = {1, 3}, four[2] = {4, 3};
+    lb_tensor *row = lb_tensor_zeros(LB_FLOAT32, 2, one);
+    lb_tensor *view = lb_tensor_expand(row, 2, four);
+    lb_tensor *src = lb_test_iota(LB_FLOAT32, 2, four);
+    lb_clear_error();
+    if (!view || lb_tensor_copy_into(view, src) != LB_ERR_VALUE || !refused(LB_ERR_VALUE, "stride 0"))
+        return 0;
+    const int64_t at[2] = {0, 1};
+    return lb_tensor_get(row, at) == 0.0;
+}
+
+/* lb_tensor_from_data without values: an error, not zeros */
+static int edge_from_data_null(void) {
+    const int64_t shape[1] = {4};
+    lb_clear_error();
+    return lb_tensor_from_data(LB_FLOAT32, 1, shape, NULL) == NULL && refused(LB_ERR_VALUE, "values is NULL");
+}
+
+static void test_edges(void) {
+    static const struct {
+        const char *name;
+        int (*edge)(void);
+    } edges[] = {
+        {"lb_model_forward: batch x seq_len overflowing int64", edge_check_input_overflow},
+        {"lb_model_forward: a token model given features, a feature model given tokens", edge_token_model_features},
+        {"lb_input: the same tensor twice", edge_input_twice},
+        {"lb_model_state_reset/_events/_bytes: a stream outside [0, B)", edge_stream_index},
+        {"lb_tensor_copy_into: an expanded (stride-0) destination", edge_copy_into_expanded},
+        {"lb_tensor_from_data: values NULL", edge_from_data_null},
+    };
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        int rc = run_edge(edges[i].edge);
+        if (rc != 1)
+            fprintf(stderr, "\n  %s: %s\n", edges[i].name,
+                    rc >= 128 ? strsignal(rc - 128) : "not refused with the expected error");
+        CU_ASSERT_EQUAL(rc, 1);
+    }
+}
+
 static void make_data(void) {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_api_walk_%d", (int)getpid());
     mkdir(work_dir, 0777);
@@ -357,7 +503,7 @@ static void make_data(void) {
 
 int main(void) {
     make_data();
-    static const lb_test_case cases[] = {{"walk", test_walk}, {NULL, NULL}};
+    static const lb_test_case cases[] = {{"walk", test_walk}, {"edges refused with an error", test_edges}, {NULL, NULL}};
     int rc = lb_test_main("api_walk", cases);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", work_dir);
