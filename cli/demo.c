@@ -22,6 +22,7 @@
 #include "lab/run_config.h"
 #include "train/distributed.h"
 #include "lab/compare.h"
+#include "lab/demo.h"
 #include "lab/plot.h"
 
 /* Trains every model, evaluates it on every file, prints the table (lab/compare.h). */
@@ -188,128 +189,6 @@ int lb_cli_compare(int argc, char **argv)
 
 /* ---- lookback demo ---- */
 
-typedef struct demo_file {
-    const char *name;
-    int64_t seq_len, min_distance, max_distance, n_train, n_val, n_test;
-} demo_file;
-
-/* Generates the file unless a valid one with the same name is cached. */
-/* The generator options of a demo file. */
-static lb_task_options demo_options(const demo_file *f, uint64_t seed)
-{
-    lb_task_options o;
-    lb_task_options_default(LB_TASK_SPIKE, &o);
-    o.seq_len = f->seq_len;
-    o.min_distance = f->min_distance;
-    o.max_distance = f->max_distance;
-    o.n_train = f->n_train;
-    o.n_val = f->n_val;
-    o.n_test = f->n_test;
-    o.seed = seed;
-    return o;
-}
-
-/* "" when a cached file was made with options `want` (read from the file's own
- * attributes), else what differs, e.g. "seq_len 64, not 256". */
-static void cache_mismatch(const lb_dataset *ds, const lb_task_options *want, char *why, size_t size)
-{
-    const lb_task_options *got = lb_dataset_options(ds);
-    why[0] = '\0';
-    if (lb_dataset_task(ds) != want->task)
-        snprintf(why, size, "task %s, not %s", lb_dataset_task_name(ds), lb_task_name(want->task));
-#define SAME(field)                                                                                              \
-    else if (got->field != want->field) snprintf(why, size, #field " %lld, not %lld", (long long)got->field,      \
-                                                 (long long)want->field)
-    SAME(seq_len);
-    SAME(min_distance);
-    SAME(max_distance);
-    SAME(n_train);
-    SAME(n_val);
-    SAME(n_test);
-    SAME(seed);
-    SAME(readings);
-    SAME(noise_types);
-    SAME(sensors);
-#undef SAME
-}
-
-/* Generates the file unless a valid one made with the same options is cached. */
-static lb_status ensure_demo_file(const char *dir, const demo_file *f, uint64_t seed, char *path, size_t size, int quiet)
-{
-    if (snprintf(path, size, "%s/%s.h5", dir, f->name) >= (int)size)
-        return lb_error(LB_ERR_VALUE, "data folder path too long: %s", dir);
-    lb_task_options o = demo_options(f, seed);
-    if (lb_files_exists(path)) {
-        lb_dataset *ds = lb_dataset_open(path);
-        char why[160] = "";
-        if (ds)
-            cache_mismatch(ds, &o, why, sizeof why);
-        lb_dataset_close(ds);
-        if (ds && !why[0])
-            return LB_OK;
-        /* Said even with --quiet: a file the user may have put there is replaced. */
-        fprintf(stderr, "regenerating %s: %s\n", path, ds ? why : lb_last_error());
-    }
-    if (!quiet)
-        fprintf(stderr, "generating %s (spike, seq_len %lld, clue %lld..%lld events back)\n", path,
-                (long long)f->seq_len, (long long)f->min_distance, (long long)f->max_distance);
-    return lb_task_generate(&o, path, NULL, NULL);
-}
-
-/* An exclusive lock on the data cache (DIR/.lock) while the demo checks and makes its
- * files: a second demo on the same cache waits, saying so, and then finds them made.
- * Returns the descriptor (kept until the process ends) or -1 with an error. */
-static int lock_cache(const char *dir, int quiet)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        lb_error(LB_ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (!quiet)
-            fprintf(stderr, "waiting for another lookback demo that is preparing the data in %s\n", dir);
-        if (flock(fd, LOCK_EX) != 0) {
-            close(fd);
-            lb_error(LB_ERR_IO, "%s: cannot lock: %s", path, strerror(errno));
-            return -1;
-        }
-    }
-    return fd;
-}
-
-/* Picks spec's learning rate from {3e-3, 1e-3, 3e-4} by validation accuracy after
- * `budget` seconds of training each (runs kept in out_dir/<name>-lr-search/). */
-static lb_status choose_lr(lb_compare_model *spec, const char *out_dir, double budget, int quiet)
-{
-    const double lrs[] = {3e-3, 1e-3, 3e-4};
-    double best_acc = -1, best_lr = lrs[0];
-    for (size_t i = 0; i < sizeof lrs / sizeof lrs[0]; i++) {
-        lb_compare_model probe = *spec;
-        char dir[4200];
-        snprintf(dir, sizeof dir, "%s/%s-lr-search/lr-%g", out_dir, spec->name, lrs[i]);
-        probe.rc.train.optim.lr = lrs[i];
-        probe.rc.train.schedule.base_lr = lrs[i];
-        probe.rc.train.time_budget = budget;
-        lb_run_result run;
-        if (lb_run_train(&probe.rc, dir, 0, quiet, &run, NULL) != LB_OK)
-            return lb_last_status();
-        if (!quiet)
-            fprintf(stderr, "%s lr %g: val accuracy %.4f after %lld steps\n", spec->name, lrs[i],
-                    run.last_val.accuracy, (long long)run.steps);
-        if (run.last_val.accuracy > best_acc) {
-            best_acc = run.last_val.accuracy;
-            best_lr = lrs[i];
-        }
-    }
-    spec->rc.train.optim.lr = best_lr;
-    snprintf(spec->note, sizeof spec->note, "lr %g chosen from {3e-3, 1e-3, 3e-4} on the validation split (%.3f after %.0f s)",
-             best_lr, best_acc, budget);
-    return LB_OK;
-}
-
 static void demo_usage(FILE *out)
 {
     fputs("usage: lookback demo [--quick] [--out DIR] [--budget SECONDS] [--budget-clock cpu|wall]\n"
@@ -391,11 +270,11 @@ int lb_cli_demo(int argc, char **argv)
         snprintf(data_dir, sizeof data_dir, "%s/.cache/lookback/demo%s", home && *home ? home : ".", quick ? "-quick" : "");
     if (lb_files_mkdir(data_dir) != LB_OK)
         return lb_cli_fail(cmd);
-    int cache_lock = lock_cache(data_dir, quiet);
+    int cache_lock = lb_demo_lock_cache(data_dir, quiet);
     if (cache_lock < 0)
         return lb_cli_fail(cmd);
     const int64_t n_eval = quick ? 64 : 200;
-    const demo_file files[] = {
+    const lb_demo_file files[] = {
         {"train", 256, 1, 250, quick ? 4000 : 20000, quick ? 256 : 1000, 0},
         {"short", 64, 4, 60, quick ? 4000 : 20000, quick ? 256 : 1000, n_eval},
         {"near-100", 160, 90, 110, 0, 0, n_eval},
@@ -405,7 +284,7 @@ int lb_cli_demo(int argc, char **argv)
     enum { N_FILES = sizeof files / sizeof files[0] };
     char paths[N_FILES][4096];
     for (int i = 0; i < N_FILES; i++)
-        if (ensure_demo_file(data_dir, &files[i], 1000 + (uint64_t)i, paths[i], sizeof paths[i], quiet) != LB_OK)
+        if (lb_demo_ensure_file(data_dir, &files[i], 1000 + (uint64_t)i, paths[i], sizeof paths[i], quiet) != LB_OK)
             return lb_cli_fail(cmd);
 
     lb_compare_model specs[3];
@@ -456,7 +335,7 @@ int lb_cli_demo(int argc, char **argv)
     }
     int code = 0;
     for (int m = 1; m < 3 && !quick && code == 0; m++)
-        if (choose_lr(&specs[m], out_dir, budget / 4, quiet) != LB_OK) {
+        if (lb_demo_choose_lr(&specs[m], out_dir, budget / 4, quiet) != LB_OK) {
             lb_error_context("choosing the learning rate of %s", specs[m].name);
             code = lb_cli_fail(cmd);
         }

@@ -12,6 +12,7 @@
 #include "lab/run_config.h"
 #include "lab/run.h"
 #include "lab/compare.h"
+#include "lab/demo.h"
 #include "lab/recipes.h"
 #include "lab/study.h"
 #include "lab/plot.h"
