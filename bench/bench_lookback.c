@@ -71,8 +71,10 @@
 #include "layers/lstm.h"
 #include "layers/model.h"
 #include "layers/params.h"
+#include "optim/clip.h"
 #include "optim/optim.h"
 #include "tensor/blas.h"
+#include "tensor/pool.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
@@ -277,6 +279,123 @@ static int run_w2(const bench_opts *o)
     lb_model_free(c.model);
     free(c.tokens);
     free(c.targets);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- LM ---- */
+
+/* nanoGPT's CPU recipe (its README's "shakespeare_char" on a CPU: n_layer 4, n_head 4,
+ * n_embd 128, block_size 64, batch_size 12, dropout 0) on lookback's transformer: learned
+ * positions, pre-LN blocks with exact GELU and d_ff = 4 d_model, final LayerNorm, a head on
+ * every position, vocabulary 65. The step is the trainer's (train/trainer.c):
+ * forward, cross-entropy over the B·T targets, backward, clipping to norm 1, AdamW (lr 1e-3,
+ * betas (0.9, 0.99), weight decay 0.1: nanoGPT's), zero grads, graph reset. Batches as
+ * nanoGPT's get_batch: B windows of T+1 tokens at uniformly drawn offsets of a fixed
+ * token stream (random tokens here: the timing does not depend on their values). */
+enum { LM_B = 12, LM_T = 64, LM_V = 65, LM_LAYERS = 4, LM_D = 128, LM_FF = 512, LM_STREAM = 1 << 20 };
+
+typedef struct lm_ctx {
+    model_ctx m;
+    lb_var **params;
+    int n_params;
+    int32_t *stream;
+    lb_rng rng;
+} lm_ctx;
+
+static void lm_batch(lm_ctx *c)
+{
+    for (int64_t b = 0; b < LM_B; b++) {
+        int64_t off = (int64_t)lb_rng_below(&c->rng, (uint64_t)(LM_STREAM - LM_T - 1));
+        memcpy(c->m.tokens + b * LM_T, c->stream + off, LM_T * sizeof(int32_t));
+        memcpy(c->m.targets + b * LM_T, c->stream + off + 1, LM_T * sizeof(int32_t));
+    }
+}
+
+static int lm_step(void *ctx)
+{
+    lm_ctx *c = ctx;
+    lm_batch(c);
+    lb_var *logits = lb_model_forward(c->m.g, c->m.model, &c->m.in, 1, NULL, NULL); /* [B, T, V] */
+    lb_var *loss = lb_cross_entropy(c->m.g, logits, c->m.targets, -100);
+    if (!loss)
+        FAIL("LM forward");
+    if (lb_backward(c->m.g, loss, NULL) != LB_OK)
+        FAIL("LM backward");
+    double norm = 0;
+    if (lb_clip_grad_norm(c->params, c->n_params, 1.0, &norm) != LB_OK)
+        FAIL("LM clipping");
+    if (lb_optim_step(c->m.opt) != LB_OK)
+        FAIL("LM AdamW step");
+    lb_optim_zero_grad(c->m.opt);
+    lb_graph_reset(c->m.g);
+    return 0;
+}
+
+/* FLOPs of one LM step: the matrix products 2·m·n·k, forward + backward = 3× forward
+ * (per layer 8·N·d² for q, k, v, output, 4·N·d·d_ff for the FFN; the head 2·N·d·V;
+ * N = B·T), attention 7·B·T²·d per layer (K1's causal count). Elementwise work, LayerNorm,
+ * softmax, the embedding and AdamW are not counted. = 3.84 GFLOP. */
+static double lm_flop(void) { return w2_flop(LM_B, LM_T, LM_LAYERS, LM_D, LM_FF, LM_V); }
+
+static int run_lm(const bench_opts *o)
+{
+    lm_ctx c;
+    memset(&c, 0, sizeof c);
+    lb_model_config cfg;
+    lb_model_config_default(LB_MODEL_TRANSFORMER, &cfg);
+    cfg.vocab_size = LM_V;
+    cfg.num_classes = LM_V;
+    cfg.head = LB_HEAD_EVERY;
+    cfg.max_seq_len = LM_T;
+    cfg.n_layers = LM_LAYERS;
+    cfg.d_model = LM_D;
+    cfg.n_heads = 4;
+    cfg.d_ff = LM_FF;
+    cfg.pos = LB_POS_LEARNED;
+    cfg.causal = 1;
+    cfg.dropout = 0.0;
+    if (!(c.m.model = lb_model_new(&cfg)))
+        FAIL("LM model");
+    c.m.tokens = malloc((size_t)(LM_B * LM_T) * sizeof *c.m.tokens);
+    c.m.targets = malloc((size_t)(LM_B * LM_T) * sizeof *c.m.targets);
+    c.stream = malloc((size_t)LM_STREAM * sizeof *c.stream);
+    if (!c.m.tokens || !c.m.targets || !c.stream)
+        FAIL("LM token buffers");
+    lb_rng_seed(&c.rng, 1337);
+    for (int64_t i = 0; i < LM_STREAM; i++)
+        c.stream[i] = (int32_t)lb_rng_below(&c.rng, (uint64_t)LM_V);
+    c.m.in = (lb_model_input){LM_B, LM_T, c.m.tokens, NULL, NULL};
+    lb_params *ps = lb_model_params(c.m.model);
+    c.params = ps->items;
+    c.n_params = ps->count;
+    lb_optim_config oc = lb_optim_defaults(LB_OPTIM_ADAMW);
+    oc.lr = 1e-3;
+    oc.beta2 = 0.99;
+    oc.weight_decay = 0.1;
+    c.m.opt = lb_optim_new(&oc, ps->items, ps->count);
+    c.m.g = lb_graph_new();
+    if (!c.m.opt || !c.m.g)
+        FAIL("LM setup");
+    double base = bench_current_rss_mib();
+    bench_result r;
+    if (bench_time(lm_step, &c, bench_warmup(o, 3), bench_reps(o, 30), o->budget_s, &r) != 0)
+        return 1;
+    lb_pool_stats ps_stats;
+    lb_pool_get_stats(lb_graph_pool(c.m.g), &ps_stats);
+    char extra[512];
+    double gflop = lm_flop() / 1e9;
+    snprintf(extra, sizeof extra,
+             "\"shape\":\"B=12 T=64 L=4 d_model=128 H=4 d_ff=512 V=65 learned positions\",\"params\":%lld,"
+             "\"gflop\":%.4g,\"gflops\":%.4g,\"step_pool_mib\":%.2f,\"pool_misses\":%lld,\"pool_hits\":%lld",
+             (long long)lb_params_numel(ps), gflop, gflop / r.median_s,
+             (double)ps_stats.cached_bytes / (1 << 20), (long long)ps_stats.misses, (long long)ps_stats.hits);
+    bench_print_json("lookback", "LM", o->threads, &r, base, extra);
+    lb_graph_free(c.m.g);
+    lb_optim_free(c.m.opt);
+    lb_model_free(c.m.model);
+    free(c.m.tokens);
+    free(c.m.targets);
+    free(c.stream);
     return 0;
 }
 
@@ -704,7 +823,7 @@ int main(int argc, char **argv)
         execv("/proc/self/exe", argv);
     bench_opts o;
     if (bench_parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|W4|W6|EVAL|LOCAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
+        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|LM|W4|W6|EVAL|LOCAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
                         "[--reps N] [--quick] [--budget SECONDS]\n");
         return 2;
     }
@@ -723,6 +842,8 @@ int main(int argc, char **argv)
         return run_w2(&o);
     if (strcmp(w, "W3") == 0)
         return run_w3(&o);
+    if (strcmp(w, "LM") == 0)
+        return run_lm(&o);
     if (strcmp(w, "W4") == 0)
         return run_attention(&o, "W4", 1, 16384, 1, 1, 1);
     if (strcmp(w, "W6") == 0)
@@ -737,6 +858,6 @@ int main(int argc, char **argv)
         return run_sgemm(&o);
     if (strcmp(w, "INFO") == 0)
         return run_info();
-    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, W4, W6, EVAL, LOCAL, K1, SGEMM, INFO)\n", w);
+    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, LM, W4, W6, EVAL, LOCAL, K1, SGEMM, INFO)\n", w);
     return 2;
 }

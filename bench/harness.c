@@ -210,6 +210,7 @@ int bench_time(bench_fn fn, void *ctx, int warmup, int reps, double budget_s, be
     out->sys_per_rep = reps > 0 ? (sys1 - sys0) / reps : 0;
     out->faults_per_rep = reps > 0 ? (faults1 - faults0) / reps : 0;
     out->cpu_util = wall > 0 ? cpu / wall : 0;
+    out->cpu_per_rep = reps > 0 ? cpu / reps : 0;
     out->others = wall > 0 && busy0 >= 0 && busy1 >= 0 ? (busy1 - busy0 - cpu) / wall : -1;
     if (out->others < 0 && out->others > -0.2) /* tick rounding */
         out->others = 0;
@@ -239,8 +240,8 @@ void bench_print_json(const char *impl, const char *workload, int threads, const
 {
     printf("{\"impl\":\"%s\",\"workload\":\"%s\",\"threads\":%d,\"median_s\":%.6g,\"min_s\":%.6g,\"max_s\":%.6g,"
            "\"reps\":%d,\"peak_rss_mib\":%.1f,\"base_rss_mib\":%.1f,\"cpu_util\":%.2f,\"others_cpu\":%.2f,"
-           "\"load1\":%.2f,\"sys_s_per_rep\":%.4f,\"minflt_per_rep\":%.0f%s%s}\n",
+           "\"load1\":%.2f,\"sys_s_per_rep\":%.4f,\"minflt_per_rep\":%.0f,\"cpu_s_per_rep\":%.6g%s%s}\n",
            impl, workload, threads, r->median_s, r->min_s, r->max_s, r->reps, bench_peak_rss_mib(), base_rss_mib,
-           r->cpu_util, r->others, load1(), r->sys_per_rep, r->faults_per_rep, extra && extra[0] ? "," : "", extra ? extra : "");
+           r->cpu_util, r->others, load1(), r->sys_per_rep, r->faults_per_rep, r->cpu_per_rep, extra && extra[0] ? "," : "", extra ? extra : "");
     fflush(stdout);
 }

@@ -43,6 +43,7 @@ typedef struct bench_result {
     double others;   /* CPUs kept busy by other processes meanwhile (/proc/stat), or -1 */
     double sys_per_rep;    /* kernel CPU seconds of the process per timed repetition */
     double faults_per_rep; /* minor page faults of the process per timed repetition */
+    double cpu_per_rep;    /* CPU seconds of the process (user + kernel) per timed repetition */
 } bench_result;
 
 /* One repetition of a workload; returns 0 on success, nonzero on failure (the

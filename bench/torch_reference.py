@@ -29,6 +29,10 @@ Workloads (the same math as lookback's, see bench/bench_lookback.c):
             model (embedding, x + MHA(LN(x)) without projection biases,
             x + FFN(LN(x)) with exact GELU, final LN, linear head on every position,
             cross-entropy), AdamW step; B=16 T=1024 vocab 32
+  LM        nanoGPT's CPU recipe on W2's model with learned positions (4 layers, 4 heads,
+            d_model 128, d_ff 512, T 64, B 12, vocab 65): nanoGPT's get_batch on a fixed
+            random token stream, cross-entropy, clip_grad_norm_(1), AdamW(lr 1e-3, betas
+            (0.9, 0.99), weight decay 0.1); cpu_s_per_rep = process CPU seconds per step
   W3        torch.nn.LSTM(64, 128, batch_first=True), MSE on every hidden state,
             AdamW step; B=16 T=1024
   W4        W1's layer training step (MSE, AdamW) at B=1 T=16384 d=64: the full
@@ -117,7 +121,8 @@ def time_it(fn, warmup, reps):
     n = len(times)
     median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
     return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n,
-            "cpu_util": round(cpu / wall, 2) if wall > 0 else 0.0, "others_cpu": round(others, 2)}
+            "cpu_util": round(cpu / wall, 2) if wall > 0 else 0.0, "others_cpu": round(others, 2),
+            "cpu_s_per_rep": cpu / n if n else 0.0}
 
 
 def machine_busy_seconds():
@@ -306,6 +311,54 @@ def run_w2(opts):
          params=sum(p.numel() for p in model.parameters()))
 
 
+# ---- LM: nanoGPT's CPU recipe on the same model as bench_lookback's LM ----
+class LM(Transformer):
+    """W2's transformer (lookback's model) with learned positions: x = E[token] + P[t]."""
+
+    def __init__(self, vocab, d_model, n_heads, d_ff, n_layers, max_seq_len):
+        super().__init__(vocab, d_model, n_heads, d_ff, n_layers, vocab)
+        self.pos = torch.nn.Embedding(max_seq_len, d_model)
+
+    def forward(self, tokens, past=None):
+        t = tokens.size(1)
+        future = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        x = self.embedding(tokens) + self.pos(torch.arange(t))
+        for blk in self.blocks:
+            x = blk(x, future)
+        return self.head(self.ln_f(x))
+
+
+LM_B, LM_T, LM_V, LM_STREAM = 12, 64, 65, 1 << 20
+
+
+def run_lm(opts):
+    torch.manual_seed(1337)
+    model = LM(LM_V, 128, 4, 512, 4, LM_T)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    stream = torch.randint(0, LM_V, (LM_STREAM,))
+    params = list(model.parameters())
+
+    def get_batch():  # nanoGPT's get_batch
+        ix = torch.randint(LM_STREAM - LM_T - 1, (LM_B,))
+        x = torch.stack([stream[i:i + LM_T] for i in ix])
+        y = torch.stack([stream[i + 1:i + 1 + LM_T] for i in ix])
+        return x, y
+
+    def step():
+        x, y = get_batch()
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, LM_V), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    base = current_rss_mib()
+    r = time_it(step, opts.warm(3), opts.rep(30))
+    emit("LM", opts.threads, r, base, shape="B=12 T=64 L=4 d_model=128 H=4 d_ff=512 V=65 learned positions",
+         params=sum(p.numel() for p in params), interop_threads=torch.get_num_interop_threads())
+
+
 def run_w3(opts):
     torch.manual_seed(7)
     b, t, n_in, hidden = 16, 1024, 64, 128
@@ -394,7 +447,7 @@ def run_info():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=["W1a", "W1b", "W2", "W3", "W4", "K1", "PRODUCT", "INFO"])
+    p.add_argument("workload", choices=["W1a", "W1b", "W2", "W3", "LM", "W4", "K1", "PRODUCT", "INFO"])
     p.add_argument("--checkpoint", help="PRODUCT: the recipe's initial checkpoint (bench_product)")
     p.add_argument("--recipe", default="", help="PRODUCT: the recipe's name, echoed in the JSON line")
     p.add_argument("--seq-len", type=int, default=0, help="PRODUCT: T")
@@ -417,6 +470,10 @@ def main():
     opts.warm = lambda n: opts.warmup if opts.warmup >= 0 else (min(n, 1) if opts.quick else n)
     opts.rep = lambda n: opts.reps if opts.reps > 0 else (max(n // 2, 1) if opts.quick else n)
     torch.set_num_threads(opts.threads)
+    try:  # every pool at the thread count (bench/run also sets OMP_NUM_THREADS, OPENBLAS_NUM_THREADS)
+        torch.set_num_interop_threads(opts.threads)
+    except RuntimeError:
+        pass
     w = opts.workload
     if w == "W1a":
         run_w1("W1a", 8, 512, opts)
@@ -426,6 +483,8 @@ def main():
         run_w2(opts)
     elif w == "W3":
         run_w3(opts)
+    elif w == "LM":
+        run_lm(opts)
     elif w == "W4":
         run_w4(opts)
     elif w == "K1":

@@ -28,8 +28,16 @@ lb_mv8 _ZGVdN8v_expf(lb_mv8);
 /* x [n] -> y [n] (backward: dx [n] += dy [n] * gelu'(x)) on VF vectors of L lanes; the
  * last partial vector is padded with zeros, so every element goes through the vector
  * functions. */
-/* Copies m floats (a whole vector when m == L: a constant size, inlined). */
-#define LB_GELU_COPY(dst, src, m, L) memcpy(dst, src, ((m) == (L) ? (size_t)(L) : (size_t)(m)) * sizeof(float))
+/* Copies m floats: a whole vector when m == L, a constant size that compiles to one
+ * vector move (a size chosen by ?: inside memcpy's argument is not constant, and would
+ * call the library's memmove for every vector). */
+#define LB_GELU_COPY(dst, src, m, L)                                                                             \
+    do {                                                                                                       \
+        if ((m) == (L))                                                                                        \
+            memcpy(dst, src, (size_t)(L) * sizeof(float));                                                     \
+        else                                                                                                   \
+            memcpy(dst, src, (size_t)(m) * sizeof(float));                                                     \
+    } while (0)
 #define LB_GELU_LANES(name, target, VF, L, ERFC, EXP)                                                              \
     target static void name(int64_t n, const float *x, float *y, int residual, const float *dy, float *dx)        \
     {                                                                                                          \

@@ -61,12 +61,12 @@ void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, 
 /* The products of narrow layers on the attention kernels' tile micro-kernel
  * (kernels/tile_gemm_internal.h), float32, beta 0 or 1, b not transposed, where OpenBLAS
  * would spend about as long packing the operands as multiplying them:
- *   a layer's forward, c [m, n] = alpha a b (+ c), a [m, k]: n and k <= 128, any m;
+ *   a layer's forward, c [m, n] = alpha a b (+ c), a [m, k]: n and k <= 64, any m;
  *   a weight gradient, c [m, n] = alpha aᵀ b (+ c), a [k, m], k a long sum over
- *   positions: m and n <= 128, k >= 512, in chunks of LB_TILE_GEMM_CHUNK positions (a
+ *   positions: m and n <= 64, k >= 512, in chunks of LB_TILE_GEMM_CHUNK positions (a
  *   chunk of both operands stays in the cache while every block of c reads it).
  * Returns 0 when it does not apply (or the build has no micro-kernel). */
-enum { LB_TILE_GEMM_NARROW = 128, LB_TILE_GEMM_LONG = 512, LB_TILE_GEMM_CHUNK = 1024 };
+enum { LB_TILE_GEMM_NARROW = 64, LB_TILE_GEMM_LONG = 512, LB_TILE_GEMM_CHUNK = 1024 };
 
 static int gemm_on_tiles(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                          const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)

@@ -27,8 +27,8 @@ LB_API_BEGIN
  * The exception to OpenBLAS: the products of narrow layers in float32 with beta 0 or 1
  * and b not transposed run on the fused attention kernels' tile micro-kernel in the
  * build lb_k_attention_isa() names, where OpenBLAS would spend about as long packing the
- * operands as multiplying: a forward, a b with n and k <= 128 (any m), and a weight
- * gradient, aᵀ b with m and n <= 128 and k >= 512 (summed over k in chunks of 1024).
+ * operands as multiplying: a forward, a b with n and k <= 64 (any m), and a weight
+ * gradient, aᵀ b with m and n <= 64 and k >= 512 (summed over k in chunks of 1024).
  * Each element is then one sum in order, the same bits for any m and thread count; the
  * "generic" build keeps OpenBLAS. */
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,

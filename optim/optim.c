@@ -280,23 +280,39 @@ static void adam_update(const lb_optim_config *c, lb_optim_slot *s, double t)
     /* torch: step_size = lr / bias_correction1; denom = sqrt(v) / sqrt(bias_correction2) + eps. */
     const double step_size = lr / (1.0 - pow(b1, t));
     const double bc2_sqrt = sqrt(1.0 - pow(b2, t));
+    /* The loop of each case with its flags constant (no branch inside: the vector
+     * lanes run the same IEEE operations, sqrt and division included, as one element
+     * at a time, so the bits are those of the scalar loop). */
+#define LB_ADAM_LOOP(T, use_l2, use_decay)                                                                       \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++)                                                        \
+    {                                                                                                          \
+        double pi = p[i], gi = g[i];                                                                           \
+        if (use_l2)                                                                                            \
+            gi += l2 * pi;                                                                                     \
+        if (use_decay)                                                                                         \
+            pi *= decay;                                                                                       \
+        double mi = b1 * (double)m[i] + (1.0 - b1) * gi, vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;     \
+        m[i] = (T)mi;                                                                                          \
+        v[i] = (T)vi;                                                                                          \
+        double denom = sqrt((double)v[i]) / bc2_sqrt + eps;                                                    \
+        p[i] = (T)(pi - step_size * ((double)m[i] / denom));                                                   \
+    }
     LB_DISPATCH(value->dtype, T, {
-        T *p = lb_tensor_data(value);
-        const T *g = lb_tensor_data(grad);
-        T *m = lb_tensor_data(s->buf0);
-        T *v = lb_tensor_data(s->buf1);
-        for (int64_t i = 0; i < n; i++) {
-            double pi = p[i], gi = g[i];
-            if (l2 != 0)
-                gi += l2 * pi;
-            if (decay != 1.0)
-                pi *= decay;
-            m[i] = (T)(b1 * (double)m[i] + (1.0 - b1) * gi);
-            v[i] = (T)(b2 * (double)v[i] + (1.0 - b2) * gi * gi);
-            double denom = sqrt((double)v[i]) / bc2_sqrt + eps;
-            p[i] = (T)(pi - step_size * ((double)m[i] / denom));
+        T *restrict p = lb_tensor_data(value);
+        const T *restrict g = lb_tensor_data(grad);
+        T *restrict m = lb_tensor_data(s->buf0);
+        T *restrict v = lb_tensor_data(s->buf1);
+        if (l2 == 0 && decay != 1.0) {
+            LB_ADAM_LOOP(T, 0, 1)
+        } else if (l2 == 0) {
+            LB_ADAM_LOOP(T, 0, 0)
+        } else if (decay == 1.0) {
+            LB_ADAM_LOOP(T, 1, 0)
+        } else {
+            LB_ADAM_LOOP(T, 1, 1)
         }
     });
+#undef LB_ADAM_LOOP
 }
 
 lb_status lb_optim_step(lb_optim *opt)

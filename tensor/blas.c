@@ -107,7 +107,21 @@ const char *lb_blas_correct_core(void)
         choice = LB_BLAS_CORE_USER;
         return NULL;
     }
-    const char *want = lb_blas_core_to_force(openblas_get_corename(), lb_blas_cpu_class());
+    /* LOOKBACK_ISA=avx2 on a CPU with AVX-512: OpenBLAS runs its AVX2 kernels too, as on
+     * an AVX2 machine (tensor/isa.h) */
+    const char *isa = getenv("LOOKBACK_ISA");
+    const char *core = openblas_get_corename();
+    if (isa && strcmp(isa, "avx2") == 0 && lb_isa_cpu_runs(LB_BUILD_AVX2) &&
+        lb_blas_core_class(core) > LB_ISA_AVX2) {
+        if (lb_blas_switch_core(FORCE[LB_ISA_AVX2]) != 0)
+            return NULL;
+        choice = LB_BLAS_CORE_ISA;
+        return FORCE[LB_ISA_AVX2];
+    }
+    int cpu = lb_blas_cpu_class();
+    if (isa && strcmp(isa, "avx2") == 0 && cpu > LB_ISA_AVX2)
+        cpu = LB_ISA_AVX2;
+    const char *want = lb_blas_core_to_force(core, cpu);
     if (!want || lb_blas_switch_core(want) != 0)
         return NULL;
     choice = LB_BLAS_CORE_CORRECTED;
@@ -156,6 +170,7 @@ void lb_blas_info(lb_blas_report *out)
     out->core_choice = choice;
     out->core_choice_name = choice == LB_BLAS_CORE_USER        ? "OPENBLAS_CORETYPE"
                             : choice == LB_BLAS_CORE_CORRECTED ? "corrected"
+                            : choice == LB_BLAS_CORE_ISA       ? "LOOKBACK_ISA"
                                                                : "detected";
     int cpu = lb_blas_cpu_class();
     out->cpu_isa = cpu >= 0 ? ISA_NAMES[cpu] : "unknown";
@@ -175,6 +190,8 @@ int lb_blas_describe(const lb_blas_report *r, char *buf, size_t size)
         snprintf(why, sizeof why, "corrected from %s", r->core_detected);
     else if (r->core_choice == LB_BLAS_CORE_USER)
         snprintf(why, sizeof why, "set by OPENBLAS_CORETYPE");
+    else if (r->core_choice == LB_BLAS_CORE_ISA)
+        snprintf(why, sizeof why, "LOOKBACK_ISA, instead of %s", r->core_detected);
     else
         snprintf(why, sizeof why, "detected");
     char lib[64];

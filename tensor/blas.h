@@ -16,7 +16,9 @@
  * again, as a no-op, at the first product. It is never made when the user set
  * OPENBLAS_CORETYPE (that choice is kept, whatever it is), when OpenBLAS does not
  * export those functions (another build; looked up with dlsym, so any OpenBLAS links),
- * or for a core name it does not know.
+ * or for a core name it does not know. With LOOKBACK_ISA=avx2 (tensor/isa.h) on a CPU with
+ * AVX-512, the core is "Haswell" instead, so that the whole process runs as on an AVX2
+ * machine.
  *
  * Threads. lookback keeps OpenBLAS single-threaded (openblas_set_num_threads(1) at the
  * first product and in lb_set_num_threads) and splits large products over its own
@@ -38,7 +40,8 @@ LB_API_BEGIN
 typedef enum lb_blas_core_choice {
     LB_BLAS_CORE_DETECTED = 0, /* OpenBLAS's own detection, kept (it matched the CPU) */
     LB_BLAS_CORE_USER = 1,     /* the user's OPENBLAS_CORETYPE, kept */
-    LB_BLAS_CORE_CORRECTED = 2 /* lookback replaced an older core OpenBLAS fell back to */
+    LB_BLAS_CORE_CORRECTED = 2, /* lookback replaced an older core OpenBLAS fell back to */
+    LB_BLAS_CORE_ISA = 3        /* LOOKBACK_ISA=avx2 on a newer CPU: OpenBLAS's AVX2 core (Haswell) */
 } lb_blas_core_choice;
 
 /* What a performance report needs to say about the BLAS and the kernels. */
@@ -48,7 +51,7 @@ typedef struct lb_blas_report {
     char core[32];           /* the kernels in use, openblas_get_corename(): "SkylakeX" */
     char core_detected[32];  /* what OpenBLAS chose by itself at load: "Prescott" */
     lb_blas_core_choice core_choice;
-    const char *core_choice_name; /* "detected", "OPENBLAS_CORETYPE" or "corrected" */
+    const char *core_choice_name; /* "detected", "OPENBLAS_CORETYPE", "corrected" or "LOOKBACK_ISA" */
     const char *cpu_isa;     /* the CPU's vector class: "avx512", "avx2", "avx", "sse" or "unknown" */
     const char *threading;   /* OpenBLAS's build: "pthreads", "openmp" or "sequential" */
     int blas_threads;        /* openblas_get_num_threads(): 1 under lookback */

@@ -185,6 +185,23 @@ static void test_user_coretype_kept(void)
         CU_ASSERT_EQUAL(lb_blas_core_class(core), lb_blas_cpu_class());
 }
 
+/* LOOKBACK_ISA=avx2 on a CPU with AVX-512 runs OpenBLAS's AVX2 core too (the whole
+ * process as on an AVX2 machine); a user's OPENBLAS_CORETYPE still wins. */
+static void test_isa_avx2_core(void)
+{
+    char out[256];
+    if (lb_blas_cpu_class() < LB_ISA_AVX512) {
+        printf("(no AVX-512 here: nothing to check) ");
+        return;
+    }
+    CU_ASSERT_EQUAL(child_blas("-u OPENBLAS_CORETYPE LOOKBACK_ISA=avx2", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "Haswell LOOKBACK_ISA - 1");
+    CU_ASSERT_EQUAL(child_blas("OPENBLAS_CORETYPE=SkylakeX LOOKBACK_ISA=avx2", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "SkylakeX OPENBLAS_CORETYPE SkylakeX 1");
+    CU_ASSERT_EQUAL(child_blas("-u OPENBLAS_CORETYPE LOOKBACK_ISA=avx512", out, sizeof out), 0);
+    CU_ASSERT_EQUAL(strncmp(out, "SkylakeX ", 9) == 0 || strncmp(out, "Cooperlake ", 11) == 0, 1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--print-blas") == 0)
@@ -194,6 +211,7 @@ int main(int argc, char **argv)
         {"which core replaces which", test_core_choice_table},
         {"a process on Prescott kernels gets the CPU's class back", test_correction_from_prescott},
         {"a user's OPENBLAS_CORETYPE is kept", test_user_coretype_kept},
+        {"LOOKBACK_ISA=avx2 runs OpenBLAS's AVX2 core", test_isa_avx2_core},
         {NULL, NULL},
     };
     return lb_test_main("blas", cases);
