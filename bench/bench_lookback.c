@@ -61,6 +61,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "autograd/autograd.h"
@@ -71,6 +73,7 @@
 #include "layers/lstm.h"
 #include "layers/model.h"
 #include "layers/params.h"
+#include "layers/stream.h"
 #include "optim/clip.h"
 #include "optim/optim.h"
 #include "tensor/blas.h"
@@ -78,6 +81,7 @@
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
+#include "train/trainer.h"
 #if defined(__has_include) && __has_include("kernels/attention.h")
 #include "kernels/attention.h"
 #define LB_BENCH_ATTENTION_ISA() lb_k_attention_isa()
@@ -285,13 +289,16 @@ static int run_w2(const bench_opts *o)
 /* ---------------------------------------------------------------------- LM ---- */
 
 /* nanoGPT's CPU recipe (its README's "shakespeare_char" on a CPU: n_layer 4, n_head 4,
- * n_embd 128, block_size 64, batch_size 12, dropout 0) on lookback's transformer: learned
- * positions, pre-LN blocks with exact GELU and d_ff = 4 d_model, final LayerNorm, a head on
- * every position, vocabulary 65. The step is the trainer's (train/trainer.c):
- * forward, cross-entropy over the B·T targets, backward, clipping to norm 1, AdamW (lr 1e-3,
- * betas (0.9, 0.99), weight decay 0.1: nanoGPT's), zero grads, graph reset. Batches as
- * nanoGPT's get_batch: B windows of T+1 tokens at uniformly drawn offsets of a fixed
- * token stream (random tokens here: the timing does not depend on their values). */
+ * n_embd 128, block_size 64, batch_size 12, dropout 0, bias False) on lookback's
+ * transformer: learned positions, pre-LN blocks with exact GELU and d_ff = 4 d_model, final
+ * LayerNorm, no biases (--bias 0), the head tied to the token embedding
+ * (--tie-embeddings 1), GPT-2 initialisation (--init gpt2), a head on every position,
+ * vocabulary 65. The step is the trainer's (train/trainer.c): forward, cross-entropy over
+ * the B·T targets, backward, clipping to norm 1, AdamW (lr 1e-3, betas (0.9, 0.99), weight
+ * decay 0.1 on the matrices only: nanoGPT's configure_optimizers, --decay-params
+ * matrices), zero grads, graph reset. Batches as nanoGPT's get_batch: B windows of T+1
+ * tokens at uniformly drawn offsets of a fixed token stream (random tokens here: the
+ * timing does not depend on their values). */
 enum { LM_B = 12, LM_T = 64, LM_V = 65, LM_LAYERS = 4, LM_D = 128, LM_FF = 512, LM_STREAM = 1 << 20 };
 
 typedef struct lm_ctx {
@@ -337,6 +344,8 @@ static int lm_step(void *ctx)
  * softmax, the embedding and AdamW are not counted. = 3.84 GFLOP. */
 static double lm_flop(void) { return w2_flop(LM_B, LM_T, LM_LAYERS, LM_D, LM_FF, LM_V); }
 
+static double measure_sgemm(int n, int warmup, int reps, bench_result *r);
+
 static int run_lm(const bench_opts *o)
 {
     lm_ctx c;
@@ -354,6 +363,9 @@ static int run_lm(const bench_opts *o)
     cfg.pos = LB_POS_LEARNED;
     cfg.causal = 1;
     cfg.dropout = 0.0;
+    cfg.bias = 0;
+    cfg.tie_embeddings = 1;
+    cfg.init = LB_INIT_GPT2;
     if (!(c.m.model = lb_model_new(&cfg)))
         FAIL("LM model");
     c.m.tokens = malloc((size_t)(LM_B * LM_T) * sizeof *c.m.tokens);
@@ -373,6 +385,8 @@ static int run_lm(const bench_opts *o)
     oc.beta2 = 0.99;
     oc.weight_decay = 0.1;
     c.m.opt = lb_optim_new(&oc, ps->items, ps->count);
+    for (int i = 0; c.m.opt && i < ps->count; i++)
+        lb_optim_set_decay(c.m.opt, i, lb_decay_params_applies(LB_DECAY_MATRICES, c.m.model, ps->items[i]));
     c.m.g = lb_graph_new();
     if (!c.m.opt || !c.m.g)
         FAIL("LM setup");
@@ -382,13 +396,21 @@ static int run_lm(const bench_opts *o)
         return 1;
     lb_pool_stats ps_stats;
     lb_pool_get_stats(lb_graph_pool(c.m.g), &ps_stats);
-    char extra[512];
-    double gflop = lm_flop() / 1e9;
+    /* the reference in the same process, per CPU-second as the step: OpenBLAS sgemm 1024³
+     * on the run's threads (a rate that other processes on the machine do not change) */
+    bench_result sr;
+    double sg = measure_sgemm(1024, 2, 10, &sr), gflop = lm_flop() / 1e9;
+    double sg_cpu = sr.cpu_per_rep > 0 ? 2.147483648 / sr.cpu_per_rep : 0;
+    double lm_cpu = r.cpu_per_rep > 0 ? gflop / r.cpu_per_rep : 0;
+    char extra[640];
     snprintf(extra, sizeof extra,
-             "\"shape\":\"B=12 T=64 L=4 d_model=128 H=4 d_ff=512 V=65 learned positions\",\"params\":%lld,"
-             "\"gflop\":%.4g,\"gflops\":%.4g,\"step_pool_mib\":%.2f,\"pool_misses\":%lld,\"pool_hits\":%lld",
-             (long long)lb_params_numel(ps), gflop, gflop / r.median_s,
-             (double)ps_stats.cached_bytes / (1 << 20), (long long)ps_stats.misses, (long long)ps_stats.hits);
+             "\"shape\":\"B=12 T=64 L=4 d_model=128 H=4 d_ff=512 V=65 learned positions, no biases, tied head\",\"params\":%lld,"
+             "\"gflop\":%.4g,\"gflops\":%.4g,\"gflops_per_cpu_s\":%.4g,\"sgemm_gflops\":%.4g,"
+             "\"sgemm_gflops_per_cpu_s\":%.4g,\"pct_of_sgemm_per_cpu_s\":%.1f,\"step_pool_mib\":%.2f,"
+             "\"pool_misses\":%lld,\"pool_hits\":%lld",
+             (long long)lb_params_numel(ps), gflop, gflop / r.median_s, lm_cpu, sg, sg_cpu,
+             sg_cpu > 0 ? 100.0 * lm_cpu / sg_cpu : 0.0, (double)ps_stats.cached_bytes / (1 << 20),
+             (long long)ps_stats.misses, (long long)ps_stats.hits);
     bench_print_json("lookback", "LM", o->threads, &r, base, extra);
     lb_graph_free(c.m.g);
     lb_optim_free(c.m.opt);
@@ -396,6 +418,137 @@ static int run_lm(const bench_opts *o)
     free(c.m.tokens);
     free(c.m.targets);
     free(c.stream);
+    return 0;
+}
+
+/* --------------------------------------------------------------------- GEN ---- */
+
+/* Generation on the LM model (nanoGPT's recipe, untrained: speed does not depend on the
+ * weights): one stream, an empty context, then T tokens one event at a time through the
+ * decoding state (lb_model_step_into: the key-value caches, no graph), each next token the
+ * argmax of the logits (greedy). GEN: T = 64 (the recipe's context); GEN1K: the same model
+ * with max_seq_len 1024, T = 1024. Reported: tokens/s over the T tokens, the time of the
+ * last token, and what that token reads: the parameters (4 bytes each) and the keys and
+ * values of the T - 1 cached positions (2 · L · (T - 1) · d_model floats), next to the
+ * memory bandwidth of this process (memcpy of 256 MiB, read + write bytes per second). */
+static double memcpy_gbs_here(void)
+{
+    const size_t n = (size_t)256 << 20;
+    char *a = malloc(n), *b = malloc(n);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return 0;
+    }
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) { /* CPU time: the rate while it runs, on a shared machine too */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+        memcpy(b, a, n);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+        double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        best = dt < best ? dt : best;
+    }
+    volatile char sink = b[n / 2];
+    (void)sink;
+    free(a);
+    free(b);
+    return 2.0 * (double)n / best / 1e9;
+}
+
+/* In a child process, so that its 512 MiB are not this process's peak memory. */
+static double memcpy_gbs(void)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        double g = memcpy_gbs_here();
+        ssize_t w = write(fd[1], &g, sizeof g);
+        _exit(w == (ssize_t)sizeof g ? 0 : 1);
+    }
+    close(fd[1]);
+    double g = 0;
+    if (pid < 0 || read(fd[0], &g, sizeof g) != (ssize_t)sizeof g)
+        g = 0;
+    close(fd[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    return g;
+}
+
+typedef struct gen_ctx {
+    lb_model *model;
+    lb_model_state *state;
+    lb_tensor *logits; /* [1, V] */
+    int64_t t;
+    double last_s; /* time of the last token of the latest run */
+} gen_ctx;
+
+static int gen_run(void *ctx)
+{
+    gen_ctx *c = ctx;
+    lb_model_state_reset(c->state, -1);
+    int32_t tok = 0;
+    const float *l = lb_tensor_data(c->logits);
+    for (int64_t i = 0; i < c->t; i++) {
+        double t0 = i == c->t - 1 ? bench_now() : 0;
+        if (lb_model_step_into(c->state, &tok, c->logits) != LB_OK)
+            FAIL("GEN step");
+        if (i == c->t - 1)
+            c->last_s = bench_now() - t0;
+        int best = 0;
+        for (int v = 1; v < LM_V; v++)
+            best = l[v] > l[best] ? v : best;
+        tok = best;
+    }
+    return 0;
+}
+
+static int run_gen(const bench_opts *o, const char *name, int64_t t)
+{
+    gen_ctx c = {0};
+    lb_model_config cfg;
+    lb_model_config_default(LB_MODEL_TRANSFORMER, &cfg);
+    cfg.vocab_size = LM_V;
+    cfg.num_classes = LM_V;
+    cfg.head = LB_HEAD_EVERY;
+    cfg.max_seq_len = t;
+    cfg.n_layers = LM_LAYERS;
+    cfg.d_model = LM_D;
+    cfg.n_heads = 4;
+    cfg.d_ff = LM_FF;
+    cfg.pos = LB_POS_LEARNED;
+    cfg.causal = 1;
+    cfg.bias = 0;
+    cfg.tie_embeddings = 1;
+    cfg.init = LB_INIT_GPT2;
+    int64_t ls[2] = {1, LM_V};
+    c.t = t;
+    if (!(c.model = lb_model_new(&cfg)) || !(c.state = lb_model_state_new(c.model, 1, NULL)) ||
+        !(c.logits = lb_tensor_zeros(LB_FLOAT32, 2, ls)))
+        FAIL("GEN setup");
+    double base = bench_current_rss_mib();
+    bench_result r;
+    if (bench_time(gen_run, &c, bench_warmup(o, 2), bench_reps(o, t > 256 ? 5 : 20), o->budget_s, &r) != 0)
+        return 1;
+    int64_t params = lb_params_numel(lb_model_params(c.model));
+    double bytes = 4.0 * (double)params + 4.0 * 2.0 * LM_LAYERS * (double)(t - 1) * LM_D;
+    double bw = memcpy_gbs();
+    char extra[512];
+    snprintf(extra, sizeof extra,
+             "\"shape\":\"LM model, context %lld, 1 stream, greedy\",\"tokens\":%lld,\"tokens_per_s\":%.1f,"
+             "\"last_token_s\":%.4g,\"last_token_bytes\":%.0f,\"last_token_gbs\":%.3g,\"memcpy_gbs\":%.3g,"
+             "\"state_bytes\":%zu",
+             (long long)t, (long long)t, (double)t / r.median_s, c.last_s, bytes, bytes / c.last_s / 1e9, bw,
+             lb_model_state_bytes(c.state, 0));
+    bench_print_json("lookback", name, o->threads, &r, base, extra);
+    lb_tensor_free(c.logits);
+    lb_model_state_free(c.state);
+    lb_model_free(c.model);
     return 0;
 }
 
@@ -823,7 +976,7 @@ int main(int argc, char **argv)
         execv("/proc/self/exe", argv);
     bench_opts o;
     if (bench_parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|LM|W4|W6|EVAL|LOCAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
+        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|LM|GEN|GEN1K|W4|W6|EVAL|LOCAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
                         "[--reps N] [--quick] [--budget SECONDS]\n");
         return 2;
     }
@@ -844,6 +997,10 @@ int main(int argc, char **argv)
         return run_w3(&o);
     if (strcmp(w, "LM") == 0)
         return run_lm(&o);
+    if (strcmp(w, "GEN") == 0)
+        return run_gen(&o, "GEN", LM_T);
+    if (strcmp(w, "GEN1K") == 0)
+        return run_gen(&o, "GEN1K", 1024);
     if (strcmp(w, "W4") == 0)
         return run_attention(&o, "W4", 1, 16384, 1, 1, 1);
     if (strcmp(w, "W6") == 0)
@@ -858,6 +1015,6 @@ int main(int argc, char **argv)
         return run_sgemm(&o);
     if (strcmp(w, "INFO") == 0)
         return run_info();
-    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, LM, W4, W6, EVAL, LOCAL, K1, SGEMM, INFO)\n", w);
+    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, LM, GEN, GEN1K, W4, W6, EVAL, LOCAL, K1, SGEMM, INFO)\n", w);
     return 2;
 }

@@ -29,10 +29,14 @@ Workloads (the same math as lookback's, see bench/bench_lookback.c):
             model (embedding, x + MHA(LN(x)) without projection biases,
             x + FFN(LN(x)) with exact GELU, final LN, linear head on every position,
             cross-entropy), AdamW step; B=16 T=1024 vocab 32
-  LM        nanoGPT's CPU recipe on W2's model with learned positions (4 layers, 4 heads,
-            d_model 128, d_ff 512, T 64, B 12, vocab 65): nanoGPT's get_batch on a fixed
-            random token stream, cross-entropy, clip_grad_norm_(1), AdamW(lr 1e-3, betas
-            (0.9, 0.99), weight decay 0.1); cpu_s_per_rep = process CPU seconds per step
+  LM        nanoGPT's CPU recipe (4 layers, 4 heads, d_model 128, d_ff 512, T 64, B 12,
+            vocab 65, learned positions, no biases, tied head, GPT-2 init) written as
+            nanoGPT writes it: its get_batch on a fixed random token stream,
+            cross-entropy, clip_grad_norm_(1), AdamW(lr 1e-3, betas (0.9, 0.99), weight
+            decay 0.1 on the matrices only); cpu_s_per_rep = process CPU seconds per step
+  GEN,      greedy generation on that model from an empty context, one token at a time
+  GEN1K     with a key-value cache per layer (inference_mode): 64 tokens (GEN) and, with
+            1,024 learned positions, 1,024 tokens (GEN1K); tokens/s
   W3        torch.nn.LSTM(64, 128, batch_first=True), MSE on every hidden state,
             AdamW step; B=16 T=1024
   W4        W1's layer training step (MSE, AdamW) at B=1 T=16384 d=64: the full
@@ -311,30 +315,90 @@ def run_w2(opts):
          params=sum(p.numel() for p in model.parameters()))
 
 
-# ---- LM: nanoGPT's CPU recipe on the same model as bench_lookback's LM ----
-class LM(Transformer):
-    """W2's transformer (lookback's model) with learned positions: x = E[token] + P[t]."""
+# ---- LM, GEN: nanoGPT's CPU recipe on the same model as bench_lookback's LM ----
+class LayerNorm(torch.nn.Module):
+    """LayerNorm with an optional bias (nanoGPT's; torch 1.13's has no bias=False)."""
 
-    def __init__(self, vocab, d_model, n_heads, d_ff, n_layers, max_seq_len):
-        super().__init__(vocab, d_model, n_heads, d_ff, n_layers, vocab)
-        self.pos = torch.nn.Embedding(max_seq_len, d_model)
+    def __init__(self, d, bias):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(d))
+        self.bias = torch.nn.Parameter(torch.zeros(d)) if bias else None
 
-    def forward(self, tokens, past=None):
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class GPTBlock(torch.nn.Module):
+    def __init__(self, d, n_heads, d_ff, bias):
+        super().__init__()
+        self.n_heads = n_heads
+        self.ln1, self.ln2 = LayerNorm(d, bias), LayerNorm(d, bias)
+        self.qkv = torch.nn.Linear(d, 3 * d, bias=False)  # lookback's w_q, w_k, w_v in one product
+        self.proj = torch.nn.Linear(d, d, bias=False)
+        self.fc1 = torch.nn.Linear(d, d_ff, bias=bias)
+        self.fc2 = torch.nn.Linear(d_ff, d, bias=bias)
+
+    def forward(self, x, future):
+        b, t, d = x.shape
+        nh = self.n_heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, nh, d // nh).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // nh))
+        att = torch.softmax(att.masked_fill(future, float("-inf")), dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    def step(self, x, cache, t):
+        """One position (x [1, d]) against the key-value cache [2, n_heads, T, dh], filled to t."""
+        d = x.shape[-1]
+        nh, dh = self.n_heads, d // self.n_heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        cache[0, :, t] = k.view(nh, dh)
+        cache[1, :, t] = v.view(nh, dh)
+        att = torch.softmax((cache[0, :, :t + 1] @ q.view(nh, dh, 1)).squeeze(-1) * (1.0 / math.sqrt(dh)), dim=-1)
+        y = (att.unsqueeze(1) @ cache[1, :, :t + 1]).reshape(1, d)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class GPT(torch.nn.Module):
+    """bench_lookback's LM model: learned positions, pre-LN blocks, final LayerNorm, head tied
+    to the token embedding, no biases; GPT-2 initialisation as nanoGPT's _init_weights."""
+
+    def __init__(self, vocab, d, n_heads, d_ff, n_layers, max_seq_len, bias=False):
+        super().__init__()
+        self.wte = torch.nn.Embedding(vocab, d)
+        self.wpe = torch.nn.Embedding(max_seq_len, d)
+        self.blocks = torch.nn.ModuleList(GPTBlock(d, n_heads, d_ff, bias) for _ in range(n_layers))
+        self.ln_f = LayerNorm(d, bias)
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * n_layers) if name.endswith(("proj.weight", "fc2.weight")) else 0.02
+                torch.nn.init.normal_(p, 0.0, std)
+
+    def forward(self, tokens):
         t = tokens.size(1)
         future = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
-        x = self.embedding(tokens) + self.pos(torch.arange(t))
+        x = self.wte(tokens) + self.wpe(torch.arange(t))
         for blk in self.blocks:
             x = blk(x, future)
-        return self.head(self.ln_f(x))
+        return self.ln_f(x) @ self.wte.weight.t()
+
+    def optimizer(self):  # nanoGPT's configure_optimizers: decay on the matrices only
+        decay = [p for p in self.parameters() if p.dim() >= 2]
+        rest = [p for p in self.parameters() if p.dim() < 2]
+        return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                 lr=1e-3, betas=(0.9, 0.99))
 
 
 LM_B, LM_T, LM_V, LM_STREAM = 12, 64, 65, 1 << 20
+LM_SHAPE = "B=12 T=64 L=4 d_model=128 H=4 d_ff=512 V=65 learned positions, no biases, tied head"
 
 
 def run_lm(opts):
     torch.manual_seed(1337)
-    model = LM(LM_V, 128, 4, 512, 4, LM_T)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    model = GPT(LM_V, 128, 4, 512, 4, LM_T)
+    opt = model.optimizer()
     stream = torch.randint(0, LM_V, (LM_STREAM,))
     params = list(model.parameters())
 
@@ -355,8 +419,36 @@ def run_lm(opts):
 
     base = current_rss_mib()
     r = time_it(step, opts.warm(3), opts.rep(30))
-    emit("LM", opts.threads, r, base, shape="B=12 T=64 L=4 d_model=128 H=4 d_ff=512 V=65 learned positions",
+    emit("LM", opts.threads, r, base, shape=LM_SHAPE,
          params=sum(p.numel() for p in params), interop_threads=torch.get_num_interop_threads())
+
+
+def run_gen(opts, name, t):
+    """Greedy generation of t tokens from an empty context with a key-value cache, one
+    token at a time (as bench_lookback's GEN)."""
+    torch.manual_seed(1337)
+    model = GPT(LM_V, 128, 4, 512, 4, t).eval()
+    nh, dh = 4, 32
+    caches = [torch.zeros(2, nh, t, dh) for _ in model.blocks]
+    last = [0.0]
+
+    @torch.inference_mode()
+    def generate():
+        tok = 0
+        for i in range(t):
+            t0 = time.monotonic() if i == t - 1 else 0.0
+            x = (model.wte.weight[tok] + model.wpe.weight[i]).view(1, -1)
+            for blk, cache in zip(model.blocks, caches):
+                x = blk.step(x, cache, i)
+            logits = model.ln_f(x) @ model.wte.weight.t()
+            tok = int(torch.argmax(logits))
+            if i == t - 1:
+                last[0] = time.monotonic() - t0
+
+    base = current_rss_mib()
+    r = time_it(generate, opts.warm(2), opts.rep(5 if t > 256 else 20))
+    emit(name, opts.threads, r, base, shape=f"LM model, context {t}, 1 stream, greedy", tokens=t,
+         tokens_per_s=t / r["median_s"], last_token_s=last[0])
 
 
 def run_w3(opts):
@@ -447,7 +539,7 @@ def run_info():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=["W1a", "W1b", "W2", "W3", "LM", "W4", "K1", "PRODUCT", "INFO"])
+    p.add_argument("workload", choices=["W1a", "W1b", "W2", "W3", "LM", "GEN", "GEN1K", "W4", "K1", "PRODUCT", "INFO"])
     p.add_argument("--checkpoint", help="PRODUCT: the recipe's initial checkpoint (bench_product)")
     p.add_argument("--recipe", default="", help="PRODUCT: the recipe's name, echoed in the JSON line")
     p.add_argument("--seq-len", type=int, default=0, help="PRODUCT: T")
@@ -485,6 +577,10 @@ def main():
         run_w3(opts)
     elif w == "LM":
         run_lm(opts)
+    elif w == "GEN":
+        run_gen(opts, "GEN", LM_T)
+    elif w == "GEN1K":
+        run_gen(opts, "GEN1K", 1024)
     elif w == "W4":
         run_w4(opts)
     elif w == "K1":
