@@ -37,8 +37,8 @@ static void generate_usage(FILE *out)
           "Context: a model with learned positions reads at most max_seq_len tokens, and an attention\n"
           "model reads by default at most the context it was trained with (train.seq_len); when the\n"
           "text grows past that window, the window slides (nanoGPT's crop): the last --ctx-size tokens\n"
-          "are read again in one chunk before every further token. The LSTM and the conv stack read\n"
-          "every token unless --ctx-size is given.\n"
+          "are read again in one chunk before every further token. The LSTM, the conv stack and local\n"
+          "attention with rotary or no positions read every token unless --ctx-size is given.\n"
           "\n"
           "  --prompt TEXT           the text to continue (use --prompt=TEXT for a text starting with -)\n"
           "  --prompt-file F         the text to continue, from a file\n"
@@ -52,7 +52,8 @@ static void generate_usage(FILE *out)
           "  --num-samples M         samples, one after another from one random stream, each followed\n"
           "                          by a line of dashes when M > 1 (default 1)\n"
           "  --ctx-size N            most tokens one prediction reads; 0 = as much as the model can\n"
-          "                          (default: the training context for attention, all for the others)\n"
+          "                          (default: the training context for attention, all for the others\n"
+          "                          and for local attention with rotary or no positions)\n"
           "  --threads N             threads (default 1: one event is too little work to share)\n",
           out);
 }
@@ -239,12 +240,17 @@ static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, 
     return 0;
 }
 
-/* The window: --ctx-size when given, else the training context for attention models
- * (learned positions are capped at max_seq_len by lb_generate_context either way). */
+/* The window when --ctx-size is not given: the training context for attention models
+ * (nanoGPT's block_size crop), except local attention with relative positions (rotary or
+ * none), which computes the same thing at any length from its bounded cache; every token
+ * for the LSTM and the conv stack. Learned positions are capped at max_seq_len by
+ * lb_generate_context either way. */
 static int64_t default_context(const char *ck, const lb_model_config *mc)
 {
     int64_t seq_len = 0;
-    if (lb_cli_has_attention(mc) && lb_checkpoint_read_seq_len(ck, &seq_len) == LB_OK && seq_len > 0)
+    int relative = mc->pos == LB_POS_NONE || mc->pos == LB_POS_ROTARY;
+    if (lb_cli_has_attention(mc) && !(mc->kind == LB_MODEL_LOCAL && relative) &&
+        lb_checkpoint_read_seq_len(ck, &seq_len) == LB_OK && seq_len > 0)
         return seq_len;
     lb_clear_error();
     return 0;

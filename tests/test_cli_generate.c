@@ -3,7 +3,7 @@
  * on standard output, the rate line on standard error; greedy output equal to the
  * library's lb_generate on the same checkpoint; the same seed the same text at 1 and 2
  * threads; the window slides past the training context (learned positions) and not for
- * the LSTM unless --ctx-size is given; --num-samples; the default prompt; a byte
+ * the LSTM or local attention with rotary positions unless --ctx-size is given; --num-samples; the default prompt; a byte
  * vocabulary; and every error: a checkpoint that is not a language model, prompt
  * characters outside the vocabulary, bad prompt files, options out of range, options
  * given twice, a standard output that cannot be written. */
@@ -81,10 +81,15 @@ static const char *checkpoint(const char *model, const char *vocab)
                             "--d-model", "32", "--steps", "30", "--batch", "8", "--eval-every", "0", "--quiet",
                             "--out", dir};
     int n = 20;
-    if (strcmp(model, "transformer") == 0) {
-        const char *more[] = {"--pos", "learned", "--heads", "2", "--d-ff", "64"};
+    if (strcmp(model, "transformer") == 0 || strcmp(model, "local") == 0) {
+        const char *more[] = {"--pos", strcmp(model, "local") == 0 ? "rotary" : "learned", "--heads", "2", "--d-ff",
+                              "64"};
         for (int i = 0; i < 6; i++)
             args[n++] = more[i];
+    }
+    if (strcmp(model, "local") == 0) {
+        args[n++] = "--window";
+        args[n++] = "6";
     }
     if (strcmp(model, "lstm") == 0) {
         args[n++] = "--hidden";
@@ -221,6 +226,11 @@ static void test_window(void)
                            "--ctx-size", "8", NULL};
     r = run(lstm8);
     EXPECT(r.code == 0 && number_before(r.err, "window slides") == 40 - 1 - (8 - 4), r);
+    run_free(&r);
+    /* local attention with rotary positions streams from its bounded cache: no slides */
+    const char *local[] = {"generate", "--checkpoint", checkpoint("local", "char"), "--prompt", "the ", "-n", "40", NULL};
+    r = run(local);
+    EXPECT(r.code == 0 && number_before(r.err, "window slides") == 0 && code_points(r.out) == 4 + 40 + 1, r);
     run_free(&r);
 }
 
@@ -376,7 +386,7 @@ int main(void)
         {"the prompt, then the tokens; the rate on stderr; the default prompt", test_prints_prompt_then_tokens},
         {"greedy text equals the library's lb_generate (transformer, LSTM)", test_greedy_equals_library},
         {"the same seed gives the same text at 1 and 2 threads", test_same_seed_any_threads},
-        {"the window slides past the training context; the LSTM only with --ctx-size", test_window},
+        {"the window slides past the training context; the LSTM and local rotary only with --ctx-size", test_window},
         {"--num-samples: separators and one rate line per sample", test_num_samples},
         {"a byte vocabulary takes any bytes", test_byte_vocabulary},
         {"prompt characters outside the vocabulary, bad prompt files", test_prompt_errors},
