@@ -60,6 +60,13 @@ static void compare_usage(FILE *out)
           "  --budget SECONDS   training time per model (default 60; 0 = until --steps); the same as\n"
           "                     --time-budget, so give one of them\n"
           "  --eval-limit N     evaluate at most N test examples per file (default all)\n"
+          "On a text corpus (lookback data text) --eval may be left out (the corpus's own test split\n"
+          "is scored), each family starts from its recipe for text (docs/text.md: nanoGPT's for the\n"
+          "transformer, char-rnn's for the LSTM), the budget counts CPU time (--budget-clock cpu),\n"
+          "and the table gives test bits per character, steps, time per step, the training time to\n"
+          "a validation loss and a greedy sample of each model:\n"
+          "  --target-bpc B     the validation bits per character whose time to reach is reported\n"
+          "                     (default: the worst model's last validation)\n"
           "  --quiet            no progress display\n"
           "Options given apply to every model that uses them (--hidden to the LSTMs, --window to\n"
           "local attention); an option that none of the models uses is refused.\n"
@@ -76,11 +83,12 @@ int lb_cli_compare(int argc, char **argv)
         {"eval", required_argument, NULL, 'e'},  {"out", required_argument, NULL, 'o'},
         {"budget", required_argument, NULL, 'b'}, {"eval-limit", required_argument, NULL, 'l'},
         {"quiet", no_argument, NULL, 'q'},       {"help", no_argument, NULL, 'h'},
+        {"target-bpc", required_argument, NULL, 'B'},
     };
-    const struct option *longopts = lb_run_options(extra, 8);
+    const struct option *longopts = lb_run_options(extra, 9);
     char *models = NULL, *eval_list = NULL;
     const char *train = NULL, *out_dir = NULL;
-    double budget = 60;
+    double budget = 60, target_bpc = 0;
     int64_t eval_limit = 0;
     int quiet = 0, c, budget_given = 0;
     static lb_option_list given; /* one compare per process */
@@ -107,6 +115,10 @@ int lb_cli_compare(int argc, char **argv)
                 return lb_cli_error(cmd, 2, "%s", lb_last_error());
             break;
         case 'q': quiet = 1; break;
+        case 'B':
+            if (lb_option_real("--target-bpc", optarg, 1e-6, 64, &target_bpc) != LB_OK)
+                return lb_cli_error(cmd, 2, "%s", lb_last_error());
+            break;
         case 'h': compare_usage(stdout); return 0;
         case ':':
         case '?': return lb_cli_bad_option(cmd, c, argv);
@@ -121,8 +133,31 @@ int lb_cli_compare(int argc, char **argv)
     }
     if (optind < argc)
         return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
-    if (!train || !models || !eval_list || !out_dir)
+    if (!train || !models || !out_dir)
         return lb_cli_error(cmd, 2, "--train, --models, --eval and --out are required (see lookback compare --help)");
+    /* A text corpus: the families' recipes for text, a CPU budget, its own test split. */
+    int text = 0;
+    if (!eval_list || target_bpc > 0) {
+        lb_dataset *probe = lb_dataset_open_split(train, "test");
+        if (!probe)
+            return lb_cli_fail(cmd);
+        text = lb_dataset_is_text(probe);
+        lb_dataset_close(probe);
+        if (!text && !eval_list)
+            return lb_cli_error(cmd, 2, "--train, --models, --eval and --out are required (see lookback compare --help)");
+        if (!text)
+            return lb_cli_error(cmd, 2, "--target-bpc applies to a text corpus only (%s is not one)", train);
+    } else {
+        lb_dataset *probe = lb_dataset_open_split(train, "test");
+        text = probe && lb_dataset_is_text(probe);
+        lb_dataset_close(probe);
+        lb_clear_error(); /* a bad file is said when the comparison checks it */
+    }
+    char own_eval[4096];
+    if (!eval_list) {
+        snprintf(own_eval, sizeof own_eval, "%s", train);
+        eval_list = own_eval;
+    }
     lb_compare_model specs[LB_COMPARE_MAX_MODELS];
     lb_compare_eval evals[LB_COMPARE_MAX_EVALS];
     int n_models = 0, n_evals = 0;
@@ -149,6 +184,14 @@ int lb_cli_compare(int argc, char **argv)
         snprintf(s->rc.data, sizeof s->rc.data, "%s", train);
         if (lb_run_config_set(&s->rc, "model", kind) != LB_OK)
             return lb_cli_error(cmd, 2, "%s", lb_last_error());
+        /* validation during a comparison: every 100 steps on the first 256 windows (the curve
+         * and the time to the target); the table's column is the whole test split */
+        if (text && (lb_compare_text_recipe(&s->rc) != LB_OK || lb_run_config_set(&s->rc, "budget-clock", "cpu") != LB_OK ||
+                     lb_run_config_set(&s->rc, "eval-every", "100") != LB_OK ||
+                     lb_run_config_set(&s->rc, "eval-examples", "256") != LB_OK))
+            return lb_cli_error(cmd, 2, "%s", lb_last_error());
+        if (text)
+            snprintf(s->note, sizeof s->note, "recipe: %s (docs/text.md)", lb_compare_text_recipe_name(s->rc.model.kind));
         s->rc.train.time_budget = budget;
         if (lb_run_config_apply(&s->rc, &given) != LB_OK)
             return lb_cli_error(cmd, 2, "%s", lb_last_error());
@@ -180,6 +223,7 @@ int lb_cli_compare(int argc, char **argv)
                 return lb_cli_error(cmd, 2, "--eval names the file %s twice ('%s' and '%s'); give each file once", tok,
                                     evals[e].path, tok);
         snprintf(evals[n_evals].path, sizeof evals[n_evals].path, "%s", tok);
+        evals[n_evals].target_bits = target_bpc;
         evals[n_evals++].examples = eval_limit;
     }
     if (lb_compare_check_out_dir(out_dir) != LB_OK)

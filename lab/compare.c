@@ -19,7 +19,9 @@
 #include "data/events.h"
 #include "data/output.h"
 #include "data/tasks.h"
+#include "data/text.h"
 #include "lab/files.h"
+#include "layers/generate.h"
 #include "lab/plot.h"
 #include "tensor/clock.h"
 #include "train/distributed.h"
@@ -42,6 +44,10 @@ static lb_status describe_eval_file(lb_compare_eval *e, const lb_compare_model *
     for (int m = 0; m < n_models && st == LB_OK; m++) {
         lb_dataset *train = lb_dataset_open(specs[m].rc.data);
         lb_run_config rc = specs[m].rc;
+        if (train && lb_dataset_is_text(train) && rc.train.seq_len > 0) /* windows of the model's context */
+            lb_dataset_set_seq_len(train, rc.train.seq_len);
+        if (lb_dataset_is_text(ds) && lb_dataset_set_seq_len(ds, train ? lb_dataset_seq_len(train) : 1) != LB_OK)
+            lb_clear_error();
         if (train)
             lb_model_config_fit_data(&rc.model, train);
         st = train ? lb_model_data_check(&rc.model, lb_dataset_task_name(train), ds) : lb_last_status();
@@ -77,6 +83,9 @@ static lb_status describe_eval_file(lb_compare_eval *e, const lb_compare_model *
         }
         lb_clear_error();
     }
+    e->text = lb_dataset_is_text(ds);
+    snprintf(e->per, sizeof e->per, "%s",
+             e->text && lb_vocab_get_kind(lb_dataset_vocab(ds)) == LB_VOCAB_BYTE ? "byte" : "char");
     if (st == LB_OK && lb_dataset_has_distance(ds)) {
         if (lb_dataset_distance_range(ds, "test", &e->dmin, &e->dmax) == LB_OK)
             e->dmean = 0.5 * (e->dmin + e->dmax);
@@ -98,9 +107,45 @@ static lb_status describe_eval_file(lb_compare_eval *e, const lb_compare_model *
 
 /* ---- the report ---- */
 
+/* The table of a comparison on text: bits per symbol, speed, time to the target, a sample. */
+static void print_text_table(FILE *out, const lb_compare_model *specs, int n_models, const lb_compare_eval *evals,
+                             int n_evals, const lb_compare_report *rep)
+{
+    fprintf(out, "\n%-12s %10s %7s %11s %10s", "model", "parameters", "steps", "train time", "time/step");
+    for (int e = 0; e < n_evals; e++) {
+        char head[64];
+        snprintf(head, sizeof head, "%.20s bp%c", evals[e].label, evals[e].per[0]);
+        fprintf(out, " %12s", head);
+    }
+    fprintf(out, " %12s  %s\n", "to target", "greedy sample");
+    for (int m = 0; m < n_models; m++) {
+        const lb_compare_result *r = &rep->results[m];
+        fprintf(out, "%-12s %10lld %7lld %10.1fs %8.1fms", specs[m].name, (long long)r->run.parameters,
+                (long long)r->run.steps, r->run.seconds, 1e3 * r->seconds_per_step);
+        for (int e = 0; e < n_evals; e++)
+            fprintf(out, " %12.4f", r->bits[e]);
+        if (isnan(r->seconds_to_target))
+            fprintf(out, " %12s", "not reached");
+        else
+            fprintf(out, " %11.1fs", r->seconds_to_target);
+        fprintf(out, "  %s\n", r->sample);
+    }
+    fprintf(out, "\nbp%c: test loss in bits per %s (the whole test split in non-overlapping windows of each model's "
+                 "context); to target: training seconds to the first validation at or below %.4f bits per %s; samples: "
+                 "greedy (temperature 0) after the prompt \"%s\"\n",
+            evals[0].per[0], evals[0].per, rep->target_bits, evals[0].per, rep->prompt);
+    for (int m = 0; m < n_models; m++)
+        if (specs[m].note[0])
+            fprintf(out, "  %s: %s\n", specs[m].name, specs[m].note);
+}
+
 void lb_compare_print_table(FILE *out, const lb_compare_model *specs, int n_models, const lb_compare_eval *evals, int n_evals,
                             const lb_compare_report *rep)
 {
+    if (n_evals > 0 && evals[0].text) {
+        print_text_table(out, specs, n_models, evals, n_evals, rep);
+        return;
+    }
     fprintf(out, "\n%-14s %10s %11s %10s", "model", "parameters", "train time", "time/step");
     for (int e = 0; e < n_evals; e++)
         fprintf(out, " %12s", evals[e].label);
@@ -189,6 +234,11 @@ static lb_status write_summary(const char *path, const lb_compare_model *specs, 
             json_object_object_add(r, "distance_min", json_object_new_int64(evals[e].dmin));
             json_object_object_add(r, "distance_max", json_object_new_int64(evals[e].dmax));
             json_object_object_add(r, evals[e].regression ? "mse" : "accuracy", json_object_new_double(res[m].accuracy[e]));
+            if (evals[e].text) {
+                char key[32];
+                snprintf(key, sizeof key, "bits_per_%s", evals[e].per);
+                json_object_object_add(r, key, json_object_new_double(res[m].bits[e]));
+            }
             if (evals[e].regression)
                 json_object_object_add(r, "baseline_mse", json_object_new_double(evals[e].baseline));
             if (!evals[e].regression && !isnan(res[m].macro_f1[e])) {
@@ -207,6 +257,13 @@ static lb_status write_summary(const char *path, const lb_compare_model *specs, 
             json_object_array_add(list, r);
         }
         json_object_object_add(o, "evaluations", list);
+        if (n_evals > 0 && evals[0].text) {
+            json_object_object_add(o, "seq_len", json_object_new_int64(specs[m].rc.train.seq_len));
+            json_object_object_add(o, "seconds_to_target", isnan(res[m].seconds_to_target)
+                                                               ? NULL
+                                                               : json_object_new_double(res[m].seconds_to_target));
+            json_object_object_add(o, "greedy_sample", json_object_new_string(res[m].sample));
+        }
         json_object_array_add(models, o);
     }
     json_object_object_add(root, "models", models);
@@ -308,6 +365,161 @@ static void write_plots(const char *out_dir, const lb_compare_model *specs, cons
 #undef NOTE_WRITTEN
 }
 
+/* bytes as one printable line: newlines and tabs as \\n, \\t, other control bytes as \\xHH. */
+static void escape_text(const char *in, size_t n, char *out, size_t size)
+{
+    size_t used = 0;
+    for (size_t i = 0; i < n && used + 5 < size; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c == '\n' || c == '\t')
+            used += (size_t)snprintf(out + used, size - used, "\\%c", c == '\n' ? 'n' : 't');
+        else if (c < 0x20 || c == 0x7f)
+            used += (size_t)snprintf(out + used, size - used, "\\x%02x", c);
+        else
+            out[used++] = (char)c;
+    }
+    out[used] = '\0';
+}
+
+enum { SAMPLE_PROMPT = 16, SAMPLE_TOKENS = 64 };
+
+/* A greedy continuation (temperature 0) of the test split's first tokens, decoded. */
+static lb_status greedy_sample(lb_model *model, const lb_dataset *ds, char *sample, size_t size, char *prompt_text,
+                               size_t prompt_size)
+{
+    int64_t n = 0;
+    const int32_t *tok = lb_dataset_tokens(ds, "test", &n);
+    if (!tok || n < 1)
+        return lb_error(LB_ERR_VALUE, "%s: no test tokens to prompt a sample with", lb_dataset_path(ds));
+    int64_t p = n < SAMPLE_PROMPT ? n : SAMPLE_PROMPT;
+    lb_generate_options o = lb_generate_defaults();
+    o.max_new_tokens = SAMPLE_TOKENS;
+    o.sampling.temperature = 0;
+    int32_t out[SAMPLE_TOKENS];
+    lb_rng rng;
+    lb_rng_seed(&rng, 1);
+    lb_status st = lb_generate(model, tok, p, &o, &rng, out, NULL);
+    char raw[SAMPLE_TOKENS * 4 + 1], praw[SAMPLE_PROMPT * 4 + 1];
+    size_t len = 0, plen = 0;
+    if (st == LB_OK)
+        st = lb_vocab_decode(lb_dataset_vocab(ds), out, SAMPLE_TOKENS, raw, sizeof raw, &len);
+    if (st == LB_OK)
+        st = lb_vocab_decode(lb_dataset_vocab(ds), tok, p, praw, sizeof praw, &plen);
+    if (st == LB_OK) {
+        escape_text(raw, strlen(raw), sample, size);
+        escape_text(praw, strlen(praw), prompt_text, prompt_size);
+    }
+    return st;
+}
+
+/* The first validation of a run's metrics.csv at or below `bits` (loss / ln 2). */
+typedef struct target_search {
+    double bits, seconds;
+} target_search;
+
+static int reach_target(const lb_metrics_row *row, void *user)
+{
+    target_search *t = user;
+    if (row->loss / log(2.0) <= t->bits) {
+        t->seconds = row->wall_seconds;
+        return 1;
+    }
+    return 0;
+}
+
+/* Fills seconds_to_target of every model: the given target, or the worst model's last
+ * validation (every model reaches it, so the column compares speeds). */
+static void time_to_target(const char *out_dir, const lb_compare_model *specs, int n_models, double target,
+                           lb_compare_report *rep)
+{
+    if (!(target > 0)) {
+        target = 0;
+        for (int m = 0; m < n_models; m++) {
+            double b = rep->results[m].run.last_val.loss / log(2.0);
+            if (rep->results[m].run.last_val.examples > 0 && b > target)
+                target = b;
+        }
+        target = ceil(target * 1e4) / 1e4; /* as printed */
+    }
+    rep->target_bits = target;
+    for (int m = 0; m < n_models; m++) {
+        char metrics[4200];
+        snprintf(metrics, sizeof metrics, "%s/%s/metrics.csv", out_dir, specs[m].name);
+        target_search t = {target, NAN};
+        if (lb_metrics_read(metrics, "val", reach_target, &t, NULL) != LB_OK)
+            lb_clear_error();
+        rep->results[m].seconds_to_target = t.seconds;
+    }
+}
+
+/* One row per family: the options of its recipe on a text corpus (lab/compare.h). */
+static const struct {
+    lb_model_kind kind;
+    const char *name; /* where it comes from, for the report */
+    const char *options[24][2];
+} text_recipes[] = {
+    /* nanoGPT, config/train_shakespeare_char.py with its README's CPU settings */
+    {LB_MODEL_TRANSFORMER, "nanoGPT shakespeare_char (CPU)",
+     {{"layers", "4"}, {"heads", "4"}, {"d-model", "128"}, {"d-ff", "512"}, {"seq-len", "64"}, {"batch", "12"},
+      {"pos", "learned"}, {"dropout", "0"}, {"bias", "0"}, {"tie-embeddings", "1"}, {"init", "gpt2"},
+      {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"}, {"weight-decay", "0.1"}, {"decay-params", "matrices"},
+      {"warmup", "100"}, {"schedule", "cosine"}, {"min-lr-ratio", "0.1"}, {"steps", "2000"}, {"clip", "1"},
+      {"eval-every", "250"}, {"select", "loss"}}},
+    /* the same with sliding-window attention over the last 32 characters */
+    {LB_MODEL_LOCAL, "nanoGPT shakespeare_char (CPU) with a window of 32",
+     {{"layers", "4"}, {"heads", "4"}, {"d-model", "128"}, {"d-ff", "512"}, {"seq-len", "64"}, {"batch", "12"},
+      {"window", "32"}, {"pos", "learned"}, {"dropout", "0"}, {"bias", "0"}, {"tie-embeddings", "1"},
+      {"init", "gpt2"}, {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"}, {"weight-decay", "0.1"},
+      {"decay-params", "matrices"}, {"warmup", "100"}, {"schedule", "cosine"}, {"min-lr-ratio", "0.1"},
+      {"steps", "2000"}, {"clip", "1"}, {"eval-every", "250"}, {"select", "loss"}}},
+    /* char-rnn (Karpathy 2015): 2 x 128 LSTM, seq_length 50, batch 50, lr 2e-3, grad_clip 5
+     * (Adam here, where char-rnn uses RMSprop) */
+    {LB_MODEL_LSTM, "char-rnn (2 x 128 LSTM, Adam)",
+     {{"layers", "2"}, {"hidden", "128"}, {"d-model", "128"}, {"seq-len", "50"}, {"batch", "50"},
+      {"optim", "adam"}, {"lr", "2e-3"}, {"weight-decay", "0"}, {"schedule", "constant"}, {"warmup", "0"},
+      {"clip", "5"}, {"steps", "2000"}, {"eval-every", "250"}, {"select", "loss"}}},
+    /* a causal dilated stack (receptive field 1 + 2 (2^6 - 1) = 127 >= the context) with the
+     * transformer's optimiser */
+    {LB_MODEL_CONV, "6 dilated causal convolutions, nanoGPT's optimiser",
+     {{"layers", "6"}, {"d-model", "128"}, {"kernel", "3"}, {"seq-len", "64"}, {"batch", "12"},
+      {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"}, {"weight-decay", "0.1"}, {"decay-params", "matrices"},
+      {"warmup", "100"}, {"schedule", "cosine"}, {"min-lr-ratio", "0.1"}, {"steps", "2000"}, {"clip", "1"},
+      {"eval-every", "250"}, {"select", "loss"}}},
+};
+
+lb_status lb_compare_text_recipe(lb_run_config *rc)
+{
+    LB_CHECK_ARG(rc, LB_ERR_VALUE);
+    for (size_t r = 0; r < sizeof text_recipes / sizeof text_recipes[0]; r++) {
+        if (text_recipes[r].kind != rc->model.kind)
+            continue;
+        for (int i = 0; i < 24 && text_recipes[r].options[i][0]; i++)
+            if (lb_run_config_set(rc, text_recipes[r].options[i][0], text_recipes[r].options[i][1]) != LB_OK)
+                return lb_error_context("the %s recipe for text", lb_model_kind_name(rc->model.kind));
+        return LB_OK;
+    }
+    return lb_error(LB_ERR_VALUE, "no text recipe for the %s family", lb_model_kind_name(rc->model.kind));
+}
+
+const char *lb_compare_text_recipe_name(lb_model_kind kind)
+{
+    for (size_t r = 0; r < sizeof text_recipes / sizeof text_recipes[0]; r++)
+        if (text_recipes[r].kind == kind)
+            return text_recipes[r].name;
+    return "";
+}
+
+char *lb_compare_text_recipe_text(lb_model_kind kind, char *buf, size_t size)
+{
+    LB_CHECK_ARG(buf, NULL);
+    buf[0] = '\0';
+    for (size_t r = 0; r < sizeof text_recipes / sizeof text_recipes[0]; r++)
+        for (int i = 0; text_recipes[r].kind == kind && i < 24 && text_recipes[r].options[i][0]; i++)
+            snprintf(buf + strlen(buf), size - strlen(buf), "%s--%s %s", i ? " " : "", text_recipes[r].options[i][0],
+                     text_recipes[r].options[i][1]);
+    return buf;
+}
+
 lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval *evals, int n_evals, const char *out_dir,
                          int quiet, lb_compare_report *rep)
 {
@@ -357,8 +569,12 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
         res[m].seconds_per_step = res[m].run.steps ? res[m].run.seconds / (double)res[m].run.steps : 0;
         for (int e = 0; e < n_evals; e++) {
             lb_dataset *ds = lb_dataset_open(evals[e].path);
+            if (ds && lb_dataset_is_text(ds) && lb_dataset_set_seq_len(ds, specs[m].rc.train.seq_len) != LB_OK) {
+                lb_dataset_close(ds);
+                ds = NULL;
+            }
             lb_eval_result r;
-            int want_attention = m == attention_model && e == n_evals - 1;
+            int want_attention = m == attention_model && e == n_evals - 1 && !evals[e].text;
             lb_tensor *w = NULL;
             double t0 = lb_clock_wall();
             if (!ds || lb_evaluate(model, ds, "test", evals[e].examples, 8, 0, &r, want_attention ? &w : NULL) != LB_OK) {
@@ -378,10 +594,22 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
             res[m].macro_f1[e] = r.classes.num_classes ? r.classes.macro_f1 : NAN;
             res[m].pr_auc[e] = r.average_precision;
             res[m].eval_seconds[e] = lb_clock_wall() - t0;
+            res[m].bits[e] = evals[e].text ? r.loss / log(2.0) : NAN;
+            if (evals[e].text && e == 0 && greedy_sample(model, ds, res[m].sample, sizeof res[m].sample, rep->prompt,
+                                                         sizeof rep->prompt) != LB_OK) {
+                lb_error_context("sampling %s", specs[m].name);
+                lb_dataset_close(ds);
+                lb_model_free(model);
+                code = lb_last_status();
+                goto failed;
+            }
             if (!quiet && evals[e].rare)
                 fprintf(stderr, "%s on %s: accuracy %.4f, F1 (class 1) %.4f, PR-AUC %.4f (%lld examples, %.1f s)\n",
                         specs[m].name, evals[e].label, res[m].accuracy[e], res[m].f1[e], res[m].pr_auc[e],
                         (long long)r.examples, res[m].eval_seconds[e]);
+            else if (!quiet && evals[e].text)
+                fprintf(stderr, "%s on %s: %.4f bits per %s (loss %.4f nats/token, %lld tokens, %.1f s)\n", specs[m].name,
+                        evals[e].label, res[m].bits[e], evals[e].per, r.loss, (long long)r.scored, lb_clock_wall() - t0);
             else if (!quiet)
                 fprintf(stderr, "%s on %s: %s %.4f (%lld examples, %.1f s)\n", specs[m].name, evals[e].label,
                         evals[e].regression ? "mse" : "accuracy", res[m].accuracy[e], (long long)r.examples,
@@ -429,6 +657,8 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
     }
     rep->report_rank = 1;
     rep->chance = chance;
+    if (evals[0].text)
+        time_to_target(out_dir, specs, n_models, evals[0].target_bits, rep);
     char path[4200];
     lb_status st = write_summary(lb_files_join(path, sizeof path, out_dir, "summary.json"), specs, res, n_models, evals,
                                  n_evals, chance);

@@ -45,6 +45,10 @@ typedef struct lb_compare_eval {
     /* the majority-class baseline on the test split (train/metrics.h: the most frequent
      * class of the training targets an imported log records, else of this split) */
     double base_accuracy, base_f1, base_macro_f1, base_pr_auc;
+    int text;           /* a text corpus (data/text.h): scored in bits per symbol */
+    char per[8];        /* then "char" or "byte" */
+    double target_bits; /* text, first file: the validation bits per symbol whose training time
+                           to reach is reported (0 = the worst model's last validation) */
 } lb_compare_eval;
 
 /* What one model gave. */
@@ -56,6 +60,10 @@ typedef struct lb_compare_result {
     double pr_auc[LB_COMPARE_MAX_EVALS];   /* average precision of a binary label (NAN otherwise) */
     double eval_seconds[LB_COMPARE_MAX_EVALS]; /* wall seconds of each evaluation */
     double seconds_per_step;               /* training seconds per optimizer step */
+    double bits[LB_COMPARE_MAX_EVALS];     /* text files: test loss in bits per symbol (loss / ln 2) */
+    double seconds_to_target;              /* text: training seconds to the first validation at or
+                                              below the target (NAN: never reached) */
+    char sample[256];                      /* text: a greedy continuation of the prompt, escaped */
 } lb_compare_result;
 
 /* What a comparison gave. */
@@ -66,6 +74,8 @@ typedef struct lb_compare_report {
     int failed_model;  /* the model whose training failed (-1 = none): its results[].run says
                           whether a signal stopped it or the options were at fault */
     char written[512]; /* ", learning_curves.png, ...": the plot files written */
+    double target_bits;  /* text: the target of seconds_to_target */
+    char prompt[128];    /* text: the prompt of the samples (the test split's first tokens), escaped */
 } lb_compare_report;
 
 /* Model names become folder names: letters, digits, '-', '_' and '.', not starting with
@@ -87,6 +97,18 @@ lb_status lb_compare_check_out_dir(const char *out_dir);
  * (rep->failed_model names the model). */
 lb_status lb_compare_run(lb_compare_model *models, int n_models, lb_compare_eval *evals, int n_evals,
                          const char *out_dir, int quiet, lb_compare_report *rep);
+
+/* The recipe of `lookback compare` for family rc->model.kind on a text corpus: the
+ * options the field's known configurations use (one row per family in lab/compare.c:
+ * nanoGPT's shakespeare_char CPU recipe for the transformer and local attention,
+ * char-rnn's for the LSTM, the transformer's optimiser on a dilated stack for conv),
+ * set on rc through lb_run_config_set before the user's options.
+ * Errors: as lb_run_config_set. */
+lb_status lb_compare_text_recipe(lb_run_config *rc);
+/* Where the recipe comes from ("nanoGPT shakespeare_char (CPU)"; "" for none). */
+const char *lb_compare_text_recipe_name(lb_model_kind kind);
+/* The recipe's options as text ("--layers 4 --heads 4 ...") into buf; returns buf. */
+char *lb_compare_text_recipe_text(lb_model_kind kind, char *buf, size_t size);
 
 /* Prints the comparison's table to `out`: per model its parameters, training time, time
  * per step and score on every file, with chance (or the mean predictor's MSE for

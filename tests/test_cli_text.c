@@ -252,6 +252,44 @@ static void test_import_train_eval(void)
     run_free(&r);
 }
 
+/* compare on a text corpus: its own test split, the families' recipes, bits per character,
+ * time to the target and a greedy sample per model. */
+static void test_compare_text(void)
+{
+    char corpus[600], out[600];
+    snprintf(corpus, sizeof corpus, "%s", path_in("cmp.h5"));
+    snprintf(out, sizeof out, "%s", path_in("cmp"));
+    const char *imp[] = {"data", "text", real_text(), "-o", corpus, "--quiet", NULL};
+    run_result r = run(imp);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *cmp[] = {"compare", "--train", corpus, "--models", "transformer,lstm", "--steps", "3", "--budget", "0",
+                         "--d-model", "16", "--layers", "1", "--threads", "1", "--quiet", "--out", out, NULL};
+    r = run(cmp);
+    EXPECT(r.code == 0 && contains(r.out, "cmp bpc") && contains(r.out, "greedy sample") &&
+               contains(r.out, "nanoGPT shakespeare_char") && contains(r.out, "char-rnn") &&
+               contains(r.out, "to target"),
+           r);
+    run_free(&r);
+    char path[700];
+    snprintf(path, sizeof path, "%s/summary.json", out);
+    char *summary = read_all(path, NULL);
+    CU_ASSERT_TRUE(summary && contains(summary, "\"bits_per_char\"") && contains(summary, "\"greedy_sample\"") &&
+                   contains(summary, "\"seconds_to_target\""));
+    free(summary);
+    snprintf(path, sizeof path, "%s/lstm/config.json", out);
+    char *config = read_all(path, NULL); /* the LSTM trained on char-rnn's recipe, with the options given */
+    CU_ASSERT_TRUE(config && contains(config, "\"seq-len\": 50") && contains(config, "\"hidden\": 128") &&
+                   contains(config, "\"d-model\": 16"));
+    if (config && !contains(config, "\"seq-len\": 50"))
+        fprintf(stderr, "\n  config: %s\n", config);
+    free(config);
+    const char *bad[] = {"compare", "--train", small_data(), "--models", "lstm", "--out", path_in("cmp2"), NULL};
+    r = run(bad);
+    EXPECT(r.code == 2 && contains(r.err, "--eval"), r);
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_text_%d", (int)getpid());
@@ -261,6 +299,7 @@ int main(void)
         {"data text: an unreadable file says Permission denied", test_unreadable},
         {"data text: usage errors exit 2", test_usage_errors},
         {"import, info, every family trains, eval in bits per character", test_import_train_eval},
+        {"compare on text: recipes, bits per character, samples", test_compare_text},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_text", cases);

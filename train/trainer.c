@@ -343,6 +343,11 @@ lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_tas
         return lb_error(LB_ERR_VALUE, "%s: the data has %s targets but the model's head reads %s", path,
                         every ? "per-position" : "per-sequence", mc->head == LB_HEAD_EVERY ? "every position" : "the last position");
     /* Length is a limit only for a table indexed by position. */
+    if (mc->pos == LB_POS_LEARNED && mc->kind != LB_MODEL_LSTM && mc->kind != LB_MODEL_CONV && seq_len > mc->max_seq_len &&
+        lb_dataset_is_text(data))
+        return lb_error(LB_ERR_VALUE, "%s: windows of %lld tokens are longer than the model's --pos learned table of %lld "
+                        "positions (its context): use --seq-len %lld or less", path, (long long)seq_len,
+                        (long long)mc->max_seq_len, (long long)mc->max_seq_len);
     if (mc->pos == LB_POS_LEARNED && mc->kind != LB_MODEL_LSTM && mc->kind != LB_MODEL_CONV && seq_len > mc->max_seq_len)
         return lb_error(LB_ERR_VALUE, "%s: sequences of %lld positions are longer than the model's --pos learned table "
                         "of %lld positions (use files of at most %lld positions, or train with --pos none, sinusoidal "
