@@ -10,6 +10,7 @@
 #include "train/trainer.h"
 
 #include <hdf5.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,11 +306,89 @@ static void test_decompression_bomb(void)
     unsetenv("LOOKBACK_MAX_EXPANSION");
 }
 
+/* Sets a scalar attribute of the root, replacing it. */
+static void set_root_attr(const char *path, const char *name, hid_t type, const void *value)
+{
+    hid_t f = open_rw(path);
+    if (H5Aexists(f, name) > 0)
+        H5Adelete(f, name);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    CU_ASSERT_TRUE(H5Awrite(a, type, value) >= 0);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Fclose(f);
+}
+
+/* A checkpoint whose training-state attributes are out of range (step = -5, a NaN clock,
+ * more interval steps than steps, a best step after the last) is refused on load,
+ * naming the attribute, and the trainer is left as it was. */
+static void test_checkpoint_attributes_in_range(void)
+{
+    const char *data = tmp_path("ck-data.h5"), *ck = tmp_path("ck-ranges.h5"), *edited = tmp_path("ck-edited.h5");
+    make_spike(data);
+    lb_dataset *ds = lb_dataset_open(data);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    lb_model_config mc;
+    lb_model_config_default(LB_MODEL_LSTM, &mc);
+    mc.vocab_size = lb_dataset_vocab_size(ds);
+    mc.num_classes = lb_dataset_num_classes(ds);
+    mc.max_seq_len = lb_dataset_seq_len(ds);
+    mc.n_layers = 1;
+    mc.d_model = 8;
+    mc.hidden_size = 8;
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    lb_train_config_default(&tc);
+    tc.steps = 3;
+    tc.batch_size = 4;
+    tc.eval_every = 0;
+    tc.eval_examples = 4;
+    tc.threads = 1;
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL_FATAL(lb_trainer_run(t, ck, NULL, NULL, NULL), LB_OK);
+    lb_trainer *u = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_EQUAL(lb_trainer_load(u, ck), LB_OK); /* as written: loads */
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(u), 3);
+    lb_trainer_free(u);
+    const int64_t minus5 = -5, many = 1000;
+    const double nan = NAN;
+    const struct {
+        const char *attr;
+        hid_t type;
+        const void *value;
+        const char *says;
+    } edits[] = {
+        {"step", H5T_NATIVE_INT64, &minus5, "'step' = -5 is outside [0, "},
+        {"elapsed_seconds", H5T_NATIVE_DOUBLE, &nan, "'elapsed_seconds' = nan"},
+        {"interval.steps", H5T_NATIVE_INT64, &many, "'interval.steps' = 1000 is outside [0, 3]"},
+        {"best.step", H5T_NATIVE_INT64, &many, "'best.step' = 1000 is outside [0, 3]"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        copy_file(ck, edited);
+        set_root_attr(edited, edits[i].attr, edits[i].type, edits[i].value);
+        lb_trainer *v = lb_trainer_new(m, ds, &tc);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        lb_clear_error();
+        CU_ASSERT_EQUAL(lb_trainer_load(v, edited), LB_ERR_FORMAT);
+        if (!strstr(lb_last_error(), edits[i].says))
+            fprintf(stderr, "\n  %s: '%s' lacks '%s'\n", edits[i].attr, lb_last_error(), edits[i].says);
+        CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), edits[i].says));
+        CU_ASSERT_EQUAL(lb_trainer_steps_done(v), 0); /* nothing of it was taken */
+        lb_trainer_free(v);
+    }
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
 static void cleanup(void)
 {
     const char *names[] = {"base.h5", "other.h5", "secret.txt", "external-storage.h5", "external-link.h5",
                            "soft-link.h5", "virtual.h5", "ck-soft.h5", "ck-external.h5", "ck-storage.h5",
-                           "classes.h5", "never-written.h5", "never-written-huge.h5", "bomb.h5"};
+                           "classes.h5", "never-written.h5", "never-written-huge.h5", "bomb.h5",
+                           "ck-data.h5", "ck-ranges.h5", "ck-edited.h5"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         remove(tmp_path(names[i]));
 }
@@ -323,6 +402,7 @@ int main(void)
         {"data info on num_classes 2^31 - 1: the classes that occur", test_report_bounded_by_the_data},
         {"a dataset never written is refused as such", test_never_written_dataset},
         {"a decompression bomb is refused at the stated limit", test_decompression_bomb},
+        {"checkpoint attributes out of range are refused on load", test_checkpoint_attributes_in_range},
         {NULL, NULL},
     };
     int rc = lb_test_main("hostile files", cases);

@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <libgen.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -668,6 +669,57 @@ typedef struct load_job {
     int64_t interval_steps, interval_acc_steps, interval_skipped;
 } load_job;
 
+/* Every training-state attribute in its range, so that a damaged or edited checkpoint
+ * (step = -5) is refused before it changes the run (resume would rewrite metrics.csv
+ * from that step). LB_ERR_FORMAT naming the attribute, its value and the range. */
+static lb_status check_training_state(const load_job *j)
+{
+    const char *path = j->path;
+    const int64_t huge = INT64_C(1) << 62;
+    struct {
+        const char *name;
+        int64_t value, lo, hi;
+    } ints[] = {
+        {"step", j->step, 0, huge},
+        {"loader epoch", j->epoch, 0, huge},
+        {"loader position", j->position, 0, huge},
+        {"best.step", j->best_step, 0, j->step},
+        {"best.evals_since", j->evals_since, 0, j->step},
+        {"interval.steps", j->interval_steps, 0, j->step},
+        {"interval.accuracy_steps", j->interval_acc_steps, 0, j->interval_steps},
+        {"interval.skipped", j->interval_skipped, 0, j->step},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ints[i].value < ints[i].lo || ints[i].value > ints[i].hi)
+            return lb_error(LB_ERR_FORMAT, "%s: checkpoint attribute '%s' = %lld is outside [%lld, %lld] (a damaged or "
+                                           "edited checkpoint)",
+                            path, ints[i].name, (long long)ints[i].value, (long long)ints[i].lo, (long long)ints[i].hi);
+    struct {
+        const char *name;
+        double value;
+        int check;
+    } reals[] = {
+        {"elapsed_seconds", j->elapsed, 1},
+        {"budget_spent_seconds", j->budget_spent, 1},
+        {"interval.loss_sum", j->interval_loss, 2}, /* a skipped step's non-finite loss is summed too */
+        {"interval.accuracy_sum", j->interval_acc, 1},
+        {"best.metric", j->best_metric, j->best_step > 0},
+    };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        double v = reals[i].value;
+        int ok = reals[i].check == 0 || (reals[i].check == 2 ? !(v < 0) : isfinite(v) && (i == 4 || v >= 0));
+        if (!ok)
+            return lb_error(LB_ERR_FORMAT, "%s: checkpoint attribute '%s' = %g is not a%s number%s (a damaged or "
+                                           "edited checkpoint)",
+                            path, reals[i].name, v, reals[i].check == 2 ? "" : " finite", i == 4 ? "" : " >= 0");
+    }
+    if (j->interval_acc > (double)j->interval_acc_steps)
+        return lb_error(LB_ERR_FORMAT, "%s: checkpoint attribute 'interval.accuracy_sum' = %g exceeds its %lld steps "
+                                       "(accuracies are at most 1)",
+                        path, j->interval_acc, (long long)j->interval_acc_steps);
+    return LB_OK;
+}
+
 static lb_status read_training_state(hid_t file, load_job *job)
 {
     const lb_trainer *t = job->t;
@@ -717,6 +769,8 @@ static lb_status read_training_state(hid_t file, load_job *job)
              LB_OK ||
          (st = lb_h5_read_attr_int(file, "interval.skipped", LB_H5_I64, &job->interval_skipped, path)) != LB_OK))
         lb_error_context("%s: the metrics-interval attributes", path);
+    if (st == LB_OK)
+        st = check_training_state(job);
     lb_h5_close(og);
     lb_h5_close(rg);
     lb_h5_close(lg);
