@@ -6,7 +6,7 @@
  * the LSTM or local attention with rotary positions unless --ctx-size is given; --num-samples; the default prompt; a byte
  * vocabulary; and every error: a checkpoint that is not a language model, prompt
  * characters outside the vocabulary, bad prompt files, options out of range, options
- * given twice, a standard output that cannot be written. */
+ * given twice, a standard output that cannot be written, an address-space limit. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -378,6 +378,29 @@ static void test_failed_write(void)
     run_free(&r);
 }
 
+/* Under 150 and 400 MB of address space (ulimit -v): an answer, never a crash or a hang:
+ * the text, or one line naming the memory and exit 1; 400 MB hold this small model. */
+static void test_memory_limit(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    fprintf(stderr, "\n  skipped: AddressSanitizer reserves terabytes of address space");
+#else
+    static const long limits[] = {150, 400};
+    for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+        char line[2048];
+        snprintf(line, sizeof line, "ulimit -v %ld && exec '%s' generate --checkpoint '%s' -n 50 --prompt 'the '",
+                 limits[l] * 1024, LB_LOOKBACK_BIN, checkpoint("transformer", "char"));
+        const char *args[] = {"-c", line, NULL};
+        run_result r = run_program("sh", args);
+        int answered = r.code == 0 || (r.code == 1 && one_error_line(&r, "generate") && contains(r.err, "out of memory"));
+        EXPECT(answered, r);
+        if (limits[l] >= 400)
+            EXPECT(r.code == 0 && strncmp(r.out, "the ", 4) == 0 && code_points(r.out) == 4 + 50 + 1, r);
+        run_free(&r);
+    }
+#endif
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_generate_%d", (int)getpid());
@@ -393,6 +416,7 @@ int main(void)
         {"options out of range or given twice: exit 2", test_option_errors},
         {"a checkpoint that is not a language model, a missing one", test_not_a_language_model},
         {"a standard output that cannot be written", test_failed_write},
+        {"under an address-space limit: the text or one line, exit 1", test_memory_limit},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_generate", cases);
