@@ -25,11 +25,8 @@
  * G depends only on the shapes (enough items for 8 threads: G = ceil(8 / N), at most
  * the number of key tiles), never on the thread count.
  *
- * Tiles: forward 128 queries x 128 keys, backward 64 queries x 128 keys (tuned on a
- * 2-core AMD EPYC with OpenBLAS 0.3.21, see the report in docs/autograd.md; measured
- * again with the AVX-512 build on an Intel Xeon, family 6 model 207: forward 64 or 256
- * by 128 or 256 and backward 32 to 128 by 64 to 256 were no faster, see
- * docs/performance.md). A sliding window of W < 64 keys (local attention) gets band
+ * Tiles: forward 128 queries x 128 keys, backward 64 queries x 128 keys (the sizes
+ * and how they were chosen: docs/log/performance-history.md). A sliding window of W < 64 keys (local attention) gets band
  * tiles instead: query tiles (and the backward's key tiles) of W rounded up to a
  * multiple of 16, and each query tile's keys taken from the first one its rows may see,
  * so a query tile computes bq + W - 1 scores per row rather than one or two 128-key tiles.

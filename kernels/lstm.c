@@ -21,7 +21,8 @@
  * gradcheck needs). float32 runs them on 16-lane vectors (GCC/Clang vector
  * extensions: one AVX-512 register, an AVX2 pair or four SSE2 registers), whose sigmoid
  * and tanh come from one exp polynomial below: within a few float32 ulps of the exact
- * values, and about 10x faster than libm's scalar calls, which dominated the step. Every
+ * values, and much cheaper than libm's scalar calls (docs/log/performance-history.md,
+ * "The LSTM step"). Every
  * element, the last H % 16 of a row included (computed in a zero-padded vector), goes
  * through the same sequence of IEEE operations, so the result does not depend on H's
  * alignment. */
