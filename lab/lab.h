@@ -13,6 +13,7 @@
 #include "lab/run.h"
 #include "lab/compare.h"
 #include "lab/demo.h"
+#include "lab/gradcheck.h"
 #include "lab/recipes.h"
 #include "lab/study.h"
 #include "lab/plot.h"

@@ -13,6 +13,7 @@
 #include "data/tasks.h"
 #include "lab/compare.h"
 #include "lab/files.h"
+#include "lab/gradcheck.h"
 #include "lab/run.h"
 #include "train/trainer.h"
 
@@ -247,6 +248,49 @@ static void test_compare_run(void)
     CU_ASSERT_EQUAL(lb_compare_run(NULL, 2, evals, 1, tmp_path("r2"), 1, &rep), LB_ERR_VALUE);
 }
 
+/* lb_model_gradcheck from C: every family passes; a wrong backward fails and says so. */
+static void test_model_gradcheck(void)
+{
+    lb_model_gradcheck_setup s;
+    memset(&s, 0, sizeof s);
+    lb_model_config_default(LB_MODEL_TRANSFORMER, &s.model);
+    CU_ASSERT_EQUAL(lb_model_field_set(&s.model, lb_model_field_find("d-model"), "8"), LB_OK);
+    CU_ASSERT_EQUAL(lb_model_field_set(&s.model, lb_model_field_find("heads"), "2"), LB_OK);
+    CU_ASSERT_EQUAL(lb_model_field_set(&s.model, lb_model_field_find("d-ff"), "8"), LB_OK);
+    CU_ASSERT_EQUAL(lb_model_field_set(&s.model, lb_model_field_find("hidden"), "5"), LB_OK);
+    CU_ASSERT_EQUAL(lb_model_field_set(&s.model, lb_model_field_find("layers"), "1"), LB_OK);
+    CU_ASSERT_EQUAL(lb_model_field_set(&s.model, lb_model_field_find("window"), "3"), LB_OK);
+    CU_ASSERT_EQUAL(lb_model_field_set(&s.model, lb_model_field_find("kernel"), "2"), LB_OK);
+    s.seq_len = 5;
+    s.batch = 2;
+    s.features = 3;
+    s.classes = 3;
+    s.head = LB_HEAD_LAST;
+    s.seed = 3;
+    s.tol = lb_gradcheck_defaults();
+    const lb_model_kind kinds[] = {LB_MODEL_TRANSFORMER, LB_MODEL_LOCAL, LB_MODEL_LSTM, LB_MODEL_CONV};
+    for (int k = 0; k < 4; k++) {
+        int params = -1, failed = -1;
+        lb_status st = lb_model_gradcheck(&s, kinds[k], NULL, &params, &failed);
+        CU_ASSERT_EQUAL(st, LB_OK);
+        if (st != LB_OK)
+            fprintf(stderr, "\n  %s: %s\n", lb_model_kind_name(kinds[k]), lb_last_error());
+        CU_ASSERT_TRUE(params > 0);
+        CU_ASSERT_EQUAL(failed, 0);
+    }
+    s.break_gradient = 1;
+    int params = 0, failed = 0;
+    CU_ASSERT_EQUAL(lb_model_gradcheck(&s, LB_MODEL_LSTM, NULL, &params, &failed), LB_ERR_NUMERIC);
+    CU_ASSERT_TRUE(failed > 0 && failed <= params);
+    CU_ASSERT_TRUE(lb_test_error_has("analytic"));
+    /* options that make no model: no parameter checked */
+    s.break_gradient = 0;
+    CU_ASSERT_EQUAL(lb_model_field_set(&s.model, lb_model_field_find("d-model"), "7"), LB_OK);
+    CU_ASSERT_EQUAL(lb_model_gradcheck(&s, LB_MODEL_TRANSFORMER, NULL, &params, &failed), LB_ERR_VALUE);
+    CU_ASSERT_EQUAL(params, 0);
+    CU_ASSERT_EQUAL(lb_model_gradcheck(NULL, LB_MODEL_TRANSFORMER, NULL, &params, &failed), LB_ERR_VALUE);
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/lb_test_lab_XXXXXX");
@@ -260,6 +304,7 @@ int main(void)
         {"option values", test_option_values},
         {"compare: names and report folders", test_compare_checks},
         {"compare run from C", test_compare_run},
+        {"a whole model's gradients checked from C", test_model_gradcheck},
         {NULL, NULL},
     };
     int rc = lb_test_main("lab", cases);
