@@ -11,6 +11,8 @@
 enum {
     FIELD_MAX = 1 << 24,   /* bytes of one field */
     FIELDS_MAX = 1 << 20,  /* fields of one record */
+    RECORD_MAX = 1 << 26,  /* bytes of one record's fields */
+    CHUNK = 1 << 16,       /* bytes fed at once: a line, or a part of a long line */
     ROW_NOT_BEGUN = 0      /* libcsv's parser state between records (csv_parser.pstate) */
 };
 
@@ -20,6 +22,7 @@ typedef struct pending {
     char **field;
     size_t *len;
     int64_t row, line, offset;
+    size_t bytes; /* of its fields so far */
 } pending;
 
 struct lb_csv_reader {
@@ -27,8 +30,8 @@ struct lb_csv_reader {
     int own; /* close `in` at the end */
     char *name;
     struct csv_parser parser;
-    char *line;       /* getline's buffer */
-    size_t line_cap;
+    char *line;       /* [CHUNK] the bytes being fed */
+    int mid_line;     /* the last chunk ended inside a line (a line longer than CHUNK) */
     int64_t line_no;  /* lines fed so far */
     int64_t offset;   /* bytes fed so far */
     int64_t rows;     /* records completed */
@@ -76,6 +79,11 @@ static void on_field(void *s, size_t len, void *data)
     }
     if (s && memchr(s, '\0', len)) {
         fail(r, "field %lld holds a NUL byte (not text)", p->n + 1);
+        return;
+    }
+    p->bytes += len;
+    if (p->bytes > RECORD_MAX) {
+        fail(r, "a row longer than %lld bytes", RECORD_MAX);
         return;
     }
     if (p->n >= FIELDS_MAX) {
@@ -149,7 +157,14 @@ static lb_csv_reader *reader_new(FILE *in, int own, const char *name)
     }
     r->in = in;
     r->own = own;
+    if (!(r->line = malloc(CHUNK))) {
+        free(r->name);
+        free(r);
+        lb_error(LB_ERR_MEMORY, "%s: out of memory", name);
+        return NULL;
+    }
     if (csv_init(&r->parser, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
+        free(r->line);
         free(r->name);
         free(r);
         lb_error(LB_ERR_MEMORY, "%s: out of memory", name);
@@ -227,11 +242,25 @@ static int report(lb_csv_reader *r)
     return -1;
 }
 
-/* Feeds the next line; 0 at the end of the input, -1 on error. */
+/* Reads up to CHUNK bytes, through the next line break: memory stays bounded whatever a
+ * line holds (NUL bytes included). -1 at the end of the input before any byte. */
+static ssize_t read_chunk(lb_csv_reader *r)
+{
+    ssize_t n = 0;
+    int c = 0;
+    while (n < CHUNK && (c = getc(r->in)) != EOF) {
+        r->line[n++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    return n > 0 ? n : -1;
+}
+
+/* Feeds the next line (or part of a long line); 0 at the end of the input, -1 on error. */
 static int feed_line(lb_csv_reader *r)
 {
     errno = 0;
-    ssize_t got = getline(&r->line, &r->line_cap, r->in);
+    ssize_t got = read_chunk(r);
     if (got < 0) {
         if (ferror(r->in)) {
             lb_error(LB_ERR_IO, "%s: read error after line %lld: %s", r->name, (long long)r->line_no,
@@ -245,15 +274,18 @@ static int feed_line(lb_csv_reader *r)
     }
     const char *s = r->line;
     size_t len = (size_t)got;
-    if (r->line_no == 0 && len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) { /* UTF-8 byte-order mark */
+    if (r->offset == 0 && len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) { /* UTF-8 byte-order mark */
         s += 3;
         len -= 3;
     }
-    r->line_no++;
-    if (r->parser.pstate == ROW_NOT_BEGUN && r->building.n == 0) {
-        r->start_line = r->line_no;
-        r->start_offset = r->offset;
+    if (!r->mid_line) { /* a new line of the file begins */
+        r->line_no++;
+        if (r->parser.pstate == ROW_NOT_BEGUN && r->building.n == 0) {
+            r->start_line = r->line_no;
+            r->start_offset = r->offset;
+        }
     }
+    r->mid_line = len > 0 && s[len - 1] != '\n';
     size_t done = csv_parse(&r->parser, s, len, on_field, on_record, r);
     r->offset += got;
     if (!r->failed && done != len)

@@ -13,8 +13,11 @@
  * record starts (they differ after a field with an embedded line break, or blank
  * lines); `offset` the byte offset of that line's start.
  *
- * Memory: one record at a time plus libcsv's field buffer; a file is never held
- * whole, so standard input and pipes (a live log) are read as they arrive.
+ * Memory: one record at a time plus libcsv's field buffer, fed in chunks of at most
+ * 64 KiB (a line, or a part of a longer one); a file is never held whole, so standard
+ * input and pipes (a live log) are read as they arrive. A field longer than 16 MiB, a row
+ * whose fields hold more than 64 MiB, or more than 2^20 fields in a row is an error naming
+ * the row (LB_ERR_FORMAT), before more memory is taken. A bare CR ends a row too (libcsv).
  */
 #ifndef LB_DATA_CSV_H
 #define LB_DATA_CSV_H

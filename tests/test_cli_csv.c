@@ -63,6 +63,36 @@ static void test_malformed_files(void)
     }
 }
 
+/* A field of 17 MiB: refused at 16 MiB, in bounded memory (the file is read in 64 KiB
+ * chunks, never a whole line at once). */
+static void test_huge_field(void)
+{
+    char csv[500], out[520];
+    snprintf(csv, sizeof csv, "%s", path_in("huge.csv"));
+    snprintf(out, sizeof out, "%s.h5", csv);
+    size_t n = (size_t)17 << 20;
+    char *text = malloc(n + 64);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    int head = snprintf(text, 64, "x,label\n1,0\n\"");
+    memset(text + head, '7', n);
+    memcpy(text + head + n, "\",1\n", 5);
+    CU_ASSERT_TRUE_FATAL(write_all(csv, text, (size_t)head + n + 4));
+    free(text);
+    const char *args[] = {"data", "csv", csv, "-o", out, "--features", "x", "--label", "label", "--seq-len", "1", NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 1 && one_error_line(&r, "data csv") && contains(r.err, "row 3 (line 3)") &&
+               contains(r.err, "a field longer than 16777216 bytes"),
+           r);
+    CU_ASSERT_TRUE(nothing_written(out));
+    run_free(&r);
+    /* bare CR line ends are line ends too (libcsv): two data rows */
+    const char *cr = "x,label\r1,0\r2,1\r";
+    CU_ASSERT_TRUE_FATAL(write_all(csv, cr, strlen(cr)));
+    r = run(args);
+    EXPECT(r.code == 0 && contains(r.out, "2 rows of 1 sources"), r);
+    run_free(&r);
+}
+
 static void test_short_sources_and_policies(void)
 {
     char csv[500], out[520];
@@ -151,6 +181,7 @@ int main(void)
         {"short sources skipped or refused; usage errors exit 2; the CSV is never the output",
          test_short_sources_and_policies},
         {"data info of an import: sources, windows, features, histograms per split", test_info_of_an_import},
+        {"a 17 MiB field refused in bounded memory; bare CR line ends", test_huge_field},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_csv", cases);
