@@ -274,6 +274,47 @@ static void test_hostile_rows_and_usage(void)
     run_free(&r);
 }
 
+/* compare on the event log: the second table (accuracy, F1 of class 1, macro-F1, PR-AUC,
+ * costs) with the majority row, and the same figures in summary.json. */
+static void test_compare_table(void)
+{
+    char out[512];
+    snprintf(out, sizeof out, "%s", path_in("cmp"));
+    const char *args[] = {"compare", "--train", h5, "--models", "lstm,conv", "--eval", h5, "--out", out, "--budget",
+                          "0", "--steps", "4", "--batch", "8", "--layers", "1", "--d-model", "8", "--hidden", "8",
+                          "--threads", "1", "--quiet", NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 0 && contains(r.out, "F1(1)") && contains(r.out, "PR-AUC") && contains(r.out, "majority") &&
+               contains(r.out, "average_precision_score"),
+           r);
+    run_free(&r);
+    char path[600];
+    snprintf(path, sizeof path, "%s/summary.json", out);
+    char *text = read_all(path, NULL);
+    CU_ASSERT_TRUE(text && contains(text, "\"f1\"") && contains(text, "\"macro_f1\"") &&
+                   contains(text, "\"pr_auc\"") && contains(text, "\"majority_baseline\"") &&
+                   contains(text, "\"eval_seconds\""));
+    free(text);
+    /* an evaluation file scaled otherwise is refused before anything is trained */
+    char own[512], owncsv[512];
+    snprintf(own, sizeof own, "%s", path_in("own2.h5"));
+    snprintf(owncsv, sizeof owncsv, "%s", path_in("own2.csv"));
+    write_log(owncsv, 200, 500, 0); /* 30 test rows per machine: a test window each */
+    const char *mk[] = {"data", "csv", owncsv, "-o", own, "--sequence-key", "machine", "--order-key", "time",
+                        "--features", "x,y", "--tokens", "mode", "--label", "alarm", "--seq-len", "16", NULL};
+    r = run(mk);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    char out2[512];
+    snprintf(out2, sizeof out2, "%s", path_in("cmp2"));
+    const char *bad[] = {"compare", "--train", h5, "--models", "lstm", "--eval", own, "--out", out2, "--budget", "0",
+                         "--steps", "2", "--quiet", NULL};
+    r = run(bad);
+    EXPECT(r.code == 1 && one_error_line(&r, "compare") && contains(r.err, "does not read rows as the training file"),
+           r);
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_events_%d", (int)getpid());
@@ -286,6 +327,8 @@ int main(void)
          "a file scaled differently is refused",
          test_scores_agree},
         {"hostile rows while streaming and predicting; usage errors", test_hostile_rows_and_usage},
+        {"compare: F1, PR-AUC and costs beside the majority baseline; a file scaled otherwise refused",
+         test_compare_table},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_events", cases);
