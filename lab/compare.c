@@ -529,6 +529,8 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
                         n_evals, LB_COMPARE_MAX_MODELS);
     memset(rep, 0, sizeof *rep);
     rep->failed_model = -1;
+    if (lb_compare_check_out_dir(out_dir) != LB_OK)
+        return lb_last_status();
     lb_compare_result *res = rep->results;
     double chance = 0;
     /* Everything is checked before anything is trained or written; no output replaces an input. */
@@ -536,10 +538,19 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
         if (lb_output_protect(evals[e].path, "an evaluation file") != LB_OK ||
             describe_eval_file(&evals[e], specs, n_models) != LB_OK)
             return lb_last_status();
+    /* A model folder that holds a run (config.json, checkpoint.h5) was left by an interrupted
+     * comparison: it is resumed. Anything else there is not ours. */
+    int resume[LB_COMPARE_MAX_MODELS] = {0};
     for (int m = 0; m < n_models; m++) {
-        char dir[4200];
-        if (lb_files_exists(lb_files_join(dir, sizeof dir, out_dir, specs[m].name)))
-            return lb_error(LB_ERR_STATE, "%s already exists; choose another --out (nothing was changed)", dir);
+        char dir[4200], config[4300], ckpt[4300];
+        if (!lb_files_exists(lb_files_join(dir, sizeof dir, out_dir, specs[m].name)))
+            continue;
+        snprintf(config, sizeof config, "%s/config.json", dir);
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoint.h5", dir);
+        if (!lb_files_exists(config))
+            return lb_error(LB_ERR_STATE, "%s already exists and holds no run of a comparison; choose another --out "
+                            "(nothing was changed)", dir);
+        resume[m] = lb_files_exists(ckpt);
     }
     /* Under mpirun each rank trains whole models (model m on rank m mod N) once every
      * rank has checked; rank 0 gathers the results and writes the report. */
@@ -559,11 +570,19 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
         if (!lb_dist_owns(m))
             continue;
         lb_files_join(dir, sizeof dir, out_dir, specs[m].name);
-        if (lb_run_train(&specs[m].rc, dir, 0, quiet, &res[m].run, &model) != LB_OK) {
-            lb_error_context("training %s", specs[m].name);
+        if (resume[m] && !quiet)
+            fprintf(stderr, "%s: continuing the run in %s\n", specs[m].name, dir);
+        if (lb_run_train(&specs[m].rc, dir, resume[m], quiet, &res[m].run, &model) != LB_OK) {
             lb_tensor_free(attention);
-            code = lb_last_status();
             rep->failed_model = m;
+            if (res[m].run.interrupted) {
+                /* Every model folder stays: run the same comparison again to go on. */
+                return lb_error(LB_ERR_STATE, "interrupted while training %s at step %lld; its checkpoint is saved in "
+                                "%s: run the same lookback compare command again to continue the comparison",
+                                specs[m].name, (long long)res[m].run.steps, dir);
+            }
+            lb_error_context("training %s", specs[m].name);
+            code = lb_last_status();
             goto failed;
         }
         res[m].seconds_per_step = res[m].run.steps ? res[m].run.seconds / (double)res[m].run.steps : 0;
@@ -667,10 +686,11 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
     lb_tensor_free(attention);
     return st;
 failed:
-    /* The model folders of this run (checked absent above) go: the same --out works again. */
+    /* The model folders this call began (none was there, or one without a checkpoint) go:
+     * the same --out works again. Runs that an earlier, interrupted call left stay. */
     for (int m = 0; m < n_models; m++) {
         char dir[4200];
-        if (lb_dist_owns(m))
+        if (lb_dist_owns(m) && !resume[m])
             lb_files_remove_tree(lb_files_join(dir, sizeof dir, out_dir, specs[m].name));
     }
     return code;

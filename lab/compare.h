@@ -86,15 +86,21 @@ lb_status lb_compare_check_name(const char *name);
 lb_status lb_compare_check_out_dir(const char *out_dir);
 
 /* Runs the comparison: checks every evaluation file against every model before anything
- * is trained (lb_model_data_check; no output replaces an input; no model folder may
- * exist yet), then trains each model into out_dir/<name> (lb_run_train, progress on
- * stderr unless quiet), evaluates it on every file and, on the report rank, writes
- * out_dir/summary.json and the plots (a plot that cannot be drawn is noted on stderr and
- * skipped). When training or evaluating fails, the model folders of this run are removed
- * so the same out_dir works again. rep (zeroed here) receives the results.
+ * is trained (lb_model_data_check; no output replaces an input), then trains each model
+ * into out_dir/<name> (lb_run_train, progress on stderr unless quiet), evaluates it on
+ * every file and, on the report rank, writes out_dir/summary.json and the plots (a plot
+ * that cannot be drawn is noted on stderr and skipped). rep (zeroed here) receives the
+ * results.
+ * Resumable: SIGINT or SIGTERM stops the model in training after its step, with its
+ * checkpoint, and keeps every model folder (LB_ERR_STATE "interrupted while training
+ * <name> ...: run the same lookback compare command again"; rep->failed_model names it and
+ * its run.signal the signal). Called again with the same models and out_dir, a model
+ * whose folder holds a run continues it (one that had finished trains no further) and
+ * the rest train anew. When training or evaluating fails otherwise, the folders this call
+ * began are removed, so the same out_dir works again.
  * Errors: LB_ERR_VALUE (counts out of range, a file that does not fit a model),
- * LB_ERR_STATE (a model folder exists), LB_ERR_IO, and the errors of training
- * (rep->failed_model names the model). */
+ * LB_ERR_STATE (a model folder that holds something else than a run; interrupted),
+ * LB_ERR_IO, and the errors of training (rep->failed_model names the model). */
 lb_status lb_compare_run(lb_compare_model *models, int n_models, lb_compare_eval *evals, int n_evals,
                          const char *out_dir, int quiet, lb_compare_report *rep);
 

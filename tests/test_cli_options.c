@@ -448,6 +448,38 @@ static void test_sigterm_exit_status(void)
     CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 143);
 }
 
+/* compare stopped by SIGTERM keeps its model folders and says how to go on; the same
+ * command again continues the run (its budget counted across both) and writes the report. */
+static void test_compare_sigterm_resumes(void)
+{
+    char out[512], ck[600], summary[600];
+    snprintf(out, sizeof out, "%s", path_in("cmp-term"));
+    snprintf(ck, sizeof ck, "%s/lstm/checkpoint.h5", out);
+    snprintf(summary, sizeof summary, "%s/summary.json", out);
+    const char *argv[] = {LB_LOOKBACK_BIN, "compare", "--train", spike64(), "--models", "lstm", "--eval", spike64(),
+                          "--hidden", "8", "--d-model", "8", "--batch", "4", "--steps", "1000000", "--budget", "3",
+                          "--checkpoint-every", "2", "--threads", "1", "--out", out, "--quiet", NULL};
+    pid_t pid = start_program(argv);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    CU_ASSERT_TRUE(wait_for_file(ck, 60)); /* the run has checkpointed */
+    kill(pid, SIGTERM);
+    run_result r = finish_program(pid, 60);
+    EXPECT(r.code == 143, r);
+    EXPECT(one_error_line(&r, "compare") && contains(r.err, "run the same lookback compare command again"), r);
+    EXPECT(!contains(r.err, "lookback train --resume"), r);
+    run_free(&r);
+    CU_ASSERT_TRUE(wait_for_file(ck, 1)); /* kept */
+    CU_ASSERT_FALSE(wait_for_file(summary, 0));
+    r = run(argv + 1);
+    EXPECT(r.code == 0 && contains(r.out, "lstm"), r);
+    run_free(&r);
+    CU_ASSERT_TRUE(wait_for_file(summary, 1));
+    /* a finished comparison is not run again */
+    r = run(argv + 1);
+    EXPECT(r.code == 1 && contains(r.err, "already holds a report"), r);
+    run_free(&r);
+}
+
 /* A run folder written by 0.1.0 (config.json with every option, checkpoint.h5)
  * resumes: the other families' fields it records hold their defaults. */
 static void test_old_run_folder_resumes(void)
@@ -947,6 +979,7 @@ int main(void)
         {"a warm-up longer than the run and a spent time budget are said", test_warmup_and_spent_budget},
         {"run folders a kill left behind: resume from 0, take over, in use", test_folder_left_by_a_kill},
         {"SIGTERM: checkpoint and exit status 143", test_sigterm_exit_status},
+        {"compare: SIGTERM keeps the runs, the same command continues them", test_compare_sigterm_resumes},
         {"a run folder written by 0.1.0 resumes", test_old_run_folder_resumes},
         {"one check of checkpoint and data file, before any work", test_checkpoint_data_compatibility},
         {"after --resume the rate counts this process's steps only", test_rate_after_resume},

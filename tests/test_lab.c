@@ -229,9 +229,21 @@ static void test_compare_run(void)
                    json_object_get_int64(params) == rep.results[0].run.parameters);
     json_object_put(root);
     CU_ASSERT_TRUE(lb_files_exists(tmp_path("report/lstm/metrics.csv")));
-    /* the same folder again: the model folders exist, nothing is trained or changed */
+    /* the same folder again: it holds a report, nothing is trained or changed */
     CU_ASSERT_EQUAL(lb_compare_run(models, 2, evals, 1, tmp_path("report"), 1, &rep), LB_ERR_STATE);
-    CU_ASSERT_TRUE(lb_test_error_has("already exists"));
+    CU_ASSERT_TRUE(lb_test_error_has("already holds a report"));
+    /* without its report (an interrupted comparison's folder): each run is continued, and
+     * a finished one trains no further */
+    CU_ASSERT_EQUAL(unlink(tmp_path("report/summary.json")), 0);
+    CU_ASSERT_EQUAL_FATAL(lb_compare_run(models, 2, evals, 1, tmp_path("report"), 1, &rep), LB_OK);
+    CU_ASSERT_EQUAL(rep.results[0].run.steps, 3);
+    CU_ASSERT_EQUAL(rep.results[1].run.steps, 3);
+    CU_ASSERT_TRUE(lb_files_exists(tmp_path("report/summary.json")));
+    /* a model folder that holds no run is not ours */
+    CU_ASSERT_EQUAL(lb_files_mkdir(tmp_path("report2/lstm")), LB_OK);
+    CU_ASSERT_EQUAL(lb_compare_run(models, 2, evals, 1, tmp_path("report2"), 1, &rep), LB_ERR_STATE);
+    CU_ASSERT_TRUE(lb_test_error_has("holds no run"));
+    CU_ASSERT_FALSE(lb_files_exists(tmp_path("report2/transformer")));
     /* a table for a person names both models */
     FILE *out = tmpfile();
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
@@ -296,6 +308,8 @@ int main(void)
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/lb_test_lab_XXXXXX");
     if (!mkdtemp(tmp_dir))
         return 1;
+    /* PLplot's built-in SVG device: the cairo one keeps fontconfig's caches until exit */
+    setenv("LOOKBACK_PLOT_DEVICE", "svg", 1);
     lb_run_set_threads(1);
     static const lb_test_case cases[] = {
         {"files and folders", test_files},
