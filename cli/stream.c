@@ -30,7 +30,7 @@ static void stream_usage(FILE *out)
           "a usage error (exit 2).\n"
           "\n"
           "  --input FILE|-          where the ids come from (default -: standard input)\n"
-          "  --every N               print every N-th event only (default 1)\n"
+          "  --every N               print every N-th event only, and the last (default 1)\n"
           "  --json                  one JSON object per line: event, token, class and probability\n"
           "                          (or value), state_bytes\n"
           "  --strict                stop at the first bad id (exit 1); by default a bad id is\n"
@@ -54,16 +54,14 @@ typedef struct stream_run {
     int64_t every, events, skipped;
     int json;
     int write_failed; /* a write to standard output failed: the error says so, nothing more is read */
+    lb_tensor *held;  /* the last event's output when --every did not print it: printed at the end */
+    int32_t held_token;
 } stream_run;
 
-/* Feeds one id and prints the prediction when due. */
-static lb_status stream_event(stream_run *r, int32_t token)
+/* Prints the prediction y of event r->events (token `token`); frees y. */
+static lb_status print_event(stream_run *r, lb_tensor *y, int32_t token)
 {
-    lb_tensor *y = lb_model_step(r->state, &token); /* [1, C] or [1] */
-    if (!y)
-        return lb_last_status();
-    r->events++;
-    if (r->events % r->every == 0) {
+    {
         int64_t classes = r->mc->num_classes;
         int best = 0;
         double p = 0, value = lb_tensor_flat(y, 0);
@@ -104,6 +102,31 @@ static lb_status stream_event(stream_run *r, int32_t token)
     }
     lb_tensor_free(y);
     return LB_OK;
+}
+
+/* Feeds one id and prints the prediction when due (every --every-th event); the last
+ * event's is kept, so that the end of the input prints it (stream_finish). */
+static lb_status stream_event(stream_run *r, int32_t token)
+{
+    lb_tensor *y = lb_model_step(r->state, &token); /* [1, C] or [1] */
+    if (!y)
+        return lb_last_status();
+    r->events++;
+    lb_tensor_free(r->held);
+    r->held = NULL;
+    if (r->events % r->every == 0)
+        return print_event(r, y, token);
+    r->held = y;
+    r->held_token = token;
+    return LB_OK;
+}
+
+/* At the end of the input: the last event, when --every skipped it. */
+static lb_status stream_finish(stream_run *r)
+{
+    lb_tensor *y = r->held;
+    r->held = NULL;
+    return y ? print_event(r, y, r->held_token) : LB_OK;
 }
 
 /* The longest token kept: an id of the vocabulary (int32) has at most 10 digits, so a
@@ -256,7 +279,7 @@ int lb_cli_stream(int argc, char **argv)
         return lb_cli_fail(cmd);
     int code = 0;
     const lb_model_config *mc = lb_model_get_config(model);
-    stream_run r = {NULL, mc, every, 0, 0, json, 0};
+    stream_run r = {NULL, mc, every, 0, 0, json, 0, NULL, 0};
     lb_stream_options so = {0, max_context, 0};
     FILE *in = strcmp(input, "-") == 0 ? stdin : fopen(input, "r");
     struct stat sb;
@@ -272,6 +295,8 @@ int lb_cli_stream(int argc, char **argv)
         code = lb_cli_fail(cmd);
     } else {
         code = stream_read(&r, in, strcmp(input, "-") == 0 ? "standard input" : input, strict);
+        if (code == 0 && stream_finish(&r) != LB_OK)
+            code = lb_cli_fail(cmd);
         /* The summary follows a complete read only: a failure is its one error line. */
         if (code == 0)
             fprintf(stderr, "lookback stream: %lld events, %lld bad ids skipped; state %zu bytes (%zu allocated)\n",
@@ -280,6 +305,7 @@ int lb_cli_stream(int argc, char **argv)
     }
     if (in && in != stdin)
         fclose(in);
+    lb_tensor_free(r.held);
     lb_model_state_free(r.state);
     lb_model_free(model);
     return code;

@@ -480,6 +480,11 @@ static lb_status resolve_min_length(lb_task_options *o, namer *n)
 {
     char why[160];
     int64_t need = task_min_length(o, n, why, sizeof why);
+    if (!o->variable_length && o->min_length != LB_OPTION_AUTO && o->min_length != o->seq_len)
+        return combination_error(n, "%s %lld applies to variable-length sequences only: add %s 1 (every sequence "
+                                    "is %s %lld long otherwise)",
+                                 nm(n, "min_length"), (long long)o->min_length, nm(n, "variable_length"),
+                                 nm(n, "seq_len"), (long long)o->seq_len);
     if (!o->variable_length) {
         o->min_length = o->seq_len;
     } else if (o->min_length == LB_OPTION_AUTO) {

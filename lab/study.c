@@ -260,6 +260,9 @@ static lb_status parse_list(const char *list, const char *const *names, int coun
             return lb_error(LB_ERR_VALUE, "--%s: unknown %s '%s' (known: %s)", what,
                             strcmp(what, "tasks") == 0 ? "task" : "method", tok, known);
         }
+        if (on[found])
+            return lb_error(LB_ERR_VALUE, "--%s: '%s' is listed twice (each %s runs once; list it once)", what, tok,
+                            strcmp(what, "tasks") == 0 ? "task" : "method");
         on[found] = 1;
     }
     return LB_OK;

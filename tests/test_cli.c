@@ -118,6 +118,15 @@ static void test_data_variants(void)
     EXPECT(r.code == 0 && contains(r.out, "task      modsum") && contains(r.out, "modulus=7"), r);
     EXPECT(contains(r.out, "vocab_size 9, num_classes 7 (chance accuracy 0.1429)"), r);
     run_free(&r);
+    /* --min-length does nothing without --variable-length: a usage error naming both, no file */
+    const char *idle[] = {"data", "--seq-len", "20", "--min-length", "5", "--train", "6", "--val", "2", "--test", "2",
+                          "-o", path_in("idle.h5"), "--quiet", NULL};
+    r = run(idle);
+    EXPECT(r.code == 2 && one_error_line(&r, "data") && contains(r.err, "--min-length 5 applies to variable-length") &&
+               contains(r.err, "--variable-length"),
+           r);
+    run_free(&r);
+    CU_ASSERT_NOT_EQUAL(access(path_in("idle.h5"), F_OK), 0);
 }
 
 static void test_data_no_overwrite(void)

@@ -272,6 +272,11 @@ static void test_study_usage_errors(void)
     EXPECT(r.code == 2 && one_error_line(&r, "study") && contains(r.err, "'nope'"), r);
     run_free(&r);
     CU_ASSERT_FALSE(exists(path_in("never")));
+    const char *twice[] = {"study", "--tasks", "local,modsum,local", "--out", path_in("never"), NULL};
+    r = run(twice);
+    EXPECT(r.code == 2 && one_error_line(&r, "study") && contains(r.err, "--tasks: 'local' is listed twice"), r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(path_in("never")));
     const char *no_out[] = {"study", "--quick", NULL};
     r = run(no_out);
     EXPECT(r.code == 2 && contains(r.err, "--out"), r);

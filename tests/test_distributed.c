@@ -245,7 +245,7 @@ static void test_bad_setups(void)
     /* An odd batch does not split over two ranks. */
     CU_ASSERT_FALSE(replica_with(&r, 1, 1, 0, B - 1, 9));
     CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_VALUE);
-    CU_ASSERT_TRUE(lb_test_error_has("not divisible by 2 ranks x 1 micro-batches"));
+    CU_ASSERT_TRUE(lb_test_error_has("not divisible by 2 ranks x --micro-batches 1"));
     replica_free(&r);
     /* Ranks started with different options. */
     CU_ASSERT_FALSE(replica_with(&r, 1, 1, 0, B, 100 + (uint64_t)lb_dist_rank()));

@@ -378,7 +378,7 @@ lb_status lb_trainer_distribute(lb_trainer *t, const lb_dist_config *cfg)
     const lb_train_config *tc = &t->cfg;
     if (tc->batch_size % ((int64_t)g_size * tc->micro_batches) != 0)
         return lb_error(LB_ERR_VALUE,
-                        "batch %lld is not divisible by %d ranks x %lld micro-batches; choose a --batch that is a "
+                        "--batch %lld is not divisible by %d ranks x --micro-batches %lld; choose a --batch that is a "
                         "multiple of %lld",
                         (long long)tc->batch_size, g_size, (long long)tc->micro_batches,
                         (long long)((int64_t)g_size * tc->micro_batches));

@@ -157,8 +157,8 @@ lb_status lb_train_config_check(const lb_train_config *cfg)
         }
     }
     if (cfg->micro_batches > cfg->batch_size)
-        return lb_error(LB_ERR_VALUE, "train config: micro-batches must be in [1, batch=%lld] (got %lld)",
-                        (long long)cfg->batch_size, (long long)cfg->micro_batches);
+        return lb_error(LB_ERR_VALUE, "train config: --micro-batches %lld must be in [1, --batch = %lld]",
+                        (long long)cfg->micro_batches, (long long)cfg->batch_size);
     if (cfg->class_weight == 2 && (cfg->n_class_weights < 1 || cfg->n_class_weights > LB_METRICS_MAX_CLASSES))
         return lb_error(LB_ERR_VALUE, "train config: %lld class weights (1 to %d)", (long long)cfg->n_class_weights,
                         LB_METRICS_MAX_CLASSES);
