@@ -272,6 +272,8 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
                                                                        : LB_TEXT_DEFAULT_SEQ_LEN;
         if (!rc->eval_examples_given)
             rc->train.eval_examples = 0;
+        if (!rc->select_given) /* a language model is judged by its loss, not its argmax */
+            rc->train.select = LB_SELECT_LOSS;
         if (lb_dataset_set_seq_len(data, rc->train.seq_len) != LB_OK) {
             out->usage = 1;
             lb_dataset_close(data);

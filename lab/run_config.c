@@ -105,6 +105,8 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
     const lb_train_field *o = ro->train;
     if (strcmp(name, "eval-examples") == 0)
         rc->eval_examples_given = 1;
+    if (strcmp(name, "select") == 0)
+        rc->select_given = 1;
     char *p = (char *)&rc->train + o->offset;
     int64_t iv;
     double rv;

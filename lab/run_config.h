@@ -22,6 +22,8 @@ typedef struct lb_run_config {
                                 the table, not written to config.json */
     int eval_examples_given; /* 1 once --eval-examples was set (command line, --config, a run's
                                 config.json): otherwise a text corpus is validated whole */
+    int select_given;        /* 1 once --select was set: otherwise a text corpus selects best.h5
+                                by the validation loss (bits per character) */
 } lb_run_config;
 
 /* Model and training defaults for `kind` (data-derived fields stay 0). */

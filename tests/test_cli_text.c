@@ -216,7 +216,7 @@ static void test_import_train_eval(void)
                                "1",      "--out",  dir,    NULL};
         r = run(train);
         EXPECT(r.code == 0 && contains(r.err, "bits per char") && contains(r.err, "nats/token") &&
-                   contains(r.err, "perplexity"),
+                   contains(r.err, "perplexity") && contains(r.err, "best validation loss"),
                r);
         run_free(&r);
         char path[700];
