@@ -1163,28 +1163,8 @@ static lb_status write_output(import *im)
     int replace = lb_output_present(path); /* what the user saw there (--force); nothing else is replaced */
     if (!(im->schema_json = lb_event_schema_to_json(im->schema)))
         return lb_last_status();
-    int lock = -1;
-    if ((st = lb_output_lock(path, "data file", &lock)) != LB_OK)
-        return st;
-    size_t size = strlen(path) + 5;
-    char *tmp = malloc(size);
-    if (!tmp) {
-        lb_output_unlock(path, lock);
-        return lb_error(LB_ERR_MEMORY, "%s: out of memory", path);
-    }
-    lb_task_temp_path(path, tmp, size);
-    write_job job = {im, tmp};
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    st = lb_h5_isolated(write_file, NULL, &job, 0, 1, tmp);
-    lb_h5_quiet_end(&quiet);
-    if (st == LB_OK)
-        st = lb_output_finish(tmp, path, "data file", replace);
-    if (st != LB_OK)
-        remove(tmp);
-    free(tmp);
-    lb_output_unlock(path, lock);
-    return st;
+    write_job job = {im, NULL};
+    return lb_h5_write_new(path, "data file", replace, write_file, NULL, &job, &job.tmp);
 }
 
 static lb_status import_run(const char *csv_path, const lb_csv_options *opt, const lb_event_schema *like,

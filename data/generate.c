@@ -412,6 +412,7 @@ static lb_status generate_all(void *ctx)
     const lb_task_options *o = w->opt;
     const int64_t sizes[SPLIT_COUNT] = {o->n_train, o->n_val, o->n_test};
     close(w->sock[1]);
+    w->sock[1] = -1;
     lb_status st = LB_OK;
     for (int s = 0; st == LB_OK && s < SPLIT_COUNT; s++) {
         int64_t n = sizes[s], block = block_rows(&w->layout, n);
@@ -429,6 +430,7 @@ static lb_status generate_all(void *ctx)
         lb_rows_free(&rows);
     }
     close(w->sock[0]);
+    w->sock[0] = -1;
     return st;
 }
 
@@ -476,31 +478,11 @@ lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_prog
     if ((st = lb_output_check(path, "data file")) != LB_OK)
         return st;
     int replace = lb_output_present(path); /* what the user saw there (--force); nothing else is replaced */
-    int lock = -1; /* two writers of one file: the second is refused, naming it */
-    if ((st = lb_output_lock(path, "data file", &lock)) != LB_OK)
-        return st;
-    size_t size = strlen(path) + 5;
-    char *tmp = malloc(size);
-    if (!tmp) {
-        lb_output_unlock(path, lock);
-        return lb_error(LB_ERR_MEMORY, "%s: out of memory", path);
-    }
-    lb_task_temp_path(path, tmp, size);
-    w.tmp = tmp;
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w.sock) != 0) {
-        free(tmp);
-        lb_output_unlock(path, lock);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w.sock) != 0)
         return lb_error(LB_ERR_IO, "%s: cannot create a socket pair for the writer: %s", path, strerror(errno));
-    }
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    st = lb_h5_isolated(write_file, generate_all, &w, 0, 1, tmp);
-    lb_h5_quiet_end(&quiet);
-    if (st == LB_OK)
-        st = lb_output_finish(tmp, path, "data file", replace);
-    if (st != LB_OK)
-        remove(tmp);
-    free(tmp);
-    lb_output_unlock(path, lock);
+    st = lb_h5_write_new(path, "data file", replace, write_file, generate_all, &w, &w.tmp);
+    for (int k = 0; k < 2; k++) /* still open when the writer never started */
+        if (w.sock[k] >= 0)
+            close(w.sock[k]);
     return st;
 }

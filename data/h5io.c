@@ -1,5 +1,6 @@
 #include "data/h5io_internal.h"
 #include "tensor/clock.h"
+#include "data/output.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -841,4 +842,34 @@ lb_status lb_h5_read_bytes(hid_t loc, const char *name, size_t max_bytes, char *
     if (len)
         *len = (size_t)info.dims[0];
     return LB_OK;
+}
+
+lb_status lb_h5_write_new(const char *path, const char *what, int replace, lb_h5_job job, lb_h5_job feed, void *ctx,
+                          const char **tmp_slot)
+{
+    LB_CHECK_ARG(path && what && job && tmp_slot, LB_ERR_VALUE);
+    int lock = -1; /* two writers of one file: the second is refused, naming it */
+    lb_status st = lb_output_lock(path, what, &lock);
+    if (st != LB_OK)
+        return st;
+    size_t size = strlen(path) + 5;
+    char *tmp = malloc(size);
+    if (!tmp) {
+        lb_output_unlock(path, lock);
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory", path);
+    }
+    snprintf(tmp, size, "%s.tmp", path);
+    *tmp_slot = tmp;
+    lb_h5_quiet quiet;
+    lb_h5_quiet_begin(&quiet);
+    st = lb_h5_isolated(job, feed, ctx, 0, 1, tmp);
+    lb_h5_quiet_end(&quiet);
+    if (st == LB_OK)
+        st = lb_output_finish(tmp, path, what, replace);
+    if (st != LB_OK)
+        remove(tmp);
+    *tmp_slot = NULL;
+    free(tmp);
+    lb_output_unlock(path, lock);
+    return st;
 }

@@ -51,6 +51,19 @@ typedef lb_status (*lb_h5_job)(void *ctx);
 lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeout_seconds, int writing,
                          const char *file);
 
+/* The one way lookback writes an HDF5 file it makes from scratch (data files, text
+ * corpora, event files): locked against a second writer of `path` (lb_output_lock), then
+ * job(ctx) runs in a child (lb_h5_isolated, with feed(ctx) beside it, libhdf5 quiet) and
+ * writes the temporary file PATH.tmp, whose name is stored in *tmp_slot (a member of ctx)
+ * before the job starts; then the file is renamed into place (lb_output_finish: over
+ * what was at `path` when the writer began only when `replace`, never over a file that
+ * appeared meanwhile). On failure the temporary file is removed and `path` is untouched;
+ * the lock is released either way. The caller checks `path` first (lb_output_check) and
+ * takes `replace` from lb_output_present then. `what` names the file in messages.
+ * Errors: the lock's, LB_ERR_MEMORY, the job's or feed's, the rename's. */
+lb_status lb_h5_write_new(const char *path, const char *what, int replace, lb_h5_job job, lb_h5_job feed, void *ctx,
+                          const char **tmp_slot);
+
 /* Time limit for validating a file of `bytes` bytes in a child: 20 s plus 1 s per
  * 20 MB, or the environment variable LOOKBACK_HDF5_TIMEOUT (seconds) when set to a
  * decimal number in [1, 86400]; any other value of it gives the default here, and

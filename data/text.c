@@ -1072,6 +1072,7 @@ lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, i
         return lb_error(LB_ERR_VALUE, "text import: - (standard input) is given %d times; it can be read once", stdin_uses);
     if ((st = lb_output_check(out_path, "text corpus")) != LB_OK)
         return st;
+    int replace = lb_output_present(out_path); /* what the user saw there (--force); nothing else is replaced */
     input_file *in = calloc((size_t)n_paths, sizeof *in);
     unsigned char *text = NULL;
     int64_t len = 0, cap = 0;
@@ -1117,32 +1118,15 @@ lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, i
         snprintf(source + strlen(source), sizeof source - strlen(source), "%s%s", i ? "; " : "", paths[i]);
     free(text);
     text = NULL;
-    int lock = -1;
-    if (st == LB_OK)
-        st = lb_output_lock(out_path, "text corpus", &lock);
-    char *tmp = st == LB_OK ? malloc(strlen(out_path) + 5) : NULL;
-    if (st == LB_OK && !tmp)
-        st = lb_error(LB_ERR_MEMORY, "%s: out of memory", out_path);
     if (st == LB_OK) {
-        lb_task_temp_path(out_path, tmp, strlen(out_path) + 5);
-        text_writer w = {out_path, tmp, opt, vocab, tok, {n[0], n[1], n[2]}, source, len};
-        lb_h5_quiet quiet;
-        lb_h5_quiet_begin(&quiet);
-        st = lb_h5_isolated(write_corpus, NULL, &w, 0, 1, tmp);
-        lb_h5_quiet_end(&quiet);
-        if (st == LB_OK)
-            st = lb_output_commit(tmp, out_path, "text corpus");
-        if (st != LB_OK)
-            remove(tmp);
+        text_writer w = {out_path, NULL, opt, vocab, tok, {n[0], n[1], n[2]}, source, len};
+        st = lb_h5_write_new(out_path, "text corpus", replace, write_corpus, NULL, &w, &w.tmp);
     }
-    if (lock >= 0)
-        lb_output_unlock(out_path, lock);
     if (st == LB_OK) {
         for (int s = 0; s < 3; s++)
             sum->tokens[s] = n[s];
         sum->vocab_size = lb_vocab_size(vocab);
     }
-    free(tmp);
     lb_vocab_free(vocab);
     free(tok);
     free(text);
