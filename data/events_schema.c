@@ -1,6 +1,7 @@
 /* The events schema: options, JSON text (stored in data files and checkpoints), checks,
  * and its part of `data info`. The import and the row reader are in events.c. */
 #include "data/events.h"
+#include "tensor/names.h"
 
 #include <json-c/json.h>
 #include <math.h>
@@ -30,45 +31,41 @@ static const char *const split_by_names[] = {"time", "sequence"};
 static const char *const missing_names[] = {"refuse", "skip", "previous"};
 static const char *const short_names[] = {"skip", "refuse"};
 
-static int word_index(const char *text, const char *const *names, int n)
-{
-    for (int i = 0; text && i < n; i++)
-        if (strcmp(text, names[i]) == 0)
-            return i;
-    return -1;
-}
-
 lb_status lb_label_per_parse(const char *text, lb_label_per *out)
 {
-    int i = word_index(text, label_per_names, 2);
-    if (i < 0)
-        return lb_error(LB_ERR_VALUE, "--label-per '%s': expected event or sequence", text ? text : "(null)");
-    *out = (lb_label_per)i;
-    return LB_OK;
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("--label-per", label_per_names, LB_COUNT_OF(label_per_names), text, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_label_per)i;
+    return st;
 }
 lb_status lb_split_by_parse(const char *text, lb_split_by *out)
 {
-    int i = word_index(text, split_by_names, 2);
-    if (i < 0)
-        return lb_error(LB_ERR_VALUE, "--split-by '%s': expected time or sequence", text ? text : "(null)");
-    *out = (lb_split_by)i;
-    return LB_OK;
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("--split-by", split_by_names, LB_COUNT_OF(split_by_names), text, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_split_by)i;
+    return st;
 }
 lb_status lb_missing_parse(const char *text, lb_missing_policy *out)
 {
-    int i = word_index(text, missing_names, 3);
-    if (i < 0)
-        return lb_error(LB_ERR_VALUE, "--missing '%s': expected refuse, skip or previous", text ? text : "(null)");
-    *out = (lb_missing_policy)i;
-    return LB_OK;
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("--missing", missing_names, LB_COUNT_OF(missing_names), text, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_missing_policy)i;
+    return st;
 }
 lb_status lb_short_parse(const char *text, lb_short_policy *out)
 {
-    int i = word_index(text, short_names, 2);
-    if (i < 0)
-        return lb_error(LB_ERR_VALUE, "--short '%s': expected skip or refuse", text ? text : "(null)");
-    *out = (lb_short_policy)i;
-    return LB_OK;
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("--short", short_names, LB_COUNT_OF(short_names), text, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_short_policy)i;
+    return st;
 }
 
 void lb_event_schema_free(lb_event_schema *s)
@@ -254,11 +251,13 @@ static int member_word(jreader *j, json_object *o, const char *name, const char 
     json_object *m = member(j, o, name, json_type_string, 0);
     if (!m)
         return 0;
-    int i = word_index(json_object_get_string(m), names, n);
-    if (i < 0)
+    int i = 0;
+    if (lb_name_parse(name, names, n, json_object_get_string(m), 0, &i) != LB_OK) {
         j->st = lb_error(LB_ERR_FORMAT, "%s: events schema: %s '%s' is not one of the known values", j->file, name,
                          json_object_get_string(m));
-    return i < 0 ? 0 : i;
+        return 0;
+    }
+    return i;
 }
 
 static void member_ints(jreader *j, json_object *o, const char *name, int64_t *v, int n)

@@ -10,15 +10,6 @@
 #include <omp.h>
 #endif
 
-static lb_status same_dtype(const char *op, const lb_tensor *a, const lb_tensor *b)
-{
-    if (a->dtype == b->dtype)
-        return LB_OK;
-    char sa[128], sb[128];
-    return lb_error(LB_ERR_DTYPE, "%s: dtypes differ: %s and %s (convert one with lb_tensor_copy)", op,
-                    lb_tensor_describe(a, sa, sizeof sa), lb_tensor_describe(b, sb, sizeof sb));
-}
-
 static int64_t prod(const int64_t *v, int n)
 {
     int64_t p = 1;
@@ -201,7 +192,7 @@ lb_status lb_k_matmul(const lb_tensor *a, int trans_a, const lb_tensor *b, int t
     LB_CHECK_ARG(b, LB_ERR_VALUE);
     LB_CHECK_ARG(c, LB_ERR_VALUE);
     char s1[128], s2[128], s3[128];
-    if (same_dtype("matmul", a, b) != LB_OK || same_dtype("matmul", a, c) != LB_OK)
+    if (lb_tensor_check_same_dtype("matmul", a, b) != LB_OK || lb_tensor_check_same_dtype("matmul", a, c) != LB_OK)
         return lb_last_status();
     if (a->ndim < 2 || b->ndim < 2 || c->ndim < 2)
         return lb_error(LB_ERR_SHAPE, "matmul: operands need at least 2 dims, got %s @ %s -> %s",

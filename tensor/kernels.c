@@ -10,15 +10,6 @@
 #include <omp.h>
 #endif
 
-static lb_status same_dtype(const char *op, const lb_tensor *a, const lb_tensor *b)
-{
-    if (a->dtype == b->dtype)
-        return LB_OK;
-    char sa[128], sb[128];
-    return lb_error(LB_ERR_DTYPE, "%s: dtypes differ: %s and %s (convert one with lb_tensor_copy)", op,
-                    lb_tensor_describe(a, sa, sizeof sa), lb_tensor_describe(b, sb, sizeof sb));
-}
-
 /* Strides of `t` seen as broadcast to `shape` (ndim >= t->ndim): 0 where stretched. */
 static void broadcast_strides(const lb_tensor *t, int ndim, const int64_t *shape, int64_t *strides)
 {
@@ -37,7 +28,7 @@ lb_status lb_k_binary(lb_binary_op op, const lb_tensor *a, const lb_tensor *b, l
     static const char *names[] = {"add", "sub", "mul", "div"};
     int ndim;
     int64_t shape[LB_MAX_DIMS];
-    if (same_dtype(names[op], a, b) != LB_OK || same_dtype(names[op], a, out) != LB_OK)
+    if (lb_tensor_check_same_dtype(names[op], a, b) != LB_OK || lb_tensor_check_same_dtype(names[op], a, out) != LB_OK)
         return lb_last_status();
     if (lb_broadcast_shapes(names[op], a->ndim, a->shape, b->ndim, b->shape, &ndim, shape) != LB_OK)
         return lb_last_status();
@@ -74,7 +65,7 @@ lb_status lb_k_accumulate(lb_tensor *dst, const lb_tensor *src, double alpha)
     LB_CHECK_ARG(src, LB_ERR_VALUE);
     int ndim;
     int64_t shape[LB_MAX_DIMS];
-    if (same_dtype("accumulate", dst, src) != LB_OK)
+    if (lb_tensor_check_same_dtype("accumulate", dst, src) != LB_OK)
         return lb_last_status();
     if (lb_broadcast_shapes("accumulate", dst->ndim, dst->shape, src->ndim, src->shape, &ndim, shape) != LB_OK)
         return lb_last_status();

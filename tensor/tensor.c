@@ -639,3 +639,13 @@ int lb_keep_freed_memory(void)
     /* Blocks below 512 MiB come from the heap, and the heap is trimmed only past 1 GiB free. */
     return mallopt(M_MMAP_THRESHOLD, 512 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
 }
+
+lb_status lb_tensor_check_same_dtype(const char *op, const lb_tensor *a, const lb_tensor *b)
+{
+    LB_CHECK_ARG(a && b, LB_ERR_VALUE);
+    if (a->dtype == b->dtype)
+        return LB_OK;
+    char sa[128], sb[128];
+    return lb_error(LB_ERR_DTYPE, "%s: dtypes differ: %s and %s (convert one with lb_tensor_copy)", op ? op : "op",
+                    lb_tensor_describe(a, sa, sizeof sa), lb_tensor_describe(b, sb, sizeof sb));
+}

@@ -93,6 +93,10 @@ int64_t lb_tensor_numel(const lb_tensor *t);
 /* 1 or 0; 0 (LB_ERR_VALUE) when an argument is NULL. */
 int lb_tensor_is_contiguous(const lb_tensor *t);
 int lb_tensor_same_shape(const lb_tensor *a, const lb_tensor *b);
+/* LB_OK when a and b have one dtype; else LB_ERR_DTYPE "<op>: dtypes differ: <a> and <b>
+ * (convert one with lb_tensor_copy)" (op may be NULL: "op"), and LB_ERR_VALUE for a NULL
+ * tensor. */
+lb_status lb_tensor_check_same_dtype(const char *op, const lb_tensor *a, const lb_tensor *b);
 /* Pointer to the first element of the view (storage base + offset). */
 void *lb_tensor_data(const lb_tensor *t);
 /* Version counter of the storage (shared by every view of it), as PyTorch's

@@ -248,7 +248,7 @@ static const struct {
     {"lb_attention", "mask"},          {"lb_attention", "queries"},        {"lb_attention", "weights"},
     {"lb_attention_fused", "mask"},    {"lb_masked_softmax", "mask"},      {"lb_max", "indices"},
     {"lb_grad_norm", "total_norm"},    {"lb_clip_grad_norm", "total_norm"}, {"lb_trainer_best", "metric"},
-    {"lb_model_fields", "count"},      {"lb_train_fields", "count"},      {"lb_name_of", "fallback"},      {"lb_model_data_check", "trained_task"},
+    {"lb_model_fields", "count"},      {"lb_train_fields", "count"},      {"lb_name_of", "fallback"},       {"lb_tensor_check_same_dtype", "op"},      {"lb_model_data_check", "trained_task"},
     {"lb_trainer_run", "checkpoint_path"}, {"lb_trainer_run", "metrics"},  {"lb_trainer_run", "user"},
     {"lb_trainer_run", "cb"},          {"lb_evaluate", "attention_out"},   {"lb_dataset_label_histogram", "ignored"},
     {"lb_model_state_new", "opt"},
