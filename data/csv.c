@@ -170,6 +170,10 @@ static lb_csv_reader *reader_new(FILE *in, int own, const char *name)
         lb_error(LB_ERR_MEMORY, "%s: out of memory", name);
         return NULL;
     }
+    /* libcsv grows a field's buffer by this many bytes at a time (128 by default): a long
+     * field then costs one realloc per 128 bytes, copying the whole buffer each time when
+     * realloc cannot grow in place. */
+    csv_set_blk_size(&r->parser, CHUNK);
     return r;
 }
 
