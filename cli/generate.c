@@ -32,7 +32,9 @@ static void generate_usage(FILE *out)
           "printed on standard output as they are made (UTF-8; a byte vocabulary prints its bytes),\n"
           "and the tokens per second on standard error. Without a prompt, generation starts from a\n"
           "newline (as nanoGPT's sample.py), or from the vocabulary's first symbol when the text had\n"
-          "no newline. The same --seed gives the same text with any --threads.\n"
+          "no newline. The same --seed gives the same text with any --threads. The vocabulary's <unk>\n"
+          "(the id of characters outside it, never a training target) is never generated, in any\n"
+          "mode, greedy included.\n"
           "\n"
           "Context: a model with learned positions reads at most max_seq_len tokens, and an attention\n"
           "model reads by default at most the context it was trained with (train.seq_len); when the\n"
@@ -301,7 +303,9 @@ int lb_cli_generate(int argc, char **argv)
     }
     lb_generate_options o = lb_generate_defaults();
     o.max_new_tokens = a.max_new_tokens;
-    o.sampling = (lb_sampling){a.temperature, a.top_k, a.top_p};
+    /* <unk> (characters outside the vocabulary, never a training target) is never sampled */
+    int64_t unk = vocab ? lb_vocab_unk_id(vocab) : -1;
+    o.sampling = (lb_sampling){a.temperature, a.top_k, a.top_p, unk, unk >= 0};
     o.context = a.ctx_given ? a.ctx_size : default_context(a.checkpoint, mc);
     generate_print pr = {vocab, 0, 0};
     o.on_token = print_token;

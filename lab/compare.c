@@ -395,6 +395,8 @@ static lb_status greedy_sample(lb_model *model, const lb_dataset *ds, char *samp
     lb_generate_options o = lb_generate_defaults();
     o.max_new_tokens = SAMPLE_TOKENS;
     o.sampling.temperature = 0;
+    o.sampling.unk_id = lb_vocab_unk_id(lb_dataset_vocab(ds)); /* never <unk> */
+    o.sampling.mask_unk = o.sampling.unk_id >= 0;
     int32_t out[SAMPLE_TOKENS];
     lb_rng rng;
     lb_rng_seed(&rng, 1);

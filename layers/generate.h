@@ -32,6 +32,10 @@
  * are prefilled, the next W - K tokens go one event each, and the predictions read
  * between K and W tokens; each slide then serves W - K + 1 tokens.
  *
+ * <unk>: with sampling.mask_unk and sampling.unk_id (layers/sample.h) the vocabulary's
+ * <unk> id is never generated, in every sampling mode (lookback generate sets it from
+ * the checkpoint's vocabulary).
+ *
  * Determinism: the same model, prompt, options and rng state give the same tokens
  * on every thread count (the kernels split work without changing any sum's order).
  * Each sampled token takes exactly one lb_rng_uniform draw (greedy takes none), so

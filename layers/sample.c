@@ -11,7 +11,7 @@ typedef struct ranked {
     int64_t id;
 } ranked;
 
-lb_sampling lb_sampling_defaults(void) { return (lb_sampling){1.0, 0, 1.0}; }
+lb_sampling lb_sampling_defaults(void) { return (lb_sampling){1.0, 0, 1.0, 0, 0}; }
 
 lb_status lb_sampling_check(const lb_sampling *o)
 {
@@ -24,6 +24,9 @@ lb_status lb_sampling_check(const lb_sampling *o)
         return lb_error(LB_ERR_VALUE, "sampling: top_k = %lld must be >= 0 (0 = every token)", (long long)o->top_k);
     if (!(o->top_p >= 0 && o->top_p <= 1))
         return lb_error(LB_ERR_VALUE, "sampling: top_p = %g must be in [0, 1] (1 = every token)", o->top_p);
+    if (o->mask_unk && o->unk_id < 0)
+        return lb_error(LB_ERR_VALUE, "sampling: unk_id = %lld must be a token id (>= 0) when mask_unk is set",
+                        (long long)o->unk_id);
     return LB_OK;
 }
 
@@ -46,22 +49,29 @@ static int ranked_cmp(const void *pa, const void *pb)
     return (a->id > b->id) - (a->id < b->id);
 }
 
-/* logits [V]: no NaN, no +inf, not every one -inf; the arg-max (lowest id on ties) into *best. */
-static lb_status check_logits(const float *logits, int64_t v, int64_t *best)
+/* The id step 0 masks (<unk>), or -1. */
+static int64_t masked_id(const lb_sampling *o) { return o->mask_unk ? o->unk_id : -1; }
+
+/* logits [V]: no NaN, no +inf, not every one -inf (the masked <unk> aside); the arg-max
+ * of the tokens that may be drawn (lowest id on ties) into *best. */
+static lb_status check_logits(const float *logits, int64_t v, int64_t masked, int64_t *best)
 {
     int64_t arg = -1;
+    if (masked >= v)
+        return lb_error(LB_ERR_VALUE, "sampling: unk_id = %lld is outside the vocabulary [0, %lld)", (long long)masked,
+                        (long long)v);
     for (int64_t i = 0; i < v; i++) {
         float x = logits[i];
         if (isnan(x) || x == INFINITY)
             return lb_error(LB_ERR_NUMERIC, "sampling: logit %lld (token id %lld) is %s; logits must be finite or "
                                             "-inf (a masked token)",
                             (long long)i, (long long)i, isnan(x) ? "NaN" : "+inf");
-        if (x != -INFINITY && (arg < 0 || x > logits[arg]))
+        if (i != masked && x != -INFINITY && (arg < 0 || x > logits[arg]))
             arg = i;
     }
     if (arg < 0)
-        return lb_error(LB_ERR_NUMERIC, "sampling: every one of the %lld logits is -inf: no token can be drawn",
-                        (long long)v);
+        return lb_error(LB_ERR_NUMERIC, "sampling: every one of the %lld logits is -inf%s: no token can be drawn",
+                        (long long)v, masked >= 0 ? " but <unk>'s, which is never drawn" : "");
     *best = arg;
     return LB_OK;
 }
@@ -77,6 +87,8 @@ static void filter_rows(const float *logits, int64_t v, const lb_sampling *o, in
     }
     for (int64_t i = 0; i < v; i++)
         z[i] = (double)logits[i] / o->temperature;
+    if (masked_id(o) >= 0) /* step 0: <unk> is never drawn */
+        z[masked_id(o)] = -INFINITY;
     int top_k = o->top_k > 0 && o->top_k < v, top_p = o->top_p < 1;
     if (!top_k && !top_p)
         return;
@@ -123,7 +135,7 @@ static lb_status filter(const float *logits, int64_t v, const lb_sampling *o, vo
     size_t bytes = lb_sample_work_bytes(v);
     if (bytes == 0)
         return lb_last_status();
-    if (check_logits(logits, v, best) != LB_OK)
+    if (check_logits(logits, v, masked_id(o), best) != LB_OK)
         return lb_last_status();
     if (!work && !(work = *scratch = malloc(bytes)))
         return lb_error(LB_ERR_MEMORY, "sampling: out of memory for %zu bytes of scratch (V = %lld)", bytes,

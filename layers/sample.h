@@ -26,6 +26,11 @@
  *   T = 0 is greedy decoding: the arg-max of the logits (the lowest id on ties), with
  *   top-k and top-p ignored (neither can change the arg-max) and no draw from the rng.
  *
+ * 0. <unk>: when o->mask_unk, the logit of o->unk_id is taken as -inf before step 1
+ *    (the id a text vocabulary gives to characters it does not hold: it is never a
+ *    training target, and a prompt holding U+FFFD is refused, so it is never generated
+ *    either). Greedy decoding then takes the arg-max of the other tokens.
+ *
  * Masked tokens are -inf (never a large negative number), so a masked token has
  * probability exactly 0 and can never be drawn. Logits may already hold -inf (a token
  * the caller masked); NaN and +inf are errors.
@@ -50,6 +55,10 @@ typedef struct lb_sampling {
     double temperature; /* 0 = greedy, else in [LB_SAMPLING_MIN_TEMPERATURE, LB_SAMPLING_MAX_TEMPERATURE] */
     int64_t top_k;      /* 0 = off (every token), else the k most likely tokens (ties kept) */
     double top_p;       /* in [0, 1]; 1 = off */
+    int64_t unk_id;     /* with mask_unk: the id of the vocabulary's <unk> (characters outside the vocabulary,
+                         * never a training target), never drawn: its logit is -inf before step 1, in every
+                         * mode, greedy included; in [0, V) */
+    int mask_unk;       /* 1 = mask unk_id; 0 (the default, also of {T, k, p} initialisers) = no token masked */
 } lb_sampling;
 
 #define LB_SAMPLING_MIN_TEMPERATURE 1e-6
@@ -59,7 +68,8 @@ typedef struct lb_sampling {
 lb_sampling lb_sampling_defaults(void);
 
 /* LB_OK when every option is in its range (above), else LB_ERR_VALUE naming the option
- * ("temperature", "top_k", "top_p"), its value and the range. */
+ * ("temperature", "top_k", "top_p", "unk_id" < 0 with mask_unk), its value and the range.
+ * An unk_id >= V is refused by the functions below, which know V. */
 lb_status lb_sampling_check(const lb_sampling *o);
 
 /* Bytes of the scratch buffer the functions below take as `work` for V tokens
@@ -70,8 +80,8 @@ size_t lb_sample_work_bytes(int64_t vocab_size);
 /* Steps 1-3 above: filtered [V] double receives z_i, or -inf for every token removed
  * by top-k or top-p (with T = 0: the arg-max keeps its logit, every other token -inf).
  * work: lb_sample_work_bytes(V) bytes, or NULL (the function then allocates its own).
- * Errors: LB_ERR_VALUE (V < 1, an option out of range), LB_ERR_NUMERIC (a NaN or +inf
- * logit, named with its id; every logit -inf), LB_ERR_MEMORY; filtered is then
+ * Errors: LB_ERR_VALUE (V < 1, an option out of range, unk_id >= V), LB_ERR_NUMERIC (a NaN
+ * or +inf logit, named with its id; every logit -inf, <unk>'s aside), LB_ERR_MEMORY; filtered is then
  * unspecified. */
 lb_status lb_sample_filter(const float *logits, int64_t vocab_size, const lb_sampling *o, void *work,
                            double *filtered);

@@ -188,7 +188,7 @@ static int32_t prompt_tokens[20] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9,
 static void test_greedy_equals_reforward(void)
 {
     const int64_t prompts[] = {1, 5, 15};
-    lb_sampling greedy = {0, 0, 1};
+    lb_sampling greedy = {0, 0, 1, 0, 0};
     for (int f = 0; f < N_FAMILIES; f++) {
         lb_model_config c = family_config(f, LB_FLOAT64);
         lb_model *m = random_model(&c);
@@ -224,7 +224,7 @@ static void test_greedy_equals_reforward(void)
  * equal the re-run's on the same context (to float32 rounding). */
 static void test_sampled_logits_equal_reforward(void)
 {
-    lb_sampling s = {0.9, 6, 0.95};
+    lb_sampling s = {0.9, 6, 0.95, 0, 0};
     for (int f = 0; f < N_FAMILIES; f++) {
         lb_model_config c = family_config(f, LB_FLOAT64);
         lb_model *m = random_model(&c);
@@ -239,7 +239,7 @@ static void test_sampled_logits_equal_reforward(void)
  * the forward's, so the last bits may differ); the greedy tokens agree too. */
 static void test_float32_equals_reforward(void)
 {
-    lb_sampling greedy = {0, 0, 1};
+    lb_sampling greedy = {0, 0, 1, 0, 0};
     for (int f = 0; f < N_FAMILIES; f++) {
         lb_model_config c = family_config(f, LB_FLOAT32);
         lb_model *m = random_model(&c);
@@ -316,7 +316,7 @@ static void run_threads(lb_model *m, int threads, uint64_t seed, seen *s)
     lb_set_num_threads(threads);
     lb_generate_options o = lb_generate_defaults();
     o.max_new_tokens = 120;
-    o.sampling = (lb_sampling){1.0, 0, 1.0};
+    o.sampling = (lb_sampling){1.0, 0, 1.0, 0, 0};
     o.on_token = record;
     memset(s, 0, sizeof *s);
     o.user = s;
@@ -363,7 +363,7 @@ static void test_callback(void)
     lb_model *m = random_model(&c);
     lb_generate_options o = lb_generate_defaults();
     o.max_new_tokens = 20;
-    o.sampling = (lb_sampling){0.8, 0, 1};
+    o.sampling = (lb_sampling){0.8, 0, 1, 0, 0};
     seen *s = calloc(1, sizeof *s);
     s->stop_at = 4;
     o.on_token = record;

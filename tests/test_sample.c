@@ -15,7 +15,7 @@ enum { V = 8, DRAWS = 200000 };
 /* Hand-picked logits with distinct values, not sorted by id. */
 static const float logits8[V] = {0.3f, 2.0f, -1.0f, 1.2f, 0.9f, -0.4f, 1.7f, 0.0f};
 
-static lb_sampling opts(double t, int64_t k, double p) { return (lb_sampling){t, k, p}; }
+static lb_sampling opts(double t, int64_t k, double p) { return (lb_sampling){t, k, p, 0, 0}; }
 
 /* softmax(x / t) over the tokens with keep[i], 0 elsewhere. */
 static void reference_probs(const float *x, int64_t n, double t, const int *keep, double *out)
@@ -352,9 +352,9 @@ static void test_errors(void)
         lb_sampling o;
         const char *name;
     } wrong[] = {
-        {{-0.5, 0, 1}, "temperature = -0.5"}, {{1e-9, 0, 1}, "temperature = 1e-09"},
-        {{NAN, 0, 1}, "temperature = nan"},   {{1, -1, 1}, "top_k = -1"},
-        {{1, 0, 1.5}, "top_p = 1.5"},         {{1, 0, NAN}, "top_p = nan"},
+        {{-0.5, 0, 1, 0, 0}, "temperature = -0.5"}, {{1e-9, 0, 1, 0, 0}, "temperature = 1e-09"},
+        {{NAN, 0, 1, 0, 0}, "temperature = nan"},   {{1, -1, 1, 0, 0}, "top_k = -1"},
+        {{1, 0, 1.5, 0, 0}, "top_p = 1.5"},         {{1, 0, NAN, 0, 0}, "top_p = nan"},
     };
     for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
         CU_ASSERT_EQUAL(lb_sampling_check(&wrong[i].o), LB_ERR_VALUE);
@@ -379,6 +379,69 @@ static void test_errors(void)
     CU_ASSERT_EQUAL(lb_sampling_check(&d), LB_OK);
 }
 
+/* <unk> (mask_unk): a dominating unk logit is never drawn in any mode: greedy takes the
+ * next arg-max, top-k 1 the next, and 200,000 draws at temperature 1e6 (where every
+ * other token is almost equally likely and unk would get 1/8 of the draws) follow the
+ * uniform distribution over the 7 other tokens, with no draw of unk. */
+static void test_unk_never_drawn(void)
+{
+    float x[V];
+    memcpy(x, logits8, sizeof x);
+    x[5] = 50.0f; /* <unk> dominates: without the mask every mode below picks it */
+    lb_sampling plain = opts(0, 0, 1), o = plain;
+    o.unk_id = 5;
+    o.mask_unk = 1;
+    lb_rng r;
+    lb_rng_seed(&r, 11);
+    int32_t tok = -1;
+    CU_ASSERT_EQUAL(lb_sample_token(x, V, &plain, &r, NULL, &tok), LB_OK);
+    CU_ASSERT_EQUAL(tok, 5); /* the test's premise */
+    CU_ASSERT_EQUAL(lb_sample_token(x, V, &o, &r, NULL, &tok), LB_OK);
+    CU_ASSERT_EQUAL(tok, 1); /* greedy: the largest of the others (2.0) */
+    double probs[V], want[V];
+    CU_ASSERT_EQUAL(lb_sample_probs(x, V, &o, NULL, probs), LB_OK);
+    CU_ASSERT_EQUAL(probs[5], 0.0);
+    CU_ASSERT_EQUAL(probs[1], 1.0);
+    o.temperature = 1;
+    o.top_k = 1;
+    CU_ASSERT_EQUAL(lb_sample_token(x, V, &o, &r, NULL, &tok), LB_OK);
+    CU_ASSERT_EQUAL(tok, 1);
+    o.top_k = 0;
+    o.top_p = 0.5;
+    CU_ASSERT_EQUAL(lb_sample_probs(x, V, &o, NULL, probs), LB_OK);
+    CU_ASSERT_EQUAL(probs[5], 0.0);
+    o.top_p = 1;
+    o.temperature = 1e6;
+    int keep[V] = {1, 1, 1, 1, 1, 0, 1, 1};
+    reference_probs(x, V, 1e6, keep, want);
+    CU_ASSERT_EQUAL(lb_sample_probs(x, V, &o, NULL, probs), LB_OK);
+    for (int i = 0; i < V; i++)
+        CU_ASSERT_DOUBLE_EQUAL(probs[i], want[i], 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(probs[0], 1.0 / 7.0, 1e-5);
+    check_draws(x, V, &o, want, 77); /* no draw of unk, the rest uniform */
+    plain.temperature = 1e6;
+    lb_rng_seed(&r, 5);
+    int64_t unk = 0;
+    for (int d = 0; d < 20000; d++) {
+        CU_ASSERT_EQUAL_FATAL(lb_sample_token(x, V, &plain, &r, NULL, &tok), LB_OK);
+        unk += tok == 5;
+    }
+    CU_ASSERT_TRUE(unk > 1000); /* about 20000 * (1/8 + a little): unk is drawn without the mask */
+    /* errors: an unk id outside [0, V), nothing but unk left */
+    o.unk_id = V;
+    CU_ASSERT_EQUAL(lb_sample_token(x, V, &o, &r, NULL, &tok), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("unk_id = 8 is outside the vocabulary [0, 8)"));
+    o.unk_id = -1;
+    CU_ASSERT_EQUAL(lb_sampling_check(&o), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("unk_id = -1"));
+    float only_unk[3] = {-INFINITY, 3.0f, -INFINITY};
+    o.unk_id = 1;
+    CU_ASSERT_EQUAL(lb_sample_token(only_unk, 3, &o, &r, NULL, &tok), LB_ERR_NUMERIC);
+    CU_ASSERT_TRUE(lb_test_error_has("but <unk>'s"));
+    lb_sampling d = lb_sampling_defaults();
+    CU_ASSERT_EQUAL(d.mask_unk, 0);
+}
+
 int main(void)
 {
     static const lb_test_case cases[] = {
@@ -390,6 +453,7 @@ int main(void)
         {"masked_input_never_drawn", test_masked_input_never_drawn},
         {"same_seed_same_tokens", test_same_seed_same_tokens},
         {"errors", test_errors},
+        {"unk_never_drawn", test_unk_never_drawn},
         {NULL, NULL},
     };
     return lb_test_main("sample", cases);
