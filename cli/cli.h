@@ -20,10 +20,12 @@ int lb_cli_data(int argc, char **argv);
 /* `lookback data csv` (cli/data_csv.c); argv[0] is "csv". */
 int lb_cli_data_csv(int argc, char **argv);
 /* `predict --csv` and `stream --csv` (cli/score_csv.c): a detector trained on an imported
- * event log scores the rows of a CSV of the same layout (train/score.h). */
+ * event log scores the rows of a CSV of the same layout (train/score.h). missing: an
+ * lb_missing_policy (--missing), or -1 for the one the training file was imported with. */
 int lb_cli_predict_csv(const char *checkpoint, const char *csv, const char *out, int force, int64_t chunk,
-                       int64_t max_context);
-int lb_cli_stream_csv(const char *checkpoint, const char *csv, int64_t every, int json, int64_t max_context);
+                       int64_t max_context, int missing);
+int lb_cli_stream_csv(const char *checkpoint, const char *csv, int64_t every, int json, int64_t max_context,
+                      int missing);
 int lb_cli_train(int argc, char **argv);
 int lb_cli_eval(int argc, char **argv);
 int lb_cli_demo(int argc, char **argv);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "data/events.h"
 #include "data/h5io.h"
 #include "data/output.h"
 #include "layers/stream.h"
@@ -18,6 +19,7 @@ static void predict_usage(FILE *out)
 {
     fputs("usage: lookback predict --checkpoint CK.h5 --data FILE.h5 -o OUT.h5 [options]\n"
           "       lookback predict --checkpoint CK.h5 --csv LOG.csv -o SCORES.csv [--chunk N] [--max-context N]\n"
+          "                        [--missing refuse|skip|previous]\n"
           "\n"
           "Writes, for each example of a split, the model's logits (or regression output), the\n"
           "predicted class, the target and the clue distance as HDF5 datasets, with attributes\n"
@@ -42,6 +44,9 @@ static void predict_usage(FILE *out)
           "                          position, label, predicted, probability, score (the anomaly score:\n"
           "                          p(class 1), or 1 - p(class 0) with more classes); --chunk N feeds N\n"
           "                          rows at a time (default: each source at once); docs/events.md\n"
+          "  --missing POLICY        with --csv, an empty value: refuse, skip the row or previous (its\n"
+          "                          source's previous value), as data csv --missing (default: the policy\n"
+          "                          the training file was imported with, stored in the checkpoint)\n"
           "  --threads N             threads (default OMP_NUM_THREADS or all processors)\n",
           out);
 }
@@ -267,7 +272,8 @@ int lb_cli_predict(int argc, char **argv)
 {
     const char *cmd = "predict", *ck = NULL, *data_path = NULL, *split = "test", *out = NULL, *csv = NULL;
     int64_t examples = 0, batch = 16, threads = 0, chunk = 1, max_context = 0;
-    int incremental = 0, force = 0;
+    int incremental = 0, force = 0, missing = -1;
+    lb_missing_policy policy;
     static const struct option opts[] = {
         {"checkpoint", required_argument, NULL, 'c'}, {"data", required_argument, NULL, 'd'},
         {"split", required_argument, NULL, 's'},      {"examples", required_argument, NULL, 'n'},
@@ -275,7 +281,8 @@ int lb_cli_predict(int argc, char **argv)
         {"incremental", no_argument, NULL, 'i'},      {"chunk", required_argument, NULL, 'C'},
         {"max-context", required_argument, NULL, 'm'}, {"force", no_argument, NULL, 'f'},
         {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
-        {"csv", required_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
+        {"csv", required_argument, NULL, 'V'},        {"missing", required_argument, NULL, 'M'},
+        {NULL, 0, NULL, 0},
     };
     optind = 1;
     opterr = 0;
@@ -290,6 +297,10 @@ int lb_cli_predict(int argc, char **argv)
         case 'b': st = lb_option_int("--batch", optarg, 1, 1 << 16, &batch); other_set = 1; break;
         case 'o': out = optarg; break;
         case 'V': csv = optarg; break;
+        case 'M':
+            if ((st = lb_missing_parse(optarg, &policy)) == LB_OK)
+                missing = (int)policy;
+            break;
         case 'i': incremental = 1; other_set = 1; break;
         case 'C': st = lb_option_int("--chunk", optarg, 1, 1 << 20, &chunk); chunk_set = 1; break;
         case 'm': st = lb_option_int("--max-context", optarg, 1, INT32_MAX, &max_context); context_set = 1; break;
@@ -311,8 +322,10 @@ int lb_cli_predict(int argc, char **argv)
             return lb_cli_error(cmd, 2, "--checkpoint, --csv and -o are required");
         if (lb_run_set_threads((int)threads) < 0)
             return lb_cli_fail(cmd);
-        return lb_cli_predict_csv(ck, csv, out, force, chunk_set ? chunk : 0, max_context);
+        return lb_cli_predict_csv(ck, csv, out, force, chunk_set ? chunk : 0, max_context, missing);
     }
+    if (missing >= 0)
+        return lb_cli_error(cmd, 2, "--missing applies to CSV rows (--csv) only: a data file has no empty values; drop it");
     if (!ck || !data_path || !out)
         return lb_cli_error(cmd, 2, "--checkpoint, --data and -o are required");
     if (!out[0])

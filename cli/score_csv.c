@@ -18,8 +18,9 @@
 #include "tensor/clock.h"
 #include "train/trainer.h"
 
-/* The model and the events schema of a checkpoint. */
-static lb_model *load(const char *ck, lb_event_schema **schema)
+/* The model and the events schema of a checkpoint; missing >= 0 (--missing) replaces the
+ * policy the training file was imported with (which the schema records, the default). */
+static lb_model *load(const char *ck, lb_event_schema **schema, int missing)
 {
     *schema = NULL;
     if (lb_checkpoint_read_events(ck, schema) != LB_OK)
@@ -29,6 +30,8 @@ static lb_model *load(const char *ck, lb_event_schema **schema)
                  "--csv does not apply: use --data or --input", ck);
         return NULL;
     }
+    if (missing >= 0)
+        (*schema)->missing = (lb_missing_policy)missing;
     lb_model *m = lb_checkpoint_load_model(ck);
     if (!m) {
         lb_event_schema_free(*schema);
@@ -64,7 +67,8 @@ static int write_score(const lb_event_score *s, void *user)
     return o->bad;
 }
 
-int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int force, int64_t chunk, int64_t max_context)
+int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int force, int64_t chunk, int64_t max_context,
+                       int missing)
 {
     const char *cmd = "predict";
     if (strcmp(csv, "-") != 0 && lb_output_protect(csv, "the --csv file") != LB_OK)
@@ -74,7 +78,7 @@ int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int for
     if (access(out, F_OK) == 0 && !force)
         return lb_cli_error(cmd, 1, "%s already exists; choose another -o or add --force", out);
     lb_event_schema *schema = NULL;
-    lb_model *model = load(ck, &schema);
+    lb_model *model = load(ck, &schema, missing);
     if (!model)
         return lb_cli_fail(cmd);
     int code = 0;
@@ -127,14 +131,38 @@ done:
 
 /* ---- stream ---- */
 
-int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, int64_t max_context)
+/* One scored row on standard output (CSV, or JSON with json); 1 when the write failed. */
+static int print_score(const lb_event_score *s, int json)
+{
+    int bad;
+    if (json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "row", json_object_new_int64(s->row));
+        json_object_object_add(o, "line", json_object_new_int64(s->line));
+        json_object_object_add(o, "source", json_object_new_string(s->key));
+        json_object_object_add(o, "position", json_object_new_int64(s->position));
+        json_object_object_add(o, "label", s->label >= 0 ? json_object_new_int(s->label) : NULL);
+        json_object_object_add(o, "class", json_object_new_int(s->predicted));
+        json_object_object_add(o, "probability", json_object_new_double(s->probability));
+        json_object_object_add(o, "score", json_object_new_double(s->score));
+        json_object_object_add(o, "unseen_tokens", json_object_new_int64(s->unseen));
+        bad = printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) < 0;
+        json_object_put(o);
+    } else {
+        bad = print_row(stdout, s);
+    }
+    return bad || fflush(stdout) != 0 || ferror(stdout);
+}
+
+int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, int64_t max_context, int missing)
 {
     const char *cmd = "stream";
     lb_event_schema *schema = NULL;
-    lb_model *model = load(ck, &schema);
+    lb_model *model = load(ck, &schema, missing);
     if (!model)
         return lb_cli_fail(cmd);
     int code = 0;
+    char *held_key = NULL;
     lb_event_scorer *scorer = NULL;
     lb_event_reader *reader = NULL;
     if (lb_cli_check_max_context(ck, lb_model_get_config(model), max_context) != LB_OK) {
@@ -150,9 +178,9 @@ int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, 
         goto done;
     }
     lb_event_row row;
-    lb_event_score s;
+    lb_event_score s, held; /* held: the last row when --every did not print it, printed at the end */
     int64_t n = 0, flagged = 0, unseen = 0;
-    int got;
+    int got, have_held = 0;
     while ((got = lb_event_reader_next(reader, &row)) == 1) {
         if (lb_event_scorer_row(scorer, &row, &s) != LB_OK) {
             code = lb_cli_error(cmd, 1, "%s, row %lld: %s", strcmp(csv, "-") == 0 ? "standard input" : csv, (long long)row.row, lb_last_error());
@@ -161,29 +189,26 @@ int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, 
         n++;
         flagged += s.predicted != 0;
         unseen += s.unseen;
-        if (n % every != 0)
+        have_held = n % every != 0;
+        if (have_held) { /* the key is valid during the call only: kept as a copy */
+            char *key = realloc(held_key, strlen(s.key) + 1);
+            if (!key) {
+                code = lb_cli_error(cmd, 1, "out of memory");
+                goto done;
+            }
+            held_key = strcpy(key, s.key);
+            held = s;
+            held.key = held_key;
             continue;
-        int bad;
-        if (json) {
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "row", json_object_new_int64(s.row));
-            json_object_object_add(o, "line", json_object_new_int64(s.line));
-            json_object_object_add(o, "source", json_object_new_string(s.key));
-            json_object_object_add(o, "position", json_object_new_int64(s.position));
-            json_object_object_add(o, "label", s.label >= 0 ? json_object_new_int(s.label) : NULL);
-            json_object_object_add(o, "class", json_object_new_int(s.predicted));
-            json_object_object_add(o, "probability", json_object_new_double(s.probability));
-            json_object_object_add(o, "score", json_object_new_double(s.score));
-            json_object_object_add(o, "unseen_tokens", json_object_new_int64(s.unseen));
-            bad = printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) < 0;
-            json_object_put(o);
-        } else {
-            bad = print_row(stdout, &s);
         }
-        if (bad || fflush(stdout) != 0 || ferror(stdout)) {
+        if (print_score(&s, json)) {
             code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", errno ? strerror(errno) : "write error");
             goto done;
         }
+    }
+    if (got == 0 && have_held && print_score(&held, json)) { /* the last row, which --every skipped */
+        code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", errno ? strerror(errno) : "write error");
+        goto done;
     }
     if (got < 0) {
         code = lb_cli_fail(cmd);
@@ -194,6 +219,7 @@ int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, 
             (long long)n, (long long)lb_event_scorer_sources(scorer), (long long)flagged, (long long)unseen,
             (long long)lb_event_reader_skipped(reader), lb_event_scorer_bytes(scorer));
 done:
+    free(held_key);
     lb_event_reader_close(reader);
     lb_event_scorer_free(scorer);
     lb_model_free(model);

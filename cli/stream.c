@@ -11,12 +11,14 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "data/events.h"
 #include "layers/stream.h"
 
 static void stream_usage(FILE *out)
 {
     fputs("usage: lookback stream --checkpoint CK.h5 [--input FILE|-] [options]\n"
           "       lookback stream --checkpoint CK.h5 --csv LOG.csv|- [--every N] [--json] [--max-context N]\n"
+          "                       [--missing refuse|skip|previous]\n"
           "\n"
           "Reads whitespace-separated token ids (one event per id) from FILE or standard input and\n"
           "prints, after each event, the model's prediction: the class and its probability, or the\n"
@@ -44,6 +46,11 @@ static void stream_usage(FILE *out)
           "                          maps applied, one stream per source; prints a CSV line per row:\n"
           "                          row, line, source, position, label, predicted, probability, score\n"
           "                          (the anomaly score; docs/events.md)\n"
+          "  --missing POLICY        with --csv, an empty value in a key, order, feature, token or label\n"
+          "                          column: refuse (stop with one line naming it), skip the row (counted),\n"
+          "                          or previous (a feature or token takes its source's previous value), as\n"
+          "                          data csv --missing; default: the policy the training file was\n"
+          "                          imported with (stored in the checkpoint)\n"
           "  --threads N             threads (default 1: one event is too little work to share)\n",
           out);
 }
@@ -229,22 +236,28 @@ int lb_cli_stream(int argc, char **argv)
 {
     const char *cmd = "stream", *ck = NULL, *input = "-", *csv = NULL;
     int64_t every = 1, threads = 1, max_context = 0;
-    int json = 0, strict = 0, input_set = 0;
+    int json = 0, strict = 0, input_set = 0, missing = -1;
     static const struct option opts[] = {
         {"checkpoint", required_argument, NULL, 'c'}, {"input", required_argument, NULL, 'i'},
         {"every", required_argument, NULL, 'e'},      {"json", no_argument, NULL, 'j'},
         {"strict", no_argument, NULL, 's'},           {"max-context", required_argument, NULL, 'm'},
         {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
-        {"csv", required_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
+        {"csv", required_argument, NULL, 'V'},        {"missing", required_argument, NULL, 'M'},
+        {NULL, 0, NULL, 0},
     };
     optind = 1;
     opterr = 0;
     int c;
     lb_status st = LB_OK;
+    lb_missing_policy policy;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1 && st == LB_OK) {
         switch (c) {
         case 'c': ck = optarg; break;
         case 'V': csv = optarg; break;
+        case 'M':
+            if ((st = lb_missing_parse(optarg, &policy)) == LB_OK)
+                missing = (int)policy;
+            break;
         case 'i': input = optarg; input_set = 1; break;
         case 'e': st = lb_option_int("--every", optarg, 1, INT64_MAX, &every); break;
         case 'j': json = 1; break;
@@ -268,8 +281,10 @@ int lb_cli_stream(int argc, char **argv)
             return lb_cli_error(cmd, 2, "--csv is empty: name a file, or - for standard input");
         if (lb_run_set_threads((int)threads) < 0)
             return lb_cli_fail(cmd);
-        return lb_cli_stream_csv(ck, csv, every, json, max_context);
+        return lb_cli_stream_csv(ck, csv, every, json, max_context, missing);
     }
+    if (missing >= 0)
+        return lb_cli_error(cmd, 2, "--missing applies to CSV rows (--csv) only: token ids have no empty values; drop it");
     if (!input[0])
         return lb_cli_error(cmd, 2, "--input is empty: name a file, or - for standard input");
     if (lb_run_set_threads((int)threads) < 0)

@@ -315,6 +315,94 @@ static void test_compare_table(void)
     run_free(&r);
 }
 
+/* --missing on stream --csv and predict --csv: the default is the training file's policy
+ * (refuse, whose advice names --missing); skip leaves the row out (counted); previous
+ * scores the row as if it held its source's previous value (the same scores as a file
+ * where that value is filled in). stream --every N prints every N-th row and the last. */
+static void test_missing_and_every(void)
+{
+    char ck[600], holed[512], filled[512], out[600];
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", path_in("lstm"));
+    snprintf(holed, sizeof holed, "%s", path_in("holed.csv"));
+    snprintf(filled, sizeof filled, "%s", path_in("filled.csv"));
+    snprintf(out, sizeof out, "%s", path_in("holed_scores.csv"));
+    /* machine a: rows 1..4, x of row 3 (line 4) missing; its previous value is 5.5 */
+    const char *h = "time,machine,x,y,mode,alarm\n1,a,1,2,run,0\n2,a,5.5,3,run,0\n3,a,,4,idle,0\n4,a,2,2,run,0\n";
+    const char *f = "time,machine,x,y,mode,alarm\n1,a,1,2,run,0\n2,a,5.5,3,run,0\n3,a,5.5,4,idle,0\n4,a,2,2,run,0\n";
+    CU_ASSERT_TRUE_FATAL(write_all(holed, h, strlen(h)));
+    CU_ASSERT_TRUE_FATAL(write_all(filled, f, strlen(f)));
+    const char *refuse[] = {"stream", "--checkpoint", ck, "--csv", holed, NULL};
+    run_result r = run(refuse);
+    EXPECT(r.code == 1 && one_error_line(&r, "stream") && contains(r.err, "row 4 (line 4), column 'x'") &&
+               contains(r.err, "--missing skip or previous") && count_lines(r.out) == 3, /* header, rows 2 and 3 */
+           r);
+    run_free(&r);
+    const char *prev[] = {"stream", "--checkpoint", ck, "--csv", holed, "--missing", "previous", NULL};
+    r = run(prev);
+    const char *ref_args[] = {"stream", "--checkpoint", ck, "--csv", filled, NULL};
+    run_result ref = run(ref_args);
+    EXPECT(r.code == 0 && count_lines(r.out) == 5, r);
+    EXPECT(ref.code == 0 && r.out && ref.out && strcmp(r.out, ref.out) == 0, ref); /* the same lines, byte for byte */
+    run_free(&r);
+    run_free(&ref);
+    const char *skip[] = {"stream", "--checkpoint", ck, "--csv", holed, "--missing", "skip", NULL};
+    r = run(skip);
+    EXPECT(r.code == 0 && count_lines(r.out) == 4 && contains(r.err, "3 rows of 1 sources") &&
+               contains(r.err, "1 rows with missing values skipped") && !contains(r.out, "\n4,4,"),
+           r);
+    run_free(&r);
+    const char *pskip[] = {"predict", "--checkpoint", ck, "--csv", holed, "--missing", "skip", "-o", out, NULL};
+    r = run(pskip);
+    EXPECT(r.code == 0 && contains(r.out, "3 rows"), r);
+    run_free(&r);
+    char *text = read_all(out, NULL);
+    int as_expected = text && count_lines(text) == 4 && contains(text, "\n5,5,\"a\",2,") && !contains(text, "\n4,4,");
+    CU_ASSERT_TRUE(as_expected);
+    if (!as_expected)
+        fprintf(stderr, "\n  scores: %s\n", text ? text : "(none)");
+    free(text);
+    const char *pdefault[] = {"predict", "--checkpoint", ck, "--csv", holed, "-o", out, "--force", NULL};
+    r = run(pdefault);
+    EXPECT(r.code == 1 && one_error_line(&r, "predict") && contains(r.err, "column 'x'"), r);
+    run_free(&r);
+    /* usage: a bad policy, --missing without --csv */
+    const char *badp[] = {"stream", "--checkpoint", ck, "--csv", holed, "--missing", "zero", NULL};
+    r = run(badp);
+    EXPECT(r.code == 2 && one_error_line(&r, "stream") && contains(r.err, "--missing"), r);
+    run_free(&r);
+    const char *notcsv[] = {"stream", "--checkpoint", ck, "--missing", "skip", NULL};
+    r = run(notcsv);
+    EXPECT(r.code == 2 && one_error_line(&r, "stream") && contains(r.err, "--missing applies to CSV rows"), r);
+    run_free(&r);
+    const char *pnot[] = {"predict", "--checkpoint", ck, "--data", h5, "-o", out, "--force", "--missing", "skip", NULL};
+    r = run(pnot);
+    EXPECT(r.code == 2 && one_error_line(&r, "predict") && contains(r.err, "--missing applies to CSV rows"), r);
+    run_free(&r);
+    /* --every 3 on 80 rows: rows 3, 6, ..., 78 and the last (80): 27 lines after the header */
+    const char *all[] = {"stream", "--checkpoint", ck, "--csv", newcsv, NULL};
+    const char *every[] = {"stream", "--checkpoint", ck, "--csv", newcsv, "--every", "3", NULL};
+    run_result full = run(all);
+    r = run(every);
+    EXPECT(full.code == 0 && r.code == 0 && count_lines(full.out) == 81 && count_lines(r.out) == 28, r);
+    const char *last_full = full.out ? strrchr(full.out, '\n') : NULL, *last_every = r.out ? strrchr(r.out, '\n') : NULL;
+    while (last_full && last_full > full.out && last_full[-1] != '\n')
+        last_full--;
+    while (last_every && last_every > r.out && last_every[-1] != '\n')
+        last_every--;
+    CU_ASSERT_TRUE(last_full && last_every && strcmp(last_full, last_every) == 0); /* the last row, the same line */
+    const char *third = full.out ? full.out : "";
+    for (int i = 0; i < 3 && third; i++)
+        third = strchr(third, '\n') ? strchr(third, '\n') + 1 : NULL;
+    const char *first_every = r.out && strchr(r.out, '\n') ? strchr(r.out, '\n') + 1 : NULL;
+    CU_ASSERT_TRUE(third && first_every && strncmp(third, first_every, (size_t)(strchr(third, '\n') - third)) == 0);
+    run_free(&full);
+    run_free(&r);
+    const char *every80[] = {"stream", "--checkpoint", ck, "--csv", newcsv, "--every", "40", "--json", NULL};
+    r = run(every80); /* 80 is a multiple of 40: rows 40 and 80, printed once each */
+    EXPECT(r.code == 0 && count_lines(r.out) == 2, r);
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_events_%d", (int)getpid());
@@ -327,6 +415,7 @@ int main(void)
          "a file scaled differently is refused",
          test_scores_agree},
         {"hostile rows while streaming and predicting; usage errors", test_hostile_rows_and_usage},
+        {"--missing on stream --csv and predict --csv; stream --csv --every prints the last row", test_missing_and_every},
         {"compare: F1, PR-AUC and costs beside the majority baseline; a file scaled otherwise refused",
          test_compare_table},
         {NULL, NULL},
