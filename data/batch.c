@@ -64,7 +64,7 @@ lb_status lb_batch_store_fill(lb_batch_store *store, const lb_rows *src, const i
     out->num_features = l->features;
     out->features = features_for(store, n);
     if (l->features > 0 && !out->features)
-        return lb_error_context("batch of %lld", (long long)n);
+        return lb_error_context("reading a batch of %lld example%s", (long long)n, n == 1 ? "" : "s");
     out->tokens = l->features ? NULL : store->rows.data[LB_FIELD_INPUTS];
     out->targets = l->regression ? NULL : store->rows.data[LB_FIELD_TARGETS];
     out->target_values = l->regression ? store->rows.data[LB_FIELD_TARGETS] : NULL;

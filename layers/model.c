@@ -109,13 +109,14 @@ static lb_status check_config(const lb_model_config *c)
     if (c->tie_embeddings) {
         int64_t width = c->kind == LB_MODEL_LSTM ? c->hidden_size : c->d_model;
         if (c->vocab_size == 0)
-            return BAD("tie_embeddings needs token inputs (vocab_size > 0): the head's weight is the token embedding");
+            return BAD("tie_embeddings = 1 needs token inputs (the head's weight is the token embedding), but the data has "
+                       "real-valued features");
         if (c->num_classes != c->vocab_size)
-            return BAD("tie_embeddings needs num_classes = vocab_size (the head predicts tokens), got num_classes = %lld "
-                       "and vocab_size = %lld",
+            return BAD("tie_embeddings = 1 needs a head that predicts the input tokens (its weight is the token "
+                       "embedding), but the data has %lld classes and %lld token ids",
                        (long long)c->num_classes, (long long)c->vocab_size);
         if (width != c->d_model)
-            return BAD("tie_embeddings needs the body's width (hidden_size %lld) to equal d_model %lld",
+            return BAD("tie_embeddings = 1 needs hidden_size = %lld equal to d_model = %lld (the head reads the body's width)",
                        (long long)width, (long long)c->d_model);
     }
     if (c->kind == LB_MODEL_LOCAL && c->window < 1)
@@ -268,7 +269,7 @@ lb_model *lb_model_new(const lb_model_config *cfg)
     m->cfg = *cfg;
     lb_params_init(&m->params);
     if (build(m) != LB_OK) {
-        lb_error_context("model (%s)", lb_model_kind_name(cfg->kind));
+        lb_error_context("building a model with kind = %s", lb_model_kind_name(cfg->kind));
         lb_model_free(m);
         return NULL;
     }
@@ -440,7 +441,7 @@ lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int
         y = lb_reshape(g, y, nd, shape);
     }
     if (!y) {
-        lb_error_context("model forward (%s)", lb_model_kind_name(c->kind));
+        lb_error_context("the forward pass of a model with kind = %s", lb_model_kind_name(c->kind));
         return NULL;
     }
     if (attention_out && weights) {

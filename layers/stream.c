@@ -219,7 +219,8 @@ lb_model_state *lb_model_state_new(lb_model *m, int64_t streams, const lb_stream
     }
     lb_graph_set_grad_enabled(s->graph, 0);
     if (state_build(s, &o) != LB_OK) {
-        lb_error_context("model state (%s, %lld streams)", lb_model_kind_name(c->kind), (long long)streams);
+        lb_error_context("making the streaming state of a model with kind = %s for %lld stream%s", lb_model_kind_name(c->kind),
+                         (long long)streams, streams == 1 ? "" : "s");
         lb_model_state_free(s);
         return NULL;
     }
@@ -673,7 +674,7 @@ static lb_tensor *step_chunk(lb_model_state *s, const lb_model_input *in, lb_ten
     } else {
         lb_tensor_free(made);
         made = NULL;
-        lb_error_context("model step (%s)", lb_model_kind_name(s->model->cfg.kind));
+        lb_error_context("a streaming step of a model with kind = %s", lb_model_kind_name(s->model->cfg.kind));
     }
     if (s->graph_used) {
         lb_graph_reset(s->graph);

@@ -259,6 +259,12 @@ static void test_model_too_large_for_memory(void)
         EXPECT(r.code == 1 && one_error_line(&r, commands[k][0]), r);
         EXPECT(contains(r.err, "out of memory") && contains(r.err, "cannot allocate"), r);
         EXPECT(!contains(r.out, "FAILED"), r);
+        /* The model is named by the option the user typed, not by the config's field. */
+        EXPECT(!contains(r.err, "model (") && !contains(r.err, "kind ="), r);
+        if (k < 2)
+            EXPECT(contains(r.err, k == 0 ? "(while building a model with --model lstm): "
+                                          : "(while building a model with --model transformer): "),
+                   r);
         run_free(&r);
     }
 #endif
