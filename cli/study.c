@@ -100,7 +100,7 @@ static void study_usage(FILE *out)
           "The source's table of alternatives, measured: full attention (transformer), local attention,\n"
           "the LSTM and a dilated causal convolution (plus three length-robust attention variants on\n"
           "spike16) are trained on tasks chosen to test each method's best fit, each with its recipe\n"
-          "(one table in cli/study.c, from the papers and measured runs; docs/study.md). Every cell\n"
+          "(one table in lab/recipes.c, from the papers and measured runs; docs/study.md). Every cell\n"
           "trains until it is solved on the validation split (99 % accuracy; modsum 100 %; copy: a\n"
           "loss at most 5 % of the memoryless loss) or its task's budget runs out (CPU seconds per\n"
           "thread: the same work however busy the machine is), records when it learnt, then is\n"

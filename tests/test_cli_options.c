@@ -1,6 +1,7 @@
 /* The command line's model options come from one field list: --help, config.json,
  * gradcheck and checkpoints agree with it, checkpoints written before still load, and
  * a model without a position table reads sequences of any length. */
+#include <ctype.h>
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
@@ -960,6 +961,60 @@ static void test_compare_eval_file_once(void)
     CU_ASSERT_FALSE(exists(path_in("cmp-twice")));
 }
 
+
+/* Every source file or page a --help text names exists in the source tree (a file that
+ * moved is a help text to fix), and study's recipes are where its help says. */
+static void test_help_names_existing_files(void)
+{
+    static const char *const commands[][3] = {
+        {"--help", NULL, NULL},    {"demo", "--help", NULL},      {"compare", "--help", NULL},
+        {"data", "--help", NULL},  {"data", "csv", "--help"},     {"data", "text", "--help"},
+        {"data", "info", "--help"}, {"train", "--help", NULL},    {"eval", "--help", NULL},
+        {"gradcheck", "--help", NULL}, {"study", "--help", NULL}, {"predict", "--help", NULL},
+        {"stream", "--help", NULL}, {"generate", "--help", NULL},
+    };
+    static const char *const rooms[] = {"cli/", "lab/", "data/", "train/", "layers/", "tensor/", "autograd/",
+                                        "optim/", "kernels/", "docs/", "examples/", "python/", "bench/", "tests/"};
+    int named = 0;
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        const char *args[4] = {commands[c][0], commands[c][1], commands[c][2], NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 0 && r.out && strlen(r.out) > 100, r);
+        for (const char *p = r.out; p && *p; p++) {
+            if (p != r.out && (isalnum((unsigned char)p[-1]) || p[-1] == '/' || p[-1] == '_'))
+                continue;
+            for (size_t k = 0; k < sizeof rooms / sizeof rooms[0]; k++) {
+                size_t n = strlen(rooms[k]);
+                if (strncmp(p, rooms[k], n) != 0)
+                    continue;
+                size_t len = n;
+                while (isalnum((unsigned char)p[len]) || p[len] == '_' || p[len] == '-' || p[len] == '/' ||
+                       (p[len] == '.' && isalpha((unsigned char)p[len + 1])))
+                    len++;
+                if (!memchr(p + n, '.', len - n))
+                    continue; /* a folder or an HDF5 path such as train/inputs */
+                char path[1024];
+                snprintf(path, sizeof path, "%s/%.*s", LB_SOURCE_DIR, (int)len, p);
+                named++;
+                CU_ASSERT_TRUE(exists(path));
+                if (!exists(path))
+                    fprintf(stderr, "\n  lookback %s %s names %.*s, which is not in the source tree", args[0],
+                            args[1] ? args[1] : "", (int)len, p);
+            }
+        }
+        if (strcmp(commands[c][0], "study") == 0) {
+            EXPECT(contains(r.out, "one table in lab/recipes.c") && !contains(r.out, "cli/study.c"), r);
+            char recipes[1024];
+            snprintf(recipes, sizeof recipes, "%s/lab/recipes.c", LB_SOURCE_DIR);
+            char *text = read_all(recipes, NULL);
+            CU_ASSERT_TRUE(text && contains(text, "lb_recipes[]"));
+            free(text);
+        }
+        run_free(&r);
+    }
+    CU_ASSERT_TRUE(named >= 2);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_options_%d", (int)getpid());
@@ -992,6 +1047,7 @@ int main(void)
         {"LOOKBACK_HDF5_TIMEOUT is checked, naming the variable and the range", test_hdf5_timeout_checked},
         {"usage errors found after reading a file exit 2", test_usage_errors_after_reading},
         {"compare: an evaluation file named twice is refused", test_compare_eval_file_once},
+        {"every file a --help text names exists; study's recipes are in lab/recipes.c", test_help_names_existing_files},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_options", cases);
