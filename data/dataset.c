@@ -18,7 +18,7 @@
 #include "data/text_internal.h"
 
 enum {
-    MAX_SEQ_LEN = 1 << 24,
+    MAX_WINDOW = 1 << 24, /* a text corpus's window (lb_dataset_set_seq_len; train --seq-len) */
     MAX_FEATURES = 1 << 16,
     MAX_EXAMPLES = 1 << 30,
     /* Deflate cannot shrink data more than ~1032:1, so a file claiming more than this
@@ -163,7 +163,7 @@ static lb_status read_root_attrs(reader *r)
     if (st == LB_OK)
         st = lb_h5_read_attr_int(r->fid, "seq_len", LB_H5_INT, &seq_len, r->file);
     if (st == LB_OK)
-        st = check_attr_range(r->file, "seq_len", seq_len, 1, MAX_SEQ_LEN);
+        st = check_attr_range(r->file, "seq_len", seq_len, ds->is_events ? 1 : 2, LB_DATA_MAX_SEQ_LEN);
     if (st == LB_OK)
         st = lb_h5_read_attr_int(r->fid, "vocab_size", LB_H5_INT, &ds->vocab_size, r->file);
     if (st == LB_OK)
@@ -948,8 +948,8 @@ lb_status lb_dataset_set_seq_len(lb_dataset *ds, int64_t seq_len)
         return lb_error(LB_ERR_STATE, "%s: holds the %s task, whose sequences have a fixed length (%lld); only a text "
                         "corpus takes a window length", ds->path, lb_task_name(ds->options.task),
                         (long long)ds->layout.seq_len);
-    if (seq_len < 1 || seq_len > MAX_SEQ_LEN)
-        return lb_error(LB_ERR_VALUE, "%s: window length %lld is outside [1, %d]", ds->path, (long long)seq_len, MAX_SEQ_LEN);
+    if (seq_len < 1 || seq_len > MAX_WINDOW)
+        return lb_error(LB_ERR_VALUE, "%s: window length %lld is outside [1, %d]", ds->path, (long long)seq_len, MAX_WINDOW);
     ds->layout.seq_len = ds->options.seq_len = seq_len;
     return LB_OK;
 }

@@ -16,7 +16,7 @@
 #include "data/tasks.h"
 #include "tensor/rng.h"
 
-enum { SPLITS = 3, MAX_LABEL = 1 << 20, MAX_SEQ_LEN = 1 << 20, MAX_NAMES = 1 << 16 };
+enum { SPLITS = 3, MAX_LABEL = 1 << 20, MAX_SEQ_LEN = LB_DATA_MAX_SEQ_LEN, MAX_NAMES = 1 << 16 };
 
 static const char *const split_names[SPLITS] = {"train", "val", "test"};
 

@@ -1,6 +1,7 @@
 /* The events schema: options, JSON text (stored in data files and checkpoints), checks,
  * and its part of `data info`. The import and the row reader are in events.c. */
 #include "data/events.h"
+#include "data/tasks.h"
 #include "tensor/names.h"
 
 #include <json-c/json.h>
@@ -376,8 +377,8 @@ lb_event_schema *lb_event_schema_from_json(const char *json, size_t len, const c
         s->label = member_str(&j, o, "label", 1);
         s->label_per = (lb_label_per)member_word(&j, o, "label_per", label_per_names, 2);
         s->num_classes = member_int(&j, o, "num_classes", 2, MAX_CLASSES);
-        s->seq_len = member_int(&j, o, "seq_len", 1, 1 << 24);
-        s->stride = member_int(&j, o, "stride", 1, 1 << 24);
+        s->seq_len = member_int(&j, o, "seq_len", 1, LB_DATA_MAX_SEQ_LEN);
+        s->stride = member_int(&j, o, "stride", 1, LB_DATA_MAX_SEQ_LEN);
         s->input_features = member_int(&j, o, "input_features", 1, MAX_INPUT_FEATURES);
         s->source_file = member_str(&j, o, "source_file", 1);
         s->split_by = (lb_split_by)member_word(&j, o, "split_by", split_by_names, 2);

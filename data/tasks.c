@@ -15,7 +15,7 @@
 #define ALL_TASKS ((1u << LB_TASK_COUNT) - 1u)
 #define OPT(field) offsetof(lb_task_options, field)
 
-enum { MAX_SEQ_LEN = 1 << 20, MAX_SPLIT = 1 << 30 };
+enum { MAX_SEQ_LEN = LB_DATA_MAX_SEQ_LEN, MAX_SPLIT = 1 << 30 };
 
 static const char *const task_names[LB_TASK_COUNT] = {"spike", "recall", "copy",  "adding",
                                                       "local", "parity", "modsum"};

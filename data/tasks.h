@@ -42,7 +42,12 @@ enum {
     LB_DATA_FORMAT_VERSION = 1, /* root attribute format_version of files written here */
     LB_IGNORE_INDEX = -100,     /* per-position target that is not scored */
     LB_PAD_ID = 0,              /* token id reserved for padding in every token task */
-    LB_OPTION_AUTO = -1         /* value of an option resolved from the others */
+    LB_OPTION_AUTO = -1,        /* value of an option resolved from the others */
+    /* The longest sequence a data file stores, in positions: a generated task's seq_len is
+     * in [2, LB_DATA_MAX_SEQ_LEN], a CSV event file's windows in [1, LB_DATA_MAX_SEQ_LEN];
+     * the reader refuses a file claiming more. (A text corpus stores a token stream and
+     * takes its window when it is read: lb_dataset_set_seq_len.) */
+    LB_DATA_MAX_SEQ_LEN = 1 << 20
 };
 
 typedef enum lb_task_kind {

@@ -962,6 +962,102 @@ static void test_compare_eval_file_once(void)
 }
 
 
+/* A number as docs/data.md writes it: "1,048,576", "2^20", "1e-6", "65536". */
+static int doc_number(const char *text, size_t len, double *out)
+{
+    char buf[64];
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 1 < sizeof buf; i++)
+        if (text[i] != ',')
+            buf[n++] = text[i];
+    buf[n] = '\0';
+    char *end = NULL;
+    double v = strtod(buf, &end);
+    if (end == buf)
+        return 0;
+    if (*end == '^') {
+        double e = strtod(end + 1, &end);
+        v = pow(v, e);
+    }
+    while (*end == ' ')
+        end++;
+    *out = v;
+    return *end == '\0';
+}
+
+/* The generator options' ranges in docs/data.md's table are the ones the code enforces
+ * (as `lookback data --help` prints them from the option table), row by row. */
+static void test_data_doc_ranges_match_the_code(void)
+{
+    char doc_path[1024];
+    snprintf(doc_path, sizeof doc_path, "%s/docs/data.md", LB_SOURCE_DIR);
+    char *doc = read_all(doc_path, NULL);
+    const char *help_args[] = {"data", "--help", NULL};
+    run_result help = run(help_args);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    EXPECT(help.code == 0, help);
+    int compared = 0;
+    for (const char *line = doc; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, "| `", 3) != 0)
+            continue;
+        const char *name = line + 3, *name_end = strchr(name, '`');
+        const char *eol = strchr(line, '\n');
+        if (!name_end || (eol && name_end > eol) || name_end[1] != ' ')
+            continue;
+        /* the last cell: "a .. b" with two numbers */
+        const char *cell_end = eol ? eol : line + strlen(line);
+        while (cell_end > line && (cell_end[-1] == ' ' || cell_end[-1] == '|'))
+            cell_end--;
+        const char *cell = cell_end;
+        while (cell > line && cell[-1] != '|')
+            cell--;
+        while (*cell == ' ')
+            cell++;
+        const char *dots = strstr(cell, " .. ");
+        double lo, hi;
+        if (!dots || dots > cell_end || !doc_number(cell, (size_t)(dots - cell), &lo))
+            continue;
+        const char *hi_text = dots + 4, *hi_end = hi_text;
+        while (hi_end < cell_end && *hi_end != ' ' && *hi_end != '(' && *hi_end != ',')
+            hi_end++;
+        if (hi_end < cell_end && *hi_end == ',' && isdigit((unsigned char)hi_end[1])) /* 1,048,576 */
+            while (hi_end < cell_end && (isdigit((unsigned char)*hi_end) || *hi_end == ','))
+                hi_end++;
+        if (!doc_number(hi_text, (size_t)(hi_end - hi_text), &hi))
+            continue;
+        /* the option's line in --help: "  --seq-len   ... [2..1048576" */
+        char flag[80];
+        snprintf(flag, sizeof flag, "  --%.*s ", (int)(name_end - name), name);
+        for (char *c = flag; *c; c++)
+            if (*c == '_')
+                *c = '-';
+        const char *at = help.out ? strstr(help.out, flag) : NULL;
+        CU_ASSERT_PTR_NOT_NULL(at);
+        if (!at) {
+            fprintf(stderr, "\n  docs/data.md names %s, which data --help does not list", flag);
+            continue;
+        }
+        const char *range = strchr(at, '[');
+        const char *help_eol = strchr(at, '\n');
+        while (range && help_eol && range < help_eol && !isdigit((unsigned char)range[1]))
+            range = strchr(range + 1, '[');
+        CU_ASSERT_TRUE(range && range < help_eol);
+        if (!range || range >= help_eol)
+            continue;
+        double code_lo = strtod(range + 1, NULL), code_hi = strtod(strstr(range, "..") + 2, NULL);
+        CU_ASSERT_DOUBLE_EQUAL(lo, code_lo, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(hi, code_hi, 1e-12);
+        if (lo != code_lo || hi != code_hi)
+            fprintf(stderr, "\n  docs/data.md gives %s as %g .. %g, the code as %g .. %g", flag, lo, hi, code_lo, code_hi);
+        compared++;
+    }
+    CU_ASSERT_TRUE(compared >= 12);
+    /* the reader's limit on a file's seq_len, as docs/data.md states it */
+    CU_ASSERT_TRUE(contains(doc, "[2, 2^20] for a generated task") && contains(doc, "[1, 2^20] for a CSV event file"));
+    run_free(&help);
+    free(doc);
+}
+
 /* Every source file or page a --help text names exists in the source tree (a file that
  * moved is a help text to fix), and study's recipes are where its help says. */
 static void test_help_names_existing_files(void)
@@ -1048,6 +1144,7 @@ int main(void)
         {"usage errors found after reading a file exit 2", test_usage_errors_after_reading},
         {"compare: an evaluation file named twice is refused", test_compare_eval_file_once},
         {"every file a --help text names exists; study's recipes are in lab/recipes.c", test_help_names_existing_files},
+        {"docs/data.md's option ranges and seq_len limits are the code's", test_data_doc_ranges_match_the_code},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_options", cases);

@@ -490,6 +490,18 @@ static void test_bad_attributes(void)
     const char *const seq[] = {"'seq_len' = 0 is outside", NULL};
     expect_open_error(path, LB_ERR_FORMAT, seq);
 
+    /* a generated task's seq_len: the option's range [2, 2^20] (data/tasks.h), at either end */
+    static const int64_t bad_seq_len[] = {1, (1 << 20) + 1, (1 << 24) + 1};
+    for (size_t k = 0; k < sizeof bad_seq_len / sizeof bad_seq_len[0]; k++) {
+        make_small(LB_TASK_SPIKE, path);
+        set_attr_int(path, "seq_len", bad_seq_len[k]);
+        char said[96];
+        snprintf(said, sizeof said, "'seq_len' = %lld is outside [2, 1048576]", (long long)bad_seq_len[k]);
+        const char *const range[] = {said, NULL};
+        expect_open_error(path, LB_ERR_FORMAT, range);
+    }
+    CU_ASSERT_EQUAL(LB_DATA_MAX_SEQ_LEN, 1 << 20);
+
     make_small(LB_TASK_SPIKE, path);
     set_attr_int(path, "vocab_size", 40);
     const char *const vocab[] = {"vocab_size 40", "do not match", NULL};
