@@ -78,6 +78,14 @@ int lb_cli_has_attention(const struct lb_model_config *mc);
  * refused rather than ignored: LB_ERR_VALUE naming the checkpoint and its model kind. */
 lb_status lb_cli_check_max_context(const char *checkpoint, const struct lb_model_config *mc, int64_t max_context);
 
+/* --seq-len T of eval and predict (the window of a text corpus), in [1, 2^24]. */
+lb_status lb_cli_seq_len(const char *text, int64_t *seq_len);
+/* eval and predict on a data file: a text corpus is scored in windows of --seq-len, or of
+ * the context the model was trained with, and must hold the checkpoint's vocabulary
+ * (lb_checkpoint_fit_corpus: exit 1 with its one line); --seq-len on a task file is a
+ * usage error (exit 2). Returns 0 to go on, else the exit code (the error printed). */
+int lb_cli_fit_data(const char *command, const char *checkpoint, lb_dataset *data, int64_t seq_len);
+
 /* 1 when a command-line option (spelled "--out", "-o") takes a path: its empty value
  * is then said to name no file; other options are said to need a value. */
 int lb_cli_option_takes_path(const char *option);

@@ -150,6 +150,22 @@ lb_status lb_cli_check_max_context(const char *checkpoint, const struct lb_model
     return LB_OK;
 }
 
+lb_status lb_cli_seq_len(const char *text, int64_t *seq_len)
+{
+    return lb_option_int("--seq-len", text, 1, 1 << 24, seq_len);
+}
+
+int lb_cli_fit_data(const char *command, const char *checkpoint, lb_dataset *data, int64_t seq_len)
+{
+    if (lb_dataset_is_text(data))
+        return lb_checkpoint_fit_corpus(checkpoint, data, seq_len) == LB_OK ? 0 : lb_cli_fail(command);
+    if (seq_len > 0)
+        return lb_cli_error(command, 2, "--seq-len: %s holds the %s task, whose sequences have their own length; "
+                            "--seq-len applies to text corpora only (drop it)", lb_dataset_path(data),
+                            lb_dataset_task_name(data));
+    return 0;
+}
+
 void lb_cli_memory_message(const char *command, char *message, size_t size)
 {
     if (!command || !message || size == 0 || lb_last_status() != LB_ERR_MEMORY || strstr(message, "out of memory"))

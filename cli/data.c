@@ -220,6 +220,7 @@ static void data_text_usage(FILE *out)
     fprintf(out,
             "usage: lookback data text FILE... -o CORPUS.h5 [--vocab char|byte] [--val-fraction F]\n"
             "                          [--test-fraction F] [--unk map|error] [--max-vocab N] [--force] [--quiet]\n"
+            "       lookback data text FILE... -o CORPUS.h5 --like CORPUS_OR_CHECKPOINT.h5 [--unk map|error] ...\n"
             "\n"
             "Imports text (- = standard input) as a character-level corpus: the files are concatenated\n"
             "in order and split contiguously into train (first), val and test (last); each split is one\n"
@@ -237,6 +238,11 @@ static void data_text_usage(FILE *out)
             "                       to one <unk> id (decoded as U+FFFD), or error naming the first\n"
             "  --max-vocab N        refuse more distinct training characters than N (default %d;\n"
             "                       --vocab byte takes any text)\n"
+            "  --like FILE          import with the vocabulary of a corpus or of a checkpoint trained on\n"
+            "                       one, exactly (same symbols and ids), so that model can eval and\n"
+            "                       predict on this text; a character outside it, in any split, is\n"
+            "                       <unk> (--unk map, when that vocabulary has <unk>) or refused\n"
+            "                       (--unk error); --vocab and --max-vocab do not apply\n"
             "  --force              replace CORPUS.h5 if it exists (never one of the inputs)\n"
             "  --quiet              no summary on standard output\n"
             "  -h, --help           this help\n",
@@ -246,7 +252,7 @@ static void data_text_usage(FILE *out)
 /* `lookback data text FILE... -o CORPUS.h5`: lb_text_import with the command's options. */
 static int data_text(int argc, char **argv)
 {
-    const char *cmd = "data text", *output = NULL;
+    const char *cmd = "data text", *output = NULL, *like = NULL, *vocab_option = NULL;
     lb_text_options opt;
     lb_text_options_default(&opt);
     int force = 0, quiet = 0;
@@ -255,7 +261,8 @@ static int data_text(int argc, char **argv)
         {"val-fraction", required_argument, NULL, 'V'},  {"test-fraction", required_argument, NULL, 'T'},
         {"unk", required_argument, NULL, 'u'},           {"max-vocab", required_argument, NULL, 'm'},
         {"force", no_argument, NULL, 'f'},               {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},                {NULL, 0, NULL, 0},
+        {"like", required_argument, NULL, 'L'},          {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     optind = 1;
     opterr = 0;
@@ -264,11 +271,15 @@ static int data_text(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":o:qh", opts, NULL)) != -1 && st == LB_OK) {
         switch (c) {
         case 'o': output = optarg; break;
-        case 'v': st = lb_vocab_kind_parse(optarg, &opt.vocab); break;
+        case 'v': st = lb_vocab_kind_parse(optarg, &opt.vocab); vocab_option = "--vocab"; break;
+        case 'L': like = optarg; break;
         case 'V': st = lb_option_real("--val-fraction", optarg, 0, 0.5, &opt.val_fraction); break;
         case 'T': st = lb_option_real("--test-fraction", optarg, 0, 0.5, &opt.test_fraction); break;
         case 'u': st = lb_unk_policy_parse(optarg, &opt.unk); break;
-        case 'm': st = lb_option_int("--max-vocab", optarg, 2, 0x110000, &opt.max_vocab); break;
+        case 'm':
+            st = lb_option_int("--max-vocab", optarg, 2, 0x110000, &opt.max_vocab);
+            vocab_option = vocab_option ? vocab_option : "--max-vocab";
+            break;
         case 'f': force = 1; break;
         case 'q': quiet = 1; break;
         case 'h': data_text_usage(stdout); return 0;
@@ -285,10 +296,24 @@ static int data_text(int argc, char **argv)
                                     "standard input)");
     if (!output || !*output)
         return lb_cli_error(cmd, 2, "missing the output file: add -o CORPUS.h5");
+    if (like && !like[0])
+        return lb_cli_error(cmd, 2, "--like is empty: name a corpus or a checkpoint");
+    if (like && vocab_option)
+        return lb_cli_error(cmd, 2, "%s does not apply with --like: the vocabulary is %s's, exactly (drop %s)",
+                            vocab_option, like, vocab_option);
+    if (like && lb_output_protect(like, "the --like file") != LB_OK)
+        return lb_cli_fail(cmd);
     if (lb_output_check(output, "text corpus") != LB_OK)
         return lb_cli_fail(cmd);
     if (lb_files_exists(output) && !force)
         return lb_cli_error(cmd, 1, "%s already exists; use --force to overwrite it", output);
+    lb_vocab *like_vocab = NULL;
+    if (like && !(like_vocab = lb_vocab_read(like)))
+        return lb_cli_fail(cmd);
+    opt.like = like_vocab;
+    opt.like_name = like;
+    if (like_vocab)
+        opt.vocab = lb_vocab_get_kind(like_vocab);
     double start = lb_clock_wall();
     lb_text_summary sum;
     struct sigaction old_actions[CLEANUP_SIGNALS];
@@ -296,16 +321,22 @@ static int data_text(int argc, char **argv)
     lock_armed = 1;
     st = lb_text_import(&opt, (const char *const *)(argv + optind), n_inputs, output, &sum);
     disarm_cleanup(old_actions);
+    lb_vocab_free(like_vocab);
     if (st != LB_OK)
         return lb_cli_fail(cmd);
-    if (sum.unknown > 0)
+    if (sum.unknown > 0 && like)
+        fprintf(stderr, "lookback %s: note: %lld characters are not in the vocabulary of %s and are <unk> (the first: "
+                        "U+%04X at %s)\n",
+                cmd, (long long)sum.unknown, like, (unsigned)sum.first_unknown, sum.first_unknown_where);
+    else if (sum.unknown > 0)
         fprintf(stderr, "lookback %s: note: %lld characters of val/test are not in the training text and are <unk> "
                         "(the first: U+%04X at %s)\n",
                 cmd, (long long)sum.unknown, (unsigned)sum.first_unknown, sum.first_unknown_where);
     if (!quiet) {
         const char *unit = opt.vocab == LB_VOCAB_CHAR ? "characters" : "bytes";
-        printf("wrote %s: %s vocabulary of %lld symbols; %s train %lld, val %lld, test %lld (%lld bytes read, %.1f s)\n",
-               output, lb_vocab_kind_name(opt.vocab), (long long)sum.vocab_size, unit, (long long)sum.tokens[0],
+        printf("wrote %s: %s vocabulary of %lld symbols%s%s; %s train %lld, val %lld, test %lld (%lld bytes read, "
+               "%.1f s)\n", output, lb_vocab_kind_name(opt.vocab), (long long)sum.vocab_size, like ? ", that of " : "",
+               like ? like : "", unit, (long long)sum.tokens[0],
                (long long)sum.tokens[1], (long long)sum.tokens[2], (long long)sum.source_bytes, lb_clock_wall() - start);
     }
     return 0;

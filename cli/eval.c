@@ -281,26 +281,6 @@ static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char
     json_object_put(o);
 }
 
-/* The window and vocabulary check of a text corpus: the window is --seq-len or the
- * checkpoint's train.seq_len; the checkpoint's vocabulary (when it has one) must be the
- * corpus's. */
-static lb_status text_setup(const char *ck, lb_dataset *data, int64_t seq_len)
-{
-    int64_t trained = 0;
-    lb_status st = lb_checkpoint_read_seq_len(ck, &trained);
-    if (st == LB_OK && seq_len == 0)
-        seq_len = trained > 0 ? trained : lb_dataset_seq_len(data);
-    if (st == LB_OK)
-        st = lb_dataset_set_seq_len(data, seq_len);
-    lb_vocab *v = st == LB_OK ? lb_vocab_read(ck) : NULL;
-    if (st == LB_OK && v)
-        st = lb_vocab_check_same(v, lb_dataset_vocab(data), ck, lb_dataset_path(data));
-    else if (st == LB_OK)
-        lb_clear_error(); /* a checkpoint without a vocabulary: the sizes are compared below */
-    lb_vocab_free(v);
-    return st;
-}
-
 int lb_cli_eval(int argc, char **argv)
 {
     const char *cmd = "eval", *ck = NULL, *data_path = NULL, *split = "test", *attention_out = NULL;
@@ -334,7 +314,7 @@ int lb_cli_eval(int argc, char **argv)
             attention_examples_set = 1;
             break;
         case 't': st = lb_option_int("--threads", optarg, 0, 1024, &threads); break;
-        case 'T': st = lb_option_int("--seq-len", optarg, 1, 1 << 24, &seq_len); break;
+        case 'T': st = lb_cli_seq_len(optarg, &seq_len); break;
         case 'h': eval_usage(stdout); return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
         }
@@ -367,14 +347,10 @@ int lb_cli_eval(int argc, char **argv)
         return lb_cli_fail(cmd);
     /* A text corpus is scored in windows of the model's context (or --seq-len), with the
      * vocabulary the model was trained on. */
-    if (lb_dataset_is_text(data) && text_setup(ck, data, seq_len) != LB_OK) {
+    int fit = lb_cli_fit_data(cmd, ck, data, seq_len);
+    if (fit != 0) {
         lb_dataset_close(data);
-        return lb_cli_fail(cmd);
-    }
-    if (!lb_dataset_is_text(data) && seq_len > 0) {
-        lb_dataset_close(data);
-        return lb_cli_error(cmd, 2, "--seq-len: %s holds the %s task, whose sequences have their own length; --seq-len "
-                            "applies to text corpora only (drop it)", data_path, lb_dataset_task_name(data));
+        return fit;
     }
     /* The checkpoint's model and the file must fit: checked before any work; an imported
      * event log must be scaled and mapped as the model's training file was. */

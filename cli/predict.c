@@ -31,6 +31,9 @@ static void predict_usage(FILE *out)
           "  --examples N            the first N examples only (default all; a split with fewer\n"
           "                          gives all it has)\n"
           "  --batch N               examples per forward pass, or streams at once (default 16)\n"
+          "  --seq-len T             text corpora: the window length (default: the one the model was\n"
+          "                          trained with, as eval); the split is cut into non-overlapping\n"
+          "                          windows of T tokens, each an example with T next-token targets\n"
           "  --incremental           feed each example through the streaming path, --chunk events\n"
           "                          at a time (the same numbers as the full forward, within 1e-4)\n"
           "  --chunk N               events per streaming step with --incremental (default 1)\n"
@@ -271,7 +274,7 @@ static double summary_metric(const predictions *pr, const int32_t *targets, cons
 int lb_cli_predict(int argc, char **argv)
 {
     const char *cmd = "predict", *ck = NULL, *data_path = NULL, *split = "test", *out = NULL, *csv = NULL;
-    int64_t examples = 0, batch = 16, threads = 0, chunk = 1, max_context = 0;
+    int64_t examples = 0, batch = 16, threads = 0, chunk = 1, max_context = 0, seq_len = 0;
     int incremental = 0, force = 0, missing = -1;
     lb_missing_policy policy;
     static const struct option opts[] = {
@@ -282,7 +285,7 @@ int lb_cli_predict(int argc, char **argv)
         {"max-context", required_argument, NULL, 'm'}, {"force", no_argument, NULL, 'f'},
         {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
         {"csv", required_argument, NULL, 'V'},        {"missing", required_argument, NULL, 'M'},
-        {NULL, 0, NULL, 0},
+        {"seq-len", required_argument, NULL, 'T'},    {NULL, 0, NULL, 0},
     };
     optind = 1;
     opterr = 0;
@@ -297,6 +300,7 @@ int lb_cli_predict(int argc, char **argv)
         case 'b': st = lb_option_int("--batch", optarg, 1, 1 << 16, &batch); other_set = 1; break;
         case 'o': out = optarg; break;
         case 'V': csv = optarg; break;
+        case 'T': st = lb_cli_seq_len(optarg, &seq_len); other_set = 1; break;
         case 'M':
             if ((st = lb_missing_parse(optarg, &policy)) == LB_OK)
                 missing = (int)policy;
@@ -316,8 +320,8 @@ int lb_cli_predict(int argc, char **argv)
         return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
     if (csv) { /* an event log of the training layout, row by row */
         if (data_path || other_set)
-            return lb_cli_error(cmd, 2, "--csv reads rows, not a data file: drop --data, --split, --examples, --batch "
-                                "and --incremental");
+            return lb_cli_error(cmd, 2, "--csv reads rows, not a data file: drop --data, --split, --examples, --batch, "
+                                "--seq-len and --incremental");
         if (!ck || !out || !out[0] || !csv[0])
             return lb_cli_error(cmd, 2, "--checkpoint, --csv and -o are required");
         if (lb_run_set_threads((int)threads) < 0)
@@ -346,9 +350,14 @@ int lb_cli_predict(int argc, char **argv)
     lb_dataset *data = lb_dataset_open(data_path);
     if (!data)
         return lb_cli_fail(cmd);
+    /* a text corpus: windows of the model's context (or --seq-len), the model's vocabulary */
+    int code = lb_cli_fit_data(cmd, ck, data, seq_len);
+    if (code != 0) {
+        lb_dataset_close(data);
+        return code;
+    }
     lb_model *model = lb_checkpoint_load_model(ck);
     int64_t n = lb_dataset_split_size(data, split);
-    int code = 0;
     char task[64] = "";
     if (!model || lb_checkpoint_read_task(ck, task, sizeof task) != LB_OK ||
         lb_model_data_check(lb_model_get_config(model), task, data) != LB_OK || n < 0) {

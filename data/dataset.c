@@ -750,6 +750,30 @@ static lb_status text_setup(lb_dataset *ds, const char *file)
     return LB_OK;
 }
 
+lb_status lb_dataset_check_vocab(const lb_dataset *ds, const lb_vocab *model_vocab, const char *model_file)
+{
+    LB_CHECK_ARG(ds, LB_ERR_VALUE);
+    LB_CHECK_ARG(model_vocab, LB_ERR_VALUE);
+    model_file = model_file ? model_file : "MODEL.h5";
+    if (!ds->text.present)
+        return lb_error(LB_ERR_VALUE, "%s: holds the %s task, not a text corpus: it has no vocabulary", ds->path,
+                        lb_task_name(ds->options.task));
+    char detail[160];
+    if (!lb_vocab_difference(model_vocab, ds->vocab, detail, sizeof detail))
+        return LB_OK;
+    /* the text to import again: the corpus's one input file, when it was one */
+    const char *src = ds->text.source;
+    int one_file = src[0] && strcmp(src, "-") != 0 && !strstr(src, "; ");
+    /* NEW.h5: the corpus's name with "-like" before its extension */
+    const char *base = strrchr(ds->path, '/') ? strrchr(ds->path, '/') + 1 : ds->path;
+    const char *dot = strrchr(base, '.');
+    int stem = dot && dot > base ? (int)(dot - base) : (int)strlen(base);
+    return lb_error(LB_ERR_VALUE, "%s does not hold the vocabulary the model was trained with (%s: %s): the model's ids "
+                    "would mean other characters; import its text with the model's vocabulary: `lookback data text "
+                    "%s --like %s -o %.*s-like.h5`",
+                    ds->path, model_file, detail, one_file ? src : "TEXT", model_file, stem, base);
+}
+
 lb_dataset *lb_dataset_open(const char *path)
 {
     if (!path) {

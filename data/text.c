@@ -335,30 +335,37 @@ lb_status lb_vocab_decode(const lb_vocab *v, const int32_t *ids, int64_t n, char
     return LB_OK;
 }
 
-lb_status lb_vocab_check_same(const lb_vocab *a, const lb_vocab *b, const char *name_a, const char *name_b)
+int lb_vocab_difference(const lb_vocab *a, const lb_vocab *b, char *detail, size_t size)
 {
-    LB_CHECK_ARG(a, LB_ERR_VALUE);
-    LB_CHECK_ARG(b, LB_ERR_VALUE);
-    name_a = name_a ? name_a : "the first";
-    name_b = name_b ? name_b : "the second";
-    char detail[160] = "";
+    detail[0] = '\0';
     if (a->kind != b->kind || a->size != b->size || a->unk_id != b->unk_id) {
-        snprintf(detail, sizeof detail, "%s, %lld symbols%s vs %s, %lld symbols%s", lb_vocab_kind_name(a->kind),
+        snprintf(detail, size, "%s, %lld symbols%s vs %s, %lld symbols%s", lb_vocab_kind_name(a->kind),
                  (long long)a->size, a->unk_id >= 0 ? " with <unk>" : "", lb_vocab_kind_name(b->kind), (long long)b->size,
                  b->unk_id >= 0 ? " with <unk>" : "");
     } else {
         for (int64_t i = 0; i < a->size && !detail[0]; i++)
             if (a->code_points[i] != b->code_points[i]) {
                 char x[48], y[48];
-                snprintf(detail, sizeof detail, "id %lld is %s in one and %s in the other", (long long)i,
+                snprintf(detail, size, "id %lld is %s in one and %s in the other", (long long)i,
                          lb_vocab_describe(a, i, x, sizeof x), lb_vocab_describe(b, i, y, sizeof y));
             }
     }
-    if (!detail[0])
+    return detail[0] != '\0';
+}
+
+lb_status lb_vocab_check_same(const lb_vocab *a, const lb_vocab *b, const char *name_a, const char *name_b)
+{
+    LB_CHECK_ARG(a, LB_ERR_VALUE);
+    LB_CHECK_ARG(b, LB_ERR_VALUE);
+    name_a = name_a ? name_a : "the first";
+    name_b = name_b ? name_b : "the second";
+    char detail[160];
+    if (!lb_vocab_difference(a, b, detail, sizeof detail))
         return LB_OK;
-    return lb_error(LB_ERR_VALUE, "%s and %s have different vocabularies (%s): the model's ids would mean other "
-                    "characters; use the corpus it was trained on, or import this text with that vocabulary",
-                    name_a, name_b, detail);
+    return lb_error(LB_ERR_VALUE, "%s and %s have different vocabularies (%s): the ids of one would mean other "
+                    "characters in the other; import the text of %s with the vocabulary of %s: `lookback data text "
+                    "TEXT --like %s -o NEW.h5`",
+                    name_a, name_b, detail, name_b, name_a, name_a);
 }
 
 /* ---- the /vocab dataset ---- */
@@ -992,9 +999,51 @@ static lb_status check_options(const lb_text_options *o)
 
 /* Maps code points to ids in place: the training split's distinct code points in order;
  * val/test characters outside them to <unk> (map) or an error naming the first. */
+/* With o->like: maps code points (or bytes) to like's ids in place; a symbol outside it
+ * becomes its <unk> (unk map, when it has one) or refuses the text naming the first. */
+static lb_status like_vocab(const lb_text_options *o, int32_t *tok, const int64_t *n, const unsigned char *text,
+                            const input_file *in, int n_in, lb_vocab **vocab_out, lb_text_summary *sum)
+{
+    const lb_vocab *v = o->like;
+    const char *name = o->like_name ? o->like_name : "the --like file";
+    int64_t unk = lb_vocab_unk_id(v), unknown = 0, first = -1, total = n[0] + n[1] + n[2];
+    for (int64_t i = 0; i < total; i++)
+        if (lb_vocab_lookup(v, tok[i]) < 0 && unknown++ == 0)
+            first = i;
+    if (unknown > 0) {
+        char where[512], what[48];
+        int is_char = lb_vocab_get_kind(v) == LB_VOCAB_CHAR;
+        where_is(in, n_in, byte_of_symbol(text, in, n_in, first, is_char), where, sizeof where);
+        describe_cp(tok[first], what, sizeof what);
+        const char *split = first < n[0] ? "train" : first < n[0] + n[1] ? "val" : "test";
+        if (o->unk == LB_UNK_ERROR)
+            return lb_error(LB_ERR_VALUE, "%s: character %s of the %s split is not in the vocabulary of %s (%lld such "
+                            "characters): use --unk map to map them to <unk>", where, what, split, name,
+                            (long long)unknown);
+        if (unk < 0)
+            return lb_error(LB_ERR_VALUE, "%s: character %s of the %s split is not in the vocabulary of %s (%lld such "
+                            "characters), which has no <unk> symbol to map it to (its training text had no unknown "
+                            "characters): remove such characters from the text", where, what, split, name,
+                            (long long)unknown);
+        if (sum) {
+            sum->unknown = unknown;
+            sum->first_unknown = tok[first];
+            snprintf(sum->first_unknown_where, sizeof sum->first_unknown_where, "%s", where);
+        }
+    }
+    for (int64_t i = 0; i < total; i++) {
+        int64_t id = lb_vocab_lookup(v, tok[i]);
+        tok[i] = (int32_t)(id >= 0 ? id : unk);
+    }
+    *vocab_out = lb_vocab_copy(v);
+    return *vocab_out ? LB_OK : lb_last_status();
+}
+
 static lb_status build_vocab(const lb_text_options *o, int32_t *tok, const int64_t *n, const unsigned char *text,
                              const input_file *in, int n_in, lb_vocab **vocab_out, lb_text_summary *sum)
 {
+    if (o->like)
+        return like_vocab(o, tok, n, text, in, n_in, vocab_out, sum);
     if (o->vocab == LB_VOCAB_BYTE) {
         *vocab_out = lb_vocab_new_bytes();
         return *vocab_out ? LB_OK : lb_last_status();
@@ -1062,6 +1111,12 @@ lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, i
     lb_status st = check_options(opt);
     if (st != LB_OK)
         return st;
+    lb_text_options with_like;
+    if (opt->like) { /* the kind is the --like vocabulary's */
+        with_like = *opt;
+        with_like.vocab = lb_vocab_get_kind(opt->like);
+        opt = &with_like;
+    }
     int stdin_uses = 0;
     for (int i = 0; i < n_paths; i++) {
         if (!paths[i] || !paths[i][0])

@@ -121,9 +121,23 @@ typedef struct lb_dataset lb_dataset;
 lb_status lb_text_unigram_bits(const lb_dataset *ds, const char *split, double *entropy, double *cross);
 
 /* LB_OK when a and b are the same vocabulary (kind, symbols in order, <unk> id);
- * otherwise LB_ERR_VALUE "A's vocabulary (char, 85 symbols) is not B's (char, 90
- * symbols): ..." naming the first difference, with name_a and name_b for the two. */
+ * otherwise LB_ERR_VALUE "A and B have different vocabularies (char, 85 symbols vs char,
+ * 90 symbols): ..." naming the first difference, with name_a and name_b for the two, and
+ * the command that imports B's text with A's vocabulary (data text --like A). */
 lb_status lb_vocab_check_same(const lb_vocab *a, const lb_vocab *b, const char *name_a, const char *name_b);
+
+/* The one check of every command that scores a text corpus with a model (eval, predict,
+ * compare): LB_OK when the corpus ds holds exactly the vocabulary `model_vocab` the model
+ * was trained with (same kind, symbols, ids and <unk>); otherwise LB_ERR_VALUE
+ *   "gpl.h5 does not hold the vocabulary the model was trained with (sotu.h5: char, 85
+ *    symbols with <unk> vs char, 74 symbols): the model's ids would mean other characters;
+ *    import its text with the model's vocabulary: `lookback data text gpl.txt --like
+ *    sotu.h5 -o gpl-like.h5`"
+ * where `model_file` is the checkpoint or the training corpus that holds model_vocab
+ * (both work with --like) and the text is the corpus's recorded source (TEXT when it was
+ * standard input or several files). Errors: LB_ERR_VALUE also for NULL arguments and for
+ * a dataset that is not a text corpus. */
+lb_status lb_dataset_check_vocab(const lb_dataset *ds, const lb_vocab *model_vocab, const char *model_file);
 
 /* ---- import ---- */
 
@@ -133,6 +147,12 @@ typedef struct lb_text_options {
     double test_fraction; /* [0, 0.5], default 0.05 */
     lb_unk_policy unk;    /* default LB_UNK_MAP */
     int64_t max_vocab;    /* the most distinct training characters (char): 2 .. 1,114,112, default 8192 */
+    const lb_vocab *like; /* NULL (default), or the vocabulary to import with exactly (`data text --like`:
+                           * a corpus's or a checkpoint's, lb_vocab_read): the same kind, symbols and
+                           * ids, so a model trained with it scores the new corpus; vocab and
+                           * max_vocab are then not used, and a character of ANY split outside it
+                           * is <unk> (unk map, when like has an <unk> id) or refused */
+    const char *like_name; /* the file like came from, for messages (may be NULL) */
 } lb_text_options;
 
 void lb_text_options_default(lb_text_options *opt);
@@ -142,7 +162,7 @@ typedef struct lb_text_summary {
     int64_t source_bytes;          /* bytes read from every input */
     int64_t tokens[3];             /* symbols of train, val, test */
     int64_t vocab_size;            /* V, <unk> included */
-    int64_t unknown;               /* val/test characters mapped to <unk> */
+    int64_t unknown;               /* val/test characters mapped to <unk> (with like: of any split) */
     int32_t first_unknown;         /* the first of them (code point), when unknown > 0 */
     char first_unknown_where[512]; /* its file and byte offset, "FILE, byte offset K" */
 } lb_text_summary;
@@ -162,7 +182,8 @@ typedef struct lb_text_summary {
  * LB_TEXT_MIN_TRAIN_TOKENS or a val/test split of fewer than LB_TEXT_MIN_SPLIT_TOKENS
  * (when its fraction is > 0), more than max_vocab distinct training characters ("...:
  * import it with --vocab byte"), a val/test character outside the training vocabulary
- * with LB_UNK_ERROR, options out of range; LB_ERR_MEMORY. summary may be NULL. */
+ * with LB_UNK_ERROR, options out of range; with like: a character outside it under
+ * LB_UNK_ERROR, or when like has no <unk> id to map it to; LB_ERR_MEMORY. summary may be NULL. */
 lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, int n_paths, const char *out_path,
                          lb_text_summary *summary);
 

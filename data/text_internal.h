@@ -37,6 +37,10 @@ int lb_text_store_transfer(int fd, lb_text_store *s, int send_side);
 /* The vocabulary of a store (NULL with an error when its data is not a valid one). */
 lb_vocab *lb_text_store_vocab(const lb_text_store *s, const char *file);
 
+/* 1 when a and b differ, with the first difference in detail[size] ("char, 74 symbols vs
+ * char, 85 symbols with <unk>", "id 3 is 'a' in one and 'b' in the other"); 0 otherwise. */
+int lb_vocab_difference(const lb_vocab *a, const lb_vocab *b, char *detail, size_t size);
+
 /* Reads the /vocab dataset under loc (a corpus or a checkpoint), checked as above. */
 lb_status lb_vocab_h5_read(hid_t loc, const char *file, lb_vocab **out);
 

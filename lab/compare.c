@@ -50,7 +50,11 @@ static lb_status describe_eval_file(lb_compare_eval *e, const lb_compare_model *
             lb_clear_error();
         if (train)
             lb_model_config_fit_data(&rc.model, train);
-        st = train ? lb_model_data_check(&rc.model, lb_dataset_task_name(train), ds) : lb_last_status();
+        st = train ? LB_OK : lb_last_status();
+        if (st == LB_OK && lb_dataset_is_text(train) && lb_dataset_is_text(ds)) /* the model's ids, the file's */
+            st = lb_dataset_check_vocab(ds, lb_dataset_vocab(train), specs[m].rc.data);
+        if (st == LB_OK)
+            st = lb_model_data_check(&rc.model, lb_dataset_task_name(train), ds);
         if (st == LB_OK) { /* an event log: read as the training file was */
             const lb_event_schema *schema = lb_dataset_events(train);
             lb_clear_error();

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 #include "cli_support.h"
+#include "data/dataset.h"
+#include "data/text.h"
 
 
 
@@ -248,7 +251,9 @@ static void test_import_train_eval(void)
     snprintf(ck, sizeof ck, "%s/run_lstm/checkpoint.h5", work_dir);
     const char *other[] = {"eval", "--checkpoint", ck, "--data", bytes_corpus, NULL};
     r = run(other);
-    EXPECT(r.code == 1 && one_error_line(&r, "eval") && contains(r.err, "different vocabularies"), r);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") &&
+               contains(r.err, "does not hold the vocabulary the model was trained with"),
+           r);
     run_free(&r);
 }
 
@@ -290,6 +295,206 @@ static void test_compare_text(void)
     run_free(&r);
 }
 
+/* Words of a generated text; `extra` (UTF-8) is appended to every 50th line. */
+static void write_words(const char *path, int n, const char *extra, const char *tail)
+{
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static const char *const words[] = {"the", "state", "of", "union", "is", "strong", "and", "we", "will", "work"};
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%s%s", words[(i * 7 + i / 3) % 10], i % 13 == 12 ? ".\n" : " ",
+                extra && i % 650 == 649 ? extra : "");
+    fputs(tail, f);
+    fclose(f);
+}
+
+static int64_t json_int(const char *text, const char *key)
+{
+    const char *p = text ? strstr(text, key) : NULL;
+    return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* A model evaluated on another text: `data text --like` imports it with the model's
+ * vocabulary (same ids; characters outside it <unk> or refused), and the one message of
+ * eval, predict and compare for another vocabulary gives that command. predict on a corpus
+ * reads windows of the model's context by default and takes --seq-len as eval does. */
+static void test_like_and_context(void)
+{
+    char a_txt[600], b_txt[600], a_h5[600], b_h5[600], b_like[600], c_txt[600], c_h5[600], out[600], dir[600],
+        lstm_dir[600], ck[700], lstm_ck[700];
+    snprintf(a_txt, sizeof a_txt, "%s", path_in("a.txt"));
+    snprintf(b_txt, sizeof b_txt, "%s", path_in("b.txt"));
+    snprintf(a_h5, sizeof a_h5, "%s", path_in("a.h5"));
+    snprintf(b_h5, sizeof b_h5, "%s", path_in("b.h5"));
+    snprintf(b_like, sizeof b_like, "%s", path_in("b-like.h5"));
+    snprintf(c_txt, sizeof c_txt, "%s", path_in("c.txt"));
+    snprintf(c_h5, sizeof c_h5, "%s", path_in("c.h5"));
+    snprintf(out, sizeof out, "%s", path_in("pred_text.h5"));
+    snprintf(dir, sizeof dir, "%s", path_in("run_learned"));
+    snprintf(lstm_dir, sizeof lstm_dir, "%s", path_in("run_lstm16"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", dir);
+    snprintf(lstm_ck, sizeof lstm_ck, "%s/checkpoint.h5", lstm_dir);
+    write_words(a_txt, 6000, NULL, "#@#@"); /* '#' and '@' only at the end (test): <unk> */
+    write_words(b_txt, 3000, "\xc3\xbc", ""); /* 'ü' (U+00FC) in every split: not in a's vocabulary */
+    const char *ia[] = {"data", "text", a_txt, "-o", a_h5, "--quiet", NULL};
+    const char *ib[] = {"data", "text", b_txt, "-o", b_h5, "--quiet", NULL};
+    run_result r = run(ia);
+    EXPECT(r.code == 0 && contains(r.err, "<unk>"), r);
+    run_free(&r);
+    r = run(ib);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *tr[] = {"train", "--data", a_h5, "--model", "transformer", "--pos", "learned", "--seq-len", "16",
+                        "--steps", "3", "--batch", "4", "--d-model", "16", "--heads", "2", "--d-ff", "16", "--layers",
+                        "1", "--threads", "1", "--quiet", "--out", dir, NULL};
+    r = run(tr);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *tl[] = {"train", "--data", a_h5, "--model", "lstm", "--seq-len", "16", "--steps", "3", "--batch", "4",
+                        "--d-model", "16", "--hidden", "16", "--layers", "1", "--threads", "1", "--quiet", "--out",
+                        lstm_dir, NULL};
+    r = run(tl);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+
+    /* the one message: eval, predict and compare on b.h5, with advice that works */
+    char advice[1600];
+    snprintf(advice, sizeof advice, "lookback data text %s --like %s -o b-like.h5", b_txt, ck);
+    const char *ev[] = {"eval", "--checkpoint", ck, "--data", b_h5, NULL};
+    r = run(ev);
+    EXPECT(r.code == 1 && one_error_line(&r, "eval") &&
+               contains(r.err, "does not hold the vocabulary the model was trained with") && contains(r.err, advice),
+           r);
+    char *eval_message = r.err ? strdup(strstr(r.err, ": ") + 2) : NULL;
+    run_free(&r);
+    const char *pr[] = {"predict", "--checkpoint", ck, "--data", b_h5, "-o", out, NULL};
+    r = run(pr);
+    EXPECT(r.code == 1 && one_error_line(&r, "predict") && eval_message && contains(r.err, eval_message), r);
+    run_free(&r);
+    free(eval_message);
+    const char *cmp[] = {"compare", "--train", a_h5, "--eval", b_h5, "--models", "lstm", "--steps", "1", "--out",
+                         path_in("cmp_like"), "--quiet", NULL};
+    r = run(cmp);
+    snprintf(advice, sizeof advice, "lookback data text %s --like %s -o b-like.h5", b_txt, a_h5);
+    EXPECT(r.code == 1 && one_error_line(&r, "compare") &&
+               contains(r.err, "does not hold the vocabulary the model was trained with") && contains(r.err, advice),
+           r);
+    run_free(&r);
+
+    /* data text --like: a's vocabulary exactly; 'ü' becomes <unk> */
+    const char *like[] = {"data", "text", b_txt, "--like", ck, "-o", b_like, NULL};
+    r = run(like);
+    EXPECT(r.code == 0 && contains(r.out, "that of") && contains(r.err, "not in the vocabulary of") &&
+               contains(r.err, "U+00FC"),
+           r);
+    run_free(&r);
+    lb_vocab *va = lb_vocab_read(ck), *vb = lb_vocab_read(b_like);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(va);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vb);
+    CU_ASSERT_EQUAL(lb_vocab_check_same(va, vb, "a", "b"), LB_OK);
+    CU_ASSERT_TRUE(lb_vocab_unk_id(va) >= 0);
+    lb_dataset *ds = lb_dataset_open(b_like);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    int64_t n = 0, unk = 0;
+    const int32_t *tok = lb_dataset_tokens(ds, "train", &n);
+    CU_ASSERT_TRUE_FATAL(tok && n > 649 * 4);
+    char *b_text = read_all(b_txt, NULL);
+    CU_ASSERT_EQUAL(tok[0], lb_vocab_lookup(va, (unsigned char)b_text[0])); /* 't': a's id */
+    CU_ASSERT_EQUAL(tok[1], lb_vocab_lookup(va, (unsigned char)b_text[1]));
+    for (int64_t i = 0; i < n; i++)
+        unk += tok[i] == lb_vocab_unk_id(va);
+    CU_ASSERT_TRUE(unk >= 3); /* the ü of the train split */
+    free(b_text);
+    lb_dataset_close(ds);
+    lb_vocab_free(va);
+    lb_vocab_free(vb);
+    const char *ev2[] = {"eval", "--checkpoint", ck, "--data", b_like, NULL};
+    r = run(ev2);
+    EXPECT(r.code == 0 && contains(r.out, "bits per char") && contains(r.out, "windows of 16"), r);
+    run_free(&r);
+    const char *err[] = {"data", "text", b_txt, "--like", ck, "--unk", "error", "-o", path_in("b-err.h5"), NULL};
+    r = run(err);
+    EXPECT(r.code == 1 && one_error_line(&r, "data text") && contains(r.err, "U+00FC") &&
+               contains(r.err, "of the train split is not in the vocabulary of") && nothing_written(path_in("b-err.h5")),
+           r);
+    run_free(&r);
+    write_words(c_txt, 3000, NULL, ""); /* every character in its training split: no <unk> */
+    const char *ic[] = {"data", "text", c_txt, "-o", c_h5, "--quiet", NULL};
+    r = run(ic);
+    EXPECT(r.code == 0 && !contains(r.err, "<unk>"), r);
+    run_free(&r);
+    const char *nounk[] = {"data", "text", b_txt, "--like", c_h5, "-o", path_in("b-c.h5"), NULL};
+    r = run(nounk);
+    EXPECT(r.code == 1 && one_error_line(&r, "data text") && contains(r.err, "which has no <unk> symbol") &&
+               nothing_written(path_in("b-c.h5")),
+           r);
+    run_free(&r);
+    const char *both[] = {"data", "text", b_txt, "--like", c_h5, "--vocab", "byte", "-o", path_in("b-c.h5"), NULL};
+    r = run(both);
+    EXPECT(r.code == 2 && one_error_line(&r, "data text") && contains(r.err, "--vocab does not apply with --like"), r);
+    run_free(&r);
+    const char *nofile[] = {"data", "text", b_txt, "--like", path_in("absent.h5"), "-o", path_in("b-c.h5"), NULL};
+    r = run(nofile);
+    EXPECT(r.code == 1 && one_error_line(&r, "data text") && nothing_written(path_in("b-c.h5")), r);
+    run_free(&r);
+    const char *self[] = {"data", "text", b_txt, "--like", c_h5, "-o", c_h5, "--force", NULL};
+    r = run(self);
+    EXPECT(r.code == 1 && one_error_line(&r, "data text") && contains(r.err, "an input of this command"), r);
+    run_free(&r);
+
+    /* predict on a corpus: the model's context (16), as eval; the same accuracy */
+    const char *models[2] = {ck, lstm_ck};
+    for (int m = 0; m < 2; m++) {
+        const char *evj[] = {"eval", "--checkpoint", models[m], "--data", a_h5, "--json", NULL};
+        r = run(evj);
+        EXPECT(r.code == 0 && json_int(r.out, "\"seq_len\":") == 16, r);
+        int64_t windows = json_int(r.out, "\"examples\":");
+        const char *acc = r.out ? strstr(r.out, "\"accuracy\":") : NULL;
+        double eval_acc = acc ? strtod(acc + 11, NULL) : -1;
+        run_free(&r);
+        const char *pd[] = {"predict", "--checkpoint", models[m], "--data", a_h5, "-o", out, "--force", NULL};
+        r = run(pd);
+        char want[64];
+        snprintf(want, sizeof want, ": %lld examples of the test split", (long long)windows);
+        EXPECT(r.code == 0 && windows > 1 && contains(r.out, want), r);
+        const char *pacc = r.out ? strstr(r.out, "accuracy ") : NULL;
+        CU_ASSERT_TRUE(pacc && fabs(strtod(pacc + 9, NULL) - eval_acc) < 1e-4);
+        run_free(&r);
+        const char *p8[] = {"predict", "--checkpoint", models[m], "--data", a_h5, "-o", out, "--force", "--seq-len",
+                            "8", NULL};
+        r = run(p8);
+        int64_t n_test = 0;
+        lb_dataset *a = lb_dataset_open(a_h5);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+        lb_dataset_tokens(a, "test", &n_test);
+        lb_dataset_close(a);
+        snprintf(want, sizeof want, ": %lld examples of the test split", (long long)((n_test - 1 + 7) / 8));
+        EXPECT(r.code == 0 && contains(r.out, want), r);
+        run_free(&r);
+    }
+    /* --seq-len: the learned table's limit, the range and task files, as eval says them */
+    const char *p32[] = {"predict", "--checkpoint", ck, "--data", a_h5, "-o", out, "--force", "--seq-len", "32", NULL};
+    r = run(p32);
+    EXPECT(r.code == 1 && one_error_line(&r, "predict") && contains(r.err, "use --seq-len 16 or less") &&
+               !contains(r.err, "files of at most"),
+           r);
+    run_free(&r);
+    const char *p0[] = {"predict", "--checkpoint", ck, "--data", a_h5, "-o", out, "--force", "--seq-len", "0", NULL};
+    const char *e0[] = {"eval", "--checkpoint", ck, "--data", a_h5, "--seq-len", "0", NULL};
+    r = run(p0);
+    run_result re = run(e0);
+    EXPECT(r.code == 2 && re.code == 2 && one_error_line(&r, "predict") && r.err && re.err &&
+               strcmp(strstr(r.err, ": ") + 2, strstr(re.err, ": ") + 2) == 0,
+           r);
+    run_free(&r);
+    run_free(&re);
+    const char *ptask[] = {"predict", "--checkpoint", ck, "--data", small_data(), "-o", out, "--force", "--seq-len",
+                           "8", NULL};
+    r = run(ptask);
+    EXPECT(r.code == 2 && one_error_line(&r, "predict") && contains(r.err, "applies to text corpora only"), r);
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_text_%d", (int)getpid());
@@ -300,6 +505,8 @@ int main(void)
         {"data text: usage errors exit 2", test_usage_errors},
         {"import, info, every family trains, eval in bits per character", test_import_train_eval},
         {"compare on text: recipes, bits per character, samples", test_compare_text},
+        {"data text --like; one message for another vocabulary; predict on a corpus in the model's context",
+         test_like_and_context},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_text", cases);

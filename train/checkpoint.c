@@ -38,6 +38,7 @@
 #include "data/events.h"
 #include "data/h5io.h"
 #include "data/output.h"
+#include "data/text.h"
 #include "tensor/kernels.h"
 #include "train/trainer_internal.h"
 
@@ -576,6 +577,28 @@ lb_status lb_checkpoint_read_seq_len(const char *path, int64_t *seq_len)
     seq_len_job job = {path, seq_len};
     *seq_len = 0;
     return read_isolated(path, read_seq_len_job, &job);
+}
+
+lb_status lb_checkpoint_fit_corpus(const char *checkpoint, lb_dataset *corpus, int64_t seq_len)
+{
+    LB_CHECK_ARG(checkpoint, LB_ERR_VALUE);
+    LB_CHECK_ARG(corpus, LB_ERR_VALUE);
+    if (!lb_dataset_is_text(corpus))
+        return lb_error(LB_ERR_VALUE, "%s holds the %s task, not a text corpus", lb_dataset_path(corpus),
+                        lb_dataset_task_name(corpus));
+    int64_t trained = 0;
+    lb_status st = lb_checkpoint_read_seq_len(checkpoint, &trained);
+    if (st == LB_OK && seq_len == 0)
+        seq_len = trained > 0 ? trained : lb_dataset_seq_len(corpus);
+    if (st == LB_OK)
+        st = lb_dataset_set_seq_len(corpus, seq_len);
+    lb_vocab *v = st == LB_OK ? lb_vocab_read(checkpoint) : NULL;
+    if (st == LB_OK && v)
+        st = lb_dataset_check_vocab(corpus, v, checkpoint);
+    else if (st == LB_OK)
+        lb_clear_error(); /* a checkpoint without a vocabulary: lb_model_data_check compares the sizes */
+    lb_vocab_free(v);
+    return st;
 }
 
 lb_status lb_checkpoint_read_task(const char *path, char *task, size_t size)

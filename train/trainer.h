@@ -396,6 +396,17 @@ const char *lb_metrics_header_for(const lb_dataset *data);
  * written before it was recorded. Errors as reading the config. */
 lb_status lb_checkpoint_read_seq_len(const char *path, int64_t *seq_len);
 
+/* Prepares a text corpus for scoring with a checkpoint's model (eval and predict on a
+ * corpus share it): the window is seq_len when > 0, else the context the model was
+ * trained with (train.seq_len; the corpus's default window for a checkpoint without
+ * one), set with lb_dataset_set_seq_len (its range check: [1, 2^24]); and the corpus
+ * must hold the checkpoint's vocabulary (lb_dataset_check_vocab: one message naming the
+ * `lookback data text ... --like CHECKPOINT` import that fixes it). A checkpoint without
+ * a stored vocabulary is left to lb_model_data_check's size comparison. Errors:
+ * LB_ERR_VALUE (not a text corpus, a window out of range, another vocabulary), the
+ * checkpoint's read errors. */
+lb_status lb_checkpoint_fit_corpus(const char *checkpoint, lb_dataset *corpus, int64_t seq_len);
+
 /* One row of metrics.csv (docs/training.md): a "train" row holds the means over the
  * steps since the previous row, a "val" row one evaluation. Columns a file does not
  * have read as NAN (numbers) or 0 (step, skipped). */
