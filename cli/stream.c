@@ -40,7 +40,12 @@ static void stream_usage(FILE *out)
           "                          and so is a token of more than 24 bytes, read in bounded memory;\n"
           "                          other bytes than printable ASCII are shown as \\xHH)\n"
           "  --max-context N         full attention keeps the last N events only (an approximation:\n"
-          "                          bounded memory and time per event; default all)\n"
+          "                          bounded memory and time per event; default all). With learned\n"
+          "                          positions (--pos learned), whose table ends at max_seq_len, the\n"
+          "                          window is the last N events (default max_seq_len) and slides:\n"
+          "                          once full, each event re-encodes the last N in one chunk, so the\n"
+          "                          output equals the full forward on them (costs a prefill of N\n"
+          "                          events per event)\n"
           "  --csv FILE|-            (a model trained on an imported event log) read CSV rows of the\n"
           "                          training layout instead of token ids: the stored scaling and token\n"
           "                          maps applied, one stream per source; prints a CSV line per row:\n"
@@ -57,6 +62,7 @@ static void stream_usage(FILE *out)
 
 typedef struct stream_run {
     lb_model_state *state;
+    lb_window_stream *window; /* learned positions: the sliding window (state is its state) */
     const lb_model_config *mc;
     int64_t every, events, skipped;
     int json;
@@ -115,7 +121,18 @@ static lb_status print_event(stream_run *r, lb_tensor *y, int32_t token)
  * event's is kept, so that the end of the input prints it (stream_finish). */
 static lb_status stream_event(stream_run *r, int32_t token)
 {
-    lb_tensor *y = lb_model_step(r->state, &token); /* [1, C] or [1] */
+    lb_tensor *y = NULL; /* [1, C] or [1] */
+    if (r->window) {
+        int64_t shape[2] = {1, r->mc->num_classes};
+        y = lb_tensor_empty(r->mc->dtype, r->mc->num_classes > 0 ? 2 : 1, shape);
+        if (y && lb_window_stream_step(r->window, token, y) != LB_OK) {
+            lb_tensor_free(y);
+            y = NULL;
+        }
+        r->state = lb_window_stream_state(r->window); /* a slide makes a new state */
+    } else {
+        y = lb_model_step(r->state, &token);
+    }
     if (!y)
         return lb_last_status();
     r->events++;
@@ -294,7 +311,11 @@ int lb_cli_stream(int argc, char **argv)
         return lb_cli_fail(cmd);
     int code = 0;
     const lb_model_config *mc = lb_model_get_config(model);
-    stream_run r = {NULL, mc, every, 0, 0, json, 0, NULL, 0};
+    stream_run r = {NULL, NULL, mc, every, 0, 0, json, 0, NULL, 0};
+    /* learned positions end at max_seq_len: a window of the last --max-context events (default
+     * the table) that slides, re-encoded so that every output is the full forward on it */
+    int learned = lb_cli_has_attention(mc) && mc->pos == LB_POS_LEARNED;
+    int64_t window = learned ? (max_context > 0 ? max_context : mc->max_seq_len) : 0;
     lb_stream_options so = {0, max_context, 0};
     FILE *in = strcmp(input, "-") == 0 ? stdin : fopen(input, "r");
     struct stat sb;
@@ -302,26 +323,40 @@ int lb_cli_stream(int argc, char **argv)
         code = lb_cli_error(cmd, 1, "%s: the model reads real-valued features, but stream reads token ids", ck);
     } else if (lb_cli_check_max_context(ck, mc, max_context) != LB_OK) {
         code = lb_cli_error(cmd, 2, "%s", lb_last_error()); /* an option that does not apply: usage */
+    } else if (learned && window > mc->max_seq_len) {
+        code = lb_cli_error(cmd, 2, "--max-context %lld is more than %s reads: its learned positions (--pos learned) end "
+                            "at max_seq_len = %lld (give at most that)", (long long)max_context, ck,
+                            (long long)mc->max_seq_len);
     } else if (!in) {
         code = lb_cli_error(cmd, 1, "%s: cannot open: %s", input, strerror(errno));
     } else if (fstat(fileno(in), &sb) == 0 && S_ISDIR(sb.st_mode)) {
         code = lb_cli_error(cmd, 1, "%s: is a folder, not a file of token ids", input);
-    } else if (!(r.state = lb_model_state_new(model, 1, &so))) {
+    } else if (learned && !(r.window = lb_window_stream_new(model, window, NULL))) {
+        code = lb_cli_fail(cmd);
+    } else if (!learned && !(r.state = lb_model_state_new(model, 1, &so))) {
         code = lb_cli_fail(cmd);
     } else {
         code = stream_read(&r, in, strcmp(input, "-") == 0 ? "standard input" : input, strict);
         if (code == 0 && stream_finish(&r) != LB_OK)
             code = lb_cli_fail(cmd);
         /* The summary follows a complete read only: a failure is its one error line. */
+        if (code == 0 && r.window)
+            r.state = lb_window_stream_state(r.window);
         if (code == 0)
-            fprintf(stderr, "lookback stream: %lld events, %lld bad ids skipped; state %zu bytes (%zu allocated)\n",
+            fprintf(stderr, "lookback stream: %lld events, %lld bad ids skipped; state %zu bytes (%zu allocated)%s",
                     (long long)r.events, (long long)r.skipped, lb_model_state_bytes(r.state, 0),
-                    lb_model_state_allocated(r.state));
+                    lb_model_state_allocated(r.state), r.window ? "" : "\n");
+        if (code == 0 && r.window)
+            fprintf(stderr, "; window of %lld events (learned positions), slid %lld times\n", (long long)window,
+                    (long long)lb_window_stream_slides(r.window));
     }
     if (in && in != stdin)
         fclose(in);
     lb_tensor_free(r.held);
-    lb_model_state_free(r.state);
+    if (r.window)
+        lb_window_stream_free(r.window);
+    else
+        lb_model_state_free(r.state);
     lb_model_free(model);
     return code;
 }

@@ -231,3 +231,123 @@ lb_status lb_generate(lb_model *m, const int32_t *prompt, int64_t prompt_len, co
     generation_free(&g);
     return st;
 }
+
+/* ---- lb_window_stream (layers/stream.h): one stream of ids with the same slide ---- */
+
+struct lb_window_stream {
+    lb_model *model;
+    lb_model_state *state;
+    window_tokens ids;
+    lb_stream_options opt;
+    int64_t slides;
+};
+
+lb_window_stream *lb_window_stream_new(lb_model *m, int64_t window, const lb_stream_options *opt)
+{
+    LB_CHECK_ARG(m, NULL);
+    const lb_model_config *c = &m->cfg;
+    if (c->vocab_size <= 0) {
+        lb_error(LB_ERR_VALUE, "window stream: the model reads real-valued features, not token ids");
+        return NULL;
+    }
+    int learned = lb_model_kind_is_attention(c->kind) && c->pos == LB_POS_LEARNED;
+    if (window < 1 || (learned && window > c->max_seq_len) || window > (INT32_MAX / 2)) {
+        lb_error(LB_ERR_VALUE, "window stream: window = %lld must be in [1, %lld]%s", (long long)window,
+                 (long long)(learned ? c->max_seq_len : INT32_MAX / 2),
+                 learned ? " (the learned positions end at max_seq_len)" : "");
+        return NULL;
+    }
+    lb_stream_options so = opt ? *opt : (lb_stream_options){0, 0, 0};
+    if (so.max_context != 0) {
+        lb_error(LB_ERR_VALUE, "window stream: max_context = %lld: the window replaces it (give 0)",
+                 (long long)so.max_context);
+        return NULL;
+    }
+    if (so.capacity < window)
+        so.capacity = window;
+    lb_window_stream *w = calloc(1, sizeof *w);
+    if (!w) {
+        lb_error(LB_ERR_MEMORY, "window stream: out of memory");
+        return NULL;
+    }
+    w->model = m;
+    w->opt = so;
+    w->ids.window = w->ids.keep = window;
+    w->ids.capacity = 2 * window;
+    w->ids.ids = malloc((size_t)w->ids.capacity * sizeof *w->ids.ids);
+    if (!w->ids.ids) {
+        lb_error(LB_ERR_MEMORY, "window stream: out of memory for a window of %lld ids", (long long)window);
+        free(w);
+        return NULL;
+    }
+    if (!(w->state = lb_model_state_new(m, 1, &so))) {
+        free(w->ids.ids);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void lb_window_stream_free(lb_window_stream *w)
+{
+    if (!w)
+        return;
+    lb_model_state_free(w->state);
+    free(w->ids.ids);
+    free(w);
+}
+
+lb_status lb_window_stream_step(lb_window_stream *w, int32_t token, lb_tensor *out)
+{
+    LB_CHECK_ARG(w, LB_ERR_VALUE);
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    const int64_t v = w->model->cfg.vocab_size, cols = out->ndim == 2 ? out->shape[1] : 1;
+    if (token < 0 || token >= v)
+        return lb_error(LB_ERR_VALUE, "window stream: token %d is outside [0, vocab_size = %lld)", (int)token,
+                        (long long)v);
+    if (lb_model_state_events(w->state, 0) < w->ids.window) {
+        lb_status st = lb_model_step_into(w->state, &token, out);
+        if (st == LB_OK)
+            window_push(&w->ids, token);
+        return st;
+    }
+    /* the slide: the last W - 1 ids and this one, prefilled in one chunk of a fresh stream */
+    int32_t *chunk = malloc((size_t)w->ids.window * sizeof *chunk);
+    if (!chunk)
+        return lb_error(LB_ERR_MEMORY, "window stream: out of memory for a slide of %lld ids", (long long)w->ids.window);
+    memcpy(chunk, w->ids.ids + w->ids.length - (w->ids.window - 1), (size_t)(w->ids.window - 1) * sizeof *chunk);
+    chunk[w->ids.window - 1] = token;
+    lb_model_state *fresh = lb_model_state_new(w->model, 1, &w->opt);
+    lb_model_input in = {1, w->ids.window, chunk, NULL, NULL};
+    lb_tensor *y = fresh ? lb_model_step_chunk(fresh, &in) : NULL; /* [1, W, C] or [1, W] */
+    lb_status st = y ? LB_OK : lb_last_status();
+    if (st == LB_OK && (lb_tensor_numel(out) != cols || out->dtype != y->dtype || !lb_tensor_is_contiguous(out)))
+        st = lb_error(LB_ERR_SHAPE, "window stream: out must be a contiguous tensor of the model dtype holding one "
+                      "event's output (%lld values)", (long long)cols);
+    if (st == LB_OK) {
+        size_t size = lb_dtype_size(y->dtype);
+        memcpy(lb_tensor_data(out), (const char *)lb_tensor_data(y) + (size_t)((w->ids.window - 1) * cols) * size,
+               (size_t)cols * size);
+        lb_model_state_free(w->state); /* the new state holds exactly the window */
+        w->state = fresh;
+        fresh = NULL;
+        window_push(&w->ids, token);
+        w->slides++;
+    }
+    lb_tensor_free(y);
+    lb_model_state_free(fresh);
+    free(chunk);
+    return st;
+}
+
+lb_model_state *lb_window_stream_state(lb_window_stream *w)
+{
+    LB_CHECK_ARG(w, NULL);
+    return w->state;
+}
+
+int64_t lb_window_stream_slides(const lb_window_stream *w)
+{
+    LB_CHECK_ARG(w, -1);
+    return w->slides;
+}

@@ -115,6 +115,34 @@ lb_status lb_model_step_into(lb_model_state *s, const int32_t *tokens, lb_tensor
  * stream's length are unspecified). Errors (NULL) as lb_model_step; nothing changes. */
 lb_tensor *lb_model_step_chunk(lb_model_state *s, const lb_model_input *in);
 
+/* ---- one stream of token ids with a sliding window ----
+ *
+ * A model with learned positions (--pos learned) has a position table of max_seq_len
+ * rows and cannot step past it. lb_window_stream carries one stream of token ids with a
+ * window of W events (W <= max_seq_len for learned positions): while the stream holds
+ * fewer than W events each id is one event (lb_model_step_into); when it holds W and
+ * another comes, the state is reset and the last W ids (the new one last) are prefilled
+ * again in one chunk (nanoGPT's `idx[:, -block_size:]` crop; the same policy as
+ * layers/generate.h), so the cache is exact for positions 0..W-1 and every output equals
+ * the full forward (lb_model_forward) on the last W events at its last position.
+ * Cost: each event past W is a prefill of W events, O(L · W² · D) for attention instead
+ * of O(L · W · D); memory: the state of W events and 2 W ids. */
+typedef struct lb_window_stream lb_window_stream;
+
+/* A window stream of token model m (vocab_size > 0) with window W >= 1 (for learned
+ * positions at most max_seq_len). opt as lb_model_state_new (its capacity is raised to W;
+ * max_context must be 0: the window replaces it). Errors (NULL, LB_ERR_VALUE): a feature
+ * model, W out of range, the state's errors; LB_ERR_MEMORY. */
+lb_window_stream *lb_window_stream_new(lb_model *m, int64_t window, const lb_stream_options *opt);
+void lb_window_stream_free(lb_window_stream *w);
+/* Feeds one id; out: [1, num_classes] (regression [1]) of the model dtype receives the
+ * output at it. Errors as lb_model_step_into (an id outside the vocabulary, memory);
+ * the stream is then unchanged. */
+lb_status lb_window_stream_step(lb_window_stream *w, int32_t token, lb_tensor *out);
+/* The decoding state (for lb_model_state_bytes), and the number of slides so far. */
+lb_model_state *lb_window_stream_state(lb_window_stream *w);
+int64_t lb_window_stream_slides(const lb_window_stream *w);
+
 LB_API_END
 
 #endif

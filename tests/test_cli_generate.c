@@ -7,6 +7,7 @@
  * vocabulary; and every error: a checkpoint that is not a language model, prompt
  * characters outside the vocabulary, bad prompt files, options out of range, options
  * given twice, a standard output that cannot be written, an address-space limit. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -401,6 +402,71 @@ static void test_memory_limit(void)
 #endif
 }
 
+/* stream of a text model with learned positions (a table of CONTEXT rows) past its table:
+ * the window of the last --max-context events (default the table) slides, and every
+ * event's probability equals the full forward on that window (--json, 1e-6). */
+static void test_stream_learned_window(void)
+{
+    const char *ck = checkpoint("transformer", "char");
+    enum { EVENTS = 3 * CONTEXT + 5 };
+    int32_t ids[EVENTS];
+    char text[EVENTS * 4 + 1], path[600];
+    size_t used = 0;
+    for (int i = 0; i < EVENTS; i++) {
+        ids[i] = (int32_t)((i * 7 + i / 5) % 20);
+        used += (size_t)snprintf(text + used, sizeof text - used, "%d\n", ids[i]);
+    }
+    snprintf(path, sizeof path, "%s", path_in("stream_ids.txt"));
+    CU_ASSERT_TRUE_FATAL(write_all(path, text, used));
+    lb_model *m = lb_checkpoint_load_model(ck);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(lb_model_get_config(m)->max_seq_len, CONTEXT);
+    const int64_t windows[2] = {CONTEXT, 5};
+    for (int k = 0; k < 2; k++) {
+        char mc[16];
+        snprintf(mc, sizeof mc, "%lld", (long long)windows[k]);
+        const char *args[] = {"stream", "--checkpoint", ck, "--input", path, "--json", k ? "--max-context" : NULL, mc,
+                              NULL};
+        run_result r = run(args);
+        char slid[64];
+        snprintf(slid, sizeof slid, "slid %lld times", (long long)(EVENTS - windows[k]));
+        EXPECT(r.code == 0 && count_lines(r.out) == EVENTS && contains(r.err, slid), r);
+        const char *line = r.out;
+        double worst = 0;
+        for (int t = 0; t < EVENTS && line; t++) {
+            const char *p = strstr(line, "\"probability\":");
+            double prob = p ? strtod(p + 14, NULL) : -1;
+            int64_t n = t + 1 < windows[k] ? t + 1 : windows[k];
+            lb_graph *g = lb_graph_new();
+            lb_graph_set_grad_enabled(g, 0);
+            lb_model_input in = {1, n, ids + t + 1 - n, NULL, NULL};
+            lb_var *y = lb_model_forward(g, m, &in, 0, NULL, NULL); /* [1, n, V] */
+            CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+            int64_t v = lb_model_get_config(m)->num_classes;
+            double top = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < v; j++)
+                top = fmax(top, lb_tensor_flat(y->value, (n - 1) * v + j));
+            for (int64_t j = 0; j < v; j++)
+                sum += exp(lb_tensor_flat(y->value, (n - 1) * v + j) - top);
+            worst = fmax(worst, fabs(prob - 1.0 / sum));
+            lb_graph_free(g);
+            line = strchr(line, '\n');
+            line = line ? line + 1 : NULL;
+        }
+        CU_ASSERT_TRUE(worst < 1e-6);
+        if (!(worst < 1e-6))
+            fprintf(stderr, "\n  window %lld: %g from the full forward\n", (long long)windows[k], worst);
+        run_free(&r);
+    }
+    lb_model_free(m);
+    char big[16];
+    snprintf(big, sizeof big, "%d", CONTEXT + 1);
+    const char *over[] = {"stream", "--checkpoint", ck, "--input", path, "--max-context", big, NULL};
+    run_result r = run(over);
+    EXPECT(r.code == 2 && one_error_line(&r, "stream") && contains(r.err, "max_seq_len = 16"), r);
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_generate_%d", (int)getpid());
@@ -411,6 +477,7 @@ int main(void)
         {"the same seed gives the same text at 1 and 2 threads", test_same_seed_any_threads},
         {"the window slides past the training context; the LSTM and local rotary only with --ctx-size", test_window},
         {"--num-samples: separators and one rate line per sample", test_num_samples},
+        {"stream past the learned positions: a sliding window equal to the full forward", test_stream_learned_window},
         {"a byte vocabulary takes any bytes", test_byte_vocabulary},
         {"prompt characters outside the vocabulary, bad prompt files", test_prompt_errors},
         {"options out of range or given twice: exit 2", test_option_errors},

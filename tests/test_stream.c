@@ -529,6 +529,69 @@ static void test_refusals(void)
     lb_model_free(m);
 }
 
+/* lb_window_stream: learned positions (max_seq_len 12), windows 12 and 5, 40 events one at a
+ * time: every output equals the full forward on the last min(t + 1, W) events at its last
+ * position (1e-5 in float32, 1e-12 in float64), and the window slid 40 - W times. Past the
+ * table, a plain state refuses the event the window stream takes. */
+static void test_window_stream(void)
+{
+    enum { EVENTS = 40 };
+    for (int d = 0; d < 2; d++) {
+        lb_dtype dtype = d ? LB_FLOAT64 : LB_FLOAT32;
+        double tol = d ? 1e-12 : 1e-5;
+        lb_model_config c = config(LB_MODEL_TRANSFORMER, LB_POS_LEARNED, dtype);
+        c.max_seq_len = 12;
+        lb_model *m = lb_model_new(&c);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+        int32_t tokens[EVENTS];
+        random_tokens(tokens, EVENTS, 99);
+        const int64_t windows[2] = {12, 5};
+        for (int k = 0; k < 2; k++) {
+            int64_t w = windows[k];
+            lb_window_stream *ws = lb_window_stream_new(m, w, NULL);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(ws);
+            int64_t shape[2] = {1, CLASSES};
+            lb_tensor *out = lb_tensor_empty(dtype, 2, shape);
+            double worst = 0;
+            for (int64_t t = 0; t < EVENTS; t++) {
+                CU_ASSERT_EQUAL_FATAL(lb_window_stream_step(ws, tokens[t], out), LB_OK);
+                int64_t n = t + 1 < w ? t + 1 : w;
+                lb_model_input in = {1, n, tokens + t + 1 - n, NULL, NULL};
+                lb_tensor *full = full_forward(m, &in); /* [1, n, CLASSES] */
+                for (int64_t j = 0; j < CLASSES; j++)
+                    worst = fmax(worst, fabs(lb_tensor_flat(out, j) - lb_tensor_flat(full, (n - 1) * CLASSES + j)));
+                lb_tensor_free(full);
+            }
+            CU_ASSERT_TRUE(worst < tol);
+            if (!(worst < tol))
+                fprintf(stderr, "\n  window %lld: %g from the full forward\n", (long long)w, worst);
+            CU_ASSERT_EQUAL(lb_window_stream_slides(ws), EVENTS - w);
+            CU_ASSERT_EQUAL(lb_model_state_events(lb_window_stream_state(ws), 0), w);
+            CU_ASSERT_EQUAL(lb_window_stream_step(ws, VOCAB, out), LB_ERR_VALUE); /* a bad id changes nothing */
+            CU_ASSERT_EQUAL(lb_window_stream_slides(ws), EVENTS - w);
+            lb_tensor_free(out);
+            lb_window_stream_free(ws);
+        }
+        /* the premise: a plain state stops at max_seq_len */
+        lb_model_state *st = lb_model_state_new(m, 1, NULL);
+        lb_model_input in = {1, 12, tokens, NULL, NULL};
+        lb_tensor *y = lb_model_step_chunk(st, &in);
+        CU_ASSERT_PTR_NOT_NULL(y);
+        lb_tensor_free(y);
+        CU_ASSERT_PTR_NULL(lb_model_step(st, tokens));
+        CU_ASSERT_TRUE(lb_test_error_has("max_seq_len = 12"));
+        lb_model_state_free(st);
+        /* refusals: a window past the table, max_context with a window */
+        CU_ASSERT_PTR_NULL(lb_window_stream_new(m, 13, NULL));
+        CU_ASSERT_TRUE(lb_test_error_has("window = 13 must be in [1, 12]"));
+        CU_ASSERT_PTR_NULL(lb_window_stream_new(m, 0, NULL));
+        lb_stream_options o = {0, 4, 0};
+        CU_ASSERT_PTR_NULL(lb_window_stream_new(m, 8, &o));
+        CU_ASSERT_TRUE(lb_test_error_has("max_context"));
+        lb_model_free(m);
+    }
+}
+
 int main(void)
 {
     const lb_test_case cases[] = {
@@ -546,6 +609,8 @@ int main(void)
         {"lb_model_step_into equals lb_model_step, refuses a wrong tensor", test_step_into},
         {"errors leave the state as it was", test_errors_leave_state},
         {"non-causal models and bad chunks are refused", test_refusals},
+        {"window stream: learned positions slide, each output the full forward on the last W events",
+         test_window_stream},
         {NULL, NULL},
     };
     return lb_test_main("stream", cases);
