@@ -210,6 +210,8 @@ void *walk_pointer(const char *type, const char *name) {
         return lb_loader_new(walk_dataset(), "train", 4, 1, 0, 1);
     if (!strcmp(t, "lb_model_state*"))
         return lb_model_state_new(walk_model(), 1, NULL);
+    if (!strcmp(t, "lb_window_stream*"))
+        return lb_window_stream_new(walk_model(), 1, NULL);
     /* plain data the function reads or fills in: any bytes are valid */
     static const char *const plain[] = {"char*", "void*", "double*", "float*", "uint8_t*", "lb_tensor**",
                                         "lb_eval_result*", "lb_step_stats*", "lb_pool_stats*", "lb_dist_stats*",
@@ -251,7 +253,7 @@ static const struct {
     {"lb_model_fields", "count"},      {"lb_train_fields", "count"},      {"lb_name_of", "fallback"},       {"lb_tensor_check_same_dtype", "op"},      {"lb_model_data_check", "trained_task"},
     {"lb_trainer_run", "checkpoint_path"}, {"lb_trainer_run", "metrics"},  {"lb_trainer_run", "user"},
     {"lb_trainer_run", "cb"},          {"lb_evaluate", "attention_out"},   {"lb_dataset_label_histogram", "ignored"},
-    {"lb_model_state_new", "opt"},
+    {"lb_model_state_new", "opt"},     {"lb_window_stream_new", "opt"},
     {"lb_pool_use", "pool"},           {"lb_ffn_forward", "rng"},          {"lb_k_attention_set_isa", "name"}, {"lb_isa_set", "name"},
     {"lb_checked_mul", "out"},         {"lb_shape_numel", "numel"},        {"lb_param_new", "name"},
     {"lb_params_add", "prefix"},       {"lb_trainer_distribute", "cfg"},
