@@ -211,7 +211,7 @@ static int data_info(int argc, char **argv)
     lb_status st = lb_dataset_print_info(ds, stdout);
     lb_dataset_close(ds);
     if (st == LB_OK && fflush(stdout) != 0)
-        st = lb_error(LB_ERR_IO, "cannot write to standard output: %s", strerror(errno));
+        st = lb_error(LB_ERR_IO, "cannot write to standard output: %s", lb_system_error(errno));
     return st == LB_OK ? 0 : lb_cli_fail("data info");
 }
 

@@ -181,6 +181,6 @@ int lb_cli_data_csv(int argc, char **argv)
     fputc('\n', stdout);
     lb_event_schema_free(s);
     if (fflush(stdout) != 0)
-        return lb_cli_error(cmd, 1, "cannot write to standard output: %s", strerror(errno));
+        return lb_cli_error(cmd, 1, "cannot write to standard output: %s", lb_system_error(errno));
     return 0;
 }

@@ -71,7 +71,7 @@ static lb_status write_attention_file(void *ctx)
     for (int i = 0; i < 4; i++)
         sets[0].dims[i] = (hsize_t)job->weights->shape[i];
     hid_t file = H5Fcreate(job->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create", job->tmp) : LB_OK;
+    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create: %s", job->tmp, lb_h5_cause()) : LB_OK;
     for (int i = 0; i < 3 && st == LB_OK; i++) {
         if (!sets[i].data)
             continue;
@@ -80,12 +80,12 @@ static lb_status write_attention_file(void *ctx)
                                : H5Dcreate2(file, sets[i].name, sets[i].type, space, H5P_DEFAULT, H5P_DEFAULT,
                                             H5P_DEFAULT);
         if (dset < 0 || H5Dwrite(dset, sets[i].type, H5S_ALL, H5S_ALL, H5P_DEFAULT, sets[i].data) < 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot write dataset %s (disk full?)", job->tmp, sets[i].name);
+            st = lb_error(LB_ERR_IO, "%s: cannot write dataset %s: %s", job->tmp, sets[i].name, lb_h5_cause());
         lb_h5_close(dset);
         lb_h5_close(space);
     }
     if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing (disk full?)", job->tmp);
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing: %s", job->tmp, lb_h5_cause());
     return st;
 }
 

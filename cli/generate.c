@@ -97,7 +97,7 @@ static char *read_prompt_file(const char *cmd, const char *path, size_t *size, i
     FILE *f = fopen(path, "rb");
     struct stat sb;
     if (!f) {
-        *code = lb_cli_error(cmd, 1, "--prompt-file %s: cannot open: %s", path, strerror(errno));
+        *code = lb_cli_error(cmd, 1, "--prompt-file %s: cannot open: %s", path, lb_system_error(errno));
         return NULL;
     }
     if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
@@ -132,7 +132,7 @@ static char *read_prompt_file(const char *cmd, const char *path, size_t *size, i
     if (failed) {
         free(buf);
         *code = lb_cli_error(cmd, 1, "--prompt-file %s: read error after %zu bytes: %s", path, n,
-                             err ? strerror(err) : "unknown error");
+                             err ? lb_system_error(err) : "unknown error");
         return NULL;
     }
     if (n == 0) {
@@ -327,7 +327,7 @@ int lb_cli_generate(int argc, char **argv)
             emit(&pr, end, strlen(end));
         }
         if (pr.write_failed) {
-            code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", pr.err ? strerror(pr.err) : "write error");
+            code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", pr.err ? lb_system_error(pr.err) : "write error");
         } else if (st != LB_OK) {
             code = lb_cli_error(cmd, 1, "%s", lb_last_error());
         } else {

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <hdf5.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,7 @@ static int check_stdout(const char *command, int code)
     int err = errno;
     if (code == 0 || code == 2) {
         fprintf(stderr, "lookback %s: cannot write to standard output: %s\n", command,
-                err ? strerror(err) : "write error");
+                err ? lb_system_error(err) : "write error");
         return 1;
     }
     return code; /* the command already failed and said why */
@@ -104,6 +105,9 @@ int main(int argc, char **argv)
         execv("/proc/self/exe", argv);
     /* HDF5 prints its whole error stack by default; lookback reports each failure in one line. */
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    /* Over a file-size limit (ulimit -f) a write fails with EFBIG, which the error line
+     * names, instead of SIGXFSZ ending the process with a core dump. */
+    signal(SIGXFSZ, SIG_IGN);
     static const struct {
         const char *name;
         int (*run)(int, char **);

@@ -130,22 +130,14 @@ static lb_status predict_incremental(lb_model *model, const lb_model_input *in, 
 }
 
 /* One dataset of `rank` dims in the given memory type. */
-/* Why a write failed, from the errno libhdf5 left (ENOSPC: "No space left on device",
- * EFBIG: a file-size limit, ...). */
-static const char *write_reason(int err)
-{
-    return err ? strerror(err) : "the disk may be full or the file not writable";
-}
-
 static lb_status write_set(hid_t file, const char *name, hid_t type, int rank, const hsize_t *dims, const void *data,
                            const char *path)
 {
     hid_t space = H5Screate_simple(rank, dims, NULL);
     hid_t dset = space >= 0 ? H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
     lb_status st = LB_OK;
-    errno = 0;
     if (dset < 0 || H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot write dataset '%s': %s", path, name, write_reason(errno));
+        st = lb_error(LB_ERR_IO, "%s: cannot write dataset '%s': %s", path, name, lb_h5_cause());
     lb_h5_close(dset);
     lb_h5_close(space);
     return st;
@@ -190,7 +182,7 @@ static lb_status write_predictions_job(void *ctx)
     errno = 0;
     hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (file < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot create the file: %s", tmp, errno ? strerror(errno) : "HDF5 refused it");
+        st = lb_error(LB_ERR_IO, "%s: cannot create the file: %s", tmp, lb_h5_cause());
     hsize_t dims[3] = {(hsize_t)n, (hsize_t)p, (hsize_t)w}, rows[2] = {(hsize_t)n, (hsize_t)p};
     int out_rank = (per_position ? 2 : 1) + (regression ? 0 : 1);
     if (!per_position)
@@ -220,9 +212,8 @@ static lb_status write_predictions_job(void *ctx)
         st = lb_h5_write_attr_string(root, "path", o->mode, tmp);
     if (st == LB_OK)
         st = lb_h5_write_attr_int(root, "examples", n, tmp);
-    errno = 0;
     if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing the file: %s", tmp, write_reason(errno));
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing the file: %s", tmp, lb_h5_cause());
     lb_h5_quiet_end(&quiet);
     free(predicted);
     return st;

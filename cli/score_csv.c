@@ -98,7 +98,7 @@ int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int for
     }
     csv_out o = {fopen(tmp, "w"), 0, 0, 0};
     double start = lb_clock_wall();
-    lb_status st = o.f ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    lb_status st = o.f ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot write: %s", tmp, lb_system_error(errno));
     if (st == LB_OK)
         o.bad |= fprintf(o.f, "%s\n", score_header) < 0;
     int64_t rows = 0;
@@ -110,7 +110,7 @@ int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int for
         o.bad |= fclose(o.f) != 0;
         if (st == LB_OK && o.bad)
             st = lb_error(LB_ERR_IO, "%s: writing the scores failed (%s); nothing was written", out,
-                          strerror(err ? err : EIO));
+                          lb_system_error(err ? err : EIO));
     }
     if (st == LB_OK)
         st = lb_output_commit(tmp, out, "scores file");
@@ -174,7 +174,7 @@ int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, 
         goto done;
     }
     if (!json && (printf("%s\n", score_header) < 0 || fflush(stdout) != 0)) {
-        code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", strerror(errno));
+        code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", lb_system_error(errno));
         goto done;
     }
     lb_event_row row;
@@ -202,12 +202,12 @@ int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, 
             continue;
         }
         if (print_score(&s, json)) {
-            code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", errno ? strerror(errno) : "write error");
+            code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", errno ? lb_system_error(errno) : "write error");
             goto done;
         }
     }
     if (got == 0 && have_held && print_score(&held, json)) { /* the last row, which --every skipped */
-        code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", errno ? strerror(errno) : "write error");
+        code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", errno ? lb_system_error(errno) : "write error");
         goto done;
     }
     if (got < 0) {

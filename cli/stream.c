@@ -110,7 +110,7 @@ static lb_status print_event(stream_run *r, lb_tensor *y, int32_t token)
             int err = errno;
             lb_tensor_free(y);
             r->write_failed = 1;
-            return lb_error(LB_ERR_IO, "cannot write to standard output: %s", err ? strerror(err) : "write error");
+            return lb_error(LB_ERR_IO, "cannot write to standard output: %s", err ? lb_system_error(err) : "write error");
         }
     }
     lb_tensor_free(y);
@@ -245,7 +245,7 @@ static int stream_read(stream_run *r, FILE *in, const char *name, int strict)
     }
     if (code == 0 && ferror(in))
         code = lb_cli_error(cmd, 1, "%s: read error at line %lld: %s", name, (long long)lineno,
-                            errno ? strerror(errno) : "unknown error");
+                            errno ? lb_system_error(errno) : "unknown error");
     return code;
 }
 
@@ -328,7 +328,7 @@ int lb_cli_stream(int argc, char **argv)
                             "at max_seq_len = %lld (give at most that)", (long long)max_context, ck,
                             (long long)mc->max_seq_len);
     } else if (!in) {
-        code = lb_cli_error(cmd, 1, "%s: cannot open: %s", input, strerror(errno));
+        code = lb_cli_error(cmd, 1, "%s: cannot open: %s", input, lb_system_error(errno));
     } else if (fstat(fileno(in), &sb) == 0 && S_ISDIR(sb.st_mode)) {
         code = lb_cli_error(cmd, 1, "%s: is a folder, not a file of token ids", input);
     } else if (learned && !(r.window = lb_window_stream_new(model, window, NULL))) {

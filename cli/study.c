@@ -42,7 +42,7 @@ static pid_t start_child(lb_study *s, lb_study_phase phase, int i)
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "lookback study: job %s: fork failed: %s\n", lb_study_job_name(s, phase, i), strerror(errno));
+        fprintf(stderr, "lookback study: job %s: fork failed: %s\n", lb_study_job_name(s, phase, i), lb_system_error(errno));
         return -1;
     }
     if (pid == 0) {

@@ -189,7 +189,7 @@ lb_csv_reader *lb_csv_open(const char *path, const char *name)
         name = path;
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        lb_error(LB_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
+        lb_error(LB_ERR_IO, "%s: cannot open: %s", name, lb_system_error(errno));
         return NULL;
     }
     if (S_ISDIR(sb.st_mode)) {
@@ -198,7 +198,7 @@ lb_csv_reader *lb_csv_open(const char *path, const char *name)
     }
     FILE *in = fopen(path, "rb");
     if (!in) {
-        lb_error(LB_ERR_IO, "%s: cannot open: %s", name, strerror(errno));
+        lb_error(LB_ERR_IO, "%s: cannot open: %s", name, lb_system_error(errno));
         return NULL;
     }
     lb_csv_reader *r = reader_new(in, 1, name);
@@ -268,7 +268,7 @@ static int feed_line(lb_csv_reader *r)
     if (got < 0) {
         if (ferror(r->in)) {
             lb_error(LB_ERR_IO, "%s: read error after line %lld: %s", r->name, (long long)r->line_no,
-                     errno ? strerror(errno) : "unknown error");
+                     errno ? lb_system_error(errno) : "unknown error");
             return -1;
         }
         r->eof = 1;

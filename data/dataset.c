@@ -809,13 +809,13 @@ static lb_dataset *open_splits(const char *path, int only)
     ds->path = copy;
     open_job job = {.r = {.ds = ds, .file = path, .fid = -1, .only = only}, .sock = {-1, -1}};
     struct stat sb;
-    lb_status st = stat(path, &sb) == 0 ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    lb_status st = stat(path, &sb) == 0 ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot open: %s", path, lb_system_error(errno));
     if (st == LB_OK && !S_ISREG(sb.st_mode))
         st = lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
     job.r.file_bytes = st == LB_OK ? (int64_t)sb.st_size : 0;
     double timeout = lb_h5_read_timeout(job.r.file_bytes);
     if (st == LB_OK && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, job.sock) != 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot create a socket pair for reading: %s", path, strerror(errno));
+        st = lb_error(LB_ERR_IO, "%s: cannot create a socket pair for reading: %s", path, lb_system_error(errno));
     if (st == LB_OK) {
         struct timeval tv = {(time_t)timeout, (suseconds_t)((timeout - (double)(time_t)timeout) * 1e6)};
         setsockopt(job.sock[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); /* a hanging child */

@@ -1105,8 +1105,8 @@ static lb_status write_file(void *ctx)
     const lb_event_schema *s = im->schema;
     hid_t fid = H5Fcreate(job->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (fid < 0)
-        return lb_error(LB_ERR_IO, "%s: cannot create the temporary file %s (does the folder exist and is it writable?)",
-                        im->out, job->tmp);
+        return lb_error(LB_ERR_IO, "%s: cannot create the temporary file %s: %s",
+                        im->out, job->tmp, lb_h5_cause());
     const char *f = im->out;
     lb_status st = lb_h5_write_attr_string(fid, "task", "events", f);
     if (st == LB_OK)
@@ -1143,11 +1143,11 @@ static lb_status write_file(void *ctx)
         st = lb_h5_write_bytes(events, "schema", im->schema_json, strlen(im->schema_json), f);
     lb_h5_close(events);
     if (H5Fclose(fid) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end (disk full?)", f, job->tmp);
+        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end: %s", f, job->tmp, lb_h5_cause());
     if (st == LB_OK) {
         int fd = open(job->tmp, O_RDONLY);
         if (fd < 0 || fsync(fd) != 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", f, job->tmp, strerror(errno));
+            st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", f, job->tmp, lb_system_error(errno));
         if (fd >= 0)
             close(fd);
     }

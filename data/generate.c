@@ -387,17 +387,17 @@ static lb_status write_file(void *ctx)
     close(w->sock[0]);
     hid_t fid = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (fid < 0)
-        return lb_error(LB_ERR_IO, "%s: cannot create the temporary file %s (does the folder exist and is it writable?)",
-                        w->file, w->tmp);
+        return lb_error(LB_ERR_IO, "%s: cannot create the temporary file %s: %s",
+                        w->file, w->tmp, lb_h5_cause());
     lb_status st = write_root_attrs(fid, o, w->file);
     for (int s = 0; st == LB_OK && s < SPLIT_COUNT; s++)
         st = write_split(w, fid, s, sizes[s]);
     if (H5Fclose(fid) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end (disk full?)", w->file, w->tmp);
+        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end: %s", w->file, w->tmp, lb_h5_cause());
     if (st == LB_OK) {
         int fd = open(w->tmp, O_RDONLY);
         if (fd < 0 || fsync(fd) != 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", w->file, w->tmp, strerror(errno));
+            st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", w->file, w->tmp, lb_system_error(errno));
         if (fd >= 0)
             close(fd);
     }
@@ -479,7 +479,7 @@ lb_status lb_task_generate(const lb_task_options *opt, const char *path, lb_prog
         return st;
     int replace = lb_output_present(path); /* what the user saw there (--force); nothing else is replaced */
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, w.sock) != 0)
-        return lb_error(LB_ERR_IO, "%s: cannot create a socket pair for the writer: %s", path, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot create a socket pair for the writer: %s", path, lb_system_error(errno));
     st = lb_h5_write_new(path, "data file", replace, write_file, generate_all, &w, &w.tmp);
     for (int k = 0; k < 2; k++) /* still open when the writer never started */
         if (w.sock[k] >= 0)

@@ -130,7 +130,7 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
 {
     int fds[2];
     if (pipe(fds) != 0)
-        return lb_error(LB_ERR_IO, "%s: cannot create a pipe for the HDF5 child process: %s", file, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot create a pipe for the HDF5 child process: %s", file, lb_system_error(errno));
     /* With a standard descriptor closed (a job started without stdin or stderr), the pipe
      * would land on 0, 1 or 2, where the child's redirection of its stderr would cut it:
      * move each end above 2. */
@@ -142,7 +142,7 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
                 close(fds[0]);
                 close(fds[1]);
                 return lb_error(LB_ERR_IO, "%s: cannot set up the pipe to the HDF5 child process: %s", file,
-                                strerror(err));
+                                lb_system_error(err));
             }
             close(fds[k]);
             fds[k] = moved;
@@ -153,7 +153,7 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
-        return lb_error(LB_ERR_IO, "%s: cannot start the HDF5 child process: %s", file, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot start the HDF5 child process: %s", file, lb_system_error(errno));
     }
     if (pid == 0) {
         close(fds[0]);
@@ -170,6 +170,9 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
             close(null_fd);
         }
         H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        /* Over a file-size limit (ulimit -f) a write then fails with EFBIG, which the
+         * message names, instead of SIGXFSZ ending the child. */
+        signal(SIGXFSZ, SIG_IGN);
         child_report r;
         memset(&r, 0, sizeof r);
         lb_clear_error();
@@ -206,6 +209,8 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
                                   file, timeout_seconds);
     if (got == 0) {
         char how[64];
+        if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGXFSZ)
+            return lb_error(LB_ERR_IO, "%s: %s; the file is not kept", file, lb_system_error(EFBIG));
         if (WIFSIGNALED(wstatus))
             snprintf(how, sizeof how, "crashed (signal %d, %s)", WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)));
         else
@@ -223,6 +228,24 @@ lb_status lb_h5_isolated(lb_h5_job job, lb_h5_job feed, void *ctx, double timeou
     if (fed != LB_OK)
         return lb_error(fed, "%s", fed_message);
     return LB_OK;
+}
+
+/* H5Ewalk2 callback: the first (innermost) "errno = N" of the stack's descriptions. */
+static herr_t find_errno(unsigned n, const H5E_error2_t *e, void *ctx)
+{
+    (void)n;
+    int *err = ctx;
+    const char *at = e && e->desc ? strstr(e->desc, "errno = ") : NULL;
+    if (at && *err == 0)
+        *err = atoi(at + strlen("errno = "));
+    return 0;
+}
+
+const char *lb_h5_cause(void)
+{
+    int err = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, find_errno, &err);
+    return err > 0 ? lb_system_error(err) : "the HDF5 library gives no reason";
 }
 
 lb_status lb_h5_timeout_check(void)
@@ -335,12 +358,12 @@ lb_status lb_h5_open_read(const char *path, const char *what, hid_t *out)
     *out = -1;
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return lb_error(LB_ERR_IO, "%s: cannot open the %s: %s", path, what, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot open the %s: %s", path, what, lb_system_error(errno));
     if (!S_ISREG(sb.st_mode))
         return lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
     int probe = open(path, O_RDONLY | O_CLOEXEC);
     if (probe < 0) /* e.g. EACCES: "permission denied", not "not an HDF5 file" */
-        return lb_error(LB_ERR_IO, "%s: cannot read the %s: %s", path, what, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot read the %s: %s", path, what, lb_system_error(errno));
     close(probe);
     if (locked_by_writer(path))
         return lb_error(LB_ERR_IO,
@@ -374,11 +397,10 @@ static lb_status write_attr(hid_t loc, const char *name, hid_t ftype, hid_t mtyp
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t attr = space < 0 ? -1 : H5Acreate2(loc, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = attr < 0 ? -1 : H5Awrite(attr, mtype, value);
+    lb_status st = rc < 0 ? lb_error(LB_ERR_IO, "%s: cannot write attribute '%s': %s", file, name, lb_h5_cause()) : LB_OK;
     lb_h5_close(attr);
     lb_h5_close(space);
-    if (rc < 0)
-        return lb_error(LB_ERR_IO, "%s: cannot write attribute '%s'", file, name);
-    return LB_OK;
+    return st;
 }
 
 lb_status lb_h5_write_attr_int(hid_t loc, const char *name, int64_t value, const char *file)
@@ -458,11 +480,12 @@ lb_status lb_h5_create_field(hid_t group, const char *group_name, const lb_layou
     *out = (space < 0 || plist < 0)
                ? -1
                : H5Dcreate2(group, lb_field_name(field), ftype, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+    lb_status st = *out < 0 ? lb_error(LB_ERR_IO, "%s: cannot create dataset /%s/%s: %s", file, group_name,
+                                       lb_field_name(field), lb_h5_cause())
+                            : LB_OK;
     lb_h5_close(plist);
     lb_h5_close(space);
-    if (*out < 0)
-        return lb_error(LB_ERR_IO, "%s: cannot create dataset /%s/%s", file, group_name, lb_field_name(field));
-    return LB_OK;
+    return st;
 }
 
 /* Writes count examples of one field at example offset start. */
@@ -480,12 +503,12 @@ static lb_status write_field(hid_t dset, const lb_layout *layout, lb_field field
     herr_t rc = (fspace < 0 || mspace < 0) ? -1 : H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off, NULL, cnt, NULL);
     if (rc >= 0)
         rc = H5Dwrite(dset, mtype, mspace, fspace, H5P_DEFAULT, data);
+    lb_status st = rc < 0 ? lb_error(LB_ERR_IO, "%s: cannot write %s of examples [%lld, %lld): %s", file,
+                                     lb_field_name(field), (long long)start, (long long)(start + count), lb_h5_cause())
+                          : LB_OK;
     lb_h5_close(mspace);
     lb_h5_close(fspace);
-    if (rc < 0)
-        return lb_error(LB_ERR_IO, "%s: cannot write %s of examples [%lld, %lld) (disk full?)", file,
-                        lb_field_name(field), (long long)start, (long long)(start + count));
-    return LB_OK;
+    return st;
 }
 
 lb_status lb_h5_write_rows(const hid_t *dsets, const lb_layout *layout, const lb_rows *rows, int64_t start,
@@ -801,10 +824,11 @@ lb_status lb_h5_write_bytes(hid_t loc, const char *name, const void *data, size_
     hid_t dset = space >= 0 && plist >= 0 ? H5Dcreate2(loc, name, H5T_STD_U8LE, space, H5P_DEFAULT, plist, H5P_DEFAULT)
                                           : -1;
     herr_t rc = dset >= 0 ? (n ? H5Dwrite(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : 0) : -1;
+    lb_status st = rc < 0 ? lb_error(LB_ERR_IO, "%s: cannot write dataset %s: %s", file, name, lb_h5_cause()) : LB_OK;
     lb_h5_close(dset);
     lb_h5_close(plist);
     lb_h5_close(space);
-    return rc < 0 ? lb_error(LB_ERR_IO, "%s: cannot write dataset %s (disk full or not writable?)", file, name) : LB_OK;
+    return st;
 }
 
 lb_status lb_h5_read_bytes(hid_t loc, const char *name, size_t max_bytes, char **out, size_t *len, const char *file)

@@ -27,6 +27,15 @@ typedef struct lb_h5_quiet {
 void lb_h5_quiet_begin(lb_h5_quiet *saved);
 void lb_h5_quiet_end(const lb_h5_quiet *saved);
 
+/* Why the HDF5 call that just failed could not write (or create, or open) its file, in
+ * the operating system's words: the errno the HDF5 library recorded on its error stack
+ * (its POSIX driver notes the errno of each failed open, write or close), through
+ * lb_system_error, e.g. "No space left on device (the disk is full)"; "the HDF5 library
+ * gives no reason" when the stack holds none. Call it right after the failed call: the
+ * next HDF5 call clears the stack. The text is in a buffer of the calling thread, valid
+ * until its next call. */
+const char *lb_h5_cause(void);
+
 /* Closes any HDF5 identifier if valid (>= 0). */
 void lb_h5_close(hid_t id);
 

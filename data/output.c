@@ -99,7 +99,7 @@ static lb_status check_one(const char *path, const char *what)
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT)
             return LB_OK;
-        return lb_error(LB_ERR_IO, "%s: cannot write the %s here: %s", path, what, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot write the %s here: %s", path, what, lb_system_error(errno));
     }
     if (S_ISREG(sb.st_mode))
         return not_an_input(path, &sb, what);
@@ -126,7 +126,7 @@ lb_status lb_output_commit(const char *tmp, const char *path, const char *what)
                                      : check_one(path, what);
     if (st == LB_OK && rename(tmp, path) != 0)
         st = lb_error(LB_ERR_IO, "%s: cannot move the finished %s %s into place: %s", path, what, tmp,
-                      strerror(errno));
+                      lb_system_error(errno));
     if (st != LB_OK)
         remove(tmp);
     return st;
@@ -150,7 +150,7 @@ lb_status lb_output_commit_new(const char *tmp, const char *path, const char *wh
                           path, what, what);
         else if (err != 0)
             st = lb_error(LB_ERR_IO, "%s: cannot move the finished %s %s into place: %s", path, what, tmp,
-                          strerror(err));
+                          lb_system_error(err));
     }
     if (st != LB_OK)
         remove(tmp);
@@ -180,7 +180,7 @@ static lb_status folder_error(const char *path, const char *what, int err)
         return lb_error(LB_ERR_IO, "%s: cannot write the %s: the folder %s does not exist", path, what, dir);
     if (!S_ISDIR(sb.st_mode))
         return lb_error(LB_ERR_IO, "%s: cannot write the %s: %s is not a folder", path, what, dir);
-    return lb_error(LB_ERR_IO, "%s: cannot write the %s in the folder %s: %s", path, what, dir, strerror(err));
+    return lb_error(LB_ERR_IO, "%s: cannot write the %s in the folder %s: %s", path, what, dir, lb_system_error(err));
 }
 
 lb_status lb_output_lock(const char *path, const char *what, int *fd)
@@ -201,7 +201,7 @@ lb_status lb_output_lock(const char *path, const char *what, int *fd)
             if (err == EWOULDBLOCK)
                 return lb_error(LB_ERR_IO, "another lookback process is writing %s; wait until it finishes or "
                                 "choose another path", path);
-            return lb_error(LB_ERR_IO, "%s: cannot lock %s: %s", path, lock, strerror(err));
+            return lb_error(LB_ERR_IO, "%s: cannot lock %s: %s", path, lock, lb_system_error(err));
         }
         /* The holder before us may have removed the lock file after we opened it: the lock
          * counts only when the name still leads to the file we locked. */

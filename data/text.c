@@ -392,9 +392,9 @@ lb_status lb_vocab_h5_write(hid_t loc, const lb_vocab *v, const char *file)
     if (plist >= 0)
         H5Pset_obj_track_times(plist, 0);
     hid_t dset = space < 0 || plist < 0 ? -1 : H5Dcreate2(loc, "vocab", H5T_STD_U8LE, space, H5P_DEFAULT, plist, H5P_DEFAULT);
-    lb_status st = dset < 0 ? lb_error(LB_ERR_IO, "%s: cannot create dataset /vocab", file) : LB_OK;
+    lb_status st = dset < 0 ? lb_error(LB_ERR_IO, "%s: cannot create dataset /vocab: %s", file, lb_h5_cause()) : LB_OK;
     if (st == LB_OK && dims[0] > 0 && H5Dwrite(dset, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, v->bytes) < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot write dataset /vocab (disk full?)", file);
+        st = lb_error(LB_ERR_IO, "%s: cannot write dataset /vocab: %s", file, lb_h5_cause());
     if (st == LB_OK)
         st = lb_h5_write_attr_string(dset, "kind", lb_vocab_kind_name(v->kind), file);
     if (st == LB_OK)
@@ -551,7 +551,7 @@ lb_vocab *lb_vocab_read(const char *path)
     }
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        lb_error(LB_ERR_IO, "%s: cannot open: %s", path, lb_system_error(errno));
         return NULL;
     }
     if (!S_ISREG(sb.st_mode)) {
@@ -559,7 +559,7 @@ lb_vocab *lb_vocab_read(const char *path)
         return NULL;
     }
     if (access(path, R_OK) != 0) {
-        lb_error(LB_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        lb_error(LB_ERR_IO, "%s: cannot read: %s", path, lb_system_error(errno));
         return NULL;
     }
     vocab_job job = {path, NULL};
@@ -812,7 +812,7 @@ static lb_status read_all(int fd, const char *name, unsigned char **buf, int64_t
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            return lb_error(LB_ERR_IO, "%s: cannot read: %s", name, strerror(errno));
+            return lb_error(LB_ERR_IO, "%s: cannot read: %s", name, lb_system_error(errno));
         if (n == 0)
             return LB_OK;
         *len += n;
@@ -826,9 +826,9 @@ static lb_status open_input(const char *path, input_file *in, unsigned char **bu
     in->start = *len;
     int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return lb_error(LB_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot read: %s", path, lb_system_error(errno));
     struct stat sb;
-    lb_status st = fstat(fd, &sb) == 0 ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot stat: %s", in->name, strerror(errno));
+    lb_status st = fstat(fd, &sb) == 0 ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot stat: %s", in->name, lb_system_error(errno));
     if (st == LB_OK && S_ISDIR(sb.st_mode))
         st = lb_error(LB_ERR_IO, "%s: is a folder, not a text file", in->name);
     else if (st == LB_OK && (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode)) && !is_stdin)
@@ -928,9 +928,9 @@ static lb_status write_stream(hid_t fid, const text_writer *w, int split, const 
     int ok = group >= 0 && space >= 0 && plist >= 0 && H5Pset_chunk(plist, 1, chunk) >= 0 && H5Pset_shuffle(plist) >= 0 &&
              H5Pset_deflate(plist, 1) >= 0 && H5Pset_fletcher32(plist) >= 0 && H5Pset_obj_track_times(plist, 0) >= 0;
     hid_t dset = ok ? H5Dcreate2(group, "tokens", H5T_STD_I32LE, space, H5P_DEFAULT, plist, H5P_DEFAULT) : -1;
-    lb_status st = dset < 0 ? lb_error(LB_ERR_IO, "%s: cannot create dataset /%s/tokens", w->file, split_names[split]) : LB_OK;
+    lb_status st = dset < 0 ? lb_error(LB_ERR_IO, "%s: cannot create dataset /%s/tokens: %s", w->file, split_names[split], lb_h5_cause()) : LB_OK;
     if (st == LB_OK && n > 0 && H5Dwrite(dset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot write /%s/tokens (disk full?)", w->file, split_names[split]);
+        st = lb_error(LB_ERR_IO, "%s: cannot write /%s/tokens: %s", w->file, split_names[split], lb_h5_cause());
     lb_h5_close(dset);
     lb_h5_close(plist);
     lb_h5_close(space);
@@ -943,8 +943,8 @@ static lb_status write_corpus(void *ctx)
     text_writer *w = ctx;
     hid_t fid = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (fid < 0)
-        return lb_error(LB_ERR_IO, "%s: cannot create the temporary file %s (does the folder exist and is it writable?)",
-                        w->file, w->tmp);
+        return lb_error(LB_ERR_IO, "%s: cannot create the temporary file %s: %s",
+                        w->file, w->tmp, lb_h5_cause());
     int64_t v = lb_vocab_size(w->vocab);
     lb_status st = lb_h5_write_attr_string(fid, "task", "text", w->file);
     if (st == LB_OK)
@@ -971,11 +971,11 @@ static lb_status write_corpus(void *ctx)
     for (int s = 0; st == LB_OK && s < 3; p += w->n[s], s++)
         st = write_stream(fid, w, s, p);
     if (H5Fclose(fid) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end (disk full?)", w->file, w->tmp);
+        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end: %s", w->file, w->tmp, lb_h5_cause());
     if (st == LB_OK) {
         int fd = open(w->tmp, O_RDONLY);
         if (fd < 0 || fsync(fd) != 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", w->file, w->tmp, strerror(errno));
+            st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", w->file, w->tmp, lb_system_error(errno));
         if (fd >= 0)
             close(fd);
     }

@@ -82,7 +82,7 @@ int lb_demo_lock_cache(const char *dir, int quiet)
     snprintf(path, sizeof path, "%s/.lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
-        lb_error(LB_ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
+        lb_error(LB_ERR_IO, "%s: cannot create the lock file: %s", path, lb_system_error(errno));
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -90,7 +90,7 @@ int lb_demo_lock_cache(const char *dir, int quiet)
             fprintf(stderr, "waiting for another lookback demo that is preparing the data in %s\n", dir);
         if (flock(fd, LOCK_EX) != 0) {
             close(fd);
-            lb_error(LB_ERR_IO, "%s: cannot lock: %s", path, strerror(errno));
+            lb_error(LB_ERR_IO, "%s: cannot lock: %s", path, lb_system_error(errno));
             return -1;
         }
     }

@@ -27,11 +27,11 @@ lb_status lb_files_mkdir(const char *path)
             continue;
         *p = '\0';
         if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return lb_error(LB_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
+            return lb_error(LB_ERR_IO, "cannot create folder %s: %s", buf, lb_system_error(errno));
         *p = '/';
     }
     if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return lb_error(LB_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
+        return lb_error(LB_ERR_IO, "cannot create folder %s: %s", buf, lb_system_error(errno));
     struct stat st;
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
         return lb_error(LB_ERR_IO, "%s exists and is not a folder", buf);
@@ -53,7 +53,7 @@ lb_status lb_files_write_json(struct json_object *root, const char *path, const 
         st = lb_error(LB_ERR_VALUE, "%s: path too long", path);
     if (st == LB_OK && json_object_to_file_ext(tmp, root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                               JSON_C_TO_STRING_NOSLASHESCAPE) != 0) {
-        st = lb_error(LB_ERR_IO, "%s: cannot write the %s: %s", path, what, strerror(errno));
+        st = lb_error(LB_ERR_IO, "%s: cannot write the %s: %s", path, what, lb_system_error(errno));
         remove(tmp);
     }
     json_object_put(root);
@@ -64,7 +64,7 @@ lb_status lb_files_crc32(const char *path, uint32_t *crc, int64_t *bytes)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return lb_error(LB_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot read: %s", path, lb_system_error(errno));
     unsigned char buf[1 << 16];
     uLong c = crc32(0L, Z_NULL, 0);
     int64_t total = 0;

@@ -127,7 +127,7 @@ static lb_status check_output(const char *path, const char *device)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return lb_error(LB_ERR_IO, "PLplot wrote no file (%s)", strerror(errno));
+        return lb_error(LB_ERR_IO, "PLplot wrote no file (%s)", lb_system_error(errno));
     unsigned char head[512];
     size_t n = fread(head, 1, sizeof head - 1, f);
     fclose(f);
@@ -192,7 +192,7 @@ static lb_status run_plot(const char *what, const char *requested, draw_fn draw,
     snprintf(temp, sizeof temp, "%s.XXXXXX", target);
     int fd = mkstemp(temp);
     if (fd < 0)
-        return lb_error(LB_ERR_IO, "%s: cannot create a file next to %s: %s", what, target, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot create a file next to %s: %s", what, target, lb_system_error(errno));
     mode_t mask = umask(0); /* mkstemp makes the file private; give it the usual mode */
     umask(mask);
     fchmod(fd, 0666 & ~mask);

@@ -91,7 +91,7 @@ static lb_status truncate_metrics(const char *path, int64_t step, const char *he
     FILE *out = snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp ? fopen(tmp, "w") : NULL;
     if (!out) {
         fclose(in);
-        return lb_error(LB_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot write: %s", tmp, lb_system_error(errno));
     }
     int first = 1, bad = 0;
     while (fgets(line, sizeof line, in)) {
@@ -113,7 +113,7 @@ static lb_status truncate_metrics(const char *path, int64_t step, const char *he
     if (bad) {
         unlink(tmp);
         return lb_error(LB_ERR_IO, "%s: cannot rewrite the metrics (%s); the file is unchanged", path,
-                        strerror(saved ? saved : errno));
+                        lb_system_error(saved ? saved : errno));
     }
     return lb_output_commit(tmp, path, "metrics");
 }
@@ -124,7 +124,7 @@ static int lock_file(const char *path, const char *dir)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
-        lb_error(LB_ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
+        lb_error(LB_ERR_IO, "%s: cannot create the lock file: %s", path, lb_system_error(errno));
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -369,9 +369,9 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
     if (st == LB_OK && writer && (st = lb_output_check(metrics_path, "metrics")) == LB_OK) {
         int new_metrics = !lb_files_exists(metrics_path);
         if (!(metrics = fopen(metrics_path, "a")))
-            st = lb_error(LB_ERR_IO, "%s: cannot open for writing: %s", metrics_path, strerror(errno));
+            st = lb_error(LB_ERR_IO, "%s: cannot open for writing: %s", metrics_path, lb_system_error(errno));
         else if (new_metrics && (fprintf(metrics, "%s\n", lb_metrics_header_for(data)) < 0 || fflush(metrics) != 0))
-            st = lb_error(LB_ERR_IO, "%s: cannot write: %s", metrics_path, strerror(errno));
+            st = lb_error(LB_ERR_IO, "%s: cannot write: %s", metrics_path, lb_system_error(errno));
     }
     if (st == LB_OK) {
         out->parameters = lb_params_numel(lb_model_params(model));
@@ -460,7 +460,7 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
         }
     }
     if (metrics && fclose(metrics) != 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing: %s", metrics_path, strerror(errno));
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing: %s", metrics_path, lb_system_error(errno));
     /* A start that failed leaves nothing; a run that took steps keeps its metrics rows. */
     if (st != LB_OK && !resume && lock >= 0 && !lb_files_exists(ckpt_path) && (!trainer || lb_trainer_steps_done(trainer) == 0))
         clean_failed_run(dir, created_dir);

@@ -365,7 +365,7 @@ static json_object *read_json_strict(const char *path)
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
     if (fd < 0) {
-        lb_error(LB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        lb_error(LB_ERR_IO, "%s: cannot open: %s", path, lb_system_error(errno));
         return NULL;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -375,7 +375,7 @@ static json_object *read_json_strict(const char *path)
     }
     FILE *f = fdopen(fd, "r");
     if (!f) {
-        lb_error(LB_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        lb_error(LB_ERR_IO, "%s: cannot read: %s", path, lb_system_error(errno));
         close(fd);
         return NULL;
     }

@@ -1642,12 +1642,12 @@ lb_status lb_study_report(lb_study *s, double seconds)
     int replace = lb_output_present(path);
     FILE *f = fopen(tmp, "w");
     if (!f)
-        return lb_error(LB_ERR_IO, "%s: cannot write (%s)", tmp, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot write (%s)", tmp, lb_system_error(errno));
     write_markdown(s, st, seconds, f);
     int bad = ferror(f) != 0 || fflush(f) != 0;
     bad |= fclose(f) != 0;
     if (bad) {
-        lb_error(LB_ERR_IO, "%s: cannot write (%s)", path, strerror(errno));
+        lb_error(LB_ERR_IO, "%s: cannot write (%s)", path, lb_system_error(errno));
         unlink(tmp);
         return LB_ERR_IO;
     }

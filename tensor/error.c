@@ -1,6 +1,7 @@
 #include "tensor/error.h"
 #include "tensor/tensor.h" /* LB_MAX_DIMS */
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +12,19 @@ static _Thread_local char error_message[LB_ERROR_MAX];
 static _Thread_local lb_status error_status = LB_OK;
 static lb_error_handler error_handler = NULL;
 static void *error_handler_user = NULL;
+
+const char *lb_system_error(int err)
+{
+    static _Thread_local char text[256];
+    const char *hint = err == ENOSPC   ? " (the disk is full)"
+                       : err == EFBIG  ? " (over the file-size limit of this process, ulimit -f)"
+                       : err == EDQUOT ? " (over the disk quota)"
+                                       : "";
+    char sys[160];
+    const char *words = strerror_r(err, sys, sizeof sys); /* the GNU strerror_r (_GNU_SOURCE) */
+    snprintf(text, sizeof text, "%s%s", words, hint);
+    return text;
+}
 
 const char *lb_status_name(lb_status status)
 {

@@ -40,6 +40,13 @@ lb_status lb_error(lb_status status, const char *fmt, ...)
  * e.g. the layer name) and returns the current status. */
 lb_status lb_error_context(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The operating system's words for errno value `err` (strerror), with what it means for
+ * a writer where that is not plain: ENOSPC "No space left on device (the disk is full)",
+ * EFBIG "File too large (over the file-size limit of this process, ulimit -f)", EDQUOT
+ * "... (over the disk quota)". Never NULL; the text is in a buffer of the calling thread,
+ * valid until its next call. */
+const char *lb_system_error(int err);
+
 /* The last error message of this thread ("" if none) and its status. */
 const char *lb_last_error(void);
 lb_status lb_last_status(void);

@@ -35,6 +35,9 @@ typedef struct child_setup {
     const char *stdout_to; /* a path (e.g. /dev/full); NULL: captured */
     int broken_pipe;       /* stdout is a pipe whose reader is gone */
     int as_nobody;         /* run as uid/gid 65534 when the test runs as root */
+    int fsize_signal;      /* with fsize_bytes: SIGXFSZ left at its default (a plain ulimit -f) */
+    const char *full_disk; /* writes to files whose path holds this fail with ENOSPC (tests/fail_writes.c) */
+    long long full_after;  /* ... once this many bytes went to such files in one process */
     const char *tag;       /* names the capture files; NULL: "child" */
 } child_setup;
 
@@ -87,8 +90,20 @@ static child start_child(const child_setup *s, const char *const *args)
             struct rlimit lim = {(rlim_t)s->as_mb << 20, (rlim_t)s->as_mb << 20};
             setrlimit(RLIMIT_AS, &lim);
         }
+        if (s->full_disk) {
+            char after[32];
+            snprintf(after, sizeof after, "%lld", s->full_after);
+            setenv("LD_PRELOAD", LB_FAIL_WRITES_LIB, 1);
+            setenv("LB_FAIL_WRITES", s->full_disk, 1);
+            setenv("LB_FAIL_WRITES_AFTER", after, 1);
+            /* an AddressSanitizer build accepts a preloaded library before its runtime */
+            const char *asan = getenv("ASAN_OPTIONS");
+            char opts[1024];
+            snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan ? asan : "", asan && *asan ? ":" : "");
+            setenv("ASAN_OPTIONS", opts, 1);
+        }
         if (s->fsize_bytes > 0) {
-            signal(SIGXFSZ, SIG_IGN);
+            signal(SIGXFSZ, s->fsize_signal ? SIG_DFL : SIG_IGN);
             struct rlimit lim = {(rlim_t)s->fsize_bytes, (rlim_t)s->fsize_bytes};
             setrlimit(RLIMIT_FSIZE, &lim);
         }
@@ -549,6 +564,72 @@ static void test_predict_write_failures(void)
     run_free(&r);
 }
 
+/* A disk that fills while `train` writes its checkpoint, and a file-size limit (ulimit -f,
+ * SIGXFSZ at its default) under train and data: the error line names the cause (ENOSPC,
+ * EFBIG) and says what is on disk; nothing half-written is left; a resume on a disk with
+ * room again goes on from the checkpoint that was kept. */
+static void test_train_disk_full(void)
+{
+    char dir[512], tmp[600], ckpt[600];
+    snprintf(dir, sizeof dir, "%s", path_in("full-disk-run"));
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.h5", dir);
+    snprintf(tmp, sizeof tmp, "%s/checkpoint.h5.tmp", dir);
+    const char *train[] = {"train", "--data", small_data(), "--model", "lstm", "--layers", "1", "--hidden", "4",
+                           "--d-model", "4", "--steps", "2", "--batch", "4", "--out", dir, "--quiet", NULL};
+    child_setup full = {.full_disk = "checkpoint.h5.tmp", .tag = "full"};
+    run_result r = run_with(&full, train, 120);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "No space left on device (the disk is full)") &&
+               contains(r.err, "no checkpoint was written") && !contains(r.err, "writable") &&
+               !contains(r.err, "crashed"),
+           r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(ckpt));
+    CU_ASSERT_FALSE(exists(tmp));
+    remove_tree(dir);
+    /* A checkpoint at step 2, then the disk fills while step 4's is written. */
+    r = run(train);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *more[] = {"train", "--resume", dir, "--steps", "4", "--quiet", NULL};
+    full.full_after = 4096; /* the first bytes of the new checkpoint are written */
+    r = run_with(&full, more, 120);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "No space left on device") &&
+               contains(r.err, "checkpoint.h5 is kept"),
+           r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(tmp));
+    r = run(more);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    char metrics[600];
+    snprintf(metrics, sizeof metrics, "%s/metrics.csv", dir);
+    char *rows = read_all(metrics, NULL);
+    CU_ASSERT_TRUE(rows && strstr(rows, "\n2,train,") && strstr(rows, "\n4,train,"));
+    free(rows);
+    /* ulimit -f of 64 KB with SIGXFSZ at its default: train's checkpoint and a data file. */
+    remove_tree(dir);
+    const char *big[] = {"train", "--data", small_data(), "--model", "lstm", "--hidden", "64", "--steps", "2",
+                         "--batch", "4", "--out", dir, "--quiet", NULL};
+    child_setup fsize = {.fsize_bytes = 64 << 10, .fsize_signal = 1, .tag = "fsize-train"};
+    r = run_with(&fsize, big, 120);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "File too large (over the file-size limit") &&
+               !contains(r.err, "crashed"),
+           r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(tmp));
+    char data[512];
+    snprintf(data, sizeof data, "%s", path_in("too-large.h5"));
+    const char *gen[] = {"data", "--seq-len", "256", "--train", "2000", "--val", "10", "--test", "10", "-o", data,
+                         "--quiet", NULL};
+    fsize.tag = "fsize-data";
+    r = run_with(&fsize, gen, 120);
+    EXPECT(r.code == 1 && one_error_line(&r, "data") && contains(r.err, "File too large (over the file-size limit") &&
+               !contains(r.err, "crashed"),
+           r);
+    run_free(&r);
+    CU_ASSERT_FALSE(exists(data));
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_limits_%d", (int)getpid());
@@ -564,6 +645,7 @@ int main(void)
         {"two writers of one file; a writer killed with SIGKILL", test_two_writers_of_one_file},
         {"the run folder's .lock is removed at the end; a stale one is taken", test_run_lock_removed},
         {"predict: a file-size limit and a missing folder give the true reason", test_predict_write_failures},
+        {"train and data: a full disk and ulimit -f are named as such", test_train_disk_full},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_limits", cases);

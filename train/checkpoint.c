@@ -220,8 +220,8 @@ static lb_status write_dataset(hid_t group, const char *group_name, const char *
     hid_t space = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
     hid_t dset = space >= 0 ? H5Dcreate2(group, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
     herr_t err = dset >= 0 ? H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : -1;
-    lb_status st = err < 0 ? lb_error(LB_ERR_IO, "%s: cannot write dataset /%s/%s (disk full or not writable?)", path,
-                                      group_name, name)
+    lb_status st = err < 0 ? lb_error(LB_ERR_IO, "%s: cannot write dataset /%s/%s: %s", path,
+                                      group_name, name, lb_h5_cause())
                            : lb_h5_write_attr_uint(dset, "crc32", checksum(data, bytes), path);
     lb_h5_close(dset);
     lb_h5_close(space);
@@ -426,15 +426,15 @@ static lb_status save_file(void *ctx)
 {
     save_job *job = ctx;
     hid_t file = H5Fcreate(job->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create the checkpoint (folder missing or not writable?)",
-                                       job->tmp)
+    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create the checkpoint: %s",
+                                       job->tmp, lb_h5_cause())
                             : save_contents(job->t, file, job->tmp);
     if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing the checkpoint (disk full?)", job->tmp);
+        st = lb_error(LB_ERR_IO, "%s: cannot finish writing the checkpoint: %s", job->tmp, lb_h5_cause());
     if (st == LB_OK) {
         int fd = open(job->tmp, O_RDONLY);
         if (fd < 0 || fsync(fd) != 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot flush the checkpoint to disk: %s", job->tmp, strerror(errno));
+            st = lb_error(LB_ERR_IO, "%s: cannot flush the checkpoint to disk: %s", job->tmp, lb_system_error(errno));
         if (fd >= 0)
             close(fd);
     }
@@ -506,7 +506,7 @@ static lb_status read_isolated(const char *path, lb_h5_job job, void *ctx)
     if (!path || !*path)
         return lb_error(LB_ERR_VALUE, "the checkpoint path is empty");
     if (stat(path, &sb) != 0)
-        return lb_error(LB_ERR_IO, "%s: no such checkpoint (or not readable): %s", path, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: no such checkpoint (or not readable): %s", path, lb_system_error(errno));
     lb_h5_quiet quiet;
     lb_h5_quiet_begin(&quiet);
     lb_status st = lb_h5_isolated(job, NULL, ctx, lb_h5_read_timeout((int64_t)sb.st_size), 0, path);

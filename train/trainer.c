@@ -1020,7 +1020,7 @@ lb_status lb_metrics_read(const char *path, const char *split, lb_metrics_row_fn
     LB_CHECK_ARG(path && fn, LB_ERR_VALUE);
     FILE *f = fopen(path, "r");
     if (!f)
-        return lb_error(LB_ERR_IO, "%s: cannot read the metrics: %s", path, strerror(errno));
+        return lb_error(LB_ERR_IO, "%s: cannot read the metrics: %s", path, lb_system_error(errno));
     char line[1024];
     int column_of[METRICS_COLUMNS]; /* names[k] is column column_of[k] (-1: absent) */
     int n_columns = 0;
@@ -1149,7 +1149,7 @@ static lb_status write_metrics(FILE *f, int text, int64_t step, const char *spli
     ssize_t n = fd >= 0 ? readlink(link, path, sizeof path - 1) : -1;
     snprintf(path + (n > 0 ? n : 0), sizeof path - (size_t)(n > 0 ? n : 0), "%s", n > 0 ? "" : "metrics");
     return lb_error(LB_ERR_IO, "%s: cannot write the %s metrics row of step %lld (%s); the rows before it are kept",
-                    path, split, (long long)step, strerror(err));
+                    path, split, (long long)step, lb_system_error(err));
 }
 
 int64_t lb_trainer_run_steps(const lb_trainer *t)
