@@ -286,6 +286,24 @@ void lb_model_free(lb_model *m)
     free(m);
 }
 
+int64_t lb_model_step_bytes(const lb_model_config *cfg, int64_t batch, int64_t seq_len)
+{
+    LB_CHECK_ARG(cfg, -1);
+    if (batch < 1 || seq_len < 1) {
+        lb_error(LB_ERR_VALUE, "lb_model_step_bytes: batch %lld and seq_len %lld must be at least 1", (long long)batch,
+                 (long long)seq_len);
+        return -1;
+    }
+    double positions = (double)batch * (double)seq_len;
+    double classes = cfg->num_classes > 0 ? (double)cfg->num_classes : 1.0;
+    double logits = (cfg->head == LB_HEAD_EVERY ? positions : (double)batch) * classes;
+    double width = cfg->kind == LB_MODEL_LSTM ? (double)cfg->hidden_size : (double)cfg->d_model;
+    double per_layer = width + (cfg->kind == LB_MODEL_TRANSFORMER || cfg->kind == LB_MODEL_LOCAL ? (double)cfg->d_ff : 0);
+    double elements = 2.0 * (logits + positions * per_layer * (double)cfg->n_layers); /* values and gradients */
+    double bytes = elements * (double)lb_dtype_size(cfg->dtype);
+    return bytes >= 9.2e18 ? INT64_MAX : (int64_t)bytes;
+}
+
 const lb_model_config *lb_model_get_config(const lb_model *m)
 {
     LB_CHECK_ARG(m, NULL);

@@ -151,6 +151,17 @@ lb_params *lb_model_params(lb_model *m);
  * rules that exempt embeddings use it (train/trainer.h, lb_decay_params). */
 int lb_model_param_is_table(const lb_model *m, const lb_var *p);
 
+/* A lower bound, in bytes, on the memory one training step (forward and backward) of
+ * `batch` sequences of `seq_len` positions allocates beyond the parameters: the logits
+ * and their gradient (LB_HEAD_EVERY: [B, T, C]; LB_HEAD_LAST: [B, C]; regression C = 1),
+ * each layer's output and its gradient ([B, T, d_model], the LSTM's [B, T, hidden_size])
+ * and, in attention blocks, the feed-forward hidden layer [B, T, d_ff], in the config's
+ * dtype. A step needs more than this (norms, queries, keys, values, gates), never less:
+ * a trainer that finds even this beyond the free memory can refuse before the first
+ * step. Saturates at INT64_MAX; -1 with LB_ERR_VALUE for a NULL cfg or batch or seq_len
+ * below 1. */
+int64_t lb_model_step_bytes(const lb_model_config *cfg, int64_t batch, int64_t seq_len);
+
 /* Forward pass on graph g:
  *   LB_HEAD_LAST:  logits [B, C] (regression: [B]) read at position lengths[b] - 1;
  *   LB_HEAD_EVERY: logits [B, T, C] (regression: [B, T]).

@@ -213,6 +213,66 @@ int lb_address_space_free(size_t bytes)
     return 1;
 }
 
+/* The number after `key` in a /proc-style file of "key value [kB]" lines, times `unit`;
+ * -1 when absent. A file holding a bare number (cgroup files) passes key "". */
+static int64_t read_number(const char *path, const char *key, int64_t unit)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    int64_t v = -1;
+    size_t klen = strlen(key);
+    while (v < 0 && fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, klen) != 0)
+            continue;
+        char *end;
+        long long x = strtoll(line + klen, &end, 10);
+        if (end != line + klen && x >= 0)
+            v = x > INT64_MAX / unit ? INT64_MAX : (int64_t)x * unit;
+    }
+    fclose(f);
+    return v;
+}
+
+static void take_smaller(int64_t v, const char *what, int64_t *best, char *why, size_t why_size)
+{
+    if (v < 0 || (*best >= 0 && v >= *best))
+        return;
+    *best = v;
+    if (why && why_size)
+        snprintf(why, why_size, "%s", what);
+}
+
+int64_t lb_memory_free_bytes(char *why, size_t why_size)
+{
+    int64_t best = -1;
+    if (why && why_size)
+        why[0] = '\0';
+    int64_t avail = read_number("/proc/meminfo", "MemAvailable:", 1024);
+    int64_t swap = read_number("/proc/meminfo", "SwapFree:", 1024);
+    if (avail >= 0)
+        take_smaller(avail + (swap > 0 ? swap : 0), "free memory (MemAvailable + SwapFree)", &best, why, why_size);
+    /* cgroup v2, then v1 ("max" and v1's huge "unlimited" read as no limit) */
+    int64_t limit = read_number("/sys/fs/cgroup/memory.max", "", 1);
+    int64_t used = read_number("/sys/fs/cgroup/memory.current", "", 1);
+    if (limit < 0) {
+        limit = read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes", "", 1);
+        used = read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes", "", 1);
+    }
+    if (limit >= 0 && used >= 0 && limit < ((int64_t)1 << 60))
+        take_smaller(limit > used ? limit - used : 0, "the control group's memory limit", &best, why, why_size);
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+        int64_t mapped = read_number("/proc/self/status", "VmSize:", 1024);
+        int64_t cap = lim.rlim_cur > (rlim_t)INT64_MAX ? INT64_MAX : (int64_t)lim.rlim_cur;
+        if (mapped >= 0)
+            take_smaller(cap > mapped ? cap - mapped : 0, "the address space left under ulimit -v", &best, why,
+                         why_size);
+    }
+    return best;
+}
+
 enum { BLAS_HEADROOM_BYTES = 32 << 20 };
 
 int lb_blas_reserve_buffers(int n)

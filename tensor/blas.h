@@ -30,6 +30,7 @@
 #ifndef LB_BLAS_H
 #define LB_BLAS_H
 
+#include <stdint.h>
 #include <stddef.h>
 
 #include "tensor/api.h"
@@ -82,6 +83,14 @@ int lb_blas_describe(const lb_blas_report *r, char *buf, size_t size);
  * RLIMIT_AS), 0 if not: a check before work whose libraries cannot report a failed
  * allocation (OpenBLAS retries forever, GLib aborts). */
 int lb_address_space_free(size_t bytes);
+
+/* The memory this process can still use, in bytes: the smallest of the physical memory
+ * free (MemAvailable plus SwapFree of /proc/meminfo), what the control group allows
+ * (cgroup v2 memory.max minus memory.current, or v1 memory.limit_in_bytes minus
+ * memory.usage_in_bytes) and the address space left under ulimit -v (RLIMIT_AS minus
+ * VmSize). `why` (may be NULL) receives which of them it is, e.g. "free memory
+ * (MemAvailable + SwapFree)". -1 when none can be read (not Linux). */
+int64_t lb_memory_free_bytes(char *why, size_t why_size);
 
 /* OpenBLAS gives each thread that runs a matrix product (the calling one and every
  * worker) a buffer of LB_BLAS_BUFFER_BYTES of address space (BUFFER_SIZE of its x86-64

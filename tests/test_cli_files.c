@@ -238,7 +238,7 @@ static void test_data_on_a_full_disk(void)
     const char *args[] = {"data", "--seq-len", "256", "--train", "2000", "--val", "100", "--test", "100", "-o", out,
                           "--quiet", NULL};
     run_result r = run(args);
-    EXPECT(r.code == 1 && one_error_line(&r, "data") && contains(r.err, out) && contains(r.err, "disk full"), r);
+    EXPECT(r.code == 1 && one_error_line(&r, "data") && contains(r.err, out) && contains(r.err, "No space left on device (the disk is full)"), r);
     CU_ASSERT_FALSE(exists(out));
     CU_ASSERT_FALSE(exists(tmp));
     run_free(&r);

@@ -630,6 +630,44 @@ static void test_train_disk_full(void)
     CU_ASSERT_FALSE(exists(data));
 }
 
+/* A step whose logits cannot fit any machine's memory ([256, 4096, 2^20] in float32 and
+ * their gradient: 8.8 PB), and one beyond ulimit -v: refused before the first step, with
+ * the figures and the options that lower them, and no metrics row. */
+static void test_step_memory_checked_first(void)
+{
+    char data[512], dir[512], metrics[600];
+    snprintf(data, sizeof data, "%s", path_in("wide.h5"));
+    snprintf(dir, sizeof dir, "%s", path_in("wide-run"));
+    snprintf(metrics, sizeof metrics, "%s/metrics.csv", dir);
+    const char *gen[] = {"data", "--task", "copy", "--alphabet", "1048576", "--seq-len", "4096", "--train", "256",
+                         "--val", "4", "--test", "4", "-o", data, "--quiet", NULL};
+    run_result r = run(gen);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *train[] = {"train", "--data", data, "--model", "transformer", "--d-model", "8", "--heads", "2",
+                           "--layers", "1", "--batch", "256", "--steps", "2", "--out", dir, "--quiet", NULL};
+    r = run(train);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "before the first step") &&
+               contains(r.err, "256 sequences of 4096 positions") && contains(r.err, "lower --batch") &&
+               contains(r.err, "--micro-batches"),
+           r);
+    run_free(&r);
+    char *rows = read_all(metrics, NULL);
+    CU_ASSERT_TRUE(!rows || !strstr(rows, "\n1,"));
+    free(rows);
+#if !defined(__SANITIZE_ADDRESS__)
+    remove_tree(dir);
+    const char *small[] = {"train", "--data", data, "--model", "lstm", "--hidden", "8", "--batch", "16", "--steps",
+                           "2", "--out", dir, "--quiet", NULL};
+    child_setup s = {.as_mb = 1200, .tag = "wide"};
+    r = run_with(&s, small, 120);
+    EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "before the first step") &&
+               contains(r.err, "ulimit -v"),
+           r);
+    run_free(&r);
+#endif
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_limits_%d", (int)getpid());
@@ -646,6 +684,7 @@ int main(void)
         {"the run folder's .lock is removed at the end; a stale one is taken", test_run_lock_removed},
         {"predict: a file-size limit and a missing folder give the true reason", test_predict_write_failures},
         {"train and data: a full disk and ulimit -f are named as such", test_train_disk_full},
+        {"a step that cannot fit the memory is refused before the first step", test_step_memory_checked_first},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_limits", cases);

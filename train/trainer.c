@@ -11,6 +11,7 @@
 
 #include "data/events.h"
 #include "optim/clip.h"
+#include "tensor/blas.h"
 #include "tensor/clock.h"
 #include "tensor/threads.h"
 #include "train/trainer_internal.h"
@@ -762,6 +763,29 @@ lb_status lb_trainer_class_weights(const lb_trainer *t, int64_t *n, double *weig
     return LB_OK;
 }
 
+/* Before the first step: a step whose activations cannot fit the memory left is refused
+ * now, not after minutes of work (lb_model_step_bytes is a lower bound, so nothing that
+ * fits is refused). Each micro-batch's graph is freed before the next one's. */
+static lb_status check_step_memory(const lb_model_config *mc, const lb_dataset *data, const lb_train_config *cfg)
+{
+    int64_t part = (cfg->batch_size + cfg->micro_batches - 1) / cfg->micro_batches;
+    int64_t seq_len = lb_dataset_seq_len(data);
+    int64_t need = lb_model_step_bytes(mc, part, seq_len > 0 ? seq_len : 1);
+    char why[96];
+    int64_t free_bytes = lb_memory_free_bytes(why, sizeof why);
+    if (need < 0 || free_bytes < 0 || need <= free_bytes)
+        return LB_OK;
+    int64_t logits = lb_model_step_bytes(&(lb_model_config){.kind = LB_MODEL_CONV, .dtype = mc->dtype,
+                                                            .num_classes = mc->num_classes, .head = mc->head},
+                                         part, seq_len > 0 ? seq_len : 1);
+    return lb_error(LB_ERR_MEMORY,
+                    "out of memory (before the first step): one training step of %lld sequences of %lld positions "
+                    "needs at least %.0f MB (the logits over %lld classes and their gradient alone %.0f MB), but %s "
+                    "is %.0f MB; lower --batch%s, or raise --micro-batches",
+                    (long long)part, (long long)seq_len, (double)need / 1e6, (long long)mc->num_classes,
+                    (double)logits / 1e6, why, (double)free_bytes / 1e6, lb_dataset_is_text(data) ? " or --seq-len" : "");
+}
+
 lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg)
 {
     LB_CHECK_ARG(model, NULL);
@@ -790,6 +814,8 @@ lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_tra
                  lb_dataset_path(data), (long long)cfg->batch_size, (long long)n_train);
         return NULL;
     }
+    if (check_step_memory(lb_model_get_config(model), data, cfg) != LB_OK)
+        return NULL;
     lb_trainer *t = calloc(1, sizeof *t);
     if (!t) {
         lb_error(LB_ERR_MEMORY, "trainer: out of memory");
