@@ -253,7 +253,7 @@ static const struct {
     {"lb_model_fields", "count"},      {"lb_train_fields", "count"},      {"lb_name_of", "fallback"},       {"lb_tensor_check_same_dtype", "op"},      {"lb_model_data_check", "trained_task"},
     {"lb_trainer_run", "checkpoint_path"}, {"lb_trainer_run", "metrics"},  {"lb_trainer_run", "user"},
     {"lb_trainer_run", "cb"},          {"lb_evaluate", "attention_out"},   {"lb_dataset_label_histogram", "ignored"},
-    {"lb_model_state_new", "opt"},     {"lb_window_stream_new", "opt"},
+    {"lb_model_state_new", "opt"},     {"lb_window_stream_new", "opt"},   {"lb_memory_free_bytes", "why"},
     {"lb_pool_use", "pool"},           {"lb_ffn_forward", "rng"},          {"lb_k_attention_set_isa", "name"}, {"lb_isa_set", "name"},
     {"lb_checked_mul", "out"},         {"lb_shape_numel", "numel"},        {"lb_param_new", "name"},
     {"lb_params_add", "prefix"},       {"lb_trainer_distribute", "cfg"},
