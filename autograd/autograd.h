@@ -24,6 +24,8 @@
 #ifndef LB_AUTOGRAD_H
 #define LB_AUTOGRAD_H
 
+#include <signal.h> /* sig_atomic_t */
+
 #include "tensor/api.h"
 #include "tensor/pool.h"
 #include "tensor/tensor.h"
@@ -69,6 +71,12 @@ void lb_graph_reset(lb_graph *g);
  * shape (an evaluation whose last batch is smaller): clear after each pass and reset
  * once after the loop, so the next loop finds the buffers of every shape it uses. */
 void lb_graph_clear(lb_graph *g);
+/* A stop flag the graph reads between ops: while *flag is nonzero, every op recorded
+ * (forward) and every node of lb_backward fails with LB_ERR_STATE "interrupted (a stop
+ * was requested) ...", so a long forward or backward pass ends within one op of a
+ * signal handler setting the flag (a trainer then discards the step). NULL (the
+ * default) reads no flag. g NULL does nothing. */
+void lb_graph_set_stop(lb_graph *g, const volatile sig_atomic_t *flag);
 /* The graph's buffer pool (tensor/pool.h), e.g. for lb_pool_get_stats. */
 lb_pool *lb_graph_pool(lb_graph *g);
 /* Gradient mode: with 0 (evaluation), ops record nothing and their results do not

@@ -12,7 +12,19 @@ struct lb_graph {
     int grad_enabled;
     int backward_done; /* backward ran since the last reset */
     lb_pool *pool;     /* per-step buffers, reused across steps */
+    const volatile sig_atomic_t *stop; /* lb_graph_set_stop; NULL: none */
 };
+
+void lb_graph_set_stop(lb_graph *g, const volatile sig_atomic_t *flag)
+{
+    if (g)
+        g->stop = flag;
+}
+
+static lb_status interrupted(const char *where)
+{
+    return lb_error(LB_ERR_STATE, "interrupted (a stop was requested) %s", where);
+}
 
 /* lb_custom nodes carry their own backward function. */
 lb_status lb_custom_backward(lb_var *node) { return node->custom_backward(node); }
@@ -178,6 +190,11 @@ lb_var *lb_graph_record(lb_graph *g, lb_op_kind op, lb_tensor *value, int n_inpu
     lb_var *v = var_new(value);
     if (!v)
         return NULL;
+    if (g->stop && *g->stop) {
+        var_free(v);
+        interrupted("during the forward pass");
+        return NULL;
+    }
     v->op = op;
     v->graph = g;
     int needs = 0;
@@ -387,6 +404,8 @@ lb_status lb_backward(lb_graph *g, lb_var *output, const lb_tensor *grad_output)
         lb_var *v = g->nodes[i];
         if (!v->grad || v->op == LB_OP_LEAF || !v->requires_grad)
             continue;
+        if (g->stop && *g->stop)
+            return interrupted("during the backward pass");
         st = check_versions(v);
         if (st != LB_OK)
             return st;

@@ -201,6 +201,48 @@ static void test_resume_is_bit_exact(void)
     free(resumed);
 }
 
+/* A stop requested while a step runs ends it at its next op (the graph reads the flag):
+ * the step fails with "interrupted", is discarded (step count, data order and dropout
+ * stream as before it), and the run then goes on to the same parameters as one never
+ * interrupted, bit for bit. */
+static void test_stop_mid_step_discards_the_step(void)
+{
+    size_t na;
+    unsigned char *straight = train_params(12, 0, NULL, NULL, &na);
+    lb_dataset *ds = lb_dataset_open(data_path);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 12);
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    lb_step_stats stats;
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL_FATAL(lb_trainer_step(t, &stats), LB_OK);
+    lb_trainer_request_stop(t);
+    for (int i = 0; i < 2; i++) { /* twice: the first discarded step left nothing behind */
+        CU_ASSERT_EQUAL(lb_trainer_step(t, &stats), LB_ERR_STATE);
+        CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "interrupted (a stop was requested) during the forward pass"));
+        CU_ASSERT_EQUAL(lb_trainer_steps_done(t), 5);
+    }
+    CU_ASSERT_EQUAL(lb_trainer_run(t, NULL, NULL, NULL, NULL), LB_OK); /* the run clears the request */
+    CU_ASSERT_EQUAL(lb_trainer_steps_done(t), 12);
+    lb_params *ps = lb_model_params(m);
+    size_t off = 0;
+    int same = 1;
+    for (int i = 0; i < ps->count; i++) {
+        size_t n = (size_t)lb_tensor_numel(ps->items[i]->value) * sizeof(float);
+        same &= off + n <= na && memcmp(straight + off, lb_tensor_data(ps->items[i]->value), n) == 0;
+        off += n;
+    }
+    CU_ASSERT_TRUE(same && off == na);
+    free(straight);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
 /* A run killed at an arbitrary moment (possibly mid-checkpoint) leaves a loadable
  * checkpoint, and resuming from it reproduces the uninterrupted run exactly. */
 static void test_kill_and_resume(void)
@@ -898,6 +940,7 @@ int main(void)
         {"the trainer's evaluations reuse one graph's memory", test_trainer_evaluate_reuses_memory},
         {"a CPU-clock time budget counts CPU seconds and survives a checkpoint", test_cpu_budget_clock},
         {"resume from a checkpoint equals an uninterrupted run bit for bit", test_resume_is_bit_exact},
+        {"a stop requested mid-step discards the step; the run then equals an uninterrupted one", test_stop_mid_step_discards_the_step},
         {"a killed run resumes exactly from an intact checkpoint", test_kill_and_resume},
         {"checkpoint of a different model: clear error, nothing changed", test_checkpoint_mismatch_errors},
         {"non-finite loss stops training and keeps the last checkpoint", test_nonfinite_loss_stops_and_keeps_checkpoint},

@@ -937,6 +937,14 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
     LB_CHECK_ARG(stats, LB_ERR_VALUE);
     double t0 = lb_clock_wall(), cpu0 = t->cfg.budget_clock == LB_BUDGET_CPU ? lb_clock_process_cpu() : 0;
     memset(stats, 0, sizeof *stats);
+    /* A stop requested mid-step (one process) discards the step: the data order and the
+     * dropout stream go back to where they were, so the checkpoint and a resumed run
+     * equal an uninterrupted one. */
+    lb_loader_state before;
+    lb_rng dropout_before = t->dropout_rng;
+    t->step_interrupted = 0;
+    if (lb_loader_get_state(t->loader, &before) != LB_OK)
+        return lb_last_status();
     lb_batch b;
     lb_status st = next_batch(t, &b);
     if (st != LB_OK)
@@ -954,6 +962,8 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
     double total_weight = t->class_weight && b.targets ? weighted_targets(&b, t->class_weight) : 0;
     double loss_sum = 0;
     int64_t micro = t->cfg.micro_batches;
+    if (!t->dist) /* ranks agree on a stop between steps (lb_dist_stop_agreed) */
+        lb_graph_set_stop(t->graph, &t->stop_requested);
     for (int64_t m = 0; m < micro && st == LB_OK; m++) {
         int64_t start = b.batch_size * m / micro, stop = b.batch_size * (m + 1) / micro;
         lb_tensor *fview = NULL, *converted = NULL;
@@ -986,10 +996,15 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
         lb_tensor_free(fview);
         lb_graph_reset(t->graph);
     }
+    lb_graph_set_stop(t->graph, NULL);
     if (t->dist)
         st = lb_dist_reduce_step(t, st, &loss_sum, &correct, &counted);
     if (st != LB_OK) {
         lb_optim_zero_grad(t->optim);
+        if (!t->dist && t->stop_requested && lb_loader_set_state(t->loader, &before) == LB_OK) {
+            t->dropout_rng = dropout_before;
+            t->step_interrupted = 1;
+        }
         return st;
     }
     double norm = 0;
@@ -1255,6 +1270,11 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         }
         lb_step_stats s;
         lb_status st = lb_trainer_step(t, &s);
+        if (st != LB_OK && t->step_interrupted) { /* discarded: saved as of the step before */
+            lb_clear_error();
+            t->stopped = 1;
+            return checkpoint_path ? lb_trainer_save(t, checkpoint_path) : LB_OK;
+        }
         if (st != LB_OK)
             return st;
         t->run_steps++;

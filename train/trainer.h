@@ -246,13 +246,20 @@ lb_status lb_trainer_class_weights(const lb_trainer *t, int64_t *n, double *weig
 lb_status lb_model_config_fit_data(lb_model_config *cfg, const lb_dataset *data);
 
 /* A trainer for `model` on the "train" split of `data` (both must outlive it).
- * Checks that the data fits the model (vocabulary, classes, features, head kind).
- * Errors: LB_ERR_VALUE for a bad config or a mismatch, naming both sides. */
+ * Checks that the data fits the model (vocabulary, classes, features, head kind), and
+ * that one step can fit the memory left (lb_model_step_bytes against
+ * lb_memory_free_bytes, for a micro-batch of ceil(batch / micro_batches) sequences).
+ * Errors: LB_ERR_VALUE for a bad config or a mismatch, naming both sides; LB_ERR_MEMORY
+ * "out of memory (before the first step) ..." naming the figures and the options. */
 lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_train_config *cfg);
 void lb_trainer_free(lb_trainer *t);
 
-/* Asks a running lb_trainer_run to stop after the current step and save its
- * checkpoint. Async-signal-safe: it only sets a flag, so a SIGINT handler may call it. */
+/* Asks a running lb_trainer_run to stop and save its checkpoint. In one process the
+ * current step is abandoned at its next op (lb_graph_set_stop) and discarded, data order
+ * and dropout stream restored, so the checkpoint is that of the step before and a
+ * resumed run equals an uninterrupted one; under data parallelism the ranks stop after
+ * the step they agree on. A validation under way finishes first. Async-signal-safe: it
+ * only sets a flag, so a SIGINT handler may call it. */
 void lb_trainer_request_stop(lb_trainer *t);
 /* 1 when the last lb_trainer_run ended because of lb_trainer_request_stop. */
 int lb_trainer_stopped(const lb_trainer *t);

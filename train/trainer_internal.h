@@ -21,6 +21,7 @@ struct lb_trainer {
     double elapsed;     /* training seconds, across resumes */
     double budget_spent; /* seconds of the time budget spent (cfg.budget_clock), across resumes */
     volatile sig_atomic_t stop_requested; /* set by lb_trainer_request_stop */
+    int step_interrupted;                 /* the last step was discarded because of it */
     int stopped;        /* the last run ended on request */
     /* The best validation so far (saved in checkpoints): best_step 0 = none yet. */
     int64_t best_step;
