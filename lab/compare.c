@@ -111,11 +111,34 @@ static lb_status describe_eval_file(lb_compare_eval *e, const lb_compare_model *
 
 /* ---- the report ---- */
 
+/* The legend of the two clocks every table shows, in seconds: "train wall" is the
+ * wall-clock time of training (evaluations excluded), "budget used" the time on the clock
+ * --budget counts (lb_trainer_budget_spent: CPU seconds divided by the threads, or
+ * wall-clock seconds). */
+static void print_clocks_legend(FILE *out, const lb_compare_model *specs, int n_models)
+{
+    const lb_train_config *t = &specs[0].rc.train;
+    int same = 1;
+    for (int m = 1; m < n_models; m++)
+        same &= specs[m].rc.train.budget_clock == t->budget_clock && specs[m].rc.train.time_budget == t->time_budget;
+    fprintf(out, "  train wall: wall-clock seconds of training, evaluations excluded; time/step: train wall / steps; "
+                 "budget used: seconds on the clock --budget counts, ");
+    if (t->budget_clock == LB_BUDGET_CPU)
+        fprintf(out, "CPU seconds per thread (the process's CPU time / its threads)");
+    else
+        fprintf(out, "wall-clock seconds");
+    if (same && t->time_budget > 0)
+        fprintf(out, ", of a --budget of %g s per model\n", t->time_budget);
+    else
+        fprintf(out, "\n");
+}
+
 /* The table of a comparison on text: bits per symbol, speed, time to the target, a sample. */
 static void print_text_table(FILE *out, const lb_compare_model *specs, int n_models, const lb_compare_eval *evals,
                              int n_evals, const lb_compare_report *rep)
 {
-    fprintf(out, "\n%-12s %10s %7s %11s %10s", "model", "parameters", "steps", "train time", "time/step");
+    fprintf(out, "\n%-12s %10s %7s %11s %11s %10s", "model", "parameters", "steps", "train wall", "budget used",
+            "time/step");
     for (int e = 0; e < n_evals; e++) {
         char head[64];
         snprintf(head, sizeof head, "%.20s bp%c", evals[e].label, evals[e].per[0]);
@@ -124,8 +147,8 @@ static void print_text_table(FILE *out, const lb_compare_model *specs, int n_mod
     fprintf(out, " %12s  %s\n", "to target", "greedy sample");
     for (int m = 0; m < n_models; m++) {
         const lb_compare_result *r = &rep->results[m];
-        fprintf(out, "%-12s %10lld %7lld %10.1fs %8.1fms", specs[m].name, (long long)r->run.parameters,
-                (long long)r->run.steps, r->run.seconds, 1e3 * r->seconds_per_step);
+        fprintf(out, "%-12s %10lld %7lld %10.1fs %10.1fs %8.1fms", specs[m].name, (long long)r->run.parameters,
+                (long long)r->run.steps, r->run.seconds, r->run.budget_seconds, 1e3 * r->seconds_per_step);
         for (int e = 0; e < n_evals; e++)
             fprintf(out, " %12.4f", r->bits[e]);
         if (isnan(r->seconds_to_target))
@@ -138,6 +161,7 @@ static void print_text_table(FILE *out, const lb_compare_model *specs, int n_mod
                  "context); to target: training seconds to the first validation at or below %.4f bits per %s; samples: "
                  "greedy (temperature 0) after the prompt \"%s\"\n",
             evals[0].per[0], evals[0].per, rep->target_bits, evals[0].per, rep->prompt);
+    print_clocks_legend(out, specs, n_models);
     for (int m = 0; m < n_models; m++)
         if (specs[m].note[0])
             fprintf(out, "  %s: %s\n", specs[m].name, specs[m].note);
@@ -150,13 +174,13 @@ void lb_compare_print_table(FILE *out, const lb_compare_model *specs, int n_mode
         print_text_table(out, specs, n_models, evals, n_evals, rep);
         return;
     }
-    fprintf(out, "\n%-14s %10s %11s %10s", "model", "parameters", "train time", "time/step");
+    fprintf(out, "\n%-14s %10s %11s %11s %10s", "model", "parameters", "train wall", "budget used", "time/step");
     for (int e = 0; e < n_evals; e++)
         fprintf(out, " %12s", evals[e].label);
     fprintf(out, " %8s\n", "chance");
     for (int m = 0; m < n_models; m++) {
-        fprintf(out, "%-14s %10lld %10.1fs %8.1fms", specs[m].name, (long long)rep->results[m].run.parameters, rep->results[m].run.seconds,
-               1e3 * rep->results[m].seconds_per_step);
+        fprintf(out, "%-14s %10lld %10.1fs %10.1fs %8.1fms", specs[m].name, (long long)rep->results[m].run.parameters,
+                rep->results[m].run.seconds, rep->results[m].run.budget_seconds, 1e3 * rep->results[m].seconds_per_step);
         for (int e = 0; e < n_evals; e++)
             if (evals[e].regression)
                 fprintf(out, " %8.4f mse", rep->results[m].accuracy[e]);
@@ -171,7 +195,7 @@ void lb_compare_print_table(FILE *out, const lb_compare_model *specs, int n_mode
     for (int e = 0; e < n_evals; e++)
         any_regression |= evals[e].regression;
     if (any_regression) { /* where chance would be: the baseline a regression must beat */
-        fprintf(out, "%-14s %10s %11s %10s", "predict mean", "-", "-", "-");
+        fprintf(out, "%-14s %10s %11s %11s %10s", "predict mean", "-", "-", "-", "-");
         for (int e = 0; e < n_evals; e++)
             if (evals[e].regression)
                 fprintf(out, " %8.4f mse", evals[e].baseline);
@@ -184,7 +208,7 @@ void lb_compare_print_table(FILE *out, const lb_compare_model *specs, int n_mode
         any_rare |= evals[e].rare;
     if (any_rare) { /* rare events: accuracy says little; F1 and PR-AUC beside it, and the costs */
         fprintf(out, "\n%-14s %-12s %9s %9s %9s %9s %11s %10s %9s\n", "model", "file", "accuracy", "F1(1)", "macro-F1",
-                "PR-AUC", "parameters", "train time", "eval");
+                "PR-AUC", "parameters", "train wall", "eval");
         for (int e = 0; e < n_evals; e++) {
             if (!evals[e].rare)
                 continue;
@@ -199,9 +223,11 @@ void lb_compare_print_table(FILE *out, const lb_compare_model *specs, int n_mode
                     "-");
         }
         fprintf(out, "  F1(1): F1 of class 1; PR-AUC: average precision of p(class 1) (sklearn's "
-                     "average_precision_score); majority: the most frequent training class for every target\n");
+                     "average_precision_score); majority: the most frequent training class for every target; eval: "
+                     "wall-clock seconds of evaluating that file\n");
     }
     fprintf(out, "\n");
+    print_clocks_legend(out, specs, n_models);
     for (int e = 0; e < n_evals; e++)
         if (!isnan(evals[e].dmean))
             fprintf(out, "  %s: %s, clue %d..%d events before the query\n", evals[e].label, evals[e].path, evals[e].dmin,
@@ -225,6 +251,9 @@ static lb_status write_summary(const char *path, const lb_compare_model *specs, 
         json_object_object_add(o, "parameters", json_object_new_int64(res[m].run.parameters));
         json_object_object_add(o, "steps", json_object_new_int64(res[m].run.steps));
         json_object_object_add(o, "train_seconds", json_object_new_double(res[m].run.seconds));
+        json_object_object_add(o, "budget_seconds", json_object_new_double(res[m].run.budget_seconds));
+        json_object_object_add(o, "budget_clock",
+                               json_object_new_string(lb_budget_clock_name(specs[m].rc.train.budget_clock)));
         json_object_object_add(o, "seconds_per_step", json_object_new_double(res[m].seconds_per_step));
         json_object_object_add(o, "lr", json_object_new_double(specs[m].rc.train.optim.lr));
         if (specs[m].note[0])

@@ -685,6 +685,24 @@ static void test_reports_carry_baselines(void)
     char *sum = read_all(summary, NULL);
     CU_ASSERT_TRUE(fabs(number_after(sum, "\"baseline_mse\": ") - printed) < 1e-4);
     free(sum);
+    /* The two clocks of every table, in seconds, explained under it: the training's wall
+     * time and the time on the clock --budget counts (here CPU seconds per thread). */
+    char out2[512];
+    snprintf(out2, sizeof out2, "%s", path_in("cmp-clocks"));
+    const char *clocks[] = {"compare", "--train", adding, "--models", "lstm", "--eval", adding, "--out", out2,
+                            "--budget", "600", "--budget-clock", "cpu", "--steps", "2", "--batch", "4", "--hidden", "8",
+                            "--quiet", NULL};
+    r = run(clocks);
+    EXPECT(r.code == 0 && contains(r.out, "train wall budget used  time/step") && !contains(r.out, "train time") &&
+               contains(r.out, "train wall: wall-clock seconds of training") &&
+               contains(r.out, "budget used: seconds on the clock --budget counts, CPU seconds per thread") &&
+               contains(r.out, "of a --budget of 600 s per model"),
+           r);
+    run_free(&r);
+    snprintf(summary, sizeof summary, "%s/summary.json", out2);
+    sum = read_all(summary, NULL);
+    CU_ASSERT_TRUE(sum && contains(sum, "\"budget_clock\": \"cpu\"") && number_after(sum, "\"budget_seconds\": ") > 0);
+    free(sum);
     /* Classification: the chance level printed is in the JSON too. */
     const char *cls[] = {"eval", "--checkpoint", lb_fixture_path("checkpoint_v1_lstm.h5"), "--data", spike64(),
                          "--json", NULL};
