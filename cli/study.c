@@ -216,16 +216,21 @@ int lb_cli_study(int argc, char **argv)
     o.command = command;
     /* Under mpirun rank 0 makes the folder and its options file before the others read them. */
     lb_study *s = lb_dist_rank() == 0 ? lb_study_new(&o) : NULL;
-    int64_t made = s != NULL;
+    int64_t refused = 0; /* rank 0's exit code when it refuses; every rank leaves with it */
     if (lb_dist_rank() == 0 && !s)
-        return lb_cli_error(cmd, lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
+        refused = lb_cli_error(cmd, lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
     /* One study command per folder: two would run the same jobs into the same run folders. */
-    if (lb_dist_rank() == 0 && lb_run_lock_dir(o.out) < 0) {
+    if (s && lb_run_lock_dir(o.out) < 0) {
         lb_study_free(s);
-        return lb_cli_error(cmd, 1, "%s", lb_last_error());
+        s = NULL;
+        refused = lb_cli_error(cmd, 1, "%s", lb_last_error());
     }
-    if (lb_dist_sum(&made, 1) != LB_OK)
+    if (lb_dist_sum(&refused, 1) != LB_OK) {
+        lb_study_free(s);
         return lb_cli_fail(cmd);
+    }
+    if (refused) /* rank 0 said why; under mpirun the others wait for it here, then leave too */
+        return (int)refused;
     if (lb_dist_rank() != 0 && !(s = lb_study_new(&o)))
         return lb_cli_error(cmd, 1, "%s", lb_last_error());
 

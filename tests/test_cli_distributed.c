@@ -147,6 +147,14 @@ static void test_usage_errors_and_rank0_commands(void)
     r = finish_program(start_program(empty), 120);
     EXPECT(r.code == 2 && count_occurrences(r.err, "lookback study:") == 1 && !contains(r.err, "MPI_ABORT"), r);
     run_free(&r);
+    /* refused by rank 0 when it makes the study (an unknown task), while the others wait */
+    const char *task[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, "study", "--tasks", "nosuch", "--out",
+                          path_in("no-task-study"), NULL};
+    r = finish_program(start_program(task), 120);
+    EXPECT(r.code == 2 && count_occurrences(r.err, "lookback study:") == 1 && contains(r.err, "unknown task 'nosuch'") &&
+               !contains(r.err, "MPI_ABORT"),
+           r);
+    run_free(&r);
     const char *usage_eval[] = {MPIRUN, "-np", "2", LB_LOOKBACK_BIN, "eval", "--bins", "99", NULL};
     r = finish_program(start_program(usage_eval), 120);
     EXPECT(r.code == 2 && count_occurrences(r.err, "lookback eval:") == 1, r);
