@@ -408,8 +408,14 @@ int lb_cli_eval(int argc, char **argv)
                     printf("%-20s %10s %8d\n", range, "-", 0);
             }
         } else {
-            printf("loss %.4f  accuracy %.4f  (chance %.4f)\n", r.loss, r.accuracy,
-                   lb_dataset_num_classes(data) > 0 ? 1.0 / (double)lb_dataset_num_classes(data) : 0.0);
+            baseline b = majority(&r, trained);
+            /* An event log's classes are far from uniform: its reference is the majority
+             * baseline (below), not 1 / num_classes. */
+            if (trained && !isnan(b.accuracy))
+                printf("loss %.4f  accuracy %.4f  (majority baseline %.4f)\n", r.loss, r.accuracy, b.accuracy);
+            else
+                printf("loss %.4f  accuracy %.4f  (chance %.4f)\n", r.loss, r.accuracy,
+                       lb_dataset_num_classes(data) > 0 ? 1.0 / (double)lb_dataset_num_classes(data) : 0.0);
             if (r.n_bins > 0)
                 printf("%-20s %10s %8s\n", "distance", "accuracy", "scored");
             for (int k = 0; k < r.n_bins; k++) {
@@ -428,7 +434,6 @@ int lb_cli_eval(int argc, char **argv)
                 if (r.output_total[j])
                     printf("%-20d %10.4f %8lld\n", j - (r.n_outputs - shown),
                            (double)r.output_correct[j] / (double)r.output_total[j], (long long)r.output_total[j]);
-            baseline b = majority(&r, trained);
             print_classes(&r, &b);
         }
         if (attention_out)

@@ -82,6 +82,14 @@ static void test_eval_measures_and_select(void)
                contains(r.out, "majority baseline: class 0 (the most frequent of the training targets)") &&
                contains(r.out, "confusion (rows: true class, columns: predicted)"),
            r);
+    /* The reference beside the accuracy is the majority baseline printed below it, not 1 / C. */
+    const char *ref = strstr(r.out, "(majority baseline "), *base = strstr(r.out, "for every target: accuracy ");
+    double ref_acc = -1, base_acc = -2;
+    if (ref && base) {
+        sscanf(ref + strlen("(majority baseline "), "%lf", &ref_acc);
+        sscanf(base + strlen("for every target: accuracy "), "%lf", &base_acc);
+    }
+    EXPECT(ref_acc == base_acc && ref_acc > 0.5 && !contains(r.out, "(chance"), r);
     run_free(&r);
     const char *json[] = {"eval", "--checkpoint", ck, "--data", h5, "--json", "--threads", "1", NULL};
     r = run(json);
