@@ -210,6 +210,20 @@ static void test_import_train_eval(void)
     EXPECT(r.code == 0 && r2.code == 0 && strcmp(strchr(r.out, '\n'), strchr(r2.out, '\n')) == 0, r2);
     run_free(&r);
     run_free(&r2);
+    /* the event-detector measures do not apply to next-symbol prediction: refused, nothing made */
+    static const char *const measures[] = {"f1", "macro-f1", "pr-auc"};
+    for (int k = 0; k < 3; k++) {
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s", path_in("select-f1"));
+        const char *sel[] = {"train", "--data", corpus, "--select", measures[k], "--steps", "2", "--out", dir,
+                             "--quiet", NULL};
+        r = run(sel);
+        EXPECT(r.code == 1 && one_error_line(&r, "train") && contains(r.err, "text corpus") &&
+                   contains(r.err, "choose --select loss or accuracy"),
+               r);
+        CU_ASSERT_FALSE(access(dir, F_OK) == 0);
+        run_free(&r);
+    }
     static const char *const kinds[] = {"transformer", "local", "lstm", "conv"};
     for (int k = 0; k < 4; k++) {
         char dir[600];

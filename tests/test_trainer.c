@@ -243,6 +243,42 @@ static void test_stop_mid_step_discards_the_step(void)
     lb_dataset_close(ds);
 }
 
+/* Options that judge the validation split or per-class measures are refused where they
+ * cannot apply: --patience without a val split, --select pr-auc on more than 2 classes. */
+static void test_options_that_cannot_apply(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/no-val.h5", dir);
+    lb_task_options o;
+    lb_task_options_default(LB_TASK_SPIKE, &o);
+    o.seq_len = 24;
+    o.readings = 4;
+    o.n_train = 64;
+    o.n_val = 0;
+    o.n_test = 8;
+    CU_ASSERT_EQUAL_FATAL(lb_task_generate(&o, path, NULL, NULL), LB_OK);
+    lb_dataset *ds = lb_dataset_open(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    lb_model_config mc;
+    small_model_config(&mc, ds);
+    lb_model *m = lb_model_new(&mc);
+    lb_train_config tc;
+    small_train_config(&tc, 4);
+    tc.patience = 2;
+    CU_ASSERT_PTR_NULL(lb_trainer_new(m, ds, &tc));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "--patience 2 judges the validation split, which is empty"));
+    tc.patience = 0;
+    tc.select = LB_SELECT_PR_AUC; /* 4 readings: 4 classes */
+    CU_ASSERT_PTR_NULL(lb_trainer_new(m, ds, &tc));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "--select pr-auc needs a binary label (2 classes), but this data file has 4 classes"));
+    tc.select = LB_SELECT_MACRO_F1; /* applies */
+    lb_trainer *t = lb_trainer_new(m, ds, &tc);
+    CU_ASSERT_PTR_NOT_NULL(t);
+    lb_trainer_free(t);
+    lb_model_free(m);
+    lb_dataset_close(ds);
+}
+
 /* A run killed at an arbitrary moment (possibly mid-checkpoint) leaves a loadable
  * checkpoint, and resuming from it reproduces the uninterrupted run exactly. */
 static void test_kill_and_resume(void)
@@ -940,6 +976,7 @@ int main(void)
         {"the trainer's evaluations reuse one graph's memory", test_trainer_evaluate_reuses_memory},
         {"a CPU-clock time budget counts CPU seconds and survives a checkpoint", test_cpu_budget_clock},
         {"resume from a checkpoint equals an uninterrupted run bit for bit", test_resume_is_bit_exact},
+        {"--patience without a val split and --select pr-auc on 4 classes are refused", test_options_that_cannot_apply},
         {"a stop requested mid-step discards the step; the run then equals an uninterrupted one", test_stop_mid_step_discards_the_step},
         {"a killed run resumes exactly from an intact checkpoint", test_kill_and_resume},
         {"checkpoint of a different model: clear error, nothing changed", test_checkpoint_mismatch_errors},

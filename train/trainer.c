@@ -814,6 +814,26 @@ lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_tra
                  lb_dataset_path(data), (long long)cfg->batch_size, (long long)n_train);
         return NULL;
     }
+    int64_t classes = lb_dataset_num_classes(data);
+    int class_measure = cfg->select == LB_SELECT_F1 || cfg->select == LB_SELECT_MACRO_F1 || cfg->select == LB_SELECT_PR_AUC;
+    if (class_measure && (lb_dataset_is_text(data) || classes < 2 || classes > LB_METRICS_MAX_CLASSES ||
+                          (cfg->select == LB_SELECT_PR_AUC && classes != 2))) {
+        char need[64];
+        if (cfg->select == LB_SELECT_PR_AUC)
+            snprintf(need, sizeof need, "a binary label (2 classes)");
+        else
+            snprintf(need, sizeof need, "a label of 2 to %d classes", LB_METRICS_MAX_CLASSES);
+        lb_error(LB_ERR_VALUE, "%s: --select %s needs %s, but this %s %lld %s; choose --select loss or accuracy",
+                 lb_dataset_path(data), lb_val_select_name(cfg->select), need,
+                 lb_dataset_is_text(data) ? "text corpus (next-symbol prediction, no F1) has" : "data file has",
+                 (long long)classes, lb_dataset_is_text(data) ? "symbols" : "classes");
+        return NULL;
+    }
+    if (cfg->patience > 0 && lb_dataset_split_size(data, "val") < 1) {
+        lb_error(LB_ERR_VALUE, "%s: --patience %lld judges the validation split, which is empty here (import the "
+                 "data with a val split, or drop --patience)", lb_dataset_path(data), (long long)cfg->patience);
+        return NULL;
+    }
     if (check_step_memory(lb_model_get_config(model), data, cfg) != LB_OK)
         return NULL;
     lb_trainer *t = calloc(1, sizeof *t);
