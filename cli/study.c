@@ -40,8 +40,17 @@ static void catch_stop(struct sigaction old[2])
 static pid_t start_child(lb_study *s, lb_study_phase phase, int i)
 {
     fflush(NULL);
+    /* SIGINT and SIGTERM stay blocked until the child has its own dispositions: a stop
+     * passed on at once to a child that has not yet run would otherwise meet the
+     * study's handler (inherited) and be lost, and the job would run to its end. */
+    sigset_t stops, before;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stops, &before);
     pid_t pid = fork();
     if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &before, NULL);
         fprintf(stderr, "lookback study: job %s: fork failed: %s\n", lb_study_job_name(s, phase, i), lb_system_error(errno));
         return -1;
     }
@@ -51,6 +60,7 @@ static pid_t start_child(lb_study *s, lb_study_phase phase, int i)
         setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &before, NULL);
         lb_status st = lb_study_run_job(s, phase, i);
         int sig = lb_run_caught_signal();
         if (st != LB_OK && sig) { /* the study itself reports the stop and how to go on */
@@ -62,6 +72,7 @@ static pid_t start_child(lb_study *s, lb_study_phase phase, int i)
         fflush(NULL);
         _exit(st == LB_OK ? 0 : 1);
     }
+    sigprocmask(SIG_SETMASK, &before, NULL);
     setpgid(pid, pid);
     return pid;
 }
