@@ -13,6 +13,7 @@
 #include "data/events.h"
 #include "data/loader.h"
 #include "data/output.h"
+#include "data/results.h"
 #include "data/tasks.h"
 #include "data/text.h"
 #include "kernels/attention.h"

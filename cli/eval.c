@@ -1,14 +1,12 @@
 /* lookback eval: a checkpoint's loss and accuracy on a data file. */
 #include <getopt.h>
-#include <hdf5.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/events.h"
-#include "data/h5io.h"
-#include "data/output.h"
+#include "data/results.h"
 #include "cli/cli.h"
 #include "lab/run_config.h"
 #include "train/trainer.h"
@@ -43,80 +41,6 @@ static void eval_usage(FILE *out)
           "                          --attention-out)\n"
           "  --threads N             threads (default OMP_NUM_THREADS or all processors)\n",
           out);
-}
-
-/* What the child process of write_attention writes. */
-typedef struct attention_job {
-    const char *tmp;
-    const lb_tensor *weights; /* float32 [E, H, Tq, Tk] */
-    const lb_batch *batch;    /* the E examples */
-} attention_job;
-
-static lb_status write_attention_file(void *ctx)
-{
-    const attention_job *job = ctx;
-    const lb_batch *b = job->batch;
-    hsize_t e = (hsize_t)job->weights->shape[0];
-    struct {
-        const char *name;
-        hid_t type;
-        int rank;
-        hsize_t dims[4];
-        const void *data;
-    } sets[3] = {
-        {"weights", H5T_NATIVE_FLOAT, 4, {0}, lb_tensor_data(job->weights)},
-        {"tokens", H5T_NATIVE_INT32, 2, {e, (hsize_t)b->seq_len}, b->tokens},
-        {"distance", H5T_NATIVE_INT32, 1, {e}, b->distance},
-    };
-    for (int i = 0; i < 4; i++)
-        sets[0].dims[i] = (hsize_t)job->weights->shape[i];
-    hid_t file = H5Fcreate(job->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    lb_status st = file < 0 ? lb_error(LB_ERR_IO, "%s: cannot create: %s", job->tmp, lb_h5_cause()) : LB_OK;
-    for (int i = 0; i < 3 && st == LB_OK; i++) {
-        if (!sets[i].data)
-            continue;
-        hid_t space = H5Screate_simple(sets[i].rank, sets[i].dims, NULL);
-        hid_t dset = space < 0 ? -1
-                               : H5Dcreate2(file, sets[i].name, sets[i].type, space, H5P_DEFAULT, H5P_DEFAULT,
-                                            H5P_DEFAULT);
-        if (dset < 0 || H5Dwrite(dset, sets[i].type, H5S_ALL, H5S_ALL, H5P_DEFAULT, sets[i].data) < 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot write dataset %s: %s", job->tmp, sets[i].name, lb_h5_cause());
-        lb_h5_close(dset);
-        lb_h5_close(space);
-    }
-    if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing: %s", job->tmp, lb_h5_cause());
-    return st;
-}
-
-/* Writes weights [E, H, Tq, Tk] with the examples' tokens and distances: HDF5 runs
- * in a child process (lb_h5_isolated), the finished file is renamed into place. */
-static lb_status write_attention(const char *path, const lb_tensor *weights, const lb_dataset *data, const char *split)
-{
-    lb_status st = lb_output_check(path, "attention output");
-    if (st != LB_OK)
-        return st;
-    int replace = lb_output_present(path);
-    lb_batch b;
-    if ((st = lb_dataset_slice(data, split, 0, weights->shape[0], &b)) != LB_OK)
-        return st;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    lb_tensor *w32 = lb_tensor_copy(weights, LB_FLOAT32);
-    if (!w32)
-        st = lb_last_status();
-    attention_job job = {tmp, w32, &b};
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    if (st == LB_OK)
-        st = lb_h5_isolated(write_attention_file, NULL, &job, 0, 1, tmp);
-    lb_h5_quiet_end(&quiet);
-    lb_tensor_free(w32);
-    lb_batch_free(&b);
-    if (st == LB_OK)
-        return lb_output_finish(tmp, path, "attention output", replace);
-    remove(tmp);
-    return st;
 }
 
 /* How many trailing output indices to report: copy memory's copied symbols (the
@@ -376,7 +300,7 @@ int lb_cli_eval(int argc, char **argv)
                             data_path, (long long)r.examples, split);
     } else if (attention_out && !weights) {
         code = lb_cli_error(cmd, 1, "--attention-out: a %s model has no attention weights", lb_model_kind_name(mc.kind));
-    } else if (attention_out && write_attention(attention_out, weights, data, split) != LB_OK) {
+    } else if (attention_out && lb_attention_write(attention_out, weights, data, split) != LB_OK) {
         code = lb_cli_fail(cmd);
     } else if (json) {
         baseline b = majority(&r, trained);

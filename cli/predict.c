@@ -1,8 +1,6 @@
 /* lookback predict: a checkpoint's outputs for every example of a split, as HDF5
  * datasets; --incremental computes them through the streaming path (layers/stream.h). */
-#include <errno.h>
 #include <getopt.h>
-#include <hdf5.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +8,7 @@
 
 #include "cli/cli.h"
 #include "data/events.h"
-#include "data/h5io.h"
+#include "data/results.h"
 #include "data/output.h"
 #include "layers/stream.h"
 #include "train/trainer.h"
@@ -54,16 +52,9 @@ static void predict_usage(FILE *out)
           out);
 }
 
-/* What predict writes: [N, P, W] outputs with P = T (per-position) or 1 and W =
- * classes (or 1 for regression), in double; NaN past an example's length. */
-typedef struct predictions {
-    int64_t n, positions, width;
-    double *output;
-} predictions;
-
 /* Copies a model output for examples [start, start + B): y [B, P, W] laid out as
  * `rows`, row of example b at position p; positions >= limit[b] become NaN. */
-static void store_rows(predictions *pr, int64_t start, int64_t b, const lb_tensor *y, const int32_t *lengths)
+static void store_rows(lb_predictions *pr, int64_t start, int64_t b, const lb_tensor *y, const int32_t *lengths)
 {
     int64_t p = pr->positions, w = pr->width;
     for (int64_t i = 0; i < b; i++)
@@ -78,7 +69,7 @@ static void store_rows(predictions *pr, int64_t start, int64_t b, const lb_tenso
  * at a time; the head's output at each example's last event (per-sequence targets)
  * or at every event (per-position targets) is kept. */
 static lb_status predict_incremental(lb_model *model, const lb_model_input *in, int64_t chunk,
-                                     const lb_stream_options *opt, predictions *pr, int64_t start)
+                                     const lb_stream_options *opt, lb_predictions *pr, int64_t start)
 {
     int64_t b = in->batch, t = in->seq_len, w = pr->width, f = in->features ? in->features->shape[2] : 0;
     lb_model_state *s = lb_model_state_new(model, b, opt);
@@ -129,117 +120,8 @@ static lb_status predict_incremental(lb_model *model, const lb_model_input *in, 
     return st;
 }
 
-/* One dataset of `rank` dims in the given memory type. */
-static lb_status write_set(hid_t file, const char *name, hid_t type, int rank, const hsize_t *dims, const void *data,
-                           const char *path)
-{
-    hid_t space = H5Screate_simple(rank, dims, NULL);
-    hid_t dset = space >= 0 ? H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
-    lb_status st = LB_OK;
-    if (dset < 0 || H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot write dataset '%s': %s", path, name, lb_h5_cause());
-    lb_h5_close(dset);
-    lb_h5_close(space);
-    return st;
-}
-
-typedef struct predict_file {
-    const char *path, *checkpoint, *data, *split, *mode;
-    const lb_model_config *model;
-    const predictions *pr;
-    const int32_t *targets;     /* [N] or [N, T]; NULL for regression */
-    const float *target_values; /* [N] regression */
-    const int32_t *distance;    /* [N] or NULL */
-    const int32_t *lengths;     /* [N] or NULL */
-    int replace;                /* a file was at path when the command began (--force) */
-} predict_file;
-
-/* The HDF5 writing of write_predictions, run in a child process (lb_h5_isolated): after
- * a failed write (a full disk) libhdf5 cannot close the file, and at exit it would print
- * its close-loop trace; the child ends with _exit instead. */
-static lb_status write_predictions_job(void *ctx)
-{
-    const predict_file *o = ctx;
-    const predictions *pr = o->pr;
-    int64_t n = pr->n, p = pr->positions, w = pr->width;
-    int per_position = p > 1, regression = o->model->num_classes == 0;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->path);
-    int32_t *predicted = regression ? NULL : malloc((size_t)(n * p) * sizeof *predicted);
-    if (!regression && !predicted)
-        return lb_error(LB_ERR_MEMORY, "predict: out of memory");
-    for (int64_t i = 0; !regression && i < n * p; i++) {
-        const double *row = pr->output + i * w;
-        int best = isnan(row[0]) ? -1 : 0;
-        for (int64_t k = 1; best >= 0 && k < w; k++)
-            if (row[k] > row[best])
-                best = (int)k;
-        predicted[i] = best;
-    }
-    lb_h5_quiet quiet;
-    lb_h5_quiet_begin(&quiet);
-    lb_status st = LB_OK;
-    errno = 0;
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (file < 0)
-        st = lb_error(LB_ERR_IO, "%s: cannot create the file: %s", tmp, lb_h5_cause());
-    hsize_t dims[3] = {(hsize_t)n, (hsize_t)p, (hsize_t)w}, rows[2] = {(hsize_t)n, (hsize_t)p};
-    int out_rank = (per_position ? 2 : 1) + (regression ? 0 : 1);
-    if (!per_position)
-        dims[1] = (hsize_t)w;
-    if (st == LB_OK)
-        st = write_set(file, regression ? "output" : "logits", H5T_NATIVE_DOUBLE, out_rank, dims, pr->output, tmp);
-    if (st == LB_OK && predicted)
-        st = write_set(file, "predicted", H5T_NATIVE_INT32, per_position ? 2 : 1, rows, predicted, tmp);
-    if (st == LB_OK && o->targets)
-        st = write_set(file, "target", H5T_NATIVE_INT32, per_position ? 2 : 1, rows, o->targets, tmp);
-    if (st == LB_OK && o->target_values)
-        st = write_set(file, "target", H5T_NATIVE_FLOAT, 1, rows, o->target_values, tmp);
-    if (st == LB_OK && o->distance)
-        st = write_set(file, "distance", H5T_NATIVE_INT32, 1, rows, o->distance, tmp);
-    if (st == LB_OK && o->lengths)
-        st = write_set(file, "length", H5T_NATIVE_INT32, 1, rows, o->lengths, tmp);
-    hid_t root = file;
-    if (st == LB_OK)
-        st = lb_h5_write_attr_string(root, "checkpoint", o->checkpoint, tmp);
-    if (st == LB_OK)
-        st = lb_h5_write_attr_string(root, "data", o->data, tmp);
-    if (st == LB_OK)
-        st = lb_h5_write_attr_string(root, "split", o->split, tmp);
-    if (st == LB_OK)
-        st = lb_h5_write_attr_string(root, "model", lb_model_kind_name(o->model->kind), tmp);
-    if (st == LB_OK)
-        st = lb_h5_write_attr_string(root, "path", o->mode, tmp);
-    if (st == LB_OK)
-        st = lb_h5_write_attr_int(root, "examples", n, tmp);
-    if (file >= 0 && H5Fclose(file) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: cannot finish writing the file: %s", tmp, lb_h5_cause());
-    lb_h5_quiet_end(&quiet);
-    free(predicted);
-    return st;
-}
-
-/* Writes the predictions to PATH.tmp (in a child process), then renames it into place;
- * PATH is locked meanwhile (lb_output_lock). */
-static lb_status write_predictions(const predict_file *o)
-{
-    int lock = -1;
-    lb_status st = lb_output_lock(o->path, "predictions file", &lock);
-    if (st != LB_OK)
-        return st;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->path);
-    st = lb_h5_isolated(write_predictions_job, NULL, (void *)o, 0, 1, tmp);
-    if (st == LB_OK)
-        st = lb_output_finish(tmp, o->path, "predictions file", o->replace);
-    else
-        remove(tmp);
-    lb_output_unlock(o->path, lock);
-    return st;
-}
-
 /* Accuracy over the scored targets (or MSE for regression), for the summary line. */
-static double summary_metric(const predictions *pr, const int32_t *targets, const float *values, int64_t *scored)
+static double summary_metric(const lb_predictions *pr, const int32_t *targets, const float *values, int64_t *scored)
 {
     double sum = 0;
     *scored = 0;
@@ -367,7 +249,8 @@ int lb_cli_predict(int argc, char **argv)
     }
     const lb_model_config *mc = lb_model_get_config(model);
     int64_t t = lb_dataset_seq_len(data);
-    predictions pr = {n, mc->head == LB_HEAD_EVERY ? t : 1, mc->num_classes > 0 ? mc->num_classes : 1, NULL};
+    lb_predictions pr = {n, mc->head == LB_HEAD_EVERY ? t : 1, mc->num_classes > 0 ? mc->num_classes : 1,
+                         mc->num_classes == 0, NULL};
     lb_batch all;
     memset(&all, 0, sizeof all);
     pr.output = malloc((size_t)(pr.n * pr.positions * pr.width) * sizeof *pr.output);
@@ -406,9 +289,9 @@ int lb_cli_predict(int argc, char **argv)
     }
     double seconds = lb_clock_wall() - t_start;
     lb_graph_free(g);
-    predict_file pf = {out, ck, data_path, split, incremental ? "incremental" : "full", mc, &pr,
-                       all.targets, all.target_values, all.distance, all.lengths, replace};
-    if (st != LB_OK || write_predictions(&pf) != LB_OK) {
+    lb_predictions_source source = {ck, data_path, split, lb_model_kind_name(mc->kind),
+                                    incremental ? "incremental" : "full"};
+    if (st != LB_OK || lb_predictions_write(out, &pr, &all, &source, replace) != LB_OK) {
         code = lb_cli_fail(cmd);
     } else {
         int64_t scored;
