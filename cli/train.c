@@ -88,94 +88,20 @@ static int parse_args(int argc, char **argv, train_args *a)
     return -1;
 }
 
-/* --init-from: the model options come from the checkpoint (its parameters are loaded
- * when the run starts); a --model naming another family is an error. 0 on success. */
-static int init_model_from(lb_run_config *rc, const train_args *a, const char *path)
-{
-    lb_model_config saved;
-    if (lb_checkpoint_read_model_config(path, &saved) != LB_OK) {
-        lb_error(LB_ERR_FORMAT, "--init-from: %s", lb_last_error());
-        return 1;
-    }
-    for (int i = 0; i < a->given.n; i++)
-        if (strcmp(a->given.items[i].name, "model") == 0 &&
-            strcmp(a->given.items[i].value, lb_model_kind_name(saved.kind)) != 0) {
-            lb_error(LB_ERR_VALUE, "--model %s differs from the %s model of --init-from %s (the model comes from the "
-                     "checkpoint; drop --model)", a->given.items[i].value, lb_model_kind_name(saved.kind), path);
-            return 1;
-        }
-    if (strlen(path) >= sizeof rc->init_from) {
-        lb_error(LB_ERR_VALUE, "--init-from: path too long");
-        return 1;
-    }
-    rc->model = saved;
-    strcpy(rc->init_from, path);
-    return 0;
-}
-
-/* Resolves the run's options; returns -1 when fine, else the exit code (printed). */
+/* Resolves the run's options (lab/run_config.h); returns -1 when fine, else the exit
+ * code (printed): 2 when the options are at fault. */
 static int resolve_options(const char *cmd, const train_args *a, const char *dir, lb_run_config *rc)
 {
-    char config_path[4200], ckpt_path[4200];
-    lb_files_join(config_path, sizeof config_path, dir, "config.json");
-    lb_files_join(ckpt_path, sizeof ckpt_path, dir, "checkpoint.h5");
     lb_option_list file;
     memset(&file, 0, sizeof file);
     if (a->config && lb_option_list_read_json(&file, a->config) != LB_OK) {
         lb_option_list_free(&file);
         return lb_cli_error(cmd, 2, "%s", lb_last_error());
     }
-    /* Defaults, then the run's config.json (resume), then --config, then the command line. */
-    memset(rc, 0, sizeof *rc);
-    lb_run_config_default(rc, LB_MODEL_TRANSFORMER);
+    lb_run_sources src = {dir, a->resume != NULL, a->init_from, &file, &a->given};
     int code = -1;
-    if (a->resume) {
-        if (!lb_files_exists(config_path))
-            code = lb_cli_error(cmd, 2, "%s holds no run to resume (no config.json)", dir);
-        else if (lb_run_config_load_json(rc, config_path) != LB_OK)
-            code = lb_cli_fail(cmd);
-        /* No option sets these; a run started with --init-from may have any. */
-        lb_model_config saved;
-        if (code < 0 && lb_files_exists(ckpt_path)) {
-            if (lb_checkpoint_read_model_config(ckpt_path, &saved) != LB_OK)
-                code = lb_cli_fail(cmd);
-            rc->model.dtype = saved.dtype;
-            rc->model.max_seq_len = saved.max_seq_len;
-        }
-        /* The same rule for the command line and a --config file. */
-        const lb_option_list *lists[] = {&file, &a->given};
-        for (int l = 0; l < 2 && code < 0; l++)
-            for (int i = 0; i < lists[l]->n && code < 0; i++) {
-                const lb_option_item *it = &lists[l]->items[i];
-                if (!lb_run_option_resumable(it->name))
-                    code = lb_cli_error(cmd, 2, "%s%s%s cannot change when resuming (only --steps, --threads, "
-                                                "--time-budget, --eval-every, --eval-examples, --checkpoint-every, --patience, --max-skipped)",
-                                        it->source ? it->source : "--", it->source ? ": key " : "", it->name);
-            }
-    }
-    if (code < 0 && (lb_run_config_apply(rc, &file) != LB_OK))
-        code = lb_cli_error(cmd, 2, "%s", lb_last_error());
-    if (code < 0 && a->init_from && init_model_from(rc, a, a->init_from) != 0)
-        code = lb_cli_error(cmd, lb_last_status() == LB_ERR_VALUE ? 2 : 1, "%s", lb_last_error());
-    /* The model comes from the --init-from checkpoint: an option that would change it is a
-     * usage error here, not a mismatch found when the parameters are loaded. */
-    for (int i = 0; code < 0 && a->init_from && i < a->given.n; i++) {
-        const char *name = a->given.items[i].name;
-        if (lb_run_option_is_model(name) && strcmp(name, "model") != 0 && strcmp(name, "model-seed") != 0)
-            code = lb_cli_error(cmd, 2, "--%s cannot be given with --init-from: the model comes from the checkpoint "
-                                        "%s (drop --%s)", name, a->init_from, name);
-    }
-    if (code < 0 && lb_run_config_apply(rc, &a->given) != LB_OK)
-        code = lb_cli_error(cmd, 2, "%s", lb_last_error());
-    if (code < 0 && (lb_run_config_check_used(rc, &file) != LB_OK || lb_run_config_check_used(rc, &a->given) != LB_OK))
-        code = lb_cli_error(cmd, 2, "%s", lb_last_error());
-    if (code < 0 && !rc->data[0])
-        code = lb_cli_error(cmd, 2, "--data FILE.h5 is required");
-    /* a folder already holding a run, once the options are known to be valid (a usage
-     * error is exit 2 whatever --out holds) */
-    if (code < 0 && !a->resume && lb_files_exists(ckpt_path))
-        code = lb_cli_error(cmd, 1, "%s already holds a run; continue it with --resume %s or choose another --out",
-                            dir, dir);
+    if (lb_run_config_resolve(rc, &src) != LB_OK)
+        code = lb_last_status() == LB_ERR_VALUE ? lb_cli_error(cmd, 2, "%s", lb_last_error()) : lb_cli_fail(cmd);
     lb_option_list_free(&file);
     return code;
 }

@@ -691,6 +691,99 @@ int lb_run_option_resumable(const char *name)
     return f && (f->flags & LB_TRAIN_RESUMABLE);
 }
 
+/* A reader's failure (config.json, a checkpoint) as LB_ERR_FORMAT, so that it is never
+ * taken for a fault of the options; out of memory stays what it is. */
+static lb_status read_failed(void)
+{
+    lb_status st = lb_last_status();
+    return st == LB_ERR_VALUE ? lb_error(LB_ERR_FORMAT, "%s", lb_last_error()) : st;
+}
+
+/* --resume: DIR/config.json, the checkpoint's dtype and max_seq_len, and no option given
+ * that may not change. */
+static lb_status resume_rules(lb_run_config *rc, const lb_run_sources *src, const char *config_path,
+                              const char *ckpt_path)
+{
+    if (!lb_files_exists(config_path))
+        return lb_error(LB_ERR_VALUE, "%s holds no run to resume (no config.json)", src->dir);
+    if (lb_run_config_load_json(rc, config_path) != LB_OK)
+        return read_failed();
+    /* No option sets these; a run started with --init-from may have any. */
+    lb_model_config saved;
+    if (lb_files_exists(ckpt_path)) {
+        if (lb_checkpoint_read_model_config(ckpt_path, &saved) != LB_OK)
+            return read_failed();
+        rc->model.dtype = saved.dtype;
+        rc->model.max_seq_len = saved.max_seq_len;
+    }
+    /* The same rule for the command line and a --config file. */
+    const lb_option_list *lists[] = {src->file, src->given};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < lists[l]->n; i++) {
+            const lb_option_item *it = &lists[l]->items[i];
+            if (!lb_run_option_resumable(it->name))
+                return lb_error(LB_ERR_VALUE, "%s%s%s cannot change when resuming (only --steps, --threads, "
+                                "--time-budget, --eval-every, --eval-examples, --checkpoint-every, --patience, --max-skipped)",
+                                it->source ? it->source : "--", it->source ? ": key " : "", it->name);
+        }
+    return LB_OK;
+}
+
+/* --init-from: the model options come from the checkpoint (its parameters are loaded
+ * when the run starts); a --model naming another family is an error. */
+static lb_status init_model_from(lb_run_config *rc, const lb_option_list *given, const char *path)
+{
+    lb_model_config saved;
+    if (lb_checkpoint_read_model_config(path, &saved) != LB_OK)
+        return lb_error(LB_ERR_FORMAT, "--init-from: %s", lb_last_error());
+    for (int i = 0; i < given->n; i++)
+        if (strcmp(given->items[i].name, "model") == 0 &&
+            strcmp(given->items[i].value, lb_model_kind_name(saved.kind)) != 0)
+            return lb_error(LB_ERR_VALUE, "--model %s differs from the %s model of --init-from %s (the model comes from the "
+                            "checkpoint; drop --model)", given->items[i].value, lb_model_kind_name(saved.kind), path);
+    if (strlen(path) >= sizeof rc->init_from)
+        return lb_error(LB_ERR_VALUE, "--init-from: path too long");
+    rc->model = saved;
+    strcpy(rc->init_from, path);
+    /* The model comes from the checkpoint: an option that would change it is a usage
+     * error here, not a mismatch found when the parameters are loaded. */
+    for (int i = 0; i < given->n; i++) {
+        const char *name = given->items[i].name;
+        if (lb_run_option_is_model(name) && strcmp(name, "model") != 0 && strcmp(name, "model-seed") != 0)
+            return lb_error(LB_ERR_VALUE, "--%s cannot be given with --init-from: the model comes from the checkpoint "
+                            "%s (drop --%s)", name, path, name);
+    }
+    return LB_OK;
+}
+
+lb_status lb_run_config_resolve(lb_run_config *rc, const lb_run_sources *src)
+{
+    LB_CHECK_ARG(rc && src && src->dir && src->file && src->given, LB_ERR_VALUE);
+    char config_path[4200], ckpt_path[4200];
+    lb_files_join(config_path, sizeof config_path, src->dir, "config.json");
+    lb_files_join(ckpt_path, sizeof ckpt_path, src->dir, "checkpoint.h5");
+    /* Defaults, then the run's config.json (resume), then --config, then the command line. */
+    memset(rc, 0, sizeof *rc);
+    lb_run_config_default(rc, LB_MODEL_TRANSFORMER);
+    lb_status st = src->resume ? resume_rules(rc, src, config_path, ckpt_path) : LB_OK;
+    if (st == LB_OK && lb_run_config_apply(rc, src->file) != LB_OK)
+        st = lb_error(LB_ERR_VALUE, "%s", lb_last_error());
+    if (st == LB_OK && src->init_from)
+        st = init_model_from(rc, src->given, src->init_from);
+    if (st == LB_OK && lb_run_config_apply(rc, src->given) != LB_OK)
+        st = lb_error(LB_ERR_VALUE, "%s", lb_last_error());
+    if (st == LB_OK && (lb_run_config_check_used(rc, src->file) != LB_OK || lb_run_config_check_used(rc, src->given) != LB_OK))
+        st = lb_error(LB_ERR_VALUE, "%s", lb_last_error());
+    if (st == LB_OK && !rc->data[0])
+        st = lb_error(LB_ERR_VALUE, "--data FILE.h5 is required");
+    /* a folder already holding a run, once the options are known to be valid (a usage
+     * error is exit 2 whatever --out holds) */
+    if (st == LB_OK && !src->resume && lb_files_exists(ckpt_path))
+        st = lb_error(LB_ERR_STATE, "%s already holds a run; continue it with --resume %s or choose another --out",
+                      src->dir, src->dir);
+    return st;
+}
+
 void lb_run_config_name_options(char *message, size_t size)
 {
     int n;

@@ -112,6 +112,33 @@ int lb_run_option_is_model(const char *name);
  * eval-examples, checkpoint-every, patience, max-skipped), 0 otherwise. */
 int lb_run_option_resumable(const char *name);
 
+/* Where `lookback train` takes a run's options from, lowest first: the defaults, the run
+ * folder's config.json (resume), the options of a --config file (`file`), the model of an
+ * --init-from checkpoint, the command line (`given`). */
+typedef struct lb_run_sources {
+    const char *dir;             /* the run folder: DIR/config.json and DIR/checkpoint.h5 */
+    int resume;                  /* 1: continue the run in dir */
+    const char *init_from;       /* a checkpoint whose model starts a new run, or NULL */
+    const lb_option_list *file;  /* --config's options (may be empty, not NULL) */
+    const lb_option_list *given; /* the command line's options (may be empty, not NULL) */
+} lb_run_sources;
+
+/* Resolves a run's options into rc from `src`, with the rules of a run folder:
+ * - resume: DIR/config.json is loaded, and the model's dtype and max_seq_len (which no
+ *   option sets) come from DIR/checkpoint.h5 when it exists; an option of `file` or
+ *   `given` that may not change on resume (lb_run_option_resumable) is refused;
+ * - init_from: the model options come from that checkpoint; a --model naming another
+ *   family, or any other model option but --model-seed, is refused;
+ * - every option given must apply to the chosen model, optimizer and schedule
+ *   (lb_run_config_check_used), and --data is required;
+ * - a new run (not resume) refuses a folder that already holds checkpoint.h5.
+ * Errors: LB_ERR_VALUE for what the options are at fault for (no config.json to resume,
+ * an option that cannot change, a bad or unused value, a --model that differs, no
+ * --data; the message names the option); LB_ERR_STATE for a folder that already holds a
+ * run; LB_ERR_FORMAT for a config.json or checkpoint that cannot be read (its reader's
+ * message); LB_ERR_MEMORY. */
+lb_status lb_run_config_resolve(lb_run_config *rc, const lb_run_sources *src);
+
 /* Rewrites the library's field names in a message as the options a user types:
  * "d_model = 6 is not divisible by n_heads = 4" -> "--d-model 6 is not divisible by
  * --heads 4" (each model field "<member> = " with an option becomes "--<option> "). */
