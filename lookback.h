@@ -1,7 +1,9 @@
 /* lookback: tensors, reverse-mode autograd, attention models and training in C.
  * One include for users of the installed library (pkg-config --cflags --libs lookback):
  * every public header but data/h5io.h, the HDF5 helpers, which needs <hdf5.h> and is
- * included on its own. */
+ * included on its own. The fast path's headers (the headers of kernels/, tensor/pool.h, tensor/isa.h,
+ * tensor/threads.h) are not part of it: they are installed under
+ * include/lookback/advanced/ for programs that tune the kernels. */
 #ifndef LOOKBACK_H
 #define LOOKBACK_H
 
@@ -16,12 +18,6 @@
 #include "data/results.h"
 #include "data/tasks.h"
 #include "data/text.h"
-#include "kernels/attention.h"
-#include "kernels/conv.h"
-#include "kernels/gelu.h"
-#include "kernels/gemm.h"
-#include "kernels/lstm.h"
-#include "kernels/stream.h"
 #include "layers/attention.h"
 #include "layers/conv.h"
 #include "layers/kv_cache.h"
@@ -43,12 +39,9 @@
 #include "tensor/clock.h"
 #include "tensor/names.h"
 #include "tensor/error.h"
-#include "tensor/isa.h"
 #include "tensor/kernels.h"
-#include "tensor/pool.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
-#include "tensor/threads.h"
 #include "train/distributed.h"
 #include "train/metrics.h"
 #include "train/score.h"

@@ -27,10 +27,12 @@
 #include <signal.h> /* sig_atomic_t */
 
 #include "tensor/api.h"
-#include "tensor/pool.h"
 #include "tensor/tensor.h"
 
 LB_API_BEGIN
+
+/* A buffer pool (tensor/pool.h, an advanced header). */
+typedef struct lb_pool lb_pool;
 
 enum { LB_MAX_OP_INPUTS = 4, LB_MAX_SAVED = 4 };
 

@@ -180,8 +180,9 @@ int main(int argc, char **argv)
         return 2;
     }
     int64_t n_max = full ? 16384 : 2048;
-    printf("part 1: one forward + backward pass of attention, batch 1, d_k = d_v = %d, float32, %d threads\n", D,
-           lb_get_num_threads());
+    const char *threads = getenv("OMP_NUM_THREADS"); /* the library's thread count when set */
+    printf("part 1: one forward + backward pass of attention, batch 1, d_k = d_v = %d, float32, OMP_NUM_THREADS=%s\n",
+           D, threads ? threads : "unset");
     printf("%6s | %12s %12s | %12s %12s | %10s\n", "n", "materialized", "fused", "materialized", "fused",
            "same result");
     printf("%6s | %12s %12s | %12s %12s | %10s\n", "", "ms", "ms", "peak MiB", "peak MiB", "max diff");

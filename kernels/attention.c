@@ -353,34 +353,17 @@ LB_INLINE float lb_fold_max(float *l, int n)
 }
 
 #define LB_VL 8
+#include "kernels/vector_internal.h"
 #include "kernels/attention_rows_internal.h"
 #undef LB_VL
 #define LB_VL 16
+#include "kernels/vector_internal.h"
 #include "kernels/attention_rows_internal.h"
 #undef LB_VL
 
-#define LB_VL 8
-#include "kernels/attention_gemm_internal.h"
-#undef LB_VL
-#define LB_VL 16
-#include "kernels/attention_gemm_internal.h"
-#undef LB_VL
-
-/* The float32 tile product of the items' width (kernels/attention_gemm_internal.h):
- *   C [m, n] (+)= alpha * A [m, k] B [k, n], A (i, l) at a[i * a_rs + l * a_cs]. */
-LB_INLINE void tile_gemm_f(int wide, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,
-                           int64_t a_cs, const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc)
-{
-    if (wide)
-        tile_gemm_f16(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
-    else
-        tile_gemm_f8(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
-}
-
-/* The items call the tile product of their build through this pointer (one copy of the
- * micro-kernel per build rather than one per call site). */
-typedef void (*tile_gemm_fn)(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,
-                             int64_t a_cs, const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc);
+/* The items call the float32 tile product of their build (kernels/tile_gemm.c) through
+ * this pointer:  C [m, n] (+)= alpha * A [m, k] B [k, n], A (i, l) at a[i * a_rs + l * a_cs]. */
+typedef lb_tile_gemm_fn tile_gemm_fn;
 
 /* The row loops of the items' width: wide = the 16-lane loops (a constant in every
  * build of the items, so the branch folds away). */
@@ -931,14 +914,6 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
 typedef void (*forward_item_fn)(const attn_problem *, int64_t, int64_t, fwd_scratch *, char *, char *);
 typedef void (*backward_item_fn)(const attn_problem *, const bwd_args *, int64_t, int64_t, bwd_scratch *);
 
-#define LB_ATTN_TILE_GEMM(isa, attr, wide)                                                                        \
-    attr static void tile_gemm_##isa(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,  \
-                                     int64_t a_cs, const float *b, int64_t ldb, int accumulate, float *c,         \
-                                     int64_t ldc)                                                                \
-    {                                                                                                            \
-        tile_gemm_f(wide, m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);                            \
-    }
-
 /* mk: the build's tile product, or NULL (products through OpenBLAS). */
 #define LB_ATTN_ITEMS(isa, attr, wide, mk)                                                                        \
     attr static void forward_item_##isa(const attn_problem *p, int64_t n, int64_t i0, fwd_scratch *w, char *out, \
@@ -954,10 +929,8 @@ typedef void (*backward_item_fn)(const attn_problem *, const bwd_args *, int64_t
 
 LB_ATTN_ITEMS(generic, , 0, NULL)
 #ifdef LB_ATTN_X86
-LB_ATTN_TILE_GEMM(avx2, __attribute__((target("avx2,fma"))), 0)
-LB_ATTN_TILE_GEMM(avx512, __attribute__((target("avx512f,fma"))), 1)
-LB_ATTN_ITEMS(avx2, __attribute__((target("avx2,fma"))), 0, tile_gemm_avx2)
-LB_ATTN_ITEMS(avx512, __attribute__((target("avx512f,fma"))), 1, tile_gemm_avx512)
+LB_ATTN_ITEMS(avx2, __attribute__((target("avx2,fma"))), 0, lb_k_tile_gemm_avx2)
+LB_ATTN_ITEMS(avx512, __attribute__((target("avx512f,fma"))), 1, lb_k_tile_gemm_avx512)
 #endif
 
 /* Best first; the baseline build last. */
@@ -969,13 +942,12 @@ static const struct attn_isa {
      * build: 8-lane vectors on SSE2 registers (or any other CPU's) spill the micro-kernel's
      * accumulators, and OpenBLAS picks kernels for that CPU itself. */
     int micro_kernel;
-    tile_gemm_fn tile_gemm; /* the build's micro-kernel, NULL in the baseline build */
 } ISAS[] = {
 #ifdef LB_ATTN_X86
-    {LB_BUILD_AVX512, forward_item_avx512, backward_item_avx512, 1, tile_gemm_avx512},
-    {LB_BUILD_AVX2, forward_item_avx2, backward_item_avx2, 1, tile_gemm_avx2},
+    {LB_BUILD_AVX512, forward_item_avx512, backward_item_avx512, 1},
+    {LB_BUILD_AVX2, forward_item_avx2, backward_item_avx2, 1},
 #endif
-    {LB_BUILD_GENERIC, forward_item_generic, backward_item_generic, 0, NULL},
+    {LB_BUILD_GENERIC, forward_item_generic, backward_item_generic, 0},
 };
 enum { N_ISAS = sizeof ISAS / sizeof ISAS[0] };
 
@@ -990,18 +962,6 @@ static const struct attn_isa *chosen_isa(void)
 }
 
 const char *lb_k_attention_isa(void) { return lb_isa_name(chosen_isa()->build); }
-
-int lb_k_tile_gemm_ready(void) { return chosen_isa()->tile_gemm != NULL; }
-
-int lb_k_tile_gemm_f32(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs, int64_t a_cs,
-                       const float *b, int64_t ldb, int accumulate, float *c, int64_t ldc)
-{
-    tile_gemm_fn mk = chosen_isa()->tile_gemm;
-    if (!mk)
-        return 0;
-    mk(m, n, k, alpha, a, a_rs, a_cs, b, ldb, accumulate, c, ldc);
-    return 1;
-}
 
 lb_status lb_k_attention_set_isa(const char *name)
 {

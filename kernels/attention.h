@@ -32,7 +32,7 @@
  * so a query tile computes bq + W - 1 scores per row rather than one or two 128-key tiles.
  *
  * Products. float32 problems with Tq >= 8 run every tile product on a register-blocked
- * micro-kernel (kernels/attention_gemm_internal.h: broadcast A, rows of B, the
+ * micro-kernel (kernels/tile_gemm.c: broadcast A, rows of B, the
  * C block in registers, no packing per call) in the AVX-512 and AVX2 builds of the
  * kernels (lb_k_attention_isa). Its right-hand operands must be row-major, so each head's Kᵀ [D, Tk]
  * (forward and backward) and Vᵀ [Dv, Tk] (backward) are packed once per call, before

@@ -1,29 +1,16 @@
 /* Float32 row loops of the fused attention kernels on vectors of LB_VL lanes.
  * kernels/attention.c includes this file once per vector width (8: AVX2 and
- * baseline builds, 16: AVX-512) with LB_VL defined; each inclusion defines
- *   vf<LB_VL>_load, vf<LB_VL>_store, expf_v<LB_VL>, vf<LB_VL>_sum,
+ * baseline builds, 16: AVX-512) with LB_VL defined, after kernels/vector_internal.h
+ * (the vf<LB_VL> types, loads and stores); each inclusion defines
+ *   expf_v<LB_VL>, vf<LB_VL>_sum,
  *   row_max_f<LB_VL>, row_exp_f<LB_VL>, row_ds_f<LB_VL>, row_scale_f<LB_VL>
  * from the same text. Needs expf_poly, LB_EXPF_LO/HI, LB_EXPF_POLY, lb_fold_sum,
  * lb_fold_max and LB_INLINE.
  * Row tails run the vector loops' operations on scalars, so every element goes through
  * one sequence of IEEE operations whatever its position in the row. */
 
-#define LB_VW_(name, w) name##w
-#define LB_VW(name, w) LB_VW_(name, w)
 #define VF LB_VW(vf, LB_VL)
 #define VI LB_VW(vi, LB_VL)
-
-typedef float VF __attribute__((vector_size(4 * LB_VL)));
-typedef int32_t VI __attribute__((vector_size(4 * LB_VL)));
-
-LB_INLINE VF LB_VW(VF, _load)(const float *p)
-{
-    VF v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-LB_INLINE void LB_VW(VF, _store)(float *p, const VF *v) { memcpy(p, v, sizeof *v); }
 
 /* m ? a : b, lanewise, for a comparison mask m (-1 or 0 per lane). (Vectors go to
  * helpers by pointer: passing them by value draws GCC's ABI note in the baseline build.) */

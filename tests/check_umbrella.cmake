@@ -1,7 +1,9 @@
 # ctest's lookback_h_includes: lookback.h, the one include of the installed library,
 # must include every public header but data/h5io.h (which needs HDF5's headers) and
-# tensor/api.h (which every header includes). Run as
-#   cmake -DSOURCE_DIR=<source> -DHEADERS=<a|b|...> -P check_umbrella.cmake
+# tensor/api.h (which every header includes), and none of the fast path's headers
+# (installed apart, under include/lookback/advanced/), which no public header includes
+# either. Run as
+#   cmake -DSOURCE_DIR=<source> -DHEADERS=<a|b|...> -DADVANCED=<a|b|...> -P check_umbrella.cmake
 file(READ "${SOURCE_DIR}/lookback.h" umbrella)
 string(REPLACE "|" ";" headers "${HEADERS}")
 set(missing "")
@@ -19,4 +21,24 @@ list(LENGTH headers n)
 if(missing)
   message(FATAL_ERROR "lookback.h does not include these public headers: ${missing}")
 endif()
-message(STATUS "lookback.h includes every public header (${n} checked)")
+string(REPLACE "|" ";" advanced "${ADVANCED}")
+list(LENGTH advanced n_advanced)
+if(n_advanced EQUAL 0)
+  message(FATAL_ERROR "no advanced headers given (-DADVANCED)")
+endif()
+set(leaked "")
+foreach(header IN LISTS advanced)
+  file(RELATIVE_PATH rel "${SOURCE_DIR}" "${header}")
+  foreach(user IN LISTS headers ITEMS "${SOURCE_DIR}/lookback.h")
+    file(READ "${user}" text)
+    string(FIND "${text}" "#include \"${rel}\"" at)
+    if(NOT at EQUAL -1)
+      file(RELATIVE_PATH user_rel "${SOURCE_DIR}" "${user}")
+      list(APPEND leaked "${user_rel} includes ${rel}")
+    endif()
+  endforeach()
+endforeach()
+if(leaked)
+  message(FATAL_ERROR "the fast path's headers reach the public API: ${leaked}")
+endif()
+message(STATUS "lookback.h includes every public header (${n} checked) and none of the ${n_advanced} advanced ones")

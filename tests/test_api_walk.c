@@ -20,6 +20,7 @@
 
 #include "lookback.h"
 #include "support.h"
+#include "tensor/pool.h"
 
 enum { WALK_MAX_POINTERS = 24 };
 

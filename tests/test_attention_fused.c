@@ -261,7 +261,7 @@ static void check_cases_f32(void) { check_cases(LB_FLOAT32, 1e-5); }
 static void test_fused_matches_materialized_f64(void) { for_each_isa(check_cases_f64); }
 static void test_fused_matches_materialized_f32(void) { for_each_isa(check_cases_f32); }
 
-/* The float32 tile products' shapes (kernels/attention_gemm_internal.h): widths
+/* The float32 tile products' shapes (kernels/tile_micro_internal.h): widths
  * D and Dv from 1 to 80 give every number of vectors per strip (1 to 4 of 16 lanes, 1 to
  * 2 of 8), a second strip past 64 columns, partial last vectors, and row counts that
  * leave rows after the register blocks; Tq = 8 is the smallest problem packed, Tq = 7

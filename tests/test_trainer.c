@@ -15,6 +15,7 @@
 #include "data/h5io.h"
 #include "data/tasks.h"
 #include "support.h"
+#include "tensor/pool.h"
 #include "train/trainer.h"
 
 static char data_path[512], dir[256];

@@ -1,8 +1,9 @@
-/* Float32 tile products of the fused attention kernels on vectors of LB_VL lanes: a
- * register-blocked micro-kernel for the small products of one tile (m, n, k up to a few
- * hundred), with no packing per call. kernels/attention.c includes this file once
- * per vector width (after kernels/attention_rows_internal.h, whose vf<LB_VL> types and
- * loads it uses) with LB_VL defined; each inclusion defines tile_gemm_f<LB_VL>.
+/* The float32 tile product on vectors of LB_VL lanes: a register-blocked micro-kernel
+ * for small products (m, n, k up to a few hundred: one tile of the fused attention
+ * kernels, a narrow layer, an LSTM's recurrent product), with no packing per call.
+ * kernels/tile_gemm.c includes this file once per vector width (after
+ * kernels/vector_internal.h, whose vf<LB_VL> types and loads it uses) with LB_VL
+ * defined; each inclusion defines tile_gemm_f<LB_VL>.
  *
  *   C [m, n] = alpha * A B          (accumulate = 0)
  *   C [m, n] = C + alpha * A B      (accumulate = 1)
@@ -10,7 +11,7 @@
  *             the transpose of a row-major [k, m] matrix: a_rs = 1, a_cs = its row stride)
  *   B [k, n]: row-major, row stride ldb        C [m, n]: row-major, row stride ldc
  *
- * The operands the kernels pass (named dims of kernels/attention.h): Q tile [bq, D],
+ * The operands the attention kernels pass (named dims of kernels/attention.h): Q tile [bq, D],
  * Kᵀ and Vᵀ packed once per head [D, Tk] and [Dv, Tk], V, K, dO and Q tiles as stored,
  * P and dS tiles [bq, bk] (or their transposes as A). B is read in rows of vectors, so the
  * products need the right-hand operand row-major: the reason Kᵀ and Vᵀ are packed.
