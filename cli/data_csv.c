@@ -17,7 +17,8 @@
 static void csv_usage(FILE *out)
 {
     fputs("usage: lookback data csv FILE.csv -o FILE.h5 --label COL (--features COLS | --tokens COLS)\n"
-          "                         [--sequence-key COLS] [--order-key COL] [--label-per event|sequence]\n"
+          "                         [--sequence-key COLS] [--order-key COL [--order-as text|number]]\n"
+          "                         [--label-per event|sequence]\n"
           "                         [--seq-len T] [--stride S] [--split-by time|sequence] [--val F] [--test F]\n"
           "                         [--seed N] [--missing refuse|skip|previous] [--short skip|refuse] [--force]\n"
           "       lookback data csv NEW.csv -o NEW.h5 --like CHECKPOINT.h5|TRAIN.h5 [--force]\n"
@@ -28,8 +29,12 @@ static void csv_usage(FILE *out)
           "\n"
           "  --sequence-key COLS  rows with the same values here form one source's sequence\n"
           "                       (default: the whole file is one source)\n"
-          "  --order-key COL      sort each source's rows by COL (numbers, or else text: ISO 8601\n"
-          "                       times sort right); ties keep file order (default: file order)\n"
+          "  --order-key COL      sort each source's rows by COL; ties keep file order (default: file\n"
+          "                       order). Values compare as numbers when all are numbers, as text\n"
+          "                       (byte order: ISO 8601 times sort right) when none is; a column of\n"
+          "                       both is refused, naming the first value of the rarer kind\n"
+          "  --order-as KIND      text: compare every order value as text; number: every value must\n"
+          "                       be a decimal number (default: decided by the values, as above)\n"
           "  --features COLS      numeric columns, standardised with the train split's mean and std\n"
           "  --tokens COLS        categorical columns, one-hot; a value unseen in training has its own\n"
           "                       slot (id 0)\n"
@@ -92,6 +97,7 @@ int lb_cli_data_csv(int argc, char **argv)
     int force = 0, given = 0; /* given: an import option was set (not allowed with --like) */
     static const struct option opts[] = {
         {"sequence-key", required_argument, NULL, 'k'}, {"order-key", required_argument, NULL, 'r'},
+        {"order-as", required_argument, NULL, 'a'},
         {"features", required_argument, NULL, 'f'},     {"tokens", required_argument, NULL, 'n'},
         {"label", required_argument, NULL, 'l'},        {"label-per", required_argument, NULL, 'p'},
         {"seq-len", required_argument, NULL, 'T'},      {"stride", required_argument, NULL, 'S'},
@@ -112,6 +118,7 @@ int lb_cli_data_csv(int argc, char **argv)
         switch (c) {
         case 'k': opt.sequence_key = optarg; break;
         case 'r': opt.order_key = optarg; break;
+        case 'a': st = lb_order_as_parse(optarg, &opt.order_as); break;
         case 'f': opt.features = optarg; break;
         case 'n': opt.tokens = optarg; break;
         case 'l': opt.label = optarg; break;
@@ -153,6 +160,8 @@ int lb_cli_data_csv(int argc, char **argv)
         return lb_cli_error(cmd, 2, "--like takes every setting from its file: give no other import option with it");
     if (!like && !opt.label)
         return lb_cli_error(cmd, 2, "--label is required: the column of integer classes (0, 1, ...) to learn");
+    if (opt.order_as != LB_ORDER_AUTO && !opt.order_key)
+        return lb_cli_error(cmd, 2, "--order-as needs --order-key (the column whose values it compares)");
     if (!like && !opt.features && !opt.tokens)
         return lb_cli_error(cmd, 2, "give --features (numeric columns) or --tokens (categorical columns), or both");
     if (strcmp(csv, "-") != 0 && lb_output_protect(csv, "the CSV file") != LB_OK)

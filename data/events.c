@@ -272,13 +272,16 @@ static lb_status read_header(lb_csv_reader *r, plan *p)
 
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
 
-/* A field as a finite number (blanks around it allowed): 0 ok, -1 not a number,
- * -2 not finite. */
+/* A field as a finite decimal number (blanks around it allowed): 0 ok, -1 not a number
+ * (hexadecimal such as 0x1A included: strtod would read it as 26), -2 not finite. */
 static int parse_number(const char *s, double *out)
 {
     while (is_blank(*s))
         s++;
     if (!*s)
+        return -1;
+    const char *digits = s + (*s == '+' || *s == '-');
+    if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
         return -1;
     char *end = NULL;
     errno = 0;
@@ -358,7 +361,9 @@ typedef struct table {
     int64_t *source, *row, *line;
     char **order_text;  /* [n] or NULL without an order key */
     double *order_num;
-    int order_numeric;  /* every order value is a number */
+    int order_numeric;  /* the order values compare as numbers */
+    int64_t order_n_number, order_n_text;      /* order values that are / are not numbers */
+    int64_t order_first_number, order_first_text; /* the first of each kind (index), -1 none */
     double *feat;       /* [n, nf] raw values */
     int64_t *tok;       /* [n, nt] ids in tok_values[c] */
     int32_t *label;     /* [n]; -1 without a label column */
@@ -574,8 +579,12 @@ static lb_status take_row(table *t, const plan *p, const char *file, const lb_cs
         const char *o = rec->field[p->order_col];
         if (!(t->order_text[i] = strdup(o)))
             return lb_error(LB_ERR_MEMORY, "out of memory (while reading the rows)");
-        if (parse_number(o, &t->order_num[i]) != 0)
-            t->order_numeric = 0;
+        if (parse_number(o, &t->order_num[i]) == 0) {
+            if (!t->order_n_number++)
+                t->order_first_number = i;
+        } else if (!t->order_n_text++) {
+            t->order_first_text = i;
+        }
     } else {
         t->order_num[i] = (double)i;
     }
@@ -638,6 +647,7 @@ typedef struct import {
     lb_layout layout;
     lb_rows rows[SPLITS];
     char *schema_json;
+    lb_order_as order_as; /* how the order values compared (number or text) */
 } import;
 
 static void import_free(import *im)
@@ -746,12 +756,46 @@ static lb_status resolve_plan(plan *p, const char *file, const names *keys, cons
     return st;
 }
 
+/* How the order values compare (lb_order_as): a column of numbers and text is refused
+ * unless the choice was made; the choice made goes into the schema. */
+static lb_status order_kind(import *im)
+{
+    table *t = &im->t;
+    lb_order_as as = im->like ? im->like->order_as : im->opt.order_as;
+    int64_t col = im->p.order_col;
+    if (as == LB_ORDER_TEXT || (as == LB_ORDER_AUTO && !t->order_n_number)) {
+        t->order_numeric = 0;
+        im->order_as = LB_ORDER_TEXT;
+        return LB_OK;
+    }
+    im->order_as = LB_ORDER_NUMBER;
+    if (!t->order_n_text)
+        return LB_OK;
+    /* name the first value of the rarer kind (the likely typo) */
+    int text_rarer = as == LB_ORDER_NUMBER || t->order_n_text <= t->order_n_number;
+    int64_t i = text_rarer ? t->order_first_text : t->order_first_number;
+    char v[200];
+    shown(t->order_text[i], v, sizeof v);
+    if (as == LB_ORDER_NUMBER)
+        return lb_error(LB_ERR_FORMAT, "%s: row %lld (line %lld), column '%s' (%lld): '%s' is not a number (the order "
+                        "key compares as numbers%s)",
+                        im->file, (long long)t->row[i], (long long)t->line[i], im->p.header[col], (long long)col + 1, v,
+                        im->like ? " in the schema of the --like file" : ": --order-as number");
+    return lb_error(LB_ERR_FORMAT, "%s: row %lld (line %lld), column '%s' (%lld): '%s' is %s, but %lld other values of "
+                    "the order key are %s (a mixed column would sort 10 < 100 < 2): correct the value, or give "
+                    "--order-as text to compare every value as text",
+                    im->file, (long long)t->row[i], (long long)t->line[i], im->p.header[col], (long long)col + 1, v,
+                    text_rarer ? "not a number" : "a number", (long long)(text_rarer ? t->order_n_number : t->order_n_text),
+                    text_rarer ? "numbers" : "text");
+}
+
 static lb_status read_rows(import *im, lb_csv_reader *r)
 {
     table *t = &im->t;
     t->nf = im->feats.n;
     t->nt = im->toks.n;
     t->order_numeric = 1;
+    t->order_first_number = t->order_first_text = -1;
     t->tok_values = calloc((size_t)(t->nt ? t->nt : 1), sizeof *t->tok_values);
     if (!t->tok_values)
         return lb_error(LB_ERR_MEMORY, "out of memory");
@@ -769,7 +813,7 @@ static lb_status read_rows(import *im, lb_csv_reader *r)
     if (t->n == 0)
         return lb_error(LB_ERR_FORMAT, "%s: no data rows after the header%s", im->file,
                         t->skipped ? " (every row had a missing value and --missing skip left it out)" : "");
-    return LB_OK;
+    return im->p.order_col >= 0 ? order_kind(im) : LB_OK;
 }
 
 static lb_status group_and_sort(import *im)
@@ -878,6 +922,7 @@ static lb_status build_schema(import *im)
     for (int64_t k = 0; k < s->n_keys; k++)
         DUP(s->sequence_key[k], im->keys.v[k]);
     DUP(s->order_key, like ? like->order_key : o->order_key);
+    s->order_as = s->order_key ? im->order_as : LB_ORDER_AUTO;
     DUP(s->label, like ? like->label : o->label);
     DUP(s->source_file, im->file);
     s->label_per = like ? like->label_per : o->label_per;

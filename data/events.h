@@ -61,6 +61,12 @@ typedef enum lb_split_by { LB_SPLIT_BY_TIME = 0, LB_SPLIT_BY_SEQUENCE } lb_split
  *                    (in file order); a first row with a missing value, or a missing key,
  *                    order or label, is refused. */
 typedef enum lb_missing_policy { LB_MISSING_REFUSE = 0, LB_MISSING_SKIP, LB_MISSING_PREVIOUS } lb_missing_policy;
+/* How the order key's values compare: LB_ORDER_AUTO as numbers when every value is a
+ * number, as text (byte order, which orders ISO 8601 timestamps) when none is, and a
+ * column of both kinds is refused, naming the first value of the rarer kind (one 'n/a'
+ * among numbers would otherwise sort 10 < 100 < 2); LB_ORDER_NUMBER every value must be
+ * a number; LB_ORDER_TEXT every value compares as text. */
+typedef enum lb_order_as { LB_ORDER_AUTO = 0, LB_ORDER_NUMBER, LB_ORDER_TEXT } lb_order_as;
 /* A source (or a split's part of it) with fewer rows than one window. */
 typedef enum lb_short_policy { LB_SHORT_SKIP = 0, LB_SHORT_REFUSE } lb_short_policy;
 
@@ -68,6 +74,7 @@ typedef enum lb_short_policy { LB_SHORT_SKIP = 0, LB_SHORT_REFUSE } lb_short_pol
 typedef struct lb_csv_options {
     const char *sequence_key; /* columns whose values name a source, or NULL: one source */
     const char *order_key;    /* column to sort each source's rows by, or NULL: file order */
+    lb_order_as order_as;     /* how its values compare (default LB_ORDER_AUTO) */
     const char *features;     /* numeric columns, or NULL */
     const char *tokens;       /* categorical columns, or NULL (features or tokens required) */
     const char *label;        /* integer class column (0, 1, ...), required */
@@ -85,12 +92,13 @@ typedef struct lb_csv_options {
  * test 0.15, seed 1, missing refuse, short skip. */
 void lb_csv_options_default(lb_csv_options *opt);
 
-/* "event"/"sequence", "time"/"sequence", "refuse"/"skip"/"previous", "skip"/"refuse"
- * parsers: LB_ERR_VALUE naming the word and the choices. */
+/* "event"/"sequence", "time"/"sequence", "refuse"/"skip"/"previous", "skip"/"refuse",
+ * "auto"/"number"/"text" parsers: LB_ERR_VALUE naming the word and the choices. */
 lb_status lb_label_per_parse(const char *text, lb_label_per *out);
 lb_status lb_split_by_parse(const char *text, lb_split_by *out);
 lb_status lb_missing_parse(const char *text, lb_missing_policy *out);
 lb_status lb_short_parse(const char *text, lb_short_policy *out);
+lb_status lb_order_as_parse(const char *text, lb_order_as *out);
 
 /* One numeric feature: its column and the train split's statistics (raw units). */
 typedef struct lb_event_feature {
@@ -111,6 +119,8 @@ typedef struct lb_event_schema {
     int64_t n_keys;
     char **sequence_key;      /* [n_keys] column names (n_keys 0: one source) */
     char *order_key;          /* NULL: file order */
+    lb_order_as order_as;     /* how the import compared its values: number or text (auto: a
+                                 schema written before the choice was stored) */
     int64_t n_features;
     lb_event_feature *features;
     int64_t n_tokens;

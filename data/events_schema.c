@@ -31,6 +31,7 @@ static const char *const label_per_names[] = {"event", "sequence"};
 static const char *const split_by_names[] = {"time", "sequence"};
 static const char *const missing_names[] = {"refuse", "skip", "previous"};
 static const char *const short_names[] = {"skip", "refuse"};
+static const char *const order_as_names[] = {"auto", "number", "text"};
 
 lb_status lb_label_per_parse(const char *text, lb_label_per *out)
 {
@@ -66,6 +67,15 @@ lb_status lb_short_parse(const char *text, lb_short_policy *out)
     lb_status st = lb_name_parse("--short", short_names, LB_COUNT_OF(short_names), text, 0, &i);
     if (st == LB_OK)
         *out = (lb_short_policy)i;
+    return st;
+}
+lb_status lb_order_as_parse(const char *text, lb_order_as *out)
+{
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    int i = 0;
+    lb_status st = lb_name_parse("--order-as", order_as_names, LB_COUNT_OF(order_as_names), text, 0, &i);
+    if (st == LB_OK)
+        *out = (lb_order_as)i;
     return st;
 }
 
@@ -128,6 +138,7 @@ char *lb_event_schema_to_json(const lb_event_schema *s)
         json_object_array_add(keys, json_object_new_string(s->sequence_key[i]));
     json_object_object_add(o, "sequence_key", keys);
     json_object_object_add(o, "order_key", str_or_null(s->order_key));
+    json_object_object_add(o, "order_as", json_object_new_string(order_as_names[s->order_as]));
     json_object *feats = json_object_new_array();
     for (int64_t i = 0; i < s->n_features; i++) {
         const lb_event_feature *f = &s->features[i];
@@ -330,6 +341,8 @@ lb_event_schema *lb_event_schema_from_json(const char *json, size_t len, const c
     if (j.st == LB_OK) {
         s->sequence_key = string_array(&j, member(&j, o, "sequence_key", json_type_array, 0), "sequence_key", &s->n_keys);
         s->order_key = member_str(&j, o, "order_key", 1);
+        if (json_object_object_get_ex(o, "order_as", NULL)) /* absent in schemas written before it */
+            s->order_as = (lb_order_as)member_word(&j, o, "order_as", order_as_names, 3);
     }
     json_object *feats = member(&j, o, "features", json_type_array, 0);
     size_t nf = feats ? json_object_array_length(feats) : 0;
@@ -494,8 +507,9 @@ void lb_event_schema_print(const lb_event_schema *s, FILE *out)
         fputs("(none: one source)", out);
     for (int64_t i = 0; i < s->n_keys; i++)
         fprintf(out, "%s%s", i ? "," : "", s->sequence_key[i]);
-    fprintf(out, ", order key %s, label %s per %s (%lld classes)\n", s->order_key ? s->order_key : "(file order)",
-            s->label ? s->label : "(none)", label_per_names[s->label_per], (long long)s->num_classes);
+    fprintf(out, ", order key %s%s%s, label %s per %s (%lld classes)\n", s->order_key ? s->order_key : "(file order)",
+            s->order_key && s->order_as != LB_ORDER_AUTO ? " as " : "",
+            s->order_key && s->order_as != LB_ORDER_AUTO ? order_as_names[s->order_as] : "", s->label ? s->label : "(none)", label_per_names[s->label_per], (long long)s->num_classes);
     fprintf(out, "          windows of seq_len %lld every %lld rows; split by %s (val %g, test %g", (long long)s->seq_len,
             (long long)s->stride, split_by_names[s->split_by], s->val_fraction, s->test_fraction);
     if (s->split_by == LB_SPLIT_BY_SEQUENCE)

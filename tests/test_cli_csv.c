@@ -35,6 +35,7 @@ static void test_malformed_files(void)
         {"long_row.csv", "id,x,label\na,1,0,9\n", 0, {"long_row.csv", "row 2", "4 fields"}},
         {"text.csv", "id,x,label\na,1,0\na,warm,1\n", 0, {"row 3 (line 3), column 'x' (2)", "'warm'", "not a number"}},
         {"inf.csv", "id,x,label\na,inf,0\n", 0, {"text", "column 'x'", "not a finite number"}},
+        {"hex.csv", "id,x,label\na,1,0\na,0x1A,1\n", 0, {"row 3 (line 3), column 'x' (2)", "'0x1A'", "not a number"}},
         {"missing.csv", "id,x,label\na,1,0\na,,1\n", 0, {"missing.csv", "row 3", "is missing"}},
         {"missing_label.csv", "id,x,label\na,1,\n", 0, {"column 'label' (3)", "is missing", NULL}},
         {"real_label.csv", "id,x,label\na,1,0.5\n", 0, {"column 'label' (3)", "'0.5'", "not a whole number"}},
@@ -143,6 +144,92 @@ static void test_short_sources_and_policies(void)
     free(back);
 }
 
+/* The order key's values: numbers, or text (ISO 8601); one value of the other kind is
+ * refused naming its row, line, column and value, unless --order-as text says how to
+ * compare; the choice is kept in the schema (data info). */
+static void test_order_key_kinds(void)
+{
+    char csv[500], out[520];
+    snprintf(csv, sizeof csv, "%s", path_in("order.csv"));
+    snprintf(out, sizeof out, "%s", path_in("order.h5"));
+    FILE *f = fopen(csv, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "t,x,label\n");
+    for (int i = 0; i < 30; i++) {
+        if (i == 17)
+            fprintf(f, "n/a,%d,%d\n", i, i % 4 == 0);
+        else
+            fprintf(f, "%d,%d,%d\n", (i * 7) % 30 * 10, i, i % 4 == 0);
+    }
+    fclose(f);
+    const char *args[] = {"data", "csv", csv, "-o", out, "--order-key", "t", "--features", "x", "--label", "label",
+                          "--seq-len", "2", NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 1 && one_error_line(&r, "data csv") && contains(r.err, "row 19 (line 19), column 't' (1)") &&
+               contains(r.err, "'n/a' is not a number, but 29 other values") && contains(r.err, "--order-as text"),
+           r);
+    CU_ASSERT_TRUE(nothing_written(out));
+    run_free(&r);
+    const char *number[] = {"data", "csv", csv, "-o", out, "--order-key", "t", "--order-as", "number", "--features",
+                            "x", "--label", "label", "--seq-len", "2", NULL};
+    r = run(number);
+    EXPECT(r.code == 1 && one_error_line(&r, "data csv") && contains(r.err, "row 19 (line 19)") &&
+               contains(r.err, "--order-as number"),
+           r);
+    run_free(&r);
+    const char *text[] = {"data", "csv", csv, "-o", out, "--order-key", "t", "--order-as", "text", "--features", "x",
+                          "--label", "label", "--seq-len", "2", NULL};
+    r = run(text);
+    EXPECT(r.code == 0 && contains(r.out, "30 rows of 1 sources"), r);
+    run_free(&r);
+    const char *info[] = {"data", "info", out, NULL};
+    r = run(info);
+    EXPECT(r.code == 0 && contains(r.out, "order key t as text"), r);
+    run_free(&r);
+    /* text with one number: the number is named */
+    f = fopen(csv, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "t,x,label\n");
+    for (int i = 0; i < 30; i++) {
+        if (i == 5)
+            fprintf(f, "20240101,%d,%d\n", i, i % 4 == 0);
+        else
+            fprintf(f, "2024-01-01T00:%02d:00,%d,%d\n", 59 - i, i, i % 4 == 0);
+    }
+    fclose(f);
+    const char *force[] = {"data", "csv", csv, "-o", out, "--order-key", "t", "--features", "x", "--label", "label",
+                           "--seq-len", "2", "--force", NULL};
+    r = run(force);
+    EXPECT(r.code == 1 && contains(r.err, "row 7 (line 7), column 't' (1)") &&
+               contains(r.err, "'20240101' is a number, but 29 other values of the order key are text"),
+           r);
+    run_free(&r);
+    /* all numbers: compared as numbers */
+    f = fopen(csv, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "t,x,label\n");
+    for (int i = 0; i < 30; i++)
+        fprintf(f, " %d ,%d,%d\n", (i * 7) % 30 * 10, i, i % 4 == 0);
+    fclose(f);
+    r = run(force);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    r = run(info);
+    EXPECT(r.code == 0 && contains(r.out, "order key t as number"), r);
+    run_free(&r);
+    /* --order-as without --order-key, or an unknown kind: usage */
+    const char *alone[] = {"data", "csv", csv, "-o", out, "--order-as", "text", "--features", "x", "--label", "label",
+                           NULL};
+    r = run(alone);
+    EXPECT(r.code == 2 && one_error_line(&r, "data csv") && contains(r.err, "--order-key"), r);
+    run_free(&r);
+    const char *unknown[] = {"data", "csv", csv, "-o", out, "--order-key", "t", "--order-as", "date", "--features",
+                             "x", "--label", "label", NULL};
+    r = run(unknown);
+    EXPECT(r.code == 2 && one_error_line(&r, "data csv") && contains(r.err, "--order-as"), r);
+    run_free(&r);
+}
+
 static void test_info_of_an_import(void)
 {
     char csv[500], out[520];
@@ -181,6 +268,8 @@ int main(void)
         {"short sources skipped or refused; usage errors exit 2; the CSV is never the output",
          test_short_sources_and_policies},
         {"data info of an import: sources, windows, features, histograms per split", test_info_of_an_import},
+        {"order key: numbers or text; one value of the other kind refused by row and column; --order-as",
+         test_order_key_kinds},
         {"a 17 MiB field refused in bounded memory; bare CR line ends", test_huge_field},
         {NULL, NULL},
     };
