@@ -20,6 +20,7 @@
 #include "data/text.h"
 #include "layers/attention.h"
 #include "layers/conv.h"
+#include "layers/family.h"
 #include "layers/kv_cache.h"
 #include "layers/ffn.h"
 #include "layers/generate.h"

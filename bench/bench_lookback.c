@@ -71,6 +71,7 @@
 #include "harness.h"
 #include "layers/attention.h"
 #include "layers/lstm.h"
+#include "layers/family.h"
 #include "layers/model.h"
 #include "layers/params.h"
 #include "layers/stream.h"
@@ -666,9 +667,10 @@ static int time_model(const bench_opts *o, lb_model *m, int train, int64_t b, in
 static int run_eval(const bench_opts *o)
 {
     const int64_t b_eval = 8, t_eval = 7000, b_train = 32, t_train = 256;
-    for (int kind = LB_MODEL_TRANSFORMER; kind <= LB_MODEL_CONV; kind++) {
+    for (int k = 0; k < LB_MODEL_KIND_COUNT; k++) {
+        const lb_model_kind kind = lb_family_at(k)->kind;
         lb_model_config cfg;
-        lb_model_config_default((lb_model_kind)kind, &cfg);
+        lb_model_config_default(kind, &cfg);
         cfg.vocab_size = 16;
         cfg.num_classes = 2;
         cfg.max_seq_len = t_eval;
@@ -684,7 +686,7 @@ static int run_eval(const bench_opts *o)
         snprintf(extra, sizeof extra,
                  "\"family\":\"%s\",\"shape\":\"eval B=%lld T=%lld; train B=%lld T=%lld\",\"eval_seq_per_s\":%.4g,"
                  "\"eval_tokens_per_s\":%.4g,\"train_step_s\":%.4g,\"train_tokens_per_s\":%.4g,\"params\":%lld",
-                 lb_model_kind_name((lb_model_kind)kind), (long long)b_eval, (long long)t_eval, (long long)b_train,
+                 lb_model_kind_name(kind), (long long)b_eval, (long long)t_eval, (long long)b_train,
                  (long long)t_train, (double)b_eval / ev.median_s, eval_tok, tr.median_s, train_tok,
                  (long long)lb_params_numel(lb_model_params(m)));
         bench_print_json("lookback", "EVAL", o->threads, &ev, base, extra);
@@ -705,9 +707,10 @@ static int run_local(const bench_opts *o)
     struct {
         lb_model_kind kind;
         int layers;
+        int64_t window; /* local attention's (unused by the transformer) */
         const char *name;
-    } models[3] = {{LB_MODEL_LOCAL, 2, "local"}, {LB_MODEL_TRANSFORMER, 2, "transformer2"},
-                   {LB_MODEL_TRANSFORMER, 1, "transformer1"}};
+    } models[3] = {{LB_MODEL_LOCAL, 2, 16, "local"}, {LB_MODEL_TRANSFORMER, 2, 0, "transformer2"},
+                   {LB_MODEL_TRANSFORMER, 1, 0, "transformer1"}};
     bench_result r[3];
     double base = bench_current_rss_mib();
     for (int i = 0; i < 3; i++) {
@@ -721,8 +724,7 @@ static int run_local(const bench_opts *o)
         cfg.d_ff = 128;
         cfg.pos = LB_POS_NONE;
         cfg.n_layers = models[i].layers;
-        if (models[i].kind == LB_MODEL_LOCAL)
-            cfg.window = 16;
+        cfg.window = models[i].window;
         lb_model *m = lb_model_new(&cfg);
         if (!m)
             FAIL("LOCAL model");

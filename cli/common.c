@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "data/output.h"
+#include "layers/family.h"
 #include "layers/model.h"
 #include "tensor/threads.h"
 #include "train/distributed.h"
@@ -138,7 +139,8 @@ lb_status lb_cli_split(const char *option, const char *text, const char **out)
 
 int lb_cli_has_attention(const struct lb_model_config *mc)
 {
-    return mc->kind == LB_MODEL_TRANSFORMER || mc->kind == LB_MODEL_LOCAL;
+    const lb_family *f = lb_family_of(mc->kind);
+    return f && f->attention;
 }
 
 lb_status lb_cli_check_max_context(const char *checkpoint, const struct lb_model_config *mc, int64_t max_context)

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "data/text.h"
+#include "layers/family.h"
 #include "layers/generate.h"
 #include "tensor/clock.h"
 #include "tensor/rng.h"
@@ -250,8 +251,8 @@ static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, 
 static int64_t default_context(const char *ck, const lb_model_config *mc)
 {
     int64_t seq_len = 0;
-    int relative = mc->pos == LB_POS_NONE || mc->pos == LB_POS_ROTARY;
-    if (lb_cli_has_attention(mc) && !(mc->kind == LB_MODEL_LOCAL && relative) &&
+    const lb_family *f = lb_family_of(mc->kind);
+    if (f && f->crops_context(mc) &&
         lb_checkpoint_read_seq_len(ck, &seq_len) == LB_OK && seq_len > 0)
         return seq_len;
     lb_clear_error();

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "autograd/gradcheck.h"
+#include "layers/family.h"
 #include "layers/model.h"
 #include "tensor/rng.h"
 #include "cli/cli.h"
@@ -78,12 +79,9 @@ static void gc_usage(FILE *out)
         if (lb_model_gradcheck_skips(&fields[i]))
             continue;
         char families[96] = "", value[64];
-        for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV && (fields[i].families & LB_FAMILY_ALL) != LB_FAMILY_ALL; k++)
-            if (lb_model_field_in_family(&fields[i], (lb_model_kind)k))
-                snprintf(families + strlen(families), sizeof families - strlen(families), "%s%s",
-                         families[0] ? ", " : " [", lb_model_kind_name((lb_model_kind)k));
-        fprintf(out, "  --%-14s %s%s%s (default %s)\n", fields[i].option, fields[i].help, families,
-                families[0] ? "]" : "", lb_model_field_format(&small, &fields[i], value, sizeof value));
+        lb_model_field_families(&fields[i], ", ", families, sizeof families);
+        fprintf(out, "  --%-14s %s%s%s%s (default %s)\n", fields[i].option, fields[i].help, families[0] ? " [" : "",
+                families, families[0] ? "]" : "", lb_model_field_format(&small, &fields[i], value, sizeof value));
     }
 }
 
@@ -226,12 +224,12 @@ int lb_cli_gradcheck(int argc, char **argv)
     if (lb_run_set_threads(1) < 0)
         return lb_cli_fail("gradcheck");
 
-    static const lb_model_kind every[] = {LB_MODEL_TRANSFORMER, LB_MODEL_LOCAL, LB_MODEL_LSTM, LB_MODEL_CONV};
     int n_params = 0, n_failed = 0, code = 0;
-    for (size_t k = 0; k < sizeof every / sizeof every[0]; k++) {
-        if (!s.all && every[k] != s.check.model.kind)
+    for (int k = 0; k < LB_MODEL_KIND_COUNT; k++) {
+        lb_model_kind kind = lb_family_at(k)->kind;
+        if (!s.all && kind != s.check.model.kind)
             continue;
-        int c = check_model(&s.check, every[k], &n_params, &n_failed);
+        int c = check_model(&s.check, kind, &n_params, &n_failed);
         if (c > code)
             code = c;
         if (code == 2)

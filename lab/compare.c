@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "lab/compare.h"
+#include "layers/family.h"
 
 #include "data/dataset.h"
 #include "data/events.h"
@@ -487,21 +488,22 @@ static void time_to_target(const char *out_dir, const lb_compare_model *specs, i
     }
 }
 
-/* One row per family: the options of its recipe on a text corpus (lab/compare.h). */
+/* One row per family (by its name, layers/family.h): the options of its recipe on a text
+ * corpus (lab/compare.h). */
 static const struct {
-    lb_model_kind kind;
+    const char *family;
     const char *name; /* where it comes from, for the report */
     const char *options[24][2];
 } text_recipes[] = {
     /* nanoGPT, config/train_shakespeare_char.py with its README's CPU settings */
-    {LB_MODEL_TRANSFORMER, "nanoGPT shakespeare_char (CPU)",
+    {"transformer", "nanoGPT shakespeare_char (CPU)",
      {{"layers", "4"}, {"heads", "4"}, {"d-model", "128"}, {"d-ff", "512"}, {"seq-len", "64"}, {"batch", "12"},
       {"pos", "learned"}, {"dropout", "0"}, {"bias", "0"}, {"tie-embeddings", "1"}, {"init", "gpt2"},
       {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"}, {"weight-decay", "0.1"}, {"decay-params", "matrices"},
       {"warmup", "100"}, {"schedule", "cosine"}, {"min-lr-ratio", "0.1"}, {"steps", "2000"}, {"clip", "1"},
       {"eval-every", "250"}, {"select", "loss"}}},
     /* the same with sliding-window attention over the last 32 characters */
-    {LB_MODEL_LOCAL, "nanoGPT shakespeare_char (CPU) with a window of 32",
+    {"local", "nanoGPT shakespeare_char (CPU) with a window of 32",
      {{"layers", "4"}, {"heads", "4"}, {"d-model", "128"}, {"d-ff", "512"}, {"seq-len", "64"}, {"batch", "12"},
       {"window", "32"}, {"pos", "learned"}, {"dropout", "0"}, {"bias", "0"}, {"tie-embeddings", "1"},
       {"init", "gpt2"}, {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"}, {"weight-decay", "0.1"},
@@ -509,13 +511,13 @@ static const struct {
       {"steps", "2000"}, {"clip", "1"}, {"eval-every", "250"}, {"select", "loss"}}},
     /* char-rnn (Karpathy 2015): 2 x 128 LSTM, seq_length 50, batch 50, lr 2e-3, grad_clip 5
      * (Adam here, where char-rnn uses RMSprop) */
-    {LB_MODEL_LSTM, "char-rnn (2 x 128 LSTM, Adam)",
+    {"lstm", "char-rnn (2 x 128 LSTM, Adam)",
      {{"layers", "2"}, {"hidden", "128"}, {"d-model", "128"}, {"seq-len", "50"}, {"batch", "50"},
       {"optim", "adam"}, {"lr", "2e-3"}, {"weight-decay", "0"}, {"schedule", "constant"}, {"warmup", "0"},
       {"clip", "5"}, {"steps", "2000"}, {"eval-every", "250"}, {"select", "loss"}}},
     /* a causal dilated stack (receptive field 1 + 2 (2^6 - 1) = 127 >= the context) with the
      * transformer's optimiser */
-    {LB_MODEL_CONV, "6 dilated causal convolutions, nanoGPT's optimiser",
+    {"conv", "6 dilated causal convolutions, nanoGPT's optimiser",
      {{"layers", "6"}, {"d-model", "128"}, {"kernel", "3"}, {"seq-len", "64"}, {"batch", "12"},
       {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"}, {"weight-decay", "0.1"}, {"decay-params", "matrices"},
       {"warmup", "100"}, {"schedule", "cosine"}, {"min-lr-ratio", "0.1"}, {"steps", "2000"}, {"clip", "1"},
@@ -526,7 +528,7 @@ lb_status lb_compare_text_recipe(lb_run_config *rc)
 {
     LB_CHECK_ARG(rc, LB_ERR_VALUE);
     for (size_t r = 0; r < sizeof text_recipes / sizeof text_recipes[0]; r++) {
-        if (text_recipes[r].kind != rc->model.kind)
+        if (strcmp(text_recipes[r].family, lb_model_kind_name(rc->model.kind)) != 0)
             continue;
         for (int i = 0; i < 24 && text_recipes[r].options[i][0]; i++)
             if (lb_run_config_set(rc, text_recipes[r].options[i][0], text_recipes[r].options[i][1]) != LB_OK)
@@ -539,7 +541,7 @@ lb_status lb_compare_text_recipe(lb_run_config *rc)
 const char *lb_compare_text_recipe_name(lb_model_kind kind)
 {
     for (size_t r = 0; r < sizeof text_recipes / sizeof text_recipes[0]; r++)
-        if (text_recipes[r].kind == kind)
+        if (strcmp(text_recipes[r].family, lb_model_kind_name(kind)) == 0)
             return text_recipes[r].name;
     return "";
 }
@@ -549,7 +551,7 @@ char *lb_compare_text_recipe_text(lb_model_kind kind, char *buf, size_t size)
     LB_CHECK_ARG(buf, NULL);
     buf[0] = '\0';
     for (size_t r = 0; r < sizeof text_recipes / sizeof text_recipes[0]; r++)
-        for (int i = 0; text_recipes[r].kind == kind && i < 24 && text_recipes[r].options[i][0]; i++)
+        for (int i = 0; strcmp(text_recipes[r].family, lb_model_kind_name(kind)) == 0 && i < 24 && text_recipes[r].options[i][0]; i++)
             snprintf(buf + strlen(buf), size - strlen(buf), "%s--%s %s", i ? " " : "", text_recipes[r].options[i][0],
                      text_recipes[r].options[i][1]);
     return buf;
@@ -597,7 +599,7 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
     char attention_label[160] = "";
     int attention_model = -1; /* the first attention model's weights are plotted */
     for (int m = 0; m < n_models && attention_model < 0; m++)
-        if (specs[m].rc.model.kind == LB_MODEL_TRANSFORMER || specs[m].rc.model.kind == LB_MODEL_LOCAL)
+        if (lb_family_of(specs[m].rc.model.kind)->attention)
             attention_model = m;
     for (int m = 0; m < n_models; m++) {
         char dir[4200];

@@ -2,8 +2,9 @@
 #include "lab/recipes.h"
 
 #include <stdio.h>
+#include <string.h>
 
-#include "layers/conv.h"
+#include "layers/family.h"
 
 const char *const lb_recipe_task_names[LB_RECIPE_T_COUNT] = {"spike16", "recall", "local", "parity", "copy", "modsum"};
 const char *const lb_recipe_method_names[LB_RECIPE_M_COUNT] = {"transformer", "local", "lstm", "conv", "ssmax", "mixed", "logn"};
@@ -110,40 +111,56 @@ void lb_recipe_mixed_lengths(lb_task_options *o)
     o->max_distance = LB_OPTION_AUTO;
 }
 
+/* The family each method trains, and what sets the method apart beyond its recipe rows'
+ * numbers (for the model's line of text). */
+static const struct {
+    const char *family;
+    const char *note;
+} methods[LB_RECIPE_M_COUNT] = {
+    [LB_RECIPE_M_TRANSFORMER] = {"transformer", ""},
+    [LB_RECIPE_M_LOCAL] = {"local", ""},
+    [LB_RECIPE_M_LSTM] = {"lstm", ""},
+    [LB_RECIPE_M_CONV] = {"conv", ""},
+    [LB_RECIPE_M_SSMAX] = {"transformer", ", scalable softmax (s per head)"},
+    [LB_RECIPE_M_MIXED] = {"transformer", ""},
+    [LB_RECIPE_M_LOGN] = {"transformer", ", logits x ln(n) / ln(256), n keys seen"},
+};
+
+lb_model_kind lb_recipe_method_kind(lb_recipe_method m)
+{
+    const lb_family *f = m >= 0 && m < LB_RECIPE_M_COUNT ? lb_family_find(methods[m].family) : NULL;
+    if (f)
+        return f->kind;
+    lb_error(LB_ERR_VALUE, "recipe method %d is not one of the study's methods", (int)m);
+    return LB_MODEL_KIND_COUNT; /* no family: lb_model_new refuses it */
+}
+
+/* Sets field `option` of mc to value when mc's family uses it. */
+static void set_if_used(lb_model_config *mc, const char *option, const char *value)
+{
+    const lb_model_field *f = lb_model_field_find(option);
+    if (lb_model_field_in_family(f, mc->kind))
+        lb_model_field_set(mc, f, value);
+}
+
 void lb_recipe_model(const lb_recipe *row, int64_t train_len, lb_model_config *mc, char *text, size_t size)
 {
-    lb_recipe_method m = row->method;
-    lb_model_kind kind = m == LB_RECIPE_M_LSTM ? LB_MODEL_LSTM : m == LB_RECIPE_M_CONV ? LB_MODEL_CONV
-                         : m == LB_RECIPE_M_LOCAL                            ? LB_MODEL_LOCAL
-                                                                   : LB_MODEL_TRANSFORMER;
-    lb_model_config_default(kind, mc);
-    mc->d_model = kind == LB_MODEL_LSTM ? 64 : row->width; /* the LSTM's embedding: 64 */
-    if (kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL) {
-        mc->n_heads = 4;
-        mc->d_ff = 2 * row->width;
-        mc->pos = row->pos;
-        mc->n_layers = row->layers;
-        if (kind == LB_MODEL_LOCAL)
-            mc->window = row->window;
-        mc->length_scale = row->scale;
-        char window[32] = "";
-        if (kind == LB_MODEL_LOCAL)
-            snprintf(window, sizeof window, ", window %d", row->window);
-        snprintf(text, size, "%d block%s, d_model %d, 4 heads, %s positions%s%s%s", mc->n_layers,
-                 mc->n_layers == 1 ? "" : "s", row->width, lb_pos_kind_name(mc->pos), window,
-                 m == LB_RECIPE_M_SSMAX ? ", scalable softmax (s per head)" : m == LB_RECIPE_M_LOGN ? ", logits x ln(n) / ln(256), n keys seen" : "",
-                 row->mixed ? ", trained on lengths 64..256" : "");
-    } else if (kind == LB_MODEL_LSTM) {
-        mc->n_layers = row->layers;
-        mc->hidden_size = row->width;
-        mc->forget_bias = 1.0;
-        snprintf(text, size, "%d layer, hidden_size %d, forget-gate bias 1", row->layers, row->width);
-    } else {
-        int64_t T = train_len;
-        mc->kernel_size = row->kernel;
-        mc->n_layers = row->layers > 0 ? row->layers : lb_conv_layers_for(T, row->kernel);
-        snprintf(text, size, "%d layers, kernel %d, d_model %d, dilations 1..%lld: receptive field %lld >= T = %lld",
-                 mc->n_layers, row->kernel, row->width, (long long)1 << (mc->n_layers - 1),
-                 (long long)(1 + (row->kernel - 1) * (((int64_t)1 << mc->n_layers) - 1)), (long long)T);
+    const lb_family *fam = lb_family_of(lb_recipe_method_kind(row->method));
+    lb_model_config_default(lb_recipe_method_kind(row->method), mc);
+    if (!fam) {
+        snprintf(text, size, "(no model: %s)", lb_last_error());
+        return;
+    }
+    lb_family_size sz = {row->layers, row->width, row->window, row->kernel, train_len};
+    fam->size(mc, &sz);
+    set_if_used(mc, "pos", lb_pos_kind_name(row->pos));
+    set_if_used(mc, "length-scale", lb_length_scale_name(row->scale));
+    fam->describe(mc, text, size);
+    size_t used = strlen(text);
+    snprintf(text + used, size - used, "%s%s", methods[row->method].note,
+             row->mixed ? ", trained on lengths 64..256" : "");
+    if (lb_model_field_in_family(lb_model_field_find("kernel"), mc->kind)) { /* a receptive field to cover */
+        used = strlen(text);
+        snprintf(text + used, size - used, " >= T = %lld", (long long)train_len);
     }
 }

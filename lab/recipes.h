@@ -57,6 +57,10 @@ void lb_recipe_task_data(lb_recipe_task t, int quick, int zoology, lb_task_optio
  * [64, 256] with the clue within the shortest length (the caller sets the seed). */
 void lb_recipe_mixed_lengths(lb_task_options *o);
 
+/* The model family method m trains (transformer for ssmax, mixed and logn);
+ * LB_MODEL_KIND_COUNT (no family) with LB_ERR_VALUE for a value that is not a method. */
+lb_model_kind lb_recipe_method_kind(lb_recipe_method m);
+
 /* The model of a recipe row, trained on sequences of train_len events (the conv's depth
  * is sized to it when the row leaves it at 0): kind, widths, positions and the rest of
  * lb_model_config (the data-derived fields are left to the trainer), and one line saying

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lab/files.h"
+#include "layers/family.h"
 #include "tensor/blas.h"
 
 /* The run's options: "data", every model field that has an option (the field list of
@@ -528,10 +529,10 @@ static void users_of(const run_option *o, char *buf, size_t size)
 {
     buf[0] = '\0';
     if (o->field) {
-        for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++)
-            if (lb_model_field_in_family(o->field, (lb_model_kind)k))
+        for (int k = 0; k < LB_MODEL_KIND_COUNT; k++)
+            if (lb_model_field_in_family(o->field, lb_family_at(k)->kind))
                 snprintf(buf + strlen(buf), size - strlen(buf), "%s--model %s", buf[0] ? " and " : "",
-                         lb_model_kind_name((lb_model_kind)k));
+                         lb_family_at(k)->name);
         return;
     }
     static const char *const names[] = {"every run", "--optim sgd", "--optim adam and adamw", "--schedule cosine",
@@ -617,17 +618,6 @@ const char *lb_run_option_name(int val)
     return val >= OPTION_BASE && val < OPTION_BASE + n ? list[val - OPTION_BASE].name : NULL;
 }
 
-/* "transformer, local" for a field's families; "" when every family uses it. */
-static void family_list(const lb_model_field *f, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    if ((f->families & LB_FAMILY_ALL) == LB_FAMILY_ALL)
-        return;
-    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++)
-        if (lb_model_field_in_family(f, (lb_model_kind)k))
-            snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? ", " : "", lb_model_kind_name((lb_model_kind)k));
-}
-
 /* The default as text; for a model field "2; conv 4" when a family's default differs. */
 static void default_text(const run_option *o, char *buf, size_t size)
 {
@@ -640,10 +630,11 @@ static void default_text(const run_option *o, char *buf, size_t size)
     if (!o->field || o->field->type == LB_FIELD_KIND)
         return;
     int first = 1;
-    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++) {
-        if (!lb_model_field_in_family(o->field, (lb_model_kind)k))
+    for (int k = 0; k < LB_MODEL_KIND_COUNT; k++) {
+        const lb_family *fam = lb_family_at(k);
+        if (!lb_model_field_in_family(o->field, fam->kind))
             continue;
-        lb_run_config_default(&rc, (lb_model_kind)k);
+        lb_run_config_default(&rc, fam->kind);
         char text[64];
         json_object *kv = option_json(&rc, o);
         snprintf(text, sizeof text, "%s", json_object_get_string(kv));
@@ -652,7 +643,7 @@ static void default_text(const run_option *o, char *buf, size_t size)
             snprintf(buf, size, "%s", text); /* the first family that uses it */
             first = 0;
         } else if (strncmp(buf, text, strlen(text)) != 0 || (buf[strlen(text)] && buf[strlen(text)] != ';')) {
-            snprintf(buf + strlen(buf), size - strlen(buf), "; %s %s", lb_model_kind_name((lb_model_kind)k), text);
+            snprintf(buf + strlen(buf), size - strlen(buf), "; %s %s", fam->name, text);
         }
     }
 }
@@ -670,7 +661,7 @@ void lb_run_options_help(FILE *out, int single_run)
                 continue;
             char families[96] = "", def[96], help[160];
             if (o->field)
-                family_list(o->field, families, sizeof families);
+                lb_model_field_families(o->field, ", ", families, sizeof families);
             default_text(o, def, sizeof def);
             snprintf(help, sizeof help, "%s%s%s%s", o->field ? o->field->help : o->train ? o->train->help : data_help,
                      families[0] ? " [" : "", families, families[0] ? "]" : "");

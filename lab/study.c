@@ -8,6 +8,7 @@
  *   study.json, study.md, accuracy-<task>.png, cost-<task>.png
  */
 #include "lab/study.h"
+#include "layers/family.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -534,10 +535,7 @@ static void recipe(const lb_study *s, lb_recipe_task t, lb_recipe_method m, lb_r
 {
     const study_task *task = &s->tasks[t];
     const lb_recipe *row = lb_recipe_of(t, m);
-    lb_model_kind kind = m == LB_RECIPE_M_LSTM ? LB_MODEL_LSTM : m == LB_RECIPE_M_CONV ? LB_MODEL_CONV
-                         : m == LB_RECIPE_M_LOCAL                            ? LB_MODEL_LOCAL
-                                                                   : LB_MODEL_TRANSFORMER;
-    lb_run_config_default(rc, kind);
+    lb_run_config_default(rc, lb_recipe_method_kind(m));
     data_path(s, t, row->mixed ? "train-mixed" : "train", 0, rc->data, sizeof rc->data);
     lb_recipe_model(row, task->train.seq_len, &rc->model, text, size);
     size_t used = strlen(text);
@@ -562,19 +560,11 @@ static void recipe(const lb_study *s, lb_recipe_task t, lb_recipe_method m, lb_r
 }
 
 /* Floats of decoding state a streaming model keeps per sequence after `len` events,
- * from the configuration: the key-value cache (attention), (h, c) (LSTM), each conv
- * layer's past inputs (conv). */
+ * from the configuration (its family's row, layers/family.h). */
 static double state_floats(const lb_run_config *rc, int64_t len)
 {
-    const lb_model_config *m = &rc->model;
-    switch (m->kind) {
-    case LB_MODEL_TRANSFORMER: return 2.0 * m->n_layers * (double)len * (double)m->d_model;
-    case LB_MODEL_LOCAL: return 2.0 * m->n_layers * (double)(len < m->window ? len : m->window) * (double)m->d_model;
-    case LB_MODEL_LSTM: return 2.0 * m->n_layers * (double)m->hidden_size;
-    case LB_MODEL_CONV:
-        return (double)(m->kernel_size - 1) * (double)(((int64_t)1 << m->n_layers) - 1) * (double)m->d_model;
-    }
-    return NAN;
+    const lb_family *f = lb_family_of(rc->model.kind);
+    return f ? f->state_floats(&rc->model, len) : NAN;
 }
 
 /* ---- learning-rate probes and cells ---- */

@@ -44,8 +44,9 @@ int64_t lb_generate_context(const lb_model *m, int64_t context)
         return -1;
     }
     const lb_model_config *c = &m->cfg;
-    if (lb_model_kind_is_attention(c->kind) && c->pos == LB_POS_LEARNED && (context == 0 || context > c->max_seq_len))
-        return c->max_seq_len;
+    int64_t table = m->family->max_positions(c);
+    if (table > 0 && (context == 0 || context > table))
+        return table;
     return context;
 }
 
@@ -250,10 +251,11 @@ lb_window_stream *lb_window_stream_new(lb_model *m, int64_t window, const lb_str
         lb_error(LB_ERR_VALUE, "window stream: the model reads real-valued features, not token ids");
         return NULL;
     }
-    int learned = lb_model_kind_is_attention(c->kind) && c->pos == LB_POS_LEARNED;
-    if (window < 1 || (learned && window > c->max_seq_len) || window > (INT32_MAX / 2)) {
+    int64_t table = m->family->max_positions(c);
+    int learned = table > 0;
+    if (window < 1 || (learned && window > table) || window > (INT32_MAX / 2)) {
         lb_error(LB_ERR_VALUE, "window stream: window = %lld must be in [1, %lld]%s", (long long)window,
-                 (long long)(learned ? c->max_seq_len : INT32_MAX / 2),
+                 (long long)(learned ? table : INT32_MAX / 2),
                  learned ? " (the learned positions end at max_seq_len)" : "");
         return NULL;
     }

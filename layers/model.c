@@ -7,15 +7,12 @@
  *   input:  "embedding.weight" [V, D]                      tokens, init N(0, 1)
  *           or "input.weight" [F, D], "input.bias" [D]      features, Xavier uniform / 0
  *   pos:    "pos_embedding" [max_seq_len, D]               learned positions only, N(0, 1)
- *   body:   transformer/local: "blocks.<i>.*" and "ln_f.*" (layers/transformer.h)
- *           lstm: "lstm.weight_ih_l<k>", ... (layers/lstm.h, PyTorch's init)
- *           conv: "conv.<i>.weight" [D, D, K], "conv.<i>.bias" [D] (layers/conv.h,
- *                 PyTorch's Conv1d layout and init), dilation 2^i
+ *   body:   the family's (its file, layers/family_*.c, lists them)
  *   head:   "head.weight" [D or H, C], "head.bias" [C]     Xavier uniform / 0
  *           with tie_embeddings only "head.bias" (the weight is embedding.weight,
  *           read transposed); with bias 0 (attention families) no "head.bias"
  *   init gpt2 (attention families): every weight of 2+ dims redrawn afterwards from a
- *           fifth stream (init_gpt2)
+ *           fifth stream (the family's `finish`)
  *
  * Initialisation draws from one lb_rng seeded with cfg->seed, split into one
  * independent stream per part (input, positions, body, head), so e.g. changing
@@ -30,34 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layers/attention.h"
-#include "layers/conv.h"
-#include "layers/linear.h"
-#include "layers/lstm.h"
-#include "layers/positional.h"
-#include "layers/transformer.h"
 #include "kernels/stream.h"
 
-int lb_model_kind_is_attention(lb_model_kind kind) { return kind == LB_MODEL_TRANSFORMER || kind == LB_MODEL_LOCAL; }
-
-/* ---- names and defaults ---- */
-
-static const char *const kind_names[] = {"transformer", "local", "lstm", "conv"};
-
-const char *lb_model_kind_name(lb_model_kind kind)
-{
-    return lb_name_of(kind_names, LB_COUNT_OF(kind_names), (int)kind, "unknown");
-}
-
-lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind)
-{
-    LB_CHECK_ARG(kind, LB_ERR_VALUE);
-    int i = 0;
-    lb_status st = lb_name_parse("model kind", kind_names, LB_COUNT_OF(kind_names), name, 0, &i);
-    if (st == LB_OK)
-        *kind = (lb_model_kind)i;
-    return st;
-}
+/* ---- names ---- */
 
 static const char *const init_names[] = {"default", "gpt2"};
 
@@ -81,8 +53,15 @@ lb_status lb_init_scheme_parse(const char *name, lb_init_scheme *out)
 static lb_status check_config(const lb_model_config *c)
 {
 #define BAD(...) lb_error(LB_ERR_VALUE, "model config: " __VA_ARGS__)
-    if (c->kind < LB_MODEL_TRANSFORMER || c->kind > LB_MODEL_CONV)
-        return BAD("kind = %d is not a model family (transformer, local, lstm or conv)", (int)c->kind);
+    const lb_family *fam = lb_family_at((int)c->kind);
+    if (!fam)
+    {
+        char names[160] = "";
+        for (int k = 0; k < LB_MODEL_KIND_COUNT; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k == 0 ? "" : k + 1 < LB_MODEL_KIND_COUNT ? ", " : " or ",
+                     lb_family_at(k)->name);
+        return BAD("kind = %d is not a model family (%s)", (int)c->kind, names);
+    }
     if (c->dtype != LB_FLOAT32 && c->dtype != LB_FLOAT64)
         return BAD("dtype = %d is neither float32 nor float64", (int)c->dtype);
     if ((c->vocab_size > 0) == (c->input_features > 0))
@@ -91,23 +70,12 @@ static lb_status check_config(const lb_model_config *c)
                    (long long)c->vocab_size, (long long)c->input_features);
     if (c->head != LB_HEAD_LAST && c->head != LB_HEAD_EVERY)
         return BAD("head = %d is neither last nor every", (int)c->head);
-    if (lb_model_kind_is_attention(c->kind) && (c->pos < LB_POS_NONE || c->pos > LB_POS_ROTARY))
-        return BAD("pos = %d is not none, sinusoidal, learned or rotary", (int)c->pos);
-    if (lb_model_kind_is_attention(c->kind) && (c->length_scale < LB_LENGTH_SCALE_NONE || c->length_scale > LB_LENGTH_SCALE_SCALABLE))
-        return BAD("length_scale = %d is not none, log-n or scalable", (int)c->length_scale);
-    /* Every field's own range (layers/model_fields.def), for the fields this family uses. */
-    if (lb_model_config_check_ranges(c) != LB_OK)
+    /* Every field's own range (layers/model_fields.def), for the fields this family uses,
+     * then the family's own rules. */
+    if (lb_model_config_check_ranges(c) != LB_OK || fam->ops->check(c) != LB_OK)
         return lb_last_status();
-    if (lb_model_kind_is_attention(c->kind)) {
-        if (c->d_model % c->n_heads != 0)
-            return BAD("d_model = %lld is not divisible by n_heads = %d (every head gets an equal share of the width)",
-                       (long long)c->d_model, c->n_heads);
-        if (c->pos == LB_POS_ROTARY && (c->d_model / c->n_heads) % 2 != 0)
-            return BAD("rotary positions need an even head width, but d_model / n_heads = %lld",
-                       (long long)(c->d_model / c->n_heads));
-    }
     if (c->tie_embeddings) {
-        int64_t width = c->kind == LB_MODEL_LSTM ? c->hidden_size : c->d_model;
+        int64_t width = fam->body_width(c);
         if (c->vocab_size == 0)
             return BAD("tie_embeddings = 1 needs token inputs (the head's weight is the token embedding), but the data has "
                        "real-valued features");
@@ -119,37 +87,11 @@ static lb_status check_config(const lb_model_config *c)
             return BAD("tie_embeddings = 1 needs hidden_size = %lld equal to d_model = %lld (the head reads the body's width)",
                        (long long)width, (long long)c->d_model);
     }
-    if (c->kind == LB_MODEL_LOCAL && c->window < 1)
-        return BAD("window = %lld must be >= 1 for local attention (keys each query sees, itself included)",
-                   (long long)c->window);
-    if (c->kind == LB_MODEL_LSTM && c->n_layers > LB_LSTM_MAX_LAYERS)
-        return BAD("n_layers = %d exceeds the LSTM's maximum of %d", c->n_layers, (int)LB_LSTM_MAX_LAYERS);
-    if (c->kind == LB_MODEL_CONV && c->n_layers > 24)
-        return BAD("n_layers = %d is more than 24 conv layers (dilation doubles per layer: 2^23 already)", c->n_layers);
     return LB_OK;
 #undef BAD
 }
 
 /* ---- construction ---- */
-
-/* GPT-2's initialisation (lb_init_scheme), drawn from one stream of `rng` in parameter
- * order: every parameter of 2 or more dims N(0, 0.02^2), the residual output
- * projections N(0, (0.02 / sqrt(2 n_layers))^2), every 1-dim parameter kept (biases 0,
- * LayerNorm weights 1, softmax scales as initialised). */
-static void init_gpt2(lb_model *m, lb_rng *rng)
-{
-    lb_rng r = lb_rng_split(rng);
-    const double std = 0.02, residual_std = 0.02 / sqrt(2.0 * m->cfg.n_layers);
-    for (int i = 0; i < m->params.count; i++) {
-        lb_var *p = m->params.items[i];
-        if (p->value->ndim < 2)
-            continue;
-        int residual = 0;
-        for (int k = 0; k < m->transformer.n_layers; k++)
-            residual |= p == m->transformer.blocks[k].attn.w_o || p == m->transformer.blocks[k].ffn.fc2.weight;
-        lb_init_normal(p, &r, residual ? residual_std : std);
-    }
-}
 
 int lb_model_param_is_table(const lb_model *m, const lb_var *p)
 {
@@ -210,33 +152,12 @@ static lb_status build(lb_model *m)
         return lb_last_status();
     }
 
-    int64_t width = c->d_model;
-    if (lb_model_kind_is_attention(c->kind)) {
-        if (lb_positional_init(&m->pos, ps, NULL, c->pos, c->max_seq_len, c->d_model, c->dtype, &r_pos) != LB_OK)
-            return lb_last_status();
-        lb_transformer_config tc = {c->d_model,  c->n_heads,      c->d_ff,        c->dropout, c->pos == LB_POS_ROTARY,
-                                    c->n_layers, c->length_scale, c->max_seq_len, !c->bias};
-        if (lb_transformer_init(&m->transformer, ps, NULL, &tc, c->dtype, &r_body) != LB_OK)
-            return lb_last_status();
-    } else if (c->kind == LB_MODEL_LSTM) {
-        if (lb_lstm_init(&m->lstm, ps, "lstm", c->d_model, c->hidden_size, c->n_layers, c->dtype, &r_body) != LB_OK)
-            return lb_last_status();
-        if (c->forget_bias != 0)
-            lb_lstm_add_forget_bias(&m->lstm, c->forget_bias);
-        width = c->hidden_size;
-    } else {
-        if (!(m->conv = calloc((size_t)c->n_layers, sizeof *m->conv)))
-            return lb_error(LB_ERR_MEMORY, "model: out of memory for %d conv layers", c->n_layers);
-        char name[64];
-        for (int i = 0; i < c->n_layers; i++) {
-            snprintf(name, sizeof name, "conv.%d", i);
-            if (lb_conv1d_init(&m->conv[i], ps, name, c->d_model, c->d_model, c->kernel_size, (int64_t)1 << i,
-                               c->dtype, &r_body) != LB_OK)
-                return lb_last_status();
-        }
-    }
+    if (m->family->ops->build(m, &r_pos, &r_body) != LB_OK)
+        return lb_last_status();
+    int64_t width = m->family->body_width(c);
     int64_t outputs = c->num_classes > 0 ? c->num_classes : 1;
-    int head_bias = !lb_model_kind_is_attention(c->kind) || c->bias;
+    /* The head has a bias unless the family has a bias option and it is 0. */
+    int head_bias = !lb_model_field_applies(lb_model_field_find("bias"), c) || c->bias;
     if (c->tie_embeddings) { /* the head reads h @ embedding^T: only its bias is its own */
         memset(&m->head, 0, sizeof m->head);
         snprintf(m->head.name, sizeof m->head.name, "head");
@@ -248,8 +169,8 @@ static lb_status build(lb_model *m)
     } else if (lb_linear_init(&m->head, ps, "head", width, outputs, head_bias, c->dtype, &r_head) != LB_OK) {
         return lb_last_status();
     }
-    if (lb_model_kind_is_attention(c->kind) && c->init == LB_INIT_GPT2)
-        init_gpt2(m, &master);
+    if (m->family->ops->finish)
+        m->family->ops->finish(m, &master);
     return LB_OK;
 }
 
@@ -267,6 +188,7 @@ lb_model *lb_model_new(const lb_model_config *cfg)
         return NULL;
     }
     m->cfg = *cfg;
+    m->family = lb_family_at((int)cfg->kind);
     lb_params_init(&m->params);
     if (build(m) != LB_OK) {
         lb_error_context("building a model with kind = %s", lb_model_kind_name(cfg->kind));
@@ -280,8 +202,8 @@ void lb_model_free(lb_model *m)
 {
     if (!m)
         return;
-    lb_transformer_free(&m->transformer);
-    free(m->conv);
+    if (m->family)
+        m->family->ops->free(m);
     lb_params_free(&m->params);
     free(m);
 }
@@ -297,8 +219,10 @@ int64_t lb_model_step_bytes(const lb_model_config *cfg, int64_t batch, int64_t s
     double positions = (double)batch * (double)seq_len;
     double classes = cfg->num_classes > 0 ? (double)cfg->num_classes : 1.0;
     double logits = (cfg->head == LB_HEAD_EVERY ? positions : (double)batch) * classes;
-    double width = cfg->kind == LB_MODEL_LSTM ? (double)cfg->hidden_size : (double)cfg->d_model;
-    double per_layer = width + (cfg->kind == LB_MODEL_TRANSFORMER || cfg->kind == LB_MODEL_LOCAL ? (double)cfg->d_ff : 0);
+    const lb_family *fam = lb_family_of(cfg->kind);
+    if (!fam)
+        return -1;
+    double per_layer = cfg->n_layers > 0 ? fam->layer_floats(cfg) : 0;
     double elements = 2.0 * (logits + positions * per_layer * (double)cfg->n_layers); /* values and gradients */
     double bytes = elements * (double)lb_dtype_size(cfg->dtype);
     return bytes >= 9.2e18 ? INT64_MAX : (int64_t)bytes;
@@ -362,24 +286,12 @@ lb_status lb_model_check_input(const lb_model *m, const lb_model_input *in)
             if (in->lengths[i] < 1 || in->lengths[i] > t)
                 return lb_error(LB_ERR_VALUE, "model input: lengths[%lld] = %d is outside [1, seq_len = %lld]", (long long)i,
                                 (int)in->lengths[i], (long long)t);
-    if (lb_model_kind_is_attention(c->kind) && c->pos == LB_POS_LEARNED && t > c->max_seq_len)
+    if (m->family->max_positions(c) > 0 && t > m->family->max_positions(c))
         return lb_error(LB_ERR_VALUE, "model input: seq_len = %lld exceeds max_seq_len = %lld of the learned positions "
                                       "(raise max_seq_len, or use sinusoidal, rotary or no positions)",
                         (long long)t, (long long)c->max_seq_len);
     return LB_OK;
 }
-
-/* The conv body, residual layers h = h + GELU(conv_i(h)) (a TCN-style residual
- * block with one convolution): [B, T, D] -> [B, T, D]. Receptive field
- * 1 + (K - 1)(2^n_layers - 1) positions. */
-static lb_var *conv_stack_forward(lb_graph *g, const lb_model *m, lb_var *x)
-{
-    for (int i = 0; x && i < m->cfg.n_layers; i++)
-        x = lb_model_conv_residual(g, x, lb_conv1d_forward(g, &m->conv[i], x));
-    return x;
-}
-
-lb_var *lb_model_conv_residual(lb_graph *g, lb_var *x, lb_var *y) { return lb_add(g, x, lb_gelu(g, y)); }
 
 /* The embedded input [B, T, D]. */
 lb_var *lb_model_embed(lb_graph *g, const lb_model *m, const lb_model_input *in)
@@ -403,7 +315,7 @@ lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int
     if (lb_model_check_input(m, in) != LB_OK)
         return NULL;
     const lb_model_config *c = &m->cfg;
-    if (training && c->dropout > 0 && lb_model_kind_is_attention(c->kind) && !rng) {
+    if (training && lb_model_field_applies(lb_model_field_find("dropout"), c) && c->dropout > 0 && !rng) {
         lb_error(LB_ERR_VALUE, "model forward: training with dropout = %g needs a random generator, but rng is NULL",
                  c->dropout);
         return NULL;
@@ -426,25 +338,8 @@ lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int
     const lb_attn_queries *read = last ? &queries : NULL;
 
     lb_var *x = lb_model_embed(g, m, in), *h = NULL, *weights = NULL;
-    if (lb_model_kind_is_attention(c->kind)) {
-        x = lb_positional_add(g, &m->pos, x);
-        if (training && c->dropout > 0)
-            x = lb_dropout(g, x, c->dropout, training, rng);
-        lb_attn_mask mask = {0};
-        mask.causal = c->causal;
-        mask.window = c->kind == LB_MODEL_LOCAL ? c->window : 0;
-        mask.key_lengths = in->lengths;
-        /* With HEAD_LAST the last block computes only the read positions. */
-        h = lb_transformer_forward(g, &m->transformer, x, &mask, read, training, rng,
-                                   attention_out ? &weights : NULL);
-    } else {
-        if (c->kind == LB_MODEL_LSTM)
-            h = lb_lstm_forward(g, &m->lstm, x, NULL, NULL, NULL, NULL);
-        else
-            h = conv_stack_forward(g, m, x);
-        if (read)
-            h = lb_gather_positions(g, h, read); /* [B, 1, width] */
-    }
+    if (x)
+        h = m->family->ops->forward(g, m, x, in, read, training, rng, attention_out ? &weights : NULL);
     lb_var *y = lb_model_head(g, m, h); /* [B, P, C or 1] */
     free(last);
     if (y) {

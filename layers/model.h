@@ -27,7 +27,8 @@ typedef enum lb_model_kind {
     LB_MODEL_TRANSFORMER = 0, /* pre-norm transformer blocks, full (causal) attention */
     LB_MODEL_LOCAL,           /* the same with sliding-window attention of `window` keys */
     LB_MODEL_LSTM,            /* torch.nn.LSTM-compatible stack */
-    LB_MODEL_CONV             /* causal dilated 1-D convolutions */
+    LB_MODEL_CONV,            /* causal dilated 1-D convolutions */
+    LB_MODEL_KIND_COUNT       /* the number of families (layers/family.h has their table) */
 } lb_model_kind;
 
 typedef enum lb_head_kind { LB_HEAD_LAST = 0, LB_HEAD_EVERY } lb_head_kind;
@@ -51,7 +52,7 @@ enum {
     LB_FAMILY_LSTM = 1 << LB_MODEL_LSTM,
     LB_FAMILY_CONV = 1 << LB_MODEL_CONV,
     LB_FAMILY_ATTENTION = LB_FAMILY_TRANSFORMER | LB_FAMILY_LOCAL,
-    LB_FAMILY_ALL = LB_FAMILY_ATTENTION | LB_FAMILY_LSTM | LB_FAMILY_CONV
+    LB_FAMILY_ALL = (1 << LB_MODEL_KIND_COUNT) - 1
 };
 /* Field flags (layers/model_fields.def). */
 enum { LB_FIELD_INIT = 1 };
@@ -121,9 +122,11 @@ double lb_model_field_number(const lb_model_config *cfg, const lb_model_field *f
  * the field, its value, the range and the family. */
 lb_status lb_model_config_check_ranges(const lb_model_config *cfg);
 
-/* Defaults for a family (small sizes suitable for the synthetic tasks). */
+/* Defaults for a family (small sizes suitable for the synthetic tasks): each field's
+ * default, then the family's own (its row's `defaults`, layers/family.h). */
 void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg);
-/* "transformer", "local", "lstm", "conv" <-> kind. Parse errors name the word. */
+/* A family's name ("transformer", "local", "lstm", "conv": the rows of layers/family.h)
+ * <-> kind. Parse errors name the word and list the families. */
 lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind);
 const char *lb_model_kind_name(lb_model_kind kind);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "layers/model.h"
+#include "layers/family.h"
 
 static const lb_model_field fields[] = {
 #define LB_MODEL_FIELD(member, option, type, families, when, def, min, max, flags, help)                        \
@@ -34,6 +35,9 @@ void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg)
     cfg->member = (LB_FIELD_CTYPE_##type)(def);
 #include "layers/model_fields.def"
 #undef LB_MODEL_FIELD
+    const lb_family *f = lb_family_at((int)kind);
+    if (f && f->defaults)
+        f->defaults(cfg);
 }
 
 const lb_model_field *lb_model_field_find(const char *name)
@@ -51,7 +55,7 @@ const lb_model_field *lb_model_field_find(const char *name)
 int lb_model_field_in_family(const lb_model_field *f, lb_model_kind kind)
 {
     LB_CHECK_ARG(f, -1);
-    return kind >= LB_MODEL_TRANSFORMER && kind <= LB_MODEL_CONV && (f->families & (1u << kind)) != 0;
+    return kind >= 0 && kind < LB_MODEL_KIND_COUNT && (f->families & (1u << kind)) != 0;
 }
 
 /* The `when` column: the condition under which a field of the family is used. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "data/events.h"
+#include "layers/family.h"
 #include "optim/clip.h"
 #include "tensor/blas.h"
 #include "tensor/clock.h"
@@ -336,7 +337,7 @@ lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_tas
     if (classes != mc->num_classes)
         return lb_error(LB_ERR_VALUE, "%s: the data has %lld classes but the model's head has %lld", path,
                         (long long)classes, (long long)mc->num_classes);
-    if (lb_dataset_is_text(data) && (mc->kind == LB_MODEL_TRANSFORMER || mc->kind == LB_MODEL_LOCAL) && !mc->causal)
+    if (lb_dataset_is_text(data) && !lb_model_is_causal(mc))
         return lb_error(LB_ERR_VALUE, "%s is a text corpus, whose target at each position is the next token: attention "
                         "that is not causal (--causal 0) would see it (use --causal 1)", path);
     int every = lb_dataset_per_position(data);
@@ -344,12 +345,11 @@ lb_status lb_model_data_check(const lb_model_config *mc, const char *trained_tas
         return lb_error(LB_ERR_VALUE, "%s: the data has %s targets but the model's head reads %s", path,
                         every ? "per-position" : "per-sequence", mc->head == LB_HEAD_EVERY ? "every position" : "the last position");
     /* Length is a limit only for a table indexed by position. */
-    if (mc->pos == LB_POS_LEARNED && mc->kind != LB_MODEL_LSTM && mc->kind != LB_MODEL_CONV && seq_len > mc->max_seq_len &&
-        lb_dataset_is_text(data))
+    if (lb_model_max_positions(mc) > 0 && seq_len > mc->max_seq_len && lb_dataset_is_text(data))
         return lb_error(LB_ERR_VALUE, "%s: windows of %lld tokens are longer than the model's --pos learned table of %lld "
                         "positions (its context): use --seq-len %lld or less", path, (long long)seq_len,
                         (long long)mc->max_seq_len, (long long)mc->max_seq_len);
-    if (mc->pos == LB_POS_LEARNED && mc->kind != LB_MODEL_LSTM && mc->kind != LB_MODEL_CONV && seq_len > mc->max_seq_len)
+    if (lb_model_max_positions(mc) > 0 && seq_len > mc->max_seq_len)
         return lb_error(LB_ERR_VALUE, "%s: sequences of %lld positions are longer than the model's --pos learned table "
                         "of %lld positions (use files of at most %lld positions, or train with --pos none, sinusoidal "
                         "or rotary, which read any length)",
@@ -775,7 +775,7 @@ static lb_status check_step_memory(const lb_model_config *mc, const lb_dataset *
     int64_t free_bytes = lb_memory_free_bytes(why, sizeof why);
     if (need < 0 || free_bytes < 0 || need <= free_bytes)
         return LB_OK;
-    int64_t logits = lb_model_step_bytes(&(lb_model_config){.kind = LB_MODEL_CONV, .dtype = mc->dtype,
+    int64_t logits = lb_model_step_bytes(&(lb_model_config){.kind = mc->kind, .dtype = mc->dtype, /* no layers: the logits */
                                                             .num_classes = mc->num_classes, .head = mc->head},
                                          part, seq_len > 0 ? seq_len : 1);
     return lb_error(LB_ERR_MEMORY,

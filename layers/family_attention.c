@@ -1,0 +1,326 @@
+/* The attention families (layers/family.h): "transformer", pre-norm transformer blocks
+ * with full causal attention, and "local", the same blocks with sliding-window attention
+ * of `window` keys (Beltagy et al. 2020's sliding window, causal).
+ *
+ * Named dims: B batch (streams), T seq_len, C chunk events, L n_layers, D d_model,
+ * F d_ff, W window, P read positions.
+ *
+ * Parameters (after the input's): "pos_embedding" [max_seq_len, D] (learned positions
+ * only), then "blocks.<i>.*" and "ln_f.*" (layers/transformer.h).
+ * Streaming state per stream: per layer a key-value cache, 2 L T D values (transformer;
+ * max_context N keeps the last N) or 2 L min(T, W) D (local).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gelu.h"
+#include "kernels/stream.h"
+#include "layers/model_internal.h"
+
+enum { DEFAULT_CAPACITY = 256 };
+
+/* ---- configuration ---- */
+
+static int is_local(const lb_model_config *c) { return c->kind == LB_MODEL_LOCAL; }
+
+static void local_defaults(lb_model_config *c) { c->window = 16; }
+
+static int is_causal(const lb_model_config *c) { return c->causal != 0; }
+
+static int64_t max_positions(const lb_model_config *c) { return c->pos == LB_POS_LEARNED ? c->max_seq_len : 0; }
+
+/* Full attention was trained on windows of the training length; local attention with
+ * relative positions (rotary or none) computes the same at any length from its window. */
+static int crops_context(const lb_model_config *c)
+{
+    return !(is_local(c) && (c->pos == LB_POS_NONE || c->pos == LB_POS_ROTARY));
+}
+
+static int64_t body_width(const lb_model_config *c) { return c->d_model; }
+
+static double layer_floats(const lb_model_config *c) { return (double)c->d_model + (double)c->d_ff; }
+
+static double state_floats(const lb_model_config *c, int64_t t)
+{
+    int64_t held = is_local(c) && c->window < t ? c->window : t;
+    return 2.0 * c->n_layers * (double)held * (double)c->d_model;
+}
+
+static void size(lb_model_config *c, const lb_family_size *s)
+{
+    c->n_heads = 4;
+    c->d_model = s->width;
+    c->d_ff = 2 * s->width;
+    c->n_layers = s->layers;
+    if (is_local(c))
+        c->window = s->window;
+}
+
+static void describe(const lb_model_config *c, char *text, size_t size)
+{
+    char window[32] = "";
+    if (is_local(c))
+        snprintf(window, sizeof window, ", window %lld", (long long)c->window);
+    snprintf(text, size, "%d block%s, d_model %lld, %d heads, %s positions%s", c->n_layers, c->n_layers == 1 ? "" : "s",
+             (long long)c->d_model, c->n_heads, lb_pos_kind_name(c->pos), window);
+}
+
+static lb_status check(const lb_model_config *c)
+{
+#define BAD(...) lb_error(LB_ERR_VALUE, "model config: " __VA_ARGS__)
+    if (c->pos < LB_POS_NONE || c->pos > LB_POS_ROTARY)
+        return BAD("pos = %d is not none, sinusoidal, learned or rotary", (int)c->pos);
+    if (c->length_scale < LB_LENGTH_SCALE_NONE || c->length_scale > LB_LENGTH_SCALE_SCALABLE)
+        return BAD("length_scale = %d is not none, log-n or scalable", (int)c->length_scale);
+    if (c->d_model % c->n_heads != 0)
+        return BAD("d_model = %lld is not divisible by n_heads = %d (every head gets an equal share of the width)",
+                   (long long)c->d_model, c->n_heads);
+    if (c->pos == LB_POS_ROTARY && (c->d_model / c->n_heads) % 2 != 0)
+        return BAD("rotary positions need an even head width, but d_model / n_heads = %lld",
+                   (long long)(c->d_model / c->n_heads));
+    if (is_local(c) && c->window < 1)
+        return BAD("window = %lld must be >= 1 for local attention (keys each query sees, itself included)",
+                   (long long)c->window);
+    return LB_OK;
+#undef BAD
+}
+
+/* ---- parameters ---- */
+
+static lb_status build(lb_model *m, lb_rng *r_pos, lb_rng *r_body)
+{
+    const lb_model_config *c = &m->cfg;
+    if (lb_positional_init(&m->pos, &m->params, NULL, c->pos, c->max_seq_len, c->d_model, c->dtype, r_pos) != LB_OK)
+        return lb_last_status();
+    lb_transformer_config tc = {c->d_model,  c->n_heads,      c->d_ff,        c->dropout, c->pos == LB_POS_ROTARY,
+                                c->n_layers, c->length_scale, c->max_seq_len, !c->bias};
+    return lb_transformer_init(&m->transformer, &m->params, NULL, &tc, c->dtype, r_body);
+}
+
+/* GPT-2's initialisation (lb_init_scheme), drawn from one stream of `rng` in parameter
+ * order: every parameter of 2 or more dims N(0, 0.02^2), the residual output
+ * projections N(0, (0.02 / sqrt(2 n_layers))^2), every 1-dim parameter kept (biases 0,
+ * LayerNorm weights 1, softmax scales as initialised). */
+static void finish(lb_model *m, lb_rng *rng)
+{
+    if (m->cfg.init != LB_INIT_GPT2)
+        return;
+    lb_rng r = lb_rng_split(rng);
+    const double std = 0.02, residual_std = 0.02 / sqrt(2.0 * m->cfg.n_layers);
+    for (int i = 0; i < m->params.count; i++) {
+        lb_var *p = m->params.items[i];
+        if (p->value->ndim < 2)
+            continue;
+        int residual = 0;
+        for (int k = 0; k < m->transformer.n_layers; k++)
+            residual |= p == m->transformer.blocks[k].attn.w_o || p == m->transformer.blocks[k].ffn.fc2.weight;
+        lb_init_normal(p, &r, residual ? residual_std : std);
+    }
+}
+
+static void model_free(lb_model *m) { lb_transformer_free(&m->transformer); }
+
+/* ---- forward ---- */
+
+static lb_var *forward(lb_graph *g, const lb_model *m, lb_var *x, const lb_model_input *in, const lb_attn_queries *read,
+                       int training, lb_rng *rng, lb_var **weights)
+{
+    const lb_model_config *c = &m->cfg;
+    x = lb_positional_add(g, &m->pos, x);
+    if (training && c->dropout > 0)
+        x = lb_dropout(g, x, c->dropout, training, rng);
+    lb_attn_mask mask = {0};
+    mask.causal = c->causal;
+    mask.window = is_local(c) ? c->window : 0;
+    mask.key_lengths = in->lengths;
+    /* With read positions the last block computes only those. */
+    return lb_transformer_forward(g, &m->transformer, x, &mask, read, training, rng, weights);
+}
+
+/* ---- streaming ---- */
+
+typedef struct attention_state {
+    lb_kv_cache *caches;   /* L caches */
+    int64_t window;        /* keys each query sees (0 = all) */
+    lb_mha_step_work work; /* the event step's per-layer buffers (shared by the layers) */
+} attention_state;
+
+static int64_t scratch_width(const lb_model_config *c) { return c->d_ff; }
+
+static lb_status state_new(lb_model_state *s, const lb_stream_options *o)
+{
+    const lb_model_config *c = &s->model->cfg;
+    const int64_t b = s->batch, d = c->d_model;
+    const size_t es = lb_dtype_size(c->dtype);
+    attention_state *a = calloc(1, sizeof *a);
+    if (!a)
+        return lb_error(LB_ERR_MEMORY, "model state: out of memory");
+    s->body = a;
+    a->window = is_local(c) ? c->window : 0;
+    if (o->max_context > 0 && (a->window == 0 || o->max_context < a->window))
+        a->window = o->max_context;
+    /* max_bytes shared by the L caches, 2 B D values per cached event each. */
+    int64_t max_rows = 0;
+    size_t per_row = (size_t)c->n_layers * 2 * (size_t)b * (size_t)d * es;
+    if (o->max_bytes > 0) {
+        max_rows = (int64_t)(o->max_bytes / per_row);
+        if (max_rows < 1 || (a->window > 0 && max_rows < a->window))
+            return lb_error(LB_ERR_MEMORY, "model state: max_bytes = %zu cannot hold %lld cached events for %lld "
+                                           "streams (%zu bytes each)",
+                            o->max_bytes, (long long)(a->window > 0 ? a->window : 1), (long long)b, per_row);
+    }
+    int64_t capacity = o->capacity > 0 ? o->capacity : DEFAULT_CAPACITY;
+    if (a->window > 0 && o->capacity <= 0)
+        capacity = 2 * a->window;
+    if (!(a->caches = calloc((size_t)c->n_layers, sizeof *a->caches)))
+        return lb_error(LB_ERR_MEMORY, "model state: out of memory");
+    for (int i = 0; i < c->n_layers; i++)
+        if (lb_kv_cache_init(&a->caches[i], c->dtype, b, c->n_heads, d / c->n_heads, capacity, a->window, max_rows) !=
+            LB_OK)
+            return lb_last_status();
+    return LB_OK;
+}
+
+static lb_status work_new(lb_model_state *s)
+{
+    attention_state *a = s->body;
+    if (lb_mha_step_work_init(&a->work, &s->model->transformer.blocks[0].attn, s->model->cfg.dtype, s->batch) != LB_OK)
+        return lb_last_status();
+    s->work_bytes += lb_mha_step_work_bytes(&a->work);
+    return LB_OK;
+}
+
+static void state_free(lb_model_state *s)
+{
+    attention_state *a = s->body;
+    if (!a)
+        return;
+    for (int i = 0; a->caches && i < s->model->cfg.n_layers; i++)
+        lb_kv_cache_free(&a->caches[i]);
+    free(a->caches);
+    lb_mha_step_work_free(&a->work);
+    free(a);
+}
+
+static void state_reset(lb_model_state *s, int64_t b)
+{
+    attention_state *a = s->body;
+    for (int i = 0; i < s->model->cfg.n_layers; i++)
+        lb_kv_cache_clear(&a->caches[i], b);
+}
+
+static size_t state_bytes(const lb_model_state *s, int64_t b)
+{
+    const attention_state *a = s->body;
+    const lb_model_config *c = &s->model->cfg;
+    int64_t held = a->caches[0].length[b];
+    if (a->window > 0 && held > a->window)
+        held = a->window;
+    return 2 * (size_t)c->n_layers * (size_t)held * (size_t)c->d_model * lb_dtype_size(c->dtype);
+}
+
+static size_t state_allocated(const lb_model_state *s)
+{
+    const attention_state *a = s->body;
+    size_t total = 0;
+    for (int i = 0; i < s->model->cfg.n_layers; i++)
+        total += lb_kv_cache_bytes(&a->caches[i]);
+    return total;
+}
+
+static lb_status reserve(lb_model_state *s, int64_t n)
+{
+    attention_state *a = s->body;
+    for (int i = 0; i < s->model->cfg.n_layers; i++)
+        if (lb_kv_cache_reserve(&a->caches[i], n) != LB_OK)
+            return lb_last_status();
+    return LB_OK;
+}
+
+static lb_var *chunk(lb_model_state *s, lb_var *x, const lb_decode_chunk *ch, int ragged)
+{
+    (void)ragged; /* the caches keep each stream's valid events */
+    const lb_model *m = s->model;
+    attention_state *a = s->body;
+    return lb_transformer_forward_cached(s->graph, &m->transformer, lb_positional_add_at(s->graph, &m->pos, x, ch->positions),
+                                         a->caches, ch);
+}
+
+/* The data of an optional parameter (a bias a model may lack), or NULL. */
+static const void *var_data(const lb_var *v) { return v ? lb_tensor_data(v->value) : NULL; }
+
+/* x[i] += y[i] for n values. */
+static void add_rows(lb_dtype dt, int64_t n, void *x, const void *y)
+{
+    LB_DISPATCH(dt, T, {
+        T *px = x;
+        const T *py = y;
+        for (int64_t j = 0; j < n; j++)
+            px[j] = px[j] + py[j];
+    });
+}
+
+/* The transformer stack (pre-norm blocks, then ln_f) on one event per stream: s->x [B, D]
+ * with positions added here. Returns [B, D] (s->a). */
+static const void *event(lb_model_state *s, const lb_decode_chunk *ch)
+{
+    const lb_model *m = s->model;
+    const lb_transformer *tr = &m->transformer;
+    const lb_model_config *c = &m->cfg;
+    attention_state *a = s->body;
+    const lb_dtype dt = c->dtype;
+    const int64_t b = s->batch, d = c->d_model;
+    lb_positional_add_rows(&m->pos, dt, b, s->x, ch->positions);
+    for (int i = 0; i < tr->n_layers; i++) {
+        const lb_transformer_block *blk = &tr->blocks[i];
+        const lb_ffn *ffn = &blk->ffn;
+        /* x = x + MHA(LN1(x)) */
+        lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(blk->ln1.weight->value), var_data(blk->ln1.bias),
+                             blk->ln1.eps, s->a);
+        if (lb_mha_step(&blk->attn, s->a, &a->caches[i], ch, &a->work, s->f) != LB_OK)
+            return NULL;
+        add_rows(dt, b * d, s->x, s->f);
+        /* x = x + fc2(GELU(fc1(LN2(x)))) */
+        lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(blk->ln2.weight->value), var_data(blk->ln2.bias),
+                             blk->ln2.eps, s->a);
+        lb_k_affine_rows(dt, b, d, ffn->fc1.out_features, s->a, lb_tensor_data(ffn->fc1.weight->value),
+                         var_data(ffn->fc1.bias), s->f);
+        lb_k_gelu(dt, b * ffn->fc1.out_features, s->f, s->f, 0);
+        lb_k_affine_rows(dt, b, ffn->fc1.out_features, d, s->f, lb_tensor_data(ffn->fc2.weight->value),
+                         var_data(ffn->fc2.bias), s->a);
+        add_rows(dt, b * d, s->x, s->a);
+    }
+    lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(tr->ln_f.weight->value), var_data(tr->ln_f.bias), tr->ln_f.eps,
+                         s->a);
+    return s->a;
+}
+
+static void commit(lb_model_state *s, const int64_t *valid)
+{
+    attention_state *a = s->body;
+    for (int i = 0; i < s->model->cfg.n_layers; i++)
+        lb_kv_cache_advance(&a->caches[i], valid);
+}
+
+static lb_kv_cache *kv_cache(lb_model_state *s, int layer)
+{
+    attention_state *a = s->body;
+    return layer >= 0 && layer < s->model->cfg.n_layers ? &a->caches[layer] : NULL;
+}
+
+/* ---- the rows ---- */
+
+static const lb_family_ops ops = {check,         build,     finish,     model_free,  forward,     scratch_width,
+                                  state_new,     work_new,  state_free, state_reset, state_bytes, state_allocated,
+                                  reserve,       chunk,     event,      commit,      kv_cache};
+
+const lb_family lb_family_transformer = {
+    LB_MODEL_TRANSFORMER, "transformer", "pre-norm transformer blocks with full (causal) attention", 1,
+    NULL, is_causal, max_positions, crops_context, body_width, layer_floats, state_floats, size, describe, &ops};
+
+const lb_family lb_family_local = {
+    LB_MODEL_LOCAL, "local", "the transformer with sliding-window attention over the last --window keys", 1,
+    local_defaults, is_causal, max_positions, crops_context, body_width, layer_floats, state_floats, size, describe,
+    &ops};
