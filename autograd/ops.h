@@ -282,6 +282,18 @@ lb_var *lb_lstm_final_state(lb_graph *g, lb_var *y, lb_var *prev, int cell);
  * padding=d(K-1)) on x.transpose(1, 2), truncated to its first T outputs. Gradients
  * flow to all three. Errors: shapes that do not fit, dilation < 1. */
 lb_var *lb_causal_conv1d(lb_graph *g, lb_var *x, lb_var *weight, lb_var *bias, int64_t dilation);
+/* Causal linear attention (Katharopoulos et al. 2020, eq. 4–6, feature map
+ * φ(x) = elu(x) + 1) with an optional fixed decay per head (RetNet, Sun et al. 2023):
+ *   q, k [B, H, T, d_k], v [B, H, T, d_v] -> y [B, H, T, d_v],
+ *   y_i = Σ_{j<=i} γ_h^(i-j) (φ(q_i)·φ(k_j)) v_j / (Σ_{j<=i} γ_h^(i-j) φ(q_i)·φ(k_j) + 1e-6)
+ * (kernels/linear_attention.h: chunked parallel form, exact backward linear in T).
+ * gamma [H] in (0, 1], or NULL for no decay (γ = 1). state [B, H, d_k, d_v + 1] or
+ * NULL: when given (streaming; no gradients flow to it), the recurrent state before
+ * position 0, replaced by the state after valid[b] positions (valid NULL: T).
+ * Gradients flow to q, k and v. Errors: shapes that do not fit (LB_ERR_SHAPE), a decay
+ * outside (0, 1] (LB_ERR_VALUE). */
+lb_var *lb_linear_attention(lb_graph *g, lb_var *q, lb_var *k, lb_var *v, const double *gamma, lb_tensor *state,
+                            const int64_t *valid);
 
 LB_API_END
 

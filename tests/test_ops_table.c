@@ -217,6 +217,12 @@ static lb_var *b_lstm_state(lb_graph *g, lb_var *const *x)
     lb_var *y = lb_lstm_layer(g, x[0], x[1], x[2], x[3], x[4], NULL, NULL, 0);
     return lb_lstm_final_state(g, y, lb_lstm_final_state(g, y, NULL, 0), 1);
 }
+/* q, k [2, 2, 5, 3], v [2, 2, 5, 4]; head 0 without decay, head 1 with γ = 0.8 */
+static const double linear_gamma[2] = {1.0, 0.8};
+static lb_var *b_linear_attention(lb_graph *g, lb_var *const *x)
+{
+    return lb_linear_attention(g, x[0], x[1], x[2], linear_gamma, NULL, NULL);
+}
 /* x [2, 7, 3], weight [4, 3, 3], bias [4], dilation 2 (taps reach 4 steps back) */
 static lb_var *b_conv1d(lb_graph *g, lb_var *const *x) { return lb_causal_conv1d(g, x[0], x[1], x[2], 2); }
 
@@ -294,6 +300,11 @@ static lb_var *m_lstm(lb_graph *g, lb_var *const *x)
 /* The state of a value that no LSTM layer made */
 static lb_var *m_lstm_state(lb_graph *g, lb_var *const *x) { return lb_lstm_final_state(g, x[0], NULL, 1); }
 /* weight [4, 3, 3] for x with 7 channels (time and channels swapped) */
+/* keys of width 4 for queries of width 3 */
+static lb_var *m_linear_attention(lb_graph *g, lb_var *const *x)
+{
+    return lb_linear_attention(g, x[0], x[2], x[2], NULL, NULL, NULL);
+}
 static lb_var *m_conv1d(lb_graph *g, lb_var *const *x)
 {
     return lb_causal_conv1d(g, lb_transpose(g, x[0], 1, 2), x[1], x[2], 2);
@@ -386,6 +397,8 @@ static const op_recipe recipes[] = {
      LB_ERR_VALUE, "lstm state|[2, 3, 3]", 1e-4},
     {LB_OP_CONV1D, 3, {{3, {2, 7, 3}, -1, 1}, {3, {4, 3, 3}, -1, 1}, {1, {4}, -1, 1}}, b_conv1d, m_conv1d,
      LB_ERR_SHAPE, "conv1d|[2, 3, 7]", 0},
+    {LB_OP_LINEAR_ATTENTION, 3, {{4, {2, 2, 5, 3}, -1, 1}, {4, {2, 2, 5, 3}, -1, 1}, {4, {2, 2, 5, 4}, -1, 1}},
+     b_linear_attention, m_linear_attention, LB_ERR_SHAPE, "linear_attention|[2, 2, 5, 4]", 0},
     {LB_OP_CUSTOM, 1, {T23}, b_custom, m_custom, LB_ERR_VALUE, "custom|backward", 0},
     {LB_OP_GELU_TANH, 1, {T23}, b_gelu_tanh, m_gelu_tanh, LB_ERR_STATE, "gelu_tanh|another graph", 0},
     {LB_OP_LOGSUMEXP, 1, {T234}, b_logsumexp, m_logsumexp, LB_ERR_SHAPE, "logsumexp|[2, 3, 4]", 0},
@@ -696,6 +709,22 @@ static lb_var *c_conv1d(lb_graph *g, lb_var *const *x)
     return y;
 }
 
+/* φ(x) = elu(x) + 1 = relu(x) + exp(-relu(-x)); A = tril(γ^(i-j)) ⊙ φ(q) φ(k)ᵀ [2, 2, 5, 5];
+ * y = (A v) / (A 1 + 1e-6) */
+static lb_var *c_linear_attention(lb_graph *g, lb_var *const *x)
+{
+    lb_var *fq = lb_add(g, lb_relu(g, x[0]), lb_exp(g, lb_neg(g, lb_relu(g, lb_neg(g, x[0])))));
+    lb_var *fk = lb_add(g, lb_relu(g, x[1]), lb_exp(g, lb_neg(g, lb_relu(g, lb_neg(g, x[1])))));
+    double decay[2 * 25] = {0}, eps[1] = {1e-6};
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j <= i; j++)
+                decay[h * 25 + i * 5 + j] = pow(linear_gamma[h], i - j);
+    lb_var *a = lb_mul(g, lb_matmul_t(g, fq, 0, fk, 1), constant_like(g, x[0], 3, (int64_t[]){2, 5, 5}, decay));
+    lb_var *den = lb_add(g, lb_sum_axes(g, a, 1, (int[]){-1}, 1), constant_like(g, x[0], 1, (int64_t[]){1}, eps));
+    return lb_div(g, lb_matmul(g, a, x[2]), den);
+}
+
 static const struct {
     lb_op_kind op;
     op_build_fn composite;
@@ -704,7 +733,7 @@ static const struct {
     {LB_OP_GELU_TANH, c_gelu_tanh},       {LB_OP_MASKED_SOFTMAX, c_masked_softmax}, {LB_OP_ATTENTION, c_attention},
     {LB_OP_LAYER_NORM, c_layer_norm},     {LB_OP_EMBEDDING, c_embedding},     {LB_OP_CROSS_ENTROPY, c_cross_entropy},
     {LB_OP_NLL_LOSS, c_nll_loss},         {LB_OP_MSE, c_mse},                 {LB_OP_DROPOUT_MASK, c_dropout_mask},
-    {LB_OP_CONV1D, c_conv1d},
+    {LB_OP_CONV1D, c_conv1d},           {LB_OP_LINEAR_ATTENTION, c_linear_attention},
 };
 
 /* The fused ops that autograd/ops.def lists, with their compositions. */
