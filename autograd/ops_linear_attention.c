@@ -19,12 +19,11 @@ lb_status lb_linear_attention_backward(lb_var *node)
     if (v->requires_grad && !(gv = lb_grad_buffer(v)))
         return lb_last_status();
     const lb_tensor *gamma = node->saved[1];
-    lb_k_linear_attention_backward(qv->dtype, B, H, T, Dk, Dv, gamma ? lb_tensor_data(gamma) : NULL,
+    return lb_k_linear_attention_backward(qv->dtype, B, H, T, Dk, Dv, gamma ? lb_tensor_data(gamma) : NULL,
                                    lb_tensor_data(qv), lb_tensor_data(k->value), lb_tensor_data(vv),
                                    lb_tensor_data(node->value), lb_tensor_data(node->saved[0]),
                                    lb_tensor_data(node->grad), gq ? lb_tensor_data(gq) : NULL,
                                    gk ? lb_tensor_data(gk) : NULL, gv ? lb_tensor_data(gv) : NULL);
-    return LB_OK;
 }
 
 lb_var *lb_linear_attention(lb_graph *g, lb_var *q, lb_var *k, lb_var *v, const double *gamma, lb_tensor *state,
@@ -75,9 +74,14 @@ lb_var *lb_linear_attention(lb_graph *g, lb_var *q, lb_var *k, lb_var *v, const 
     if (gt)
         for (int64_t h = 0; h < H; h++)
             ((double *)lb_tensor_data(gt))[h] = gamma[h];
-    lb_k_linear_attention_forward(qv->dtype, B, H, T, Dk, Dv, gamma, lb_tensor_data(qv), lb_tensor_data(kv),
-                                  lb_tensor_data(vv), lb_tensor_data(y), lb_tensor_data(den),
-                                  state ? lb_tensor_data(state) : NULL, valid);
+    if (lb_k_linear_attention_forward(qv->dtype, B, H, T, Dk, Dv, gamma, lb_tensor_data(qv), lb_tensor_data(kv),
+                                      lb_tensor_data(vv), lb_tensor_data(y), lb_tensor_data(den),
+                                      state ? lb_tensor_data(state) : NULL, valid) != LB_OK) {
+        lb_tensor_free(y);
+        lb_tensor_free(den);
+        lb_tensor_free(gt);
+        return NULL;
+    }
     lb_var *out = lb_graph_record(g, LB_OP_LINEAR_ATTENTION, y, 3, in);
     if (!out || !out->requires_grad) {
         lb_tensor_free(den);

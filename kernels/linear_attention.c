@@ -164,11 +164,26 @@ static void forward_recurrent(lb_dtype dt, int64_t T, int64_t Dk, int64_t Dv, do
     }
 }
 
-void lb_k_linear_attention_forward(lb_dtype dtype, int64_t B, int64_t H, int64_t T, int64_t Dk, int64_t Dv,
-                                   const double *gamma, const void *q, const void *k, const void *v, void *y,
-                                   void *den, void *state, const int64_t *valid)
+/* LB_OK when the sizes are at least 1 and the buffers are given. */
+static lb_status check_args(const char *fn, int64_t B, int64_t H, int64_t T, int64_t Dk, int64_t Dv, const void *q,
+                            const void *k, const void *v, const void *y, const void *den)
 {
+    if (!q || !k || !v || !y || !den)
+        return lb_error(LB_ERR_VALUE, "%s: a buffer (q, k, v, y or den) is NULL", fn);
+    if (B < 1 || H < 1 || T < 1 || Dk < 1 || Dv < 1)
+        return lb_error(LB_ERR_VALUE, "%s: B %lld, H %lld, T %lld, d_k %lld and d_v %lld must be at least 1", fn,
+                        (long long)B, (long long)H, (long long)T, (long long)Dk, (long long)Dv);
+    return LB_OK;
+}
+
+lb_status lb_k_linear_attention_forward(lb_dtype dtype, int64_t B, int64_t H, int64_t T, int64_t Dk, int64_t Dv,
+                                        const double *gamma, const void *q, const void *k, const void *v, void *y,
+                                        void *den, void *state, const int64_t *valid)
+{
+    if (check_args("lb_k_linear_attention_forward", B, H, T, Dk, Dv, q, k, v, y, den) != LB_OK)
+        return lb_last_status();
     const int64_t E = Dv + 1, pairs = B * H, es = (int64_t)lb_dtype_size(dtype);
+    int failed = 0;
     int nth = lb_threads_for(pairs * T * Dk * E, LB_GRAIN_ELEMENTS);
     if (nth > pairs)
         nth = (int)pairs;
@@ -176,6 +191,10 @@ void lb_k_linear_attention_forward(lb_dtype dtype, int64_t B, int64_t H, int64_t
     {
         la_work w;
         int ok = work_alloc(&w, state ? 1 : LB_LINEAR_ATTENTION_CHUNK, Dk, E, LB_LINEAR_ATTENTION_CHUNK);
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
 #pragma omp for schedule(static)
         for (int64_t p = 0; p < pairs; p++) {
             if (!ok)
@@ -191,13 +210,19 @@ void lb_k_linear_attention_forward(lb_dtype dtype, int64_t B, int64_t H, int64_t
         }
         work_free(&w);
     }
+    return failed ? lb_error(LB_ERR_MEMORY, "linear attention: out of memory for the work rows") : LB_OK;
 }
 
-void lb_k_linear_attention_backward(lb_dtype dtype, int64_t B, int64_t H, int64_t T, int64_t Dk, int64_t Dv,
-                                    const double *gamma, const void *q, const void *k, const void *v, const void *y,
-                                    const void *den, const void *dy, void *dq, void *dk, void *dv)
+lb_status lb_k_linear_attention_backward(lb_dtype dtype, int64_t B, int64_t H, int64_t T, int64_t Dk, int64_t Dv,
+                                         const double *gamma, const void *q, const void *k, const void *v,
+                                         const void *y, const void *den, const void *dy, void *dq, void *dk, void *dv)
 {
+    if (check_args("lb_k_linear_attention_backward", B, H, T, Dk, Dv, q, k, v, y, den) != LB_OK)
+        return lb_last_status();
+    if (!dy)
+        return lb_error(LB_ERR_VALUE, "lb_k_linear_attention_backward: dy is NULL");
     const int64_t E = Dv + 1, pairs = B * H;
+    int failed = 0;
     int nth = lb_threads_for(pairs * T * Dk * E, LB_GRAIN_ELEMENTS);
     if (nth > pairs)
         nth = (int)pairs;
@@ -209,6 +234,10 @@ void lb_k_linear_attention_backward(lb_dtype dtype, int64_t B, int64_t H, int64_
         double *S = malloc((size_t)(Dk * E) * sizeof(double)), *row = malloc((size_t)(Dk > E ? Dk : E) * sizeof(double));
         double *yy = malloc((size_t)Dv * sizeof(double));
         int ok = fq && fk && vv && gg && S && row && yy;
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
 #pragma omp for schedule(static)
         for (int64_t p = 0; p < pairs; p++) {
             if (!ok)
@@ -267,4 +296,5 @@ void lb_k_linear_attention_backward(lb_dtype dtype, int64_t B, int64_t H, int64_
         free(row);
         free(yy);
     }
+    return failed ? lb_error(LB_ERR_MEMORY, "linear attention backward: out of memory for the work rows") : LB_OK;
 }

@@ -37,15 +37,17 @@ enum { LB_LINEAR_ATTENTION_CHUNK = 64 };
  * q, k [B, H, T, Dk], v [B, H, T, Dv], gamma [H] (1 = no decay).
  * state [B, H, Dk, Dv + 1] (model dtype), or NULL: when given, it is the state before
  * position 0 and receives the state after valid[b] positions of sequence b (valid NULL:
- * after T); positions past valid[b] are still computed. */
-void lb_k_linear_attention_forward(lb_dtype dtype, int64_t B, int64_t H, int64_t T, int64_t Dk, int64_t Dv,
+ * after T); positions past valid[b] are still computed.
+ * Errors: LB_ERR_VALUE for a NULL buffer or a size below 1, LB_ERR_MEMORY. */
+lb_status lb_k_linear_attention_forward(lb_dtype dtype, int64_t B, int64_t H, int64_t T, int64_t Dk, int64_t Dv,
                                    const double *gamma, const void *q, const void *k, const void *v, void *y,
                                    void *den, void *state, const int64_t *valid);
 
 /* dq, dk [B, H, T, Dk] and dv [B, H, T, Dv] += the gradients of the forward above (from
  * a zero state) given dy [B, H, T, Dv] and the forward's y and den. dq, dk or dv may
- * be NULL (not wanted). */
-void lb_k_linear_attention_backward(lb_dtype dtype, int64_t B, int64_t H, int64_t T, int64_t Dk, int64_t Dv,
+ * be NULL (not wanted). Errors: LB_ERR_VALUE for a NULL input or a size below 1,
+ * LB_ERR_MEMORY (then the gradients are partly added). */
+lb_status lb_k_linear_attention_backward(lb_dtype dtype, int64_t B, int64_t H, int64_t T, int64_t Dk, int64_t Dv,
                                     const double *gamma, const void *q, const void *k, const void *v, const void *y,
                                     const void *den, const void *dy, void *dq, void *dk, void *dv);
 

@@ -265,6 +265,11 @@ static const struct {
     {"lb_dataset_events_json", "len"}, {"lb_event_schema_same_reading", "why"},
     {"lb_trainer_class_weights", "weights"}, {"lb_model_events_check", "trained"},
     {"lb_model_events_check", "checkpoint"},
+    {"lb_linear_attention", "gamma"},  {"lb_linear_attention", "state"},  {"lb_linear_attention", "valid"},
+    {"lb_k_linear_attention_forward", "gamma"}, {"lb_k_linear_attention_forward", "state"},
+    {"lb_k_linear_attention_forward", "valid"}, {"lb_k_linear_attention_backward", "gamma"},
+    {"lb_k_linear_attention_backward", "dq"}, {"lb_k_linear_attention_backward", "dk"},
+    {"lb_k_linear_attention_backward", "dv"},
     {NULL, NULL},
 };
 
