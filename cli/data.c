@@ -220,6 +220,9 @@ static void data_text_usage(FILE *out)
     fprintf(out,
             "usage: lookback data text FILE... -o CORPUS.h5 [--vocab char|byte] [--val-fraction F]\n"
             "                          [--test-fraction F] [--unk map|error] [--max-vocab N] [--force] [--quiet]\n"
+            "       lookback data text FILE... -o CORPUS.h5 --vocab bpe|unigram [--vocab-size N]\n"
+            "                          [--character-coverage C] [--seed S] ...\n"
+            "       lookback data text FILE... -o CORPUS.h5 --tokenizer FILE.model ...\n"
             "       lookback data text FILE... -o CORPUS.h5 --like CORPUS_OR_CHECKPOINT.h5 [--unk map|error] ...\n"
             "\n"
             "Imports text (- = standard input) as a character-level corpus: the files are concatenated\n"
@@ -231,6 +234,16 @@ static void data_text_usage(FILE *out)
             "  --vocab char|byte    char (default): the distinct Unicode code points of the training\n"
             "                       text, in code-point order (the text must be valid UTF-8);\n"
             "                       byte: the 256 byte values (any bytes; scores are bits per byte)\n"
+            "  --vocab bpe|unigram  subword tokens: a SentencePiece tokenizer of that model type trained\n"
+            "                       on the training split only, with byte fallback (every text encodes,\n"
+            "                       and decodes back byte for byte); stored in the corpus and in every\n"
+            "                       checkpoint trained on it\n"
+            "  --vocab-size N       bpe, unigram: the pieces, in [%d, %d] (default %d)\n"
+            "  --character-coverage C  bpe, unigram: the share of the training characters that get a\n"
+            "                       piece of their own, in (0, 1] (default 0.9995); the rest are bytes\n"
+            "  --seed S             bpe, unigram: SentencePiece's random seed (default 1)\n"
+            "  --tokenizer F.model  a SentencePiece bpe or unigram model made elsewhere (spm_train, a\n"
+            "                       model's published tokenizer.model), used as it is\n"
             "  --val-fraction F     share of the whole text for val, in [0, 0.5] (default 0.1)\n"
             "  --test-fraction F    share of the whole text for test, taken from the end (default 0.05);\n"
             "                       train keeps the rest (85 %% by default)\n"
@@ -246,13 +259,14 @@ static void data_text_usage(FILE *out)
             "  --force              replace CORPUS.h5 if it exists (never one of the inputs)\n"
             "  --quiet              no summary on standard output\n"
             "  -h, --help           this help\n",
-            LB_TEXT_MAX_VOCAB_DEFAULT);
+            LB_TEXT_SUBWORD_VOCAB_MIN, LB_TEXT_SUBWORD_VOCAB_MAX, LB_TEXT_SUBWORD_VOCAB_DEFAULT, LB_TEXT_MAX_VOCAB_DEFAULT);
 }
 
 /* `lookback data text FILE... -o CORPUS.h5`: lb_text_import with the command's options. */
 static int data_text(int argc, char **argv)
 {
-    const char *cmd = "data text", *output = NULL, *like = NULL, *vocab_option = NULL;
+    const char *cmd = "data text", *output = NULL, *like = NULL, *vocab_option = NULL, *tokenizer = NULL;
+    const char *subword_option = NULL; /* the last option that applies only to a trained tokenizer */
     lb_text_options opt;
     lb_text_options_default(&opt);
     int force = 0, quiet = 0;
@@ -262,6 +276,8 @@ static int data_text(int argc, char **argv)
         {"unk", required_argument, NULL, 'u'},           {"max-vocab", required_argument, NULL, 'm'},
         {"force", no_argument, NULL, 'f'},               {"quiet", no_argument, NULL, 'q'},
         {"like", required_argument, NULL, 'L'},          {"help", no_argument, NULL, 'h'},
+        {"vocab-size", required_argument, NULL, 'N'},    {"character-coverage", required_argument, NULL, 'C'},
+        {"seed", required_argument, NULL, 'S'},          {"tokenizer", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -280,6 +296,22 @@ static int data_text(int argc, char **argv)
             st = lb_option_int("--max-vocab", optarg, 2, 0x110000, &opt.max_vocab);
             vocab_option = vocab_option ? vocab_option : "--max-vocab";
             break;
+        case 'N':
+            st = lb_option_int("--vocab-size", optarg, LB_TEXT_SUBWORD_VOCAB_MIN, LB_TEXT_SUBWORD_VOCAB_MAX, &opt.vocab_size);
+            subword_option = "--vocab-size";
+            break;
+        case 'C':
+            st = lb_option_real("--character-coverage", optarg, 1e-6, 1, &opt.character_coverage);
+            subword_option = "--character-coverage";
+            break;
+        case 'S': {
+            int64_t seed = 0;
+            st = lb_option_int("--seed", optarg, 0, UINT32_MAX, &seed);
+            opt.seed = (uint32_t)seed;
+            subword_option = "--seed";
+            break;
+        }
+        case 'K': tokenizer = optarg; break;
         case 'f': force = 1; break;
         case 'q': quiet = 1; break;
         case 'h': data_text_usage(stdout); return 0;
@@ -301,6 +333,20 @@ static int data_text(int argc, char **argv)
     if (like && vocab_option)
         return lb_cli_error(cmd, 2, "%s does not apply with --like: the vocabulary is %s's, exactly (drop %s)",
                             vocab_option, like, vocab_option);
+    if (tokenizer && !tokenizer[0])
+        return lb_cli_error(cmd, 2, "--tokenizer is empty: name a SentencePiece .model file");
+    if (tokenizer && like)
+        return lb_cli_error(cmd, 2, "--tokenizer and --like both name the vocabulary: give one");
+    if (tokenizer && vocab_option)
+        return lb_cli_error(cmd, 2, "%s does not apply with --tokenizer: the vocabulary is the pieces of %s (drop %s)",
+                            vocab_option, tokenizer, vocab_option);
+    if (subword_option && (tokenizer || like))
+        return lb_cli_error(cmd, 2, "%s trains a tokenizer; with %s the tokenizer is %s's as it is (drop %s)",
+                            subword_option, tokenizer ? "--tokenizer" : "--like", tokenizer ? tokenizer : like,
+                            subword_option);
+    if (subword_option && !lb_vocab_kind_is_subword(opt.vocab))
+        return lb_cli_error(cmd, 2, "%s applies to --vocab bpe or unigram, not %s", subword_option,
+                            lb_vocab_kind_name(opt.vocab));
     if (like && lb_output_protect(like, "the --like file") != LB_OK)
         return lb_cli_fail(cmd);
     if (lb_output_check(output, "text corpus") != LB_OK)
@@ -310,6 +356,10 @@ static int data_text(int argc, char **argv)
     lb_vocab *like_vocab = NULL;
     if (like && !(like_vocab = lb_vocab_read(like)))
         return lb_cli_fail(cmd);
+    if (tokenizer && (lb_output_protect(tokenizer, "the --tokenizer file") != LB_OK ||
+                      !(like_vocab = lb_vocab_read_sentencepiece(tokenizer))))
+        return lb_cli_fail(cmd);
+    like = like ? like : tokenizer;
     opt.like = like_vocab;
     opt.like_name = like;
     if (like_vocab)
@@ -324,7 +374,10 @@ static int data_text(int argc, char **argv)
     lb_vocab_free(like_vocab);
     if (st != LB_OK)
         return lb_cli_fail(cmd);
-    if (sum.unknown > 0 && like)
+    if (sum.unknown > 0 && lb_vocab_kind_is_subword(opt.vocab))
+        fprintf(stderr, "lookback %s: note: %lld tokens are <unk>: the tokenizer has no byte fallback for them\n", cmd,
+                (long long)sum.unknown);
+    else if (sum.unknown > 0 && like)
         fprintf(stderr, "lookback %s: note: %lld characters are not in the vocabulary of %s and are <unk> (the first: "
                         "U+%04X at %s)\n",
                 cmd, (long long)sum.unknown, like, (unsigned)sum.first_unknown, sum.first_unknown_where);
@@ -333,11 +386,15 @@ static int data_text(int argc, char **argv)
                         "(the first: U+%04X at %s)\n",
                 cmd, (long long)sum.unknown, (unsigned)sum.first_unknown, sum.first_unknown_where);
     if (!quiet) {
-        const char *unit = opt.vocab == LB_VOCAB_CHAR ? "characters" : "bytes";
+        const char *unit = opt.vocab == LB_VOCAB_CHAR ? "characters" : opt.vocab == LB_VOCAB_BYTE ? "bytes" : "tokens";
         printf("wrote %s: %s vocabulary of %lld symbols%s%s; %s train %lld, val %lld, test %lld (%lld bytes read, "
                "%.1f s)\n", output, lb_vocab_kind_name(opt.vocab), (long long)sum.vocab_size, like ? ", that of " : "",
                like ? like : "", unit, (long long)sum.tokens[0],
                (long long)sum.tokens[1], (long long)sum.tokens[2], (long long)sum.source_bytes, lb_clock_wall() - start);
+        if (lb_vocab_kind_is_subword(opt.vocab))
+            printf("tokenizer: %.3f bytes per token on train (%lld bytes); %s (%.1f s)\n",
+                   sum.tokens[0] > 0 ? (double)sum.split_bytes[0] / (double)sum.tokens[0] : 0.0,
+                   (long long)sum.split_bytes[0], like ? "the given one" : "trained on train only", sum.tokenizer_seconds);
     }
     return 0;
 }

@@ -26,6 +26,11 @@ lb_require(ZLIB_FOUND "zlib" "zlib1g-dev")
 pkg_check_modules(UTF8PROC IMPORTED_TARGET libutf8proc)
 lb_require(UTF8PROC_FOUND "utf8proc (UTF-8 decoding)" "libutf8proc-dev")
 
+# SentencePiece: the bpe and unigram tokenizers of text corpora (data/spm.cc), with its
+# trainer; C++, so the C++ runtime is linked too.
+pkg_check_modules(SENTENCEPIECE IMPORTED_TARGET sentencepiece)
+lb_require(SENTENCEPIECE_FOUND "SentencePiece" "libsentencepiece-dev")
+
 # OpenMP for threads over batch, heads and tiles.
 find_package(OpenMP COMPONENTS C)
 lb_require(OpenMP_C_FOUND "OpenMP" "libgomp1 (part of gcc)")
@@ -44,14 +49,14 @@ pkg_check_modules(JSONC IMPORTED_TARGET json-c)
 lb_require(JSONC_FOUND "json-c" "libjson-c-dev")
 
 find_library(MATH_LIBRARY m)
-set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB PkgConfig::JSONC PkgConfig::UTF8PROC ${CSV_LIBRARY} OpenMP::OpenMP_C
+set(LB_DEP_TARGETS PkgConfig::OPENBLAS PkgConfig::HDF5 PkgConfig::ZLIB PkgConfig::JSONC PkgConfig::UTF8PROC PkgConfig::SENTENCEPIECE stdc++ ${CSV_LIBRARY} OpenMP::OpenMP_C
     ${MATH_LIBRARY})
 
 # glibc's vector math library (libmvec, part of libc6-dev on x86-64): float32 GELU on
 # 16 or 8 lanes (kernels/gelu.h). Optional: without it GELU runs the scalar formula.
 option(LOOKBACK_MVEC "float32 GELU on glibc's vector math library when it is found" ON)
 set(LB_HAVE_MVEC OFF)
-set(LB_PC_LIBS_PRIVATE "-lcsv -lm -fopenmp")
+set(LB_PC_LIBS_PRIVATE "-lcsv -lstdc++ -lm -fopenmp")
 if(LOOKBACK_MVEC AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   find_library(MVEC_LIBRARY mvec)
   if(MVEC_LIBRARY)
@@ -65,7 +70,7 @@ endif()
 # it the library trains in one process and says so when started by mpirun.
 option(LOOKBACK_MPI "Data-parallel training over MPI when an MPI library is found" ON)
 set(LB_HAVE_MPI OFF)
-set(LB_PC_REQUIRES "openblas hdf5 zlib json-c libutf8proc")
+set(LB_PC_REQUIRES "openblas hdf5 zlib json-c libutf8proc sentencepiece")
 if(LOOKBACK_MPI)
   find_package(MPI COMPONENTS C QUIET)
   if(MPI_C_FOUND)

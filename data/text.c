@@ -19,8 +19,10 @@
 #include "data/h5io.h"
 #include "data/output.h"
 #include "data/rows.h"
+#include "data/spm_internal.h"
 #include "data/tasks.h"
 #include "data/text_internal.h"
+#include "tensor/clock.h"
 
 enum {
     MAX_CODE_POINT = 0x10FFFF,
@@ -42,21 +44,22 @@ static int lb_split_index_of(const char *name)
 
 /* ---- names ---- */
 
-static const char *const vocab_names[] = {"char", "byte"};
+static const char *const vocab_names[] = {"char", "byte", "bpe", "unigram"};
 static const char *const unk_names[] = {"map", "error"};
 
-const char *lb_vocab_kind_name(lb_vocab_kind k) { return k == LB_VOCAB_CHAR || k == LB_VOCAB_BYTE ? vocab_names[k] : NULL; }
+const char *lb_vocab_kind_name(lb_vocab_kind k) { return k >= LB_VOCAB_CHAR && k <= LB_VOCAB_UNIGRAM ? vocab_names[k] : NULL; }
+int lb_vocab_kind_is_subword(lb_vocab_kind k) { return k == LB_VOCAB_BPE || k == LB_VOCAB_UNIGRAM; }
 const char *lb_unk_policy_name(lb_unk_policy p) { return p == LB_UNK_MAP || p == LB_UNK_ERROR ? unk_names[p] : NULL; }
 
 lb_status lb_vocab_kind_parse(const char *name, lb_vocab_kind *out)
 {
     LB_CHECK_ARG(out, LB_ERR_VALUE);
-    for (int i = 0; name && i < 2; i++)
+    for (int i = 0; name && i < 4; i++)
         if (strcmp(name, vocab_names[i]) == 0) {
             *out = (lb_vocab_kind)i;
             return LB_OK;
         }
-    return lb_error(LB_ERR_VALUE, "vocabulary '%s': expected char or byte", name ? name : "(null)");
+    return lb_error(LB_ERR_VALUE, "vocabulary '%s': expected char, byte, bpe or unigram", name ? name : "(null)");
 }
 
 lb_status lb_unk_policy_parse(const char *name, lb_unk_policy *out)
@@ -78,7 +81,10 @@ struct lb_vocab {
     int64_t unk_id;          /* -1 = none */
     int32_t *code_points;    /* [V] (char: the code points, U+FFFD for <unk>; byte: 0..255) */
     int64_t *offsets;        /* [V + 1] into bytes */
-    unsigned char *bytes;    /* the encodings concatenated in id order */
+    unsigned char *bytes;    /* the encodings concatenated in id order (bpe, unigram: each piece's text) */
+    lb_spm *spm;             /* bpe, unigram: the SentencePiece processor of model */
+    unsigned char *model;    /* bpe, unigram: the serialized SentencePiece model [model_bytes] */
+    size_t model_bytes;
 };
 
 void lb_vocab_free(lb_vocab *v)
@@ -88,6 +94,8 @@ void lb_vocab_free(lb_vocab *v)
     free(v->code_points);
     free(v->offsets);
     free(v->bytes);
+    lb_spm_free(v->spm);
+    free(v->model);
     free(v);
 }
 
@@ -119,6 +127,260 @@ static lb_vocab *vocab_make(lb_vocab_kind kind, const int32_t *cps, int64_t n, i
     }
     v->offsets[n] = used;
     return v;
+}
+
+/* ---- subword vocabularies (SentencePiece, data/spm_internal.h) ---- */
+
+static lb_status read_all(int fd, const char *name, unsigned char **buf, int64_t *len, int64_t *cap, int64_t hint);
+
+/* The text piece `id` stands for, appended at out (room for its length + 3 bytes): a
+ * normal piece with U+2581 (the meta symbol for a space) as ' ', a byte piece <0xNN> as
+ * that byte, <unk> as U+FFFD, control pieces as nothing. Returns the bytes written. */
+static size_t piece_text(const lb_spm *spm, int64_t id, unsigned char *out)
+{
+    size_t len = 0, k = 0;
+    const char *p = lb_spm_piece(spm, id, &len);
+    switch (lb_spm_piece_kind(spm, id)) {
+    case LB_SPM_BYTE: {
+        unsigned value = 0;
+        if (sscanf(p, "<0x%2X>", &value) == 1)
+            out[k++] = (unsigned char)value;
+        return k;
+    }
+    case LB_SPM_UNKNOWN: return (size_t)utf8proc_encode_char(UNK_CODE_POINT, out);
+    case LB_SPM_CONTROL:
+    case LB_SPM_UNUSED: return 0;
+    default: break;
+    }
+    for (size_t i = 0; i < len;) {
+        if (i + 3 <= len && memcmp(p + i, "\xE2\x96\x81", 3) == 0) {
+            out[k++] = ' ';
+            i += 3;
+        } else {
+            out[k++] = (unsigned char)p[i++];
+        }
+    }
+    return k;
+}
+
+lb_vocab *lb_vocab_new_sentencepiece(const void *model, size_t n_bytes, const char *name)
+{
+    name = name ? name : "the tokenizer";
+    if (!model || n_bytes == 0) {
+        lb_error(LB_ERR_FORMAT, "%s is not a SentencePiece model (it is empty)", name);
+        return NULL;
+    }
+    char why[256] = "";
+    lb_spm *spm = lb_spm_load(model, n_bytes, why, sizeof why);
+    if (!spm) {
+        lb_error(LB_ERR_FORMAT, "%s is not a SentencePiece model (%s)", name, why[0] ? why : "its bytes do not parse as one");
+        return NULL;
+    }
+    int type = lb_spm_model_type(spm);
+    if (type != LB_SPM_BPE && type != LB_SPM_UNIGRAM) {
+        lb_spm_free(spm);
+        lb_error(LB_ERR_VALUE, "%s is a SentencePiece %s model; lookback takes bpe and unigram models", name,
+                 type == LB_SPM_WORD ? "word" : type == LB_SPM_CHAR ? "char" : "unknown-type");
+        return NULL;
+    }
+    int64_t V = lb_spm_size(spm);
+    size_t room = 0;
+    for (int64_t i = 0; i < V; i++) {
+        size_t len;
+        lb_spm_piece(spm, i, &len);
+        room += len + 3;
+    }
+    lb_vocab *v = calloc(1, sizeof *v);
+    if (v) {
+        v->kind = type == LB_SPM_BPE ? LB_VOCAB_BPE : LB_VOCAB_UNIGRAM;
+        v->size = V;
+        v->unk_id = lb_spm_unk_id(spm);
+        v->spm = spm;
+        v->code_points = malloc((size_t)(V > 0 ? V : 1) * sizeof *v->code_points);
+        v->offsets = malloc((size_t)(V + 1) * sizeof *v->offsets);
+        v->bytes = malloc(room > 0 ? room : 1);
+        v->model = malloc(n_bytes);
+    } else {
+        lb_spm_free(spm);
+    }
+    if (!v || !v->code_points || !v->offsets || !v->bytes || !v->model) {
+        lb_vocab_free(v);
+        lb_error(LB_ERR_MEMORY, "%s: out of memory for a vocabulary of %lld pieces", name, (long long)V);
+        return NULL;
+    }
+    memcpy(v->model, model, n_bytes);
+    v->model_bytes = n_bytes;
+    int64_t used = 0;
+    for (int64_t i = 0; i < V; i++) {
+        v->code_points[i] = -1;
+        v->offsets[i] = used;
+        used += (int64_t)piece_text(spm, i, v->bytes + used);
+    }
+    v->offsets[V] = used;
+    return v;
+}
+
+int64_t lb_vocab_eos_id(const lb_vocab *v)
+{
+    LB_CHECK_ARG(v, -1);
+    return v->spm ? lb_spm_eos_id(v->spm) : -1;
+}
+
+/* SentencePiece's encoding of valid UTF-8 text[0..len) into ids (capacity as in
+ * lb_vocab_encode); <unk> refused unless map_unk. */
+static lb_status subword_encode(const lb_vocab *v, const char *text, size_t len, int map_unk, int32_t *ids,
+                                int64_t capacity, int64_t *n)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    for (size_t pos = 0; pos < len;) {
+        int32_t cp;
+        utf8proc_ssize_t k = p[pos] < 0x80 ? 1 : utf8proc_iterate(p + pos, (utf8proc_ssize_t)(len - pos), &cp);
+        if (k < 0)
+            return lb_error(LB_ERR_VALUE, "invalid UTF-8 at byte offset %zu (byte 0x%02x)", pos, (unsigned)p[pos]);
+        pos += (size_t)k;
+    }
+    char why[256];
+    int32_t *out = NULL;
+    int64_t count = 0;
+    if (lb_spm_encode(v->spm, text, len, &out, &count, why, sizeof why) != 0)
+        return lb_error(LB_ERR_MEMORY, "SentencePiece encoding failed: %s", why);
+    lb_status st = LB_OK;
+    for (int64_t i = 0; i < count && !map_unk; i++)
+        if (out[i] == v->unk_id)
+            st = lb_error(LB_ERR_VALUE, "token %lld of the text is <unk>: the tokenizer has no piece or byte for it",
+                          (long long)i);
+    if (st == LB_OK && ids && count > capacity)
+        st = lb_error(LB_ERR_VALUE, "lb_vocab_encode: the text has more than %lld symbols (capacity)", (long long)capacity);
+    if (st == LB_OK && ids && count > 0)
+        memcpy(ids, out, (size_t)count * sizeof *ids);
+    free(out);
+    if (st == LB_OK)
+        *n = count;
+    return st;
+}
+
+/* SentencePiece's decoding of ids[0..n) (checked in range) into buf as lb_vocab_decode,
+ * truncated at a whole UTF-8 character. */
+static lb_status subword_decode(const lb_vocab *v, const int32_t *ids, int64_t n, char *buf, size_t size, size_t *len)
+{
+    char why[256], *text = NULL;
+    size_t got = 0;
+    if (lb_spm_decode(v->spm, ids, n, &text, &got, why, sizeof why) != 0)
+        return lb_error(LB_ERR_MEMORY, "SentencePiece decoding failed: %s", why);
+    if (buf && size > 0) {
+        size_t k = got < size ? got : size - 1;
+        while (k < got && k > 0 && ((unsigned char)text[k] & 0xC0) == 0x80)
+            k--;
+        memcpy(buf, text, k);
+        buf[k] = '\0';
+    }
+    if (len)
+        *len = got;
+    free(text);
+    return LB_OK;
+}
+
+/* The id of the one piece that encodes code point cp alone, or -1. */
+static int64_t subword_lookup(const lb_vocab *v, int32_t cp)
+{
+    unsigned char enc[4];
+    if (cp < 0 || cp > MAX_CODE_POINT || (cp >= 0xD800 && cp <= 0xDFFF))
+        return -1;
+    utf8proc_ssize_t k = utf8proc_encode_char(cp, enc);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    char why[256];
+    if (lb_spm_encode(v->spm, (const char *)enc, (size_t)k, &ids, &n, why, sizeof why) != 0)
+        lb_clear_error();
+    int64_t id = n == 1 && ids[0] != v->unk_id ? ids[0] : -1;
+    free(ids);
+    return id;
+}
+
+/* 1 when two subword vocabularies differ, the first difference in detail. */
+static int subword_difference(const lb_vocab *a, const lb_vocab *b, char *detail, size_t size)
+{
+    for (int64_t i = 0; i < a->size; i++) {
+        size_t la, lb;
+        const char *pa = lb_spm_piece(a->spm, i, &la), *pb = lb_spm_piece(b->spm, i, &lb);
+        if (la != lb || memcmp(pa, pb, la) != 0) {
+            snprintf(detail, size, "id %lld is the piece '%.*s' in one and '%.*s' in the other", (long long)i,
+                     (int)(la < 40 ? la : 40), pa, (int)(lb < 40 ? lb : 40), pb);
+            return 1;
+        }
+    }
+    if (a->model_bytes != b->model_bytes || memcmp(a->model, b->model, a->model_bytes) != 0) {
+        snprintf(detail, size, "the same pieces in two different SentencePiece models (scores or settings)");
+        return 1;
+    }
+    return 0;
+}
+
+lb_vocab *lb_vocab_read_sentencepiece(const char *path)
+{
+    if (!path) {
+        lb_error(LB_ERR_VALUE, "lb_vocab_read_sentencepiece: path is NULL");
+        return NULL;
+    }
+    enum { MAX_MODEL_BYTES = 256 << 20 };
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        lb_error(LB_ERR_IO, "%s: cannot read: %s", path, lb_system_error(errno));
+        return NULL;
+    }
+    struct stat sb;
+    lb_status st = fstat(fd, &sb) == 0 ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot stat: %s", path, lb_system_error(errno));
+    if (st == LB_OK && !S_ISREG(sb.st_mode))
+        st = lb_error(LB_ERR_IO, "%s: not a regular file%s", path, S_ISDIR(sb.st_mode) ? " (a folder)" : "");
+    if (st == LB_OK && sb.st_size > MAX_MODEL_BYTES)
+        st = lb_error(LB_ERR_FORMAT, "%s is not a SentencePiece model (%lld bytes, more than any tokenizer's)", path,
+                      (long long)sb.st_size);
+    unsigned char *bytes = NULL;
+    int64_t len = 0, cap = 0;
+    if (st == LB_OK)
+        st = read_all(fd, path, &bytes, &len, &cap, (int64_t)sb.st_size);
+    close(fd);
+    lb_vocab *v = st == LB_OK ? lb_vocab_new_sentencepiece(bytes, (size_t)len, path) : NULL;
+    free(bytes);
+    return v;
+}
+
+lb_status lb_vocab_write_sentencepiece(const lb_vocab *v, const char *from, const char *path)
+{
+    LB_CHECK_ARG(v, LB_ERR_VALUE);
+    LB_CHECK_ARG(path, LB_ERR_VALUE);
+    from = from ? from : "the vocabulary";
+    if (!v->spm)
+        return lb_error(LB_ERR_VALUE, "%s holds a %s vocabulary, not a SentencePiece tokenizer (only bpe and unigram "
+                        "corpora, and the models trained on them, carry one)", from, lb_vocab_kind_name(v->kind));
+    lb_status st = lb_output_check(path, "tokenizer model");
+    if (st != LB_OK)
+        return st;
+    int replace = lb_output_present(path);
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return lb_error(LB_ERR_VALUE, "%s: the path is too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return lb_error(LB_ERR_IO, "%s: cannot create %s: %s", path, tmp, lb_system_error(errno));
+    size_t done = 0;
+    while (st == LB_OK && done < v->model_bytes) {
+        ssize_t k = write(fd, v->model + done, v->model_bytes - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            st = lb_error(LB_ERR_IO, "%s: cannot write %s: %s", path, tmp, lb_system_error(errno));
+        else
+            done += (size_t)k;
+    }
+    if (st == LB_OK && fsync(fd) != 0)
+        st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", path, tmp, lb_system_error(errno));
+    close(fd);
+    if (st != LB_OK) {
+        unlink(tmp);
+        return st;
+    }
+    return lb_output_finish(tmp, path, "tokenizer model", replace);
 }
 
 lb_vocab *lb_vocab_new_bytes(void)
@@ -162,6 +424,8 @@ lb_vocab *lb_vocab_new_chars(const int32_t *cps, int64_t n, int with_unk)
 lb_vocab *lb_vocab_copy(const lb_vocab *v)
 {
     LB_CHECK_ARG(v, NULL);
+    if (v->spm)
+        return lb_vocab_new_sentencepiece(v->model, v->model_bytes, "the vocabulary");
     return vocab_make(v->kind, v->code_points, v->size, v->unk_id);
 }
 
@@ -207,6 +471,10 @@ const unsigned char *lb_vocab_bytes(const lb_vocab *v, size_t *n_bytes)
 {
     LB_CHECK_ARG(v, NULL);
     LB_CHECK_ARG(n_bytes, NULL);
+    if (v->spm) {
+        *n_bytes = v->model_bytes;
+        return v->model;
+    }
     *n_bytes = (size_t)v->offsets[v->size];
     return v->bytes;
 }
@@ -216,6 +484,8 @@ int64_t lb_vocab_lookup(const lb_vocab *v, int32_t cp)
     LB_CHECK_ARG(v, -1);
     if (v->kind == LB_VOCAB_BYTE)
         return cp >= 0 && cp < 256 ? cp : -1;
+    if (v->spm)
+        return subword_lookup(v, cp);
     int64_t lo = 0, hi = v->size - (v->unk_id >= 0); /* the code points before <unk> increase */
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -236,8 +506,12 @@ char *lb_vocab_describe(const lb_vocab *v, int64_t id, char *buf, size_t size)
         return buf;
     }
     int32_t cp = v->code_points[id];
+    size_t piece_len = 0;
+    const char *piece = v->spm ? lb_spm_piece(v->spm, id, &piece_len) : NULL;
     if (id == v->unk_id)
         snprintf(buf, size, "<unk>");
+    else if (piece)
+        snprintf(buf, size, "'%.*s'", (int)(piece_len < 64 ? piece_len : 64), piece);
     else if (v->kind == LB_VOCAB_BYTE && cp >= 0x80)
         snprintf(buf, size, "byte 0x%02x", (unsigned)cp);
     else if (cp == '\n')
@@ -276,6 +550,8 @@ lb_status lb_vocab_encode(const lb_vocab *v, const char *text, size_t len, int m
     LB_CHECK_ARG(n, LB_ERR_VALUE);
     if (!text && len > 0)
         return lb_error(LB_ERR_VALUE, "lb_vocab_encode: text is NULL");
+    if (v->spm)
+        return subword_encode(v, text, len, map_unk, ids, capacity, n);
     const unsigned char *p = (const unsigned char *)text;
     int64_t count = 0;
     for (size_t pos = 0; pos < len;) {
@@ -321,6 +597,8 @@ lb_status lb_vocab_decode(const lb_vocab *v, const int32_t *ids, int64_t n, char
         if (ids[i] < 0 || ids[i] >= v->size)
             return lb_error(LB_ERR_VALUE, "decode: id %d at position %lld is outside the vocabulary [0, %lld)", ids[i],
                             (long long)i, (long long)v->size);
+        if (v->spm)
+            continue;
         size_t k = (size_t)(v->offsets[ids[i] + 1] - v->offsets[ids[i]]);
         if (buf && used + k < size)
             memcpy(buf + used, v->bytes + v->offsets[ids[i]], k);
@@ -328,6 +606,8 @@ lb_status lb_vocab_decode(const lb_vocab *v, const int32_t *ids, int64_t n, char
             size = used + 1;
         used += k;
     }
+    if (v->spm)
+        return subword_decode(v, ids, n, buf, size, len);
     if (buf && size > 0)
         buf[used < size ? used : size - 1] = '\0';
     if (len)
@@ -342,6 +622,8 @@ int lb_vocab_difference(const lb_vocab *a, const lb_vocab *b, char *detail, size
         snprintf(detail, size, "%s, %lld symbols%s vs %s, %lld symbols%s", lb_vocab_kind_name(a->kind),
                  (long long)a->size, a->unk_id >= 0 ? " with <unk>" : "", lb_vocab_kind_name(b->kind), (long long)b->size,
                  b->unk_id >= 0 ? " with <unk>" : "");
+    } else if (a->spm && b->spm) {
+        subword_difference(a, b, detail, size);
     } else {
         for (int64_t i = 0; i < a->size && !detail[0]; i++)
             if (a->code_points[i] != b->code_points[i]) {
@@ -386,14 +668,16 @@ static uint64_t crc_of(const void *data, size_t n)
 lb_status lb_vocab_h5_write(hid_t loc, const lb_vocab *v, const char *file)
 {
     LB_CHECK_ARG(v, LB_ERR_VALUE);
-    hsize_t dims[1] = {(hsize_t)v->offsets[v->size]};
+    size_t n_bytes = 0;
+    const unsigned char *data = lb_vocab_bytes(v, &n_bytes);
+    hsize_t dims[1] = {(hsize_t)n_bytes};
     hid_t space = H5Screate_simple(1, dims, NULL);
     hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
     if (plist >= 0)
         H5Pset_obj_track_times(plist, 0);
     hid_t dset = space < 0 || plist < 0 ? -1 : H5Dcreate2(loc, "vocab", H5T_STD_U8LE, space, H5P_DEFAULT, plist, H5P_DEFAULT);
     lb_status st = dset < 0 ? lb_error(LB_ERR_IO, "%s: cannot create dataset /vocab: %s", file, lb_h5_cause()) : LB_OK;
-    if (st == LB_OK && dims[0] > 0 && H5Dwrite(dset, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, v->bytes) < 0)
+    if (st == LB_OK && dims[0] > 0 && H5Dwrite(dset, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
         st = lb_error(LB_ERR_IO, "%s: cannot write dataset /vocab: %s", file, lb_h5_cause());
     if (st == LB_OK)
         st = lb_h5_write_attr_string(dset, "kind", lb_vocab_kind_name(v->kind), file);
@@ -402,7 +686,7 @@ lb_status lb_vocab_h5_write(hid_t loc, const lb_vocab *v, const char *file)
     if (st == LB_OK)
         st = lb_h5_write_attr_int(dset, "unk_id", v->unk_id, file);
     if (st == LB_OK)
-        st = lb_h5_write_attr_uint(dset, "crc32", crc_of(v->bytes, (size_t)dims[0]), file);
+        st = lb_h5_write_attr_uint(dset, "crc32", crc_of(data, n_bytes), file);
     lb_h5_close(dset);
     lb_h5_close(plist);
     lb_h5_close(space);
@@ -414,6 +698,21 @@ lb_status lb_vocab_h5_write(hid_t loc, const lb_vocab *v, const char *file)
 static lb_vocab *vocab_from_bytes(lb_vocab_kind kind, int64_t size, int64_t unk_id, const unsigned char *bytes,
                                   int64_t n_bytes, const char *file)
 {
+    if (lb_vocab_kind_is_subword(kind)) {
+        char name[600];
+        snprintf(name, sizeof name, "%s: /vocab", file);
+        lb_vocab *v = lb_vocab_new_sentencepiece(bytes, (size_t)n_bytes, name);
+        if (v && (v->kind != kind || v->size != size || v->unk_id != unk_id)) {
+            lb_error(LB_ERR_FORMAT, "%s: /vocab is a %s model of %lld pieces (<unk> %lld) but its attributes say %s, %lld "
+                     "(<unk> %lld)", file, lb_vocab_kind_name(v->kind), (long long)v->size, (long long)v->unk_id,
+                     lb_vocab_kind_name(kind), (long long)size, (long long)unk_id);
+            lb_vocab_free(v);
+            v = NULL;
+        }
+        if (!v && lb_last_status() != LB_ERR_MEMORY)
+            lb_error(LB_ERR_FORMAT, "%s", lb_last_error());
+        return v;
+    }
     if (kind == LB_VOCAB_BYTE) {
         int ok = size == 256 && n_bytes == 256 && unk_id == -1;
         for (int i = 0; ok && i < 256; i++)
@@ -485,7 +784,7 @@ static lb_status read_vocab_raw(hid_t loc, const char *file, lb_vocab_kind *kind
     if (st == LB_OK)
         st = lb_h5_read_attr_string(dset, "kind", kind_text, sizeof kind_text, file);
     if (st == LB_OK && lb_vocab_kind_parse(kind_text, kind) != LB_OK)
-        st = lb_error(LB_ERR_FORMAT, "%s: /vocab attribute 'kind' = '%s' is neither char nor byte", file, kind_text);
+        st = lb_error(LB_ERR_FORMAT, "%s: /vocab attribute 'kind' = '%s' is not char, byte, bpe or unigram", file, kind_text);
     if (st == LB_OK)
         st = lb_h5_read_attr_int(dset, "vocab_size", LB_H5_INT, size, file);
     if (st == LB_OK)
@@ -617,6 +916,11 @@ static lb_status read_stream(hid_t fid, const char *file, int split, int load, i
         st = lb_error(LB_ERR_FORMAT, "%s: dataset %s: expected int32 [N], found %s", file, where,
                       lb_h5_info_str(&info, found, sizeof found));
     }
+    s->text_bytes[split] = s->text_characters[split] = -1;
+    if (st == LB_OK && lb_h5_has_attr(group, "text_bytes"))
+        st = lb_h5_read_attr_int(group, "text_bytes", LB_H5_INT, &s->text_bytes[split], file);
+    if (st == LB_OK && lb_h5_has_attr(group, "text_characters"))
+        st = lb_h5_read_attr_int(group, "text_characters", LB_H5_INT, &s->text_characters[split], file);
     if (st == LB_OK) {
         s->n[split] = info.dims[0];
         *claimed += load ? info.dims[0] * 4 : 0;
@@ -673,7 +977,7 @@ lb_status lb_text_read_store(hid_t fid, const char *file, int only, int64_t file
     if (st == LB_OK)
         st = lb_h5_read_attr_string(fid, "vocab", kind, sizeof kind, file);
     if (st == LB_OK && lb_vocab_kind_parse(kind, &s->kind) != LB_OK)
-        st = lb_error(LB_ERR_FORMAT, "%s: attribute 'vocab' = '%s' is neither char nor byte", file, kind);
+        st = lb_error(LB_ERR_FORMAT, "%s: attribute 'vocab' = '%s' is not char, byte, bpe or unigram", file, kind);
     if (st == LB_OK && lb_h5_has_attr(fid, "val_fraction"))
         st = lb_h5_read_attr_real(fid, "val_fraction", LB_H5_REAL, &s->val_fraction, file);
     if (st == LB_OK && lb_h5_has_attr(fid, "test_fraction"))
@@ -708,7 +1012,7 @@ lb_status lb_text_read_store(hid_t fid, const char *file, int only, int64_t file
 /* What crosses the socket before the arrays: every field but the pointers. */
 typedef struct store_header {
     lb_vocab_kind kind;
-    int64_t vocab_size, unk_id, source_bytes, vocab_bytes, n[3];
+    int64_t vocab_size, unk_id, source_bytes, vocab_bytes, n[3], text_bytes[3], text_characters[3];
     int loaded[3];
     double val_fraction, test_fraction;
     char source[1024];
@@ -729,6 +1033,8 @@ int lb_text_store_transfer(int fd, lb_text_store *s, int send_side)
         memcpy(h.source, s->source, sizeof h.source);
         for (int i = 0; i < 3; i++) {
             h.n[i] = s->n[i];
+            h.text_bytes[i] = s->text_bytes[i];
+            h.text_characters[i] = s->text_characters[i];
             h.loaded[i] = s->tokens[i] != NULL;
         }
     }
@@ -750,6 +1056,8 @@ int lb_text_store_transfer(int fd, lb_text_store *s, int send_side)
             return -1;
         for (int i = 0; i < 3; i++) {
             s->n[i] = h.n[i];
+            s->text_bytes[i] = h.text_bytes[i];
+            s->text_characters[i] = h.text_characters[i];
             if (h.loaded[i] && (h.n[i] < 0 || !(s->tokens[i] = malloc((size_t)(h.n[i] > 0 ? h.n[i] : 1) * 4))))
                 return -1;
         }
@@ -778,6 +1086,9 @@ void lb_text_options_default(lb_text_options *opt)
     opt->test_fraction = 0.05;
     opt->unk = LB_UNK_MAP;
     opt->max_vocab = LB_TEXT_MAX_VOCAB_DEFAULT;
+    opt->vocab_size = LB_TEXT_SUBWORD_VOCAB_DEFAULT;
+    opt->character_coverage = 0.9995;
+    opt->seed = 1;
 }
 
 /* One input as read: its name and where its bytes start in the text. */
@@ -915,6 +1226,7 @@ typedef struct text_writer {
     int64_t n[3];
     const char *source;
     int64_t source_bytes;
+    const int64_t *split_bytes, *split_characters; /* [3] */
 } text_writer;
 
 static lb_status write_stream(hid_t fid, const text_writer *w, int split, const int32_t *data)
@@ -931,6 +1243,10 @@ static lb_status write_stream(hid_t fid, const text_writer *w, int split, const 
     lb_status st = dset < 0 ? lb_error(LB_ERR_IO, "%s: cannot create dataset /%s/tokens: %s", w->file, split_names[split], lb_h5_cause()) : LB_OK;
     if (st == LB_OK && n > 0 && H5Dwrite(dset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
         st = lb_error(LB_ERR_IO, "%s: cannot write /%s/tokens: %s", w->file, split_names[split], lb_h5_cause());
+    if (st == LB_OK)
+        st = lb_h5_write_attr_int(group, "text_bytes", w->split_bytes[split], w->file);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_int(group, "text_characters", w->split_characters[split], w->file);
     lb_h5_close(dset);
     lb_h5_close(plist);
     lb_h5_close(space);
@@ -985,7 +1301,12 @@ static lb_status write_corpus(void *ctx)
 static lb_status check_options(const lb_text_options *o)
 {
     if (!lb_vocab_kind_name(o->vocab))
-        return lb_error(LB_ERR_VALUE, "text import: vocab must be char or byte (got %d)", (int)o->vocab);
+        return lb_error(LB_ERR_VALUE, "text import: vocab must be char, byte, bpe or unigram (got %d)", (int)o->vocab);
+    if (o->vocab_size < LB_TEXT_SUBWORD_VOCAB_MIN || o->vocab_size > LB_TEXT_SUBWORD_VOCAB_MAX)
+        return lb_error(LB_ERR_VALUE, "option --vocab-size: %lld is outside [%d, %d]", (long long)o->vocab_size,
+                        LB_TEXT_SUBWORD_VOCAB_MIN, LB_TEXT_SUBWORD_VOCAB_MAX);
+    if (!(o->character_coverage > 0 && o->character_coverage <= 1))
+        return lb_error(LB_ERR_VALUE, "option --character-coverage: %g is outside (0, 1]", o->character_coverage);
     if (!lb_unk_policy_name(o->unk))
         return lb_error(LB_ERR_VALUE, "text import: unk must be map or error (got %d)", (int)o->unk);
     if (!(o->val_fraction >= 0 && o->val_fraction <= 0.5))
@@ -1098,6 +1419,85 @@ static lb_status build_vocab(const lb_text_options *o, int32_t *tok, const int64
     return st;
 }
 
+/* The tokenizer of a bpe or unigram corpus: like's (--like, --tokenizer) or one trained
+ * by SentencePiece on the training split's text alone; then each split's text
+ * text[byte_at[s] .. byte_at[s + 1]) encoded on its own. *tok is replaced by the pieces'
+ * ids and n by their counts. */
+static lb_status subword_corpus(const lb_text_options *o, const unsigned char *text, const int64_t *byte_at,
+                                int32_t **tok, int64_t *n, lb_vocab **vocab_out, lb_text_summary *sum, const char *name)
+{
+    lb_vocab *v = NULL;
+    lb_status st = LB_OK;
+    if (o->like) {
+        v = lb_vocab_copy(o->like);
+    } else {
+        lb_spm_train_options to = {lb_vocab_kind_name(o->vocab), o->vocab_size, o->character_coverage, o->seed, 1};
+        void *model = NULL;
+        size_t model_bytes = 0;
+        int64_t lowest = 0, highest = 0;
+        char why[512];
+        double t0 = lb_clock_wall();
+        if (lb_spm_train(&to, (const char *)text, (size_t)byte_at[1], &model, &model_bytes, &lowest, &highest, why,
+                         sizeof why) != 0) {
+            if (highest > 0 && highest < LB_TEXT_SUBWORD_VOCAB_MIN + 32)
+                st = lb_error(LB_ERR_VALUE, "%s: the training text (%lld characters) is too small to train a %s tokenizer: "
+                              "SentencePiece finds at most %lld pieces in it, little beyond the 259 of byte fallback, "
+                              "<unk>, <s> and </s>; give more text", name, (long long)n[0], to.type, (long long)highest);
+            else if (highest > 0)
+                st = lb_error(LB_ERR_VALUE, "--vocab-size %lld: SentencePiece can make at most %lld %s pieces from this "
+                              "training text (%s, %lld characters): choose --vocab-size %lld or less", (long long)o->vocab_size,
+                              (long long)highest, to.type, name, (long long)n[0], (long long)highest);
+            else if (lowest > 0)
+                st = lb_error(LB_ERR_VALUE, "--vocab-size %lld: a %s tokenizer of this training text (%s) needs at least %lld "
+                              "pieces (its characters kept by --character-coverage, the 256 bytes of byte fallback, "
+                              "<unk>, <s> and </s>): choose --vocab-size %lld or more, or lower --character-coverage",
+                              (long long)o->vocab_size, to.type, name, (long long)lowest, (long long)lowest);
+            else
+                st = lb_error(LB_ERR_VALUE, "%s: SentencePiece could not train a %s tokenizer on the training text: %s", name,
+                              to.type, why);
+        }
+        sum->tokenizer_seconds = lb_clock_wall() - t0;
+        if (st == LB_OK)
+            v = lb_vocab_new_sentencepiece(model, model_bytes, "the trained tokenizer");
+        free(model);
+    }
+    if (st == LB_OK && !v)
+        st = lb_last_status();
+    int32_t *ids = NULL;
+    int64_t count[3] = {0, 0, 0}, total = 0;
+    for (int s = 0; st == LB_OK && s < 3; s++) {
+        int64_t got = 0;
+        st = lb_vocab_encode(v, (const char *)text + byte_at[s], (size_t)(byte_at[s + 1] - byte_at[s]), 1, NULL, 0, &got);
+        count[s] = got;
+        total += got;
+    }
+    if (st == LB_OK && !(ids = malloc((size_t)(total > 0 ? total : 1) * sizeof *ids)))
+        st = lb_error(LB_ERR_MEMORY, "text import: out of memory for %lld tokens", (long long)total);
+    for (int s = 0; st == LB_OK && s < 3; s++) {
+        int64_t got = 0, offset = s == 0 ? 0 : s == 1 ? count[0] : count[0] + count[1];
+        st = lb_vocab_encode(v, (const char *)text + byte_at[s], (size_t)(byte_at[s + 1] - byte_at[s]), 1, ids + offset,
+                             count[s], &got);
+    }
+    int64_t unk = v ? lb_vocab_unk_id(v) : -1, unknown = 0;
+    for (int64_t i = 0; st == LB_OK && i < total; i++)
+        unknown += ids[i] == unk;
+    if (st == LB_OK && unknown > 0 && o->unk == LB_UNK_ERROR)
+        st = lb_error(LB_ERR_VALUE, "%s: %lld tokens of the text are <unk> (the tokenizer has neither a piece nor byte "
+                      "fallback for them): use --unk map to keep them as <unk>", name, (long long)unknown);
+    if (st == LB_OK) {
+        sum->unknown = unknown;
+        free(*tok);
+        *tok = ids;
+        for (int s = 0; s < 3; s++)
+            n[s] = count[s];
+        *vocab_out = v;
+        return LB_OK;
+    }
+    free(ids);
+    lb_vocab_free(v);
+    return st;
+}
+
 lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, int n_paths, const char *out_path,
                          lb_text_summary *summary)
 {
@@ -1142,7 +1542,7 @@ lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, i
                 st = lb_error(LB_ERR_IO, "%s: is the input %s of this command; lookback never writes over its inputs "
                               "(choose another output path)", out_path, in[i].name);
     sum->source_bytes = len;
-    int is_char = opt->vocab == LB_VOCAB_CHAR;
+    int is_char = opt->vocab != LB_VOCAB_BYTE; /* bpe, unigram: split by characters as char */
     int32_t *tok = st == LB_OK ? malloc((size_t)(len > 0 ? len : 1) * sizeof *tok) : NULL;
     if (st == LB_OK && !tok)
         st = lb_error(LB_ERR_MEMORY, "text import: out of memory for %lld symbols (4 bytes each)", (long long)len);
@@ -1164,8 +1564,21 @@ lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, i
                           n_paths > 1 ? " ..." : "", split_names[s], (long long)n[s], unit, (long long)total,
                           (long long)need, s == 0 ? ": lower --val-fraction or --test-fraction" : ": raise its fraction, or set it to 0");
     }
+    int64_t byte_at[4] = {0, 0, 0, len}; /* where each split's text starts, in bytes */
+    for (int s = 1; st == LB_OK && s < 3; s++) {
+        int64_t index = n[0] + (s == 2 ? n[1] : 0);
+        byte_at[s] = index >= total ? len : byte_of_symbol(text, in, n_paths, index, is_char);
+    }
+    for (int s = 0; st == LB_OK && s < 3; s++) {
+        sum->split_bytes[s] = byte_at[s + 1] - byte_at[s];
+        sum->split_characters[s] = 0;
+        for (int64_t i = byte_at[s]; i < byte_at[s + 1]; i++)
+            sum->split_characters[s] += (text[i] & 0xC0) != 0x80;
+    }
     lb_vocab *vocab = NULL;
-    if (st == LB_OK)
+    if (st == LB_OK && lb_vocab_kind_is_subword(opt->vocab))
+        st = subword_corpus(opt, text, byte_at, &tok, n, &vocab, sum, in[0].name);
+    else if (st == LB_OK)
         st = build_vocab(opt, tok, n, text, in, n_paths, &vocab, sum);
     /* the inputs' names, for the file's source attribute */
     char source[2048] = "";
@@ -1174,7 +1587,8 @@ lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, i
     free(text);
     text = NULL;
     if (st == LB_OK) {
-        text_writer w = {out_path, NULL, opt, vocab, tok, {n[0], n[1], n[2]}, source, len};
+        text_writer w = {out_path, NULL, opt, vocab, tok, {n[0], n[1], n[2]}, source, len, sum->split_bytes,
+                         sum->split_characters};
         st = lb_h5_write_new(out_path, "text corpus", replace, write_corpus, NULL, &w, &w.tmp);
     }
     if (st == LB_OK) {
@@ -1264,15 +1678,17 @@ lb_status lb_text_print_info(const lb_dataset *ds, FILE *out)
 {
     const lb_vocab *v = lb_dataset_vocab(ds);
     int64_t V = lb_vocab_size(v), n[3];
-    int is_char = lb_vocab_get_kind(v) == LB_VOCAB_CHAR;
-    const char *unit = is_char ? "character" : "byte";
+    int is_char = lb_vocab_get_kind(v) == LB_VOCAB_CHAR, is_subword = lb_vocab_kind_is_subword(lb_vocab_get_kind(v));
+    const char *unit = is_char ? "character" : is_subword ? "token" : "byte";
     for (int s = 0; s < 3; s++)
         lb_dataset_tokens(ds, split_names[s], &n[s]);
     fprintf(out, "file      %s\n", lb_dataset_path(ds));
     fprintf(out, "task      text (format_version %d): token streams, one target per token (the next one)\n",
             LB_DATA_FORMAT_VERSION);
     fprintf(out, "vocab     %s: %lld symbols", lb_vocab_kind_name(lb_vocab_get_kind(v)), (long long)V);
-    if (lb_vocab_unk_id(v) >= 0)
+    if (is_subword)
+        fprintf(out, " (a SentencePiece model's pieces; id %lld is <unk>)", (long long)lb_vocab_unk_id(v));
+    else if (lb_vocab_unk_id(v) >= 0)
         fprintf(out, " (id %lld is <unk>: val/test characters absent from the training text)",
                 (long long)lb_vocab_unk_id(v));
     fputc('\n', out);

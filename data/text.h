@@ -38,7 +38,8 @@
 
 LB_API_BEGIN
 
-typedef enum lb_vocab_kind { LB_VOCAB_CHAR = 0, LB_VOCAB_BYTE = 1 } lb_vocab_kind;
+/* char, byte; bpe and unigram: a SentencePiece model's pieces (see "Subword" below). */
+typedef enum lb_vocab_kind { LB_VOCAB_CHAR = 0, LB_VOCAB_BYTE = 1, LB_VOCAB_BPE = 2, LB_VOCAB_UNIGRAM = 3 } lb_vocab_kind;
 typedef enum lb_unk_policy { LB_UNK_MAP = 0, LB_UNK_ERROR = 1 } lb_unk_policy;
 
 enum {
@@ -46,12 +47,17 @@ enum {
     LB_TEXT_MIN_TRAIN_TOKENS = 512,  /* the shortest training split */
     LB_TEXT_MIN_SPLIT_TOKENS = 2,    /* the shortest non-empty val or test split (one target) */
     LB_TEXT_MAX_VOCAB_DEFAULT = 8192, /* distinct characters allowed unless max_vocab says otherwise */
-    LB_TEXT_DEFAULT_SEQ_LEN = 256     /* the window of a corpus until lb_dataset_set_seq_len (nanoGPT's block_size) */
+    LB_TEXT_DEFAULT_SEQ_LEN = 256,    /* the window of a corpus until lb_dataset_set_seq_len (nanoGPT's block_size) */
+    LB_TEXT_SUBWORD_VOCAB_DEFAULT = 2048, /* bpe, unigram: the pieces of a tokenizer trained on the text */
+    LB_TEXT_SUBWORD_VOCAB_MIN = 260,  /* the 256 bytes of byte fallback, <unk>, <s>, </s> and one more */
+    LB_TEXT_SUBWORD_VOCAB_MAX = 1 << 20
 };
 
-/* "char"/"byte" and "map"/"error"; NULL for a value out of range. Parsing errors
- * (LB_ERR_VALUE) name the word and the accepted ones. */
+/* "char"/"byte"/"bpe"/"unigram" and "map"/"error"; NULL for a value out of range.
+ * Parsing errors (LB_ERR_VALUE) name the word and the accepted ones. */
 const char *lb_vocab_kind_name(lb_vocab_kind k);
+/* 1 for bpe and unigram (a SentencePiece tokenizer), 0 otherwise. */
+int lb_vocab_kind_is_subword(lb_vocab_kind k);
 lb_status lb_vocab_kind_parse(const char *name, lb_vocab_kind *out);
 const char *lb_unk_policy_name(lb_unk_policy p);
 lb_status lb_unk_policy_parse(const char *name, lb_unk_policy *out);
@@ -74,6 +80,31 @@ lb_vocab *lb_vocab_new_bytes(void);
  * with_unk. Errors (NULL, LB_ERR_VALUE): an unsorted, repeated or invalid code point. */
 lb_vocab *lb_vocab_new_chars(const int32_t *cps, int64_t n, int with_unk);
 lb_vocab *lb_vocab_copy(const lb_vocab *v);
+
+/* Subword vocabularies: SentencePiece (Kudo and Richardson 2018; Debian's
+ * libsentencepiece) BPE or unigram models. The vocabulary is the model's V pieces (ids
+ * as the model numbers them: lookback's ids are SentencePiece's, so `spm_encode
+ * --output_format=id` gives the same ids); /vocab stores the serialized model (the bytes
+ * of a .model file) with the same attributes and crc32 as a character vocabulary, and
+ * encode/decode are SentencePiece's EncodeAsIds/DecodeIds. lb_vocab_symbol gives a
+ * piece's text (U+2581 as a space, a byte piece <0xNN> as its byte, <unk> as U+FFFD,
+ * <s> and </s> as nothing); lb_vocab_code_point is -1 for every piece; lb_vocab_lookup
+ * of a code point is the id of the one piece that encodes it alone (or -1).
+ *
+ * A vocabulary from a serialized model [n_bytes]; `name` names it in messages. NULL
+ * with LB_ERR_FORMAT "NAME is not a SentencePiece model (REASON)", LB_ERR_VALUE for a
+ * word or char model (lookback takes bpe and unigram), LB_ERR_MEMORY. */
+lb_vocab *lb_vocab_new_sentencepiece(const void *model, size_t n_bytes, const char *name);
+/* The same from a .model file (at most 256 MiB); LB_ERR_IO when it cannot be read. */
+lb_vocab *lb_vocab_read_sentencepiece(const char *path);
+/* Writes the serialized model of a bpe or unigram vocabulary to `path` (a .model file
+ * that spm_encode and Python's sentencepiece load), through a temporary file renamed
+ * into place and data/output.h's checks. `from` names where v came from. Errors:
+ * LB_ERR_VALUE for a char or byte vocabulary (naming `from`), LB_ERR_IO. */
+lb_status lb_vocab_write_sentencepiece(const lb_vocab *v, const char *from, const char *path);
+/* The end-of-sentence id </s> of a subword vocabulary, -1 for the others or when the
+ * model has none. */
+int64_t lb_vocab_eos_id(const lb_vocab *v);
 void lb_vocab_free(lb_vocab *v);
 
 lb_vocab_kind lb_vocab_get_kind(const lb_vocab *v);
@@ -89,7 +120,7 @@ const char *lb_vocab_symbol(const lb_vocab *v, int64_t id, size_t *len);
  * vocabulary (no error recorded). */
 int64_t lb_vocab_lookup(const lb_vocab *v, int32_t cp);
 /* The concatenated encodings of every symbol in id order ([n_bytes]) as /vocab stores
- * them; *n_bytes receives their count. */
+ * them (bpe, unigram: the serialized model); *n_bytes receives their count. */
 const unsigned char *lb_vocab_bytes(const lb_vocab *v, size_t *n_bytes);
 
 /* Text -> ids: text[0..len) (UTF-8 for a char vocabulary, any bytes for byte) into
@@ -153,6 +184,12 @@ typedef struct lb_text_options {
                            * max_vocab are then not used, and a character of ANY split outside it
                            * is <unk> (unk map, when like has an <unk> id) or refused */
     const char *like_name; /* the file like came from, for messages (may be NULL) */
+    /* bpe, unigram (a SentencePiece tokenizer trained on the training split only): */
+    int64_t vocab_size;        /* the pieces V, default 2048 */
+    double character_coverage; /* (0, 1], default 0.9995 (SentencePiece's): the share of the
+                                * training characters with a piece of their own; the rarest
+                                * others are encoded as their UTF-8 bytes (byte fallback) */
+    uint32_t seed;             /* SentencePiece's random seed, default 1 */
 } lb_text_options;
 
 void lb_text_options_default(lb_text_options *opt);
@@ -165,6 +202,9 @@ typedef struct lb_text_summary {
     int64_t unknown;               /* val/test characters mapped to <unk> (with like: of any split) */
     int32_t first_unknown;         /* the first of them (code point), when unknown > 0 */
     char first_unknown_where[512]; /* its file and byte offset, "FILE, byte offset K" */
+    int64_t split_bytes[3];        /* UTF-8 bytes of the text of train, val, test */
+    int64_t split_characters[3];   /* their characters (code points; bytes that do not continue one) */
+    double tokenizer_seconds;      /* bpe, unigram: the time SentencePiece took to train (0 when imported) */
 } lb_text_summary;
 
 /* Reads paths[0..n_paths) ("-" = standard input, at most once), builds the token streams

@@ -19,6 +19,8 @@ typedef struct lb_text_store {
     unsigned char *vocab_data;   /* [vocab_bytes] the /vocab dataset */
     int64_t n[3];                /* tokens of train, val, test */
     int32_t *tokens[3];          /* [n[s]] or NULL (a split not read: lb_dataset_open_split) */
+    int64_t text_bytes[3];       /* UTF-8 bytes of each split's text (attribute text_bytes), -1 when not stored */
+    int64_t text_characters[3];  /* its characters (attribute text_characters), -1 when not stored */
     char source[1024];           /* the source attribute (inputs), possibly truncated */
 } lb_text_store;
 

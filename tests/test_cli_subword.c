@@ -1,0 +1,376 @@
+/* Subword corpora (data text --vocab bpe|unigram, --tokenizer; tokenizer export): the
+ * ids equal those of SentencePiece's own spm_encode (and of Python's sentencepiece where
+ * installed) for the same model; decoding restores the text byte for byte, every split
+ * of the corpus included; the model travels into checkpoints under its checksum; every
+ * bad input gives one line and writes nothing. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_support.h"
+#include "data/dataset.h"
+#include "data/text.h"
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* Lines of words (some with accents, CJK and an emoji), double spaces, a tab, blank
+ * lines: about 40,000 characters. The emoji appears only in the last line (the test
+ * split): byte fallback encodes it. */
+static const char *subword_text(size_t *len_out)
+{
+    static char path[512];
+    static size_t len;
+    if (path[0]) {
+        *len_out = len;
+        return path;
+    }
+    static const char *const words[] = {"the", "state", "of", "union", "is", "strong", "and", "we", "will", "work",
+                                        "naïve", "café", "économie", "日本", "together", "people", "Congress", "1960"};
+    static const char *const syllables[] = {"ka", "lo", "men", "tri", "su", "ver", "an", "dis", "po", "ré",
+                                            "gu", "ston", "e", "lia", "mo", "ther"};
+    snprintf(path, sizeof path, "%s", path_in("subword.txt"));
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    uint64_t x = 7;
+    for (int i = 0; i < 7000; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        int w = (int)((x >> 33) % 30);
+        if (w < 18)
+            fputs(words[w], f);
+        else /* a made-up word of two or three syllables */
+            for (int k = 0; k < 2 + (int)((x >> 20) % 2); k++)
+                fputs(syllables[(x >> (40 + 4 * k)) % 16], f);
+        fprintf(f, "%s", i % 17 == 16 ? ".\n" : i % 101 == 50 ? "  " : i % 211 == 7 ? "\t" : " ");
+        if (i % 400 == 399)
+            fputc('\n', f);
+    }
+    fputs("the end \xF0\x9F\x99\x82 of it\n", f); /* U+1F642 */
+    fclose(f);
+    char *all = read_all(path, &len);
+    free(all);
+    *len_out = len;
+    return path;
+}
+
+/* `data text TEXT -o OUT --vocab KIND --vocab-size N` (exit 0 expected). */
+static void import_subword(const char *text, const char *out, const char *kind, const char *size)
+{
+    const char *args[] = {"data", "text", text, "-o", out, "--vocab", kind, "--vocab-size", size, "--force", NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 0 && contains(r.out, "bytes per token"), r);
+    run_free(&r);
+}
+
+/* The ids of spm_encode --output_format=id for every line of `text` with `model`,
+ * compared with lb_vocab_encode of the same line. Returns the lines compared. */
+static int compare_with_spm_encode(const lb_vocab *v, const char *model, const char *text)
+{
+    char model_arg[600];
+    snprintf(model_arg, sizeof model_arg, "--model=%s", model);
+    char *input = read_all(text, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(input);
+    const char *args[] = {model_arg, "--output_format=id", "--input", text, NULL};
+    run_result r = run_program("spm_encode", args);
+    EXPECT(r.code == 0, r);
+    int lines = 0, mismatches = 0;
+    char *line = input, *ids_line = r.out;
+    while (r.code == 0 && *line && ids_line && *ids_line) {
+        char *end = strchr(line, '\n'), *ids_end = strchr(ids_line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        int32_t mine[4096];
+        int64_t n = 0;
+        CU_ASSERT_EQUAL_FATAL(lb_vocab_encode(v, line, len, 0, mine, 4096, &n), LB_OK);
+        int64_t k = 0;
+        for (char *p = ids_line; p < (ids_end ? ids_end : ids_line + strlen(ids_line));) {
+            char *next;
+            long id = strtol(p, &next, 10);
+            if (next == p)
+                break;
+            if (k >= n || mine[k] != id)
+                mismatches++;
+            k++;
+            p = next;
+        }
+        if (k != n)
+            mismatches++;
+        lines++;
+        if (!end || !ids_end)
+            break;
+        line = end + 1;
+        ids_line = ids_end + 1;
+    }
+    CU_ASSERT_EQUAL(mismatches, 0);
+    run_free(&r);
+    free(input);
+    return lines;
+}
+
+/* Debian's python3-sentencepiece (the system Python) encodes the whole text, newlines
+ * included, into the ids lookback gives; 1 when it ran. */
+static int compare_with_python(const lb_vocab *v, const char *model, const char *text)
+{
+    if (access("/usr/bin/python3", X_OK) != 0)
+        return 0;
+    const char *probe[] = {"-c", "import sentencepiece", NULL};
+    run_result r = run_program("/usr/bin/python3", probe);
+    int have = r.code == 0;
+    run_free(&r);
+    if (!have)
+        return 0;
+    char script[2048];
+    snprintf(script, sizeof script,
+             "import sentencepiece as s\n"
+             "p = s.SentencePieceProcessor(model_file='%s')\n"
+             "t = open('%s', encoding='utf-8').read()\n"
+             "ids = p.encode(t)\n"
+             "assert p.decode(ids) == t\n"
+             "print(' '.join(map(str, ids)))\n",
+             model, text);
+    const char *args[] = {"-c", script, NULL};
+    r = run_program("/usr/bin/python3", args);
+    EXPECT(r.code == 0, r);
+    size_t len = 0;
+    char *input = read_all(text, &len);
+    int64_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(lb_vocab_encode(v, input, len, 0, NULL, 0, &n), LB_OK);
+    int32_t *mine = malloc((size_t)n * sizeof *mine);
+    CU_ASSERT_EQUAL_FATAL(lb_vocab_encode(v, input, len, 0, mine, n, &n), LB_OK);
+    int64_t k = 0, mismatches = 0;
+    for (char *p = r.out; r.code == 0;) {
+        char *next;
+        long id = strtol(p, &next, 10);
+        if (next == p)
+            break;
+        mismatches += k >= n || mine[k] != id;
+        k++;
+        p = next;
+    }
+    CU_ASSERT_EQUAL(k, n);
+    CU_ASSERT_EQUAL(mismatches, 0);
+    free(mine);
+    free(input);
+    run_free(&r);
+    return 1;
+}
+
+static void test_same_ids_as_sentencepiece(void)
+{
+    size_t len = 0;
+    const char *text = subword_text(&len);
+    static const char *const kinds[] = {"bpe", "unigram"};
+    for (int k = 0; k < 2; k++) {
+        char corpus[600], model[600];
+        snprintf(corpus, sizeof corpus, "%s/%s.h5", work_dir, kinds[k]);
+        snprintf(model, sizeof model, "%s/%s.model", work_dir, kinds[k]);
+        import_subword(text, corpus, kinds[k], "400");
+        const char *ex[] = {"tokenizer", "export", "--corpus", corpus, "-o", model, "--force", NULL};
+        run_result r = run(ex);
+        EXPECT(r.code == 0 && exists(model), r);
+        run_free(&r);
+        lb_vocab *v = lb_vocab_read(corpus);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        CU_ASSERT_EQUAL(lb_vocab_size(v), 400);
+        CU_ASSERT_EQUAL(lb_vocab_get_kind(v), k == 0 ? LB_VOCAB_BPE : LB_VOCAB_UNIGRAM);
+        /* the exported file is the stored model, byte for byte */
+        size_t stored_n = 0, file_n = 0;
+        const unsigned char *stored = lb_vocab_bytes(v, &stored_n);
+        char *file = read_all(model, &file_n);
+        CU_ASSERT_TRUE(file && file_n == stored_n && memcmp(file, stored, file_n) == 0);
+        free(file);
+        CU_ASSERT_TRUE(compare_with_spm_encode(v, model, text) > 10);
+        compare_with_python(v, model, text);
+        lb_vocab_free(v);
+    }
+}
+
+static void test_decode_restores_every_byte(void)
+{
+    size_t len = 0;
+    const char *text = subword_text(&len);
+    char corpus[600];
+    snprintf(corpus, sizeof corpus, "%s", path_in("bpe_round.h5"));
+    import_subword(text, corpus, "bpe", "512");
+    char *original = read_all(text, NULL);
+    lb_dataset *ds = lb_dataset_open(corpus);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    const lb_vocab *v = lb_dataset_vocab(ds);
+    /* the three splits decode back to the file, in order, byte for byte */
+    size_t at = 0;
+    static const char *const splits[] = {"train", "val", "test"};
+    for (int s = 0; s < 3; s++) {
+        int64_t n = 0;
+        const int32_t *tok = lb_dataset_tokens(ds, splits[s], &n);
+        CU_ASSERT_TRUE_FATAL(tok != NULL && n > 0);
+        size_t got = 0;
+        CU_ASSERT_EQUAL(lb_vocab_decode(v, tok, n, NULL, 0, &got), LB_OK);
+        char *buf = malloc(got + 1);
+        CU_ASSERT_EQUAL(lb_vocab_decode(v, tok, n, buf, got + 1, &got), LB_OK);
+        CU_ASSERT_TRUE(at + got <= len && memcmp(original + at, buf, got) == 0);
+        at += got;
+        free(buf);
+    }
+    CU_ASSERT_EQUAL(at, len);
+    /* a text with characters the training text never had: bytes, then back */
+    const char *other = "\xF0\x9F\x98\x80 Zebra\t\xCE\xA9mega\n\n  two spaces";
+    int32_t ids[256];
+    int64_t n = 0;
+    CU_ASSERT_EQUAL(lb_vocab_encode(v, other, strlen(other), 0, ids, 256, &n), LB_OK);
+    for (int64_t i = 0; i < n; i++)
+        CU_ASSERT_NOT_EQUAL(ids[i], lb_vocab_unk_id(v));
+    char back[256];
+    CU_ASSERT_EQUAL(lb_vocab_decode(v, ids, n, back, sizeof back, NULL), LB_OK);
+    CU_ASSERT_STRING_EQUAL(back, other);
+    /* invalid UTF-8 is refused with its offset */
+    CU_ASSERT_EQUAL(lb_vocab_encode(v, "ab\xFF", 3, 0, ids, 256, &n), LB_ERR_VALUE);
+    lb_dataset_close(ds);
+    free(original);
+}
+
+/* One error line, exit `code`, the message, and no output file (nor its .tmp or .lock). */
+static void expect_refused(const char *const *args, const char *command, int code, const char *out, const char *message)
+{
+    char tmp[700], lock[700];
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    snprintf(lock, sizeof lock, "%s.lock", out);
+    run_result r = run(args);
+    EXPECT(r.code == code && one_error_line(&r, command) && contains(r.err, message) && !exists(out) && !exists(tmp) &&
+               !exists(lock),
+           r);
+    run_free(&r);
+}
+
+static void test_bad_inputs(void)
+{
+    size_t len = 0;
+    const char *text = subword_text(&len);
+    char out[600];
+    snprintf(out, sizeof out, "%s", path_in("refused.h5"));
+    /* a size SentencePiece cannot reach: the size it can, each way */
+    const char *big[] = {"data", "text", text, "-o", out, "--vocab", "unigram", "--vocab-size", "100000", NULL};
+    expect_refused(big, "data text", 1, out, "SentencePiece can make at most");
+    const char *small[] = {"data", "text", text, "-o", out, "--vocab", "bpe", "--vocab-size", "270", NULL};
+    expect_refused(small, "data text", 1, out, "needs at least");
+    /* a .model file that is not one */
+    char fake[600];
+    snprintf(fake, sizeof fake, "%s", path_in("fake.model"));
+    CU_ASSERT_TRUE(write_all(fake, "not a model at all\n", 19));
+    const char *bad_model[] = {"data", "text", text, "-o", out, "--tokenizer", fake, NULL};
+    expect_refused(bad_model, "data text", 1, out, "fake.model is not a SentencePiece model");
+    /* a text too small to train a tokenizer of any size */
+    char tiny[600];
+    snprintf(tiny, sizeof tiny, "%s", path_in("tiny.txt"));
+    char few[1400];
+    for (int i = 0; i < (int)sizeof few; i++)
+        few[i] = "ab ab\n"[i % 6];
+    CU_ASSERT_TRUE(write_all(tiny, few, sizeof few));
+    const char *too_small[] = {"data", "text", tiny, "-o", out, "--vocab", "bpe", "--vocab-size", "300", NULL};
+    expect_refused(too_small, "data text", 1, out, "too small to train a bpe tokenizer");
+    /* usage: --tokenizer with --vocab char, tokenizer options with char, with --like */
+    const char *with_char[] = {"data", "text", text, "-o", out, "--tokenizer", fake, "--vocab", "char", NULL};
+    expect_refused(with_char, "data text", 2, out, "--vocab does not apply with --tokenizer");
+    const char *size_char[] = {"data", "text", text, "-o", out, "--vocab-size", "500", NULL};
+    expect_refused(size_char, "data text", 2, out, "--vocab-size applies to --vocab bpe or unigram");
+    /* export: a char corpus has no tokenizer; a missing source */
+    char chars[600], model[600];
+    snprintf(chars, sizeof chars, "%s", path_in("chars.h5"));
+    snprintf(model, sizeof model, "%s", path_in("chars.model"));
+    const char *imp[] = {"data", "text", text, "-o", chars, "--quiet", NULL};
+    run_result r = run(imp);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    const char *ex[] = {"tokenizer", "export", "--corpus", chars, "-o", model, NULL};
+    expect_refused(ex, "tokenizer export", 1, model, "not a SentencePiece tokenizer");
+    const char *ex2[] = {"tokenizer", "export", "-o", model, NULL};
+    expect_refused(ex2, "tokenizer export", 2, model, "--checkpoint CK.h5 or --corpus CORPUS.h5");
+}
+
+/* Finds `needle` in data[0..n). */
+static char *find_bytes(char *data, size_t n, const char *needle, size_t k)
+{
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(data + i, needle, k) == 0)
+            return data + i;
+    return NULL;
+}
+
+static void test_checkpoint_and_import(void)
+{
+    size_t len = 0;
+    const char *text = subword_text(&len);
+    char corpus[600], run_dir[600], ck[700], model[600], again[600];
+    snprintf(corpus, sizeof corpus, "%s", path_in("ck_bpe.h5"));
+    snprintf(run_dir, sizeof run_dir, "%s", path_in("run_bpe"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", run_dir);
+    snprintf(model, sizeof model, "%s", path_in("ck.model"));
+    snprintf(again, sizeof again, "%s", path_in("again.h5"));
+    import_subword(text, corpus, "bpe", "400");
+    const char *tr[] = {"train", "--data", corpus, "--model", "transformer", "--layers", "1", "--d-model", "16",
+                        "--heads", "2", "--d-ff", "32", "--seq-len", "32", "--batch", "4", "--steps", "3",
+                        "--eval-every", "3", "--out", run_dir, "--quiet", NULL};
+    run_result r = run(tr);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    /* the checkpoint's tokenizer is the corpus's */
+    const char *ex[] = {"tokenizer", "export", "--checkpoint", ck, "-o", model, NULL};
+    r = run(ex);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    lb_vocab *a = lb_vocab_read(corpus), *b = lb_vocab_read(ck);
+    CU_ASSERT_TRUE_FATAL(a && b);
+    CU_ASSERT_EQUAL(lb_vocab_check_same(a, b, "corpus", "checkpoint"), LB_OK);
+    /* --tokenizer with the exported model gives the same ids as the corpus */
+    const char *imp[] = {"data", "text", text, "-o", again, "--tokenizer", model, "--quiet", NULL};
+    r = run(imp);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    lb_dataset *d1 = lb_dataset_open(corpus), *d2 = lb_dataset_open(again);
+    CU_ASSERT_TRUE_FATAL(d1 && d2);
+    int64_t n1 = 0, n2 = 0;
+    const int32_t *t1 = lb_dataset_tokens(d1, "train", &n1), *t2 = lb_dataset_tokens(d2, "train", &n2);
+    CU_ASSERT_TRUE(n1 == n2 && n1 > 0 && memcmp(t1, t2, (size_t)n1 * sizeof *t1) == 0);
+    lb_dataset_close(d1);
+    lb_dataset_close(d2);
+    /* eval needs nothing but the checkpoint and the corpus */
+    const char *ev[] = {"eval", "--checkpoint", ck, "--data", corpus, NULL};
+    r = run(ev);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    /* one byte of the stored model changed: refused by its checksum */
+    size_t n = 0;
+    char *bytes = read_all(ck, &n);
+    char *piece = bytes ? find_bytes(bytes, n, "<0x0A>", 6) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(piece);
+    piece[4] = 'B';
+    char damaged[600];
+    snprintf(damaged, sizeof damaged, "%s", path_in("damaged.h5"));
+    CU_ASSERT_TRUE(write_all(damaged, bytes, n));
+    free(bytes);
+    lb_vocab *c = lb_vocab_read(damaged);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_TRUE(lb_test_error_has("checksum"));
+    lb_vocab_free(c);
+    lb_vocab_free(a);
+    lb_vocab_free(b);
+}
+
+int main(void)
+{
+    snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_subword_%d", (int)getpid());
+    mkdir(work_dir, 0777);
+    const lb_test_case cases[] = {
+        {"bpe and unigram: the ids of spm_encode and Python's sentencepiece", test_same_ids_as_sentencepiece},
+        {"decoding restores the text byte for byte, every split", test_decode_restores_every_byte},
+        {"bad sizes, models, texts and options: one line, nothing written", test_bad_inputs},
+        {"the tokenizer travels into checkpoints under its checksum; --tokenizer", test_checkpoint_and_import},
+        {NULL, NULL},
+    };
+    int rc = lb_test_main("cli_subword", cases);
+    remove_tree(work_dir);
+    return rc;
+}
