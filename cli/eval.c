@@ -11,10 +11,11 @@
 #include "lab/run_config.h"
 #include "train/trainer.h"
 
-/* "char" or "byte": what a text corpus's bits are per. */
+/* "char", "byte" or "token" (bpe, unigram): what a text corpus's symbols are. */
 static const char *text_unit(const lb_dataset *data)
 {
-    return lb_vocab_get_kind(lb_dataset_vocab(data)) == LB_VOCAB_BYTE ? "byte" : "char";
+    lb_vocab_kind k = lb_vocab_get_kind(lb_dataset_vocab(data));
+    return k == LB_VOCAB_BYTE ? "byte" : lb_vocab_kind_is_subword(k) ? "token" : "char";
 }
 
 static void eval_usage(FILE *out)
@@ -149,9 +150,10 @@ static void print_json(const lb_eval_result *r, const lb_dataset *ds, const char
     json_object_object_add(o, "examples", json_object_new_int64(r->examples));
     json_object_object_add(o, "loss", json_object_new_double(r->loss));
     if (lb_dataset_is_text(ds)) {
-        char key[32];
-        snprintf(key, sizeof key, "bits_per_%s", text_unit(ds));
-        json_object_object_add(o, key, json_object_new_double(r->loss / log(2.0)));
+        double bpb = NAN, bpc = NAN;
+        lb_text_bits(ds, split, r->loss, &bpb, &bpc);
+        json_object_object_add(o, "bits_per_byte", json_object_new_double(bpb));
+        json_object_object_add(o, "bits_per_char", json_object_new_double(bpc));
         json_object_object_add(o, "perplexity", json_object_new_double(exp(r->loss)));
         json_object_object_add(o, "tokens", json_object_new_int64(r->scored));
         json_object_object_add(o, "seq_len", json_object_new_int64(lb_dataset_seq_len(ds)));
@@ -315,8 +317,10 @@ int lb_cli_eval(int argc, char **argv)
         if (lb_dataset_is_text(data)) {
             if (lb_text_unigram_bits(data, split, &entropy, NULL) != LB_OK)
                 lb_clear_error();
-            printf("loss %.4f nats/token  %.4f bits per %s  perplexity %.3f  accuracy %.4f\n", r.loss, r.loss / log(2.0),
-                   text_unit(data), exp(r.loss), r.accuracy);
+            double bpb = NAN, bpc = NAN;
+            lb_text_bits(data, split, r.loss, &bpb, &bpc);
+            printf("loss %.4f nats/token  %.4f bits per byte  %.4f bits per char  perplexity %.3f  accuracy %.4f\n",
+                   r.loss, bpb, bpc, exp(r.loss), r.accuracy);
             if (!isnan(entropy))
                 printf("(the %s split's own unigram entropy: %.4f bits per %s)\n", split, entropy, text_unit(data));
         } else if (isnan(r.accuracy)) {

@@ -30,8 +30,10 @@ static void generate_usage(FILE *out)
           "lookback train): the prompt is read in one chunk, then each new token is one event through\n"
           "the model's streaming state (the key-value cache of attention, the LSTM's (h, c), the conv\n"
           "stack's last inputs), so nothing is recomputed per token. The prompt and then every token are\n"
-          "printed on standard output as they are made (UTF-8; a byte vocabulary prints its bytes),\n"
-          "and the tokens per second on standard error. Without a prompt, generation starts from a\n"
+          "printed on standard output as they are made (UTF-8; a byte vocabulary prints its bytes;\n"
+          "a bpe or unigram one decodes piece by piece and prints whole characters only, a byte piece\n"
+          "waiting for the rest of its character), and the tokens per second on standard error. The\n"
+          "prompt is encoded with the checkpoint's tokenizer. Without a prompt, generation starts from a\n"
           "newline (as nanoGPT's sample.py), or from the vocabulary's first symbol when the text had\n"
           "no newline. The same --seed gives the same text with any --threads. The vocabulary's <unk>\n"
           "(the id of characters outside it, never a training target) is never generated, in any\n"
@@ -66,6 +68,8 @@ typedef struct generate_print {
     const lb_vocab *vocab;
     int write_failed;
     int err;
+    int whole;               /* bpe, unigram: print whole UTF-8 characters only (a byte piece is part of one) */
+    lb_utf8_pending pending; /* the bytes of a character not yet complete */
 } generate_print;
 
 /* Writes len bytes to standard output and flushes; 1 (and the error kept) when that fails. */
@@ -89,7 +93,17 @@ static int print_token(void *user, int64_t index, int32_t token, const float *lo
     generate_print *p = user;
     size_t len = 0;
     const char *bytes = lb_vocab_symbol(p->vocab, token, &len);
-    return emit(p, bytes, bytes ? len : 0);
+    if (!bytes || !p->whole)
+        return emit(p, bytes, bytes ? len : 0);
+    char whole[3 * (64 + 3)];
+    size_t used = 0;
+    for (size_t at = 0; at < len; at += 64) { /* a piece is at most a few dozen bytes */
+        size_t part = len - at < 64 ? len - at : 64;
+        used = lb_utf8_whole(&p->pending, bytes + at, part, whole);
+        if (emit(p, whole, used))
+            return 1;
+    }
+    return len == 0 ? emit(p, "", 0) : 0;
 }
 
 /* The whole of file `path` into a new buffer (*size bytes, NUL added). */
@@ -308,7 +322,7 @@ int lb_cli_generate(int argc, char **argv)
     int64_t unk = vocab ? lb_vocab_unk_id(vocab) : -1;
     o.sampling = (lb_sampling){a.temperature, a.top_k, a.top_p, unk, unk >= 0};
     o.context = a.ctx_given ? a.ctx_size : default_context(a.checkpoint, mc);
-    generate_print pr = {vocab, 0, 0};
+    generate_print pr = {vocab, 0, 0, vocab && lb_vocab_kind_is_subword(lb_vocab_get_kind(vocab)), {{0}, 0}};
     o.on_token = print_token;
     o.user = &pr;
     lb_rng rng;
@@ -323,6 +337,7 @@ int lb_cli_generate(int argc, char **argv)
         double t0 = lb_clock_wall();
         lb_status st = pr.write_failed ? LB_OK : lb_generate(model, prompt, prompt_len, &o, &rng, NULL, &r);
         double dt = lb_clock_wall() - t0;
+        pr.pending.n = 0; /* an unfinished character at the end is not printed */
         if (!pr.write_failed && st == LB_OK) {
             const char *end = a.num_samples > 1 ? "\n---------------\n" : "\n";
             emit(&pr, end, strlen(end));

@@ -965,6 +965,63 @@ const int32_t *lb_dataset_tokens(const lb_dataset *ds, const char *split, int64_
     return ds->text.tokens[s];
 }
 
+/* The bytes and characters of tok[0..n) decoded with v (a corpus stored before they were
+ * recorded); -1 each when out of memory. */
+static void measure_decoded(const lb_vocab *v, const int32_t *tok, int64_t n, int64_t *bytes, int64_t *chars)
+{
+    size_t len = 0;
+    *bytes = *chars = -1;
+    if (lb_vocab_decode(v, tok, n, NULL, 0, &len) != LB_OK)
+        return;
+    char *text = malloc(len + 1);
+    if (!text || lb_vocab_decode(v, tok, n, text, len + 1, &len) != LB_OK) {
+        free(text);
+        lb_clear_error();
+        return;
+    }
+    *bytes = (int64_t)len;
+    *chars = 0;
+    for (size_t i = 0; i < len; i++)
+        *chars += ((unsigned char)text[i] & 0xC0) != 0x80;
+    free(text);
+}
+
+lb_status lb_text_split_size(const lb_dataset *ds, const char *split, int64_t *tokens, int64_t *bytes,
+                             int64_t *characters)
+{
+    LB_CHECK_ARG(ds && tokens && bytes && characters, LB_ERR_VALUE);
+    int s = lb_split_index(split, ds->path);
+    if (s < 0)
+        return lb_last_status();
+    if (!ds->text.present)
+        return lb_error(LB_ERR_STATE, "%s: holds the %s task, not a text corpus", ds->path, lb_task_name(ds->options.task));
+    const lb_text_store *t = &ds->text;
+    *tokens = t->n[s];
+    *bytes = t->text_bytes[s];
+    *characters = t->text_characters[s];
+    if (*bytes >= 0 && *characters >= 0)
+        return LB_OK;
+    if (t->kind == LB_VOCAB_CHAR)
+        *characters = t->n[s];
+    else if (t->kind == LB_VOCAB_BYTE)
+        *bytes = t->n[s];
+    if ((*bytes < 0 || *characters < 0) && t->tokens[s])
+        measure_decoded(ds->vocab, t->tokens[s], t->n[s], bytes, characters);
+    return LB_OK;
+}
+
+void lb_text_bits(const lb_dataset *ds, const char *split, double loss, double *bits_per_byte, double *bits_per_char)
+{
+    int64_t tokens = 0, bytes = -1, chars = -1;
+    if (lb_text_split_size(ds, split, &tokens, &bytes, &chars) != LB_OK)
+        lb_clear_error();
+    double bits = loss / log(2.0);
+    if (bits_per_byte)
+        *bits_per_byte = bytes > 0 ? bits * (double)tokens / (double)bytes : NAN;
+    if (bits_per_char)
+        *bits_per_char = chars > 0 ? bits * (double)tokens / (double)chars : NAN;
+}
+
 lb_status lb_dataset_set_seq_len(lb_dataset *ds, int64_t seq_len)
 {
     LB_CHECK_ARG(ds, LB_ERR_VALUE);

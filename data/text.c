@@ -1722,3 +1722,46 @@ lb_status lb_text_print_info(const lb_dataset *ds, FILE *out)
         return lb_error(LB_ERR_IO, "%s: writing the description failed", lb_dataset_path(ds));
     return LB_OK;
 }
+
+/* ---- whole characters out of pieces ---- */
+
+/* Moves the characters complete at the front of p->pending to out (U+FFFD for a byte
+ * sequence that cannot become one); keeps an incomplete tail. */
+static size_t utf8_drain(lb_utf8_pending *p, char *out)
+{
+    size_t used = 0;
+    while (p->n > 0) {
+        unsigned char lead = p->bytes[0];
+        int need = lead < 0x80 ? 1 : lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3
+                 : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
+        int bad = need == 0;
+        for (int i = 1; !bad && i < p->n && i < need; i++)
+            bad = (p->bytes[i] & 0xC0) != 0x80;
+        int32_t cp;
+        if (!bad && p->n < need)
+            return used; /* wait for the rest */
+        if (!bad && utf8proc_iterate(p->bytes, need, &cp) != need)
+            bad = 1;
+        int take = bad ? 1 : need;
+        if (bad) {
+            memcpy(out + used, "\xEF\xBF\xBD", 3);
+            used += 3;
+        } else {
+            memcpy(out + used, p->bytes, (size_t)need);
+            used += (size_t)need;
+        }
+        memmove(p->bytes, p->bytes + take, (size_t)(p->n - take));
+        p->n -= take;
+    }
+    return used;
+}
+
+size_t lb_utf8_whole(lb_utf8_pending *p, const char *bytes, size_t len, char *out)
+{
+    size_t used = 0;
+    for (size_t i = 0; p && i < len; i++) {
+        p->bytes[p->n++] = (unsigned char)bytes[i];
+        used += utf8_drain(p, out + used);
+    }
+    return used;
+}

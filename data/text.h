@@ -151,6 +151,22 @@ char *lb_vocab_describe(const lb_vocab *v, int64_t id, char *buf, size_t size);
 typedef struct lb_dataset lb_dataset;
 lb_status lb_text_unigram_bits(const lb_dataset *ds, const char *split, double *entropy, double *cross);
 
+/* The size of a split of an open text corpus: *tokens its tokens, *bytes the UTF-8 bytes
+ * and *characters the characters (code points) of its text, as the import recorded them
+ * (attributes text_bytes, text_characters), or for a corpus written before they were
+ * recorded: the tokens for char (characters) and byte (bytes), the rest measured by
+ * decoding the split when it is loaded, else -1. Errors: LB_ERR_STATE for a task file,
+ * LB_ERR_VALUE for an unknown split. */
+lb_status lb_text_split_size(const lb_dataset *ds, const char *split, int64_t *tokens, int64_t *bytes,
+                             int64_t *characters);
+/* The measures that compare tokenizers on one scale: a loss of `loss` mean nats per token
+ * over a split, as bits per byte = loss * tokens / (bytes * ln 2) and bits per character =
+ * loss * tokens / (characters * ln 2) of the split's text (the total nats over the split
+ * divided by its UTF-8 bytes or characters; for char, bits per character is loss / ln 2,
+ * for byte, bits per byte is). NAN when the size is unknown or ds is not a text corpus
+ * (no error kept). Either output may be NULL. */
+void lb_text_bits(const lb_dataset *ds, const char *split, double loss, double *bits_per_byte, double *bits_per_char);
+
 /* LB_OK when a and b are the same vocabulary (kind, symbols in order, <unk> id);
  * otherwise LB_ERR_VALUE "A and B have different vocabularies (char, 85 symbols vs char,
  * 90 symbols): ..." naming the first difference, with name_a and name_b for the two, and
@@ -169,6 +185,19 @@ lb_status lb_vocab_check_same(const lb_vocab *a, const lb_vocab *b, const char *
  * standard input or several files). Errors: LB_ERR_VALUE also for NULL arguments and for
  * a dataset that is not a text corpus. */
 lb_status lb_dataset_check_vocab(const lb_dataset *ds, const lb_vocab *model_vocab, const char *model_file);
+
+/* Pieces in, whole characters out: the bytes of pieces (a byte-fallback piece is one byte
+ * of a character) are held until they complete a UTF-8 character, so a reader never sees
+ * half of one. lb_utf8_whole appends bytes[0..len) and writes to out the characters now
+ * complete, returning their count in bytes (out needs room for 3 * (len + 3)); a byte
+ * that cannot start or continue a character (or an overlong form, a surrogate) comes out
+ * as U+FFFD. Zero-initialize the state; bytes still held at the end are an unfinished
+ * character (the caller drops them). */
+typedef struct lb_utf8_pending {
+    unsigned char bytes[4];
+    int n;
+} lb_utf8_pending;
+size_t lb_utf8_whole(lb_utf8_pending *p, const char *bytes, size_t len, char *out);
 
 /* ---- import ---- */
 

@@ -89,8 +89,9 @@ static lb_status describe_eval_file(lb_compare_eval *e, const lb_compare_model *
         lb_clear_error();
     }
     e->text = lb_dataset_is_text(ds);
+    /* char: bits per character; byte, bpe, unigram: bits per byte of the text */
     snprintf(e->per, sizeof e->per, "%s",
-             e->text && lb_vocab_get_kind(lb_dataset_vocab(ds)) == LB_VOCAB_BYTE ? "byte" : "char");
+             e->text && lb_vocab_get_kind(lb_dataset_vocab(ds)) != LB_VOCAB_CHAR ? "byte" : "char");
     if (st == LB_OK && lb_dataset_has_distance(ds)) {
         if (lb_dataset_distance_range(ds, "test", &e->dmin, &e->dmax) == LB_OK)
             e->dmean = 0.5 * (e->dmin + e->dmax);
@@ -269,9 +270,9 @@ static lb_status write_summary(const char *path, const lb_compare_model *specs, 
             json_object_object_add(r, "distance_max", json_object_new_int64(evals[e].dmax));
             json_object_object_add(r, evals[e].regression ? "mse" : "accuracy", json_object_new_double(res[m].accuracy[e]));
             if (evals[e].text) {
-                char key[32];
-                snprintf(key, sizeof key, "bits_per_%s", evals[e].per);
-                json_object_object_add(r, key, json_object_new_double(res[m].bits[e]));
+                json_object_object_add(r, "bits_per_byte", json_object_new_double(res[m].bits_per_byte[e]));
+                json_object_object_add(r, "bits_per_char", json_object_new_double(res[m].bits_per_char[e]));
+                json_object_object_add(r, "nats_per_token", json_object_new_double(res[m].nats_per_token[e]));
             }
             if (evals[e].regression)
                 json_object_object_add(r, "baseline_mse", json_object_new_double(evals[e].baseline));
@@ -650,7 +651,11 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
             res[m].macro_f1[e] = r.classes.num_classes ? r.classes.macro_f1 : NAN;
             res[m].pr_auc[e] = r.average_precision;
             res[m].eval_seconds[e] = lb_clock_wall() - t0;
-            res[m].bits[e] = evals[e].text ? r.loss / log(2.0) : NAN;
+            res[m].bits_per_byte[e] = res[m].bits_per_char[e] = NAN;
+            res[m].nats_per_token[e] = evals[e].text ? r.loss : NAN;
+            if (evals[e].text)
+                lb_text_bits(ds, "test", r.loss, &res[m].bits_per_byte[e], &res[m].bits_per_char[e]);
+            res[m].bits[e] = !evals[e].text ? NAN : evals[e].per[0] == 'b' ? res[m].bits_per_byte[e] : res[m].bits_per_char[e];
             if (evals[e].text && e == 0 && greedy_sample(model, ds, res[m].sample, sizeof res[m].sample, rep->prompt,
                                                          sizeof rep->prompt) != LB_OK) {
                 lb_error_context("sampling %s", specs[m].name);

@@ -60,7 +60,10 @@ typedef struct lb_compare_result {
     double pr_auc[LB_COMPARE_MAX_EVALS];   /* average precision of a binary label (NAN otherwise) */
     double eval_seconds[LB_COMPARE_MAX_EVALS]; /* wall seconds of each evaluation */
     double seconds_per_step;               /* training seconds per optimizer step */
-    double bits[LB_COMPARE_MAX_EVALS];     /* text files: test loss in bits per symbol (loss / ln 2) */
+    double bits[LB_COMPARE_MAX_EVALS];     /* text files: test loss in bits per character (char corpora) or
+                                            * per byte (byte, bpe, unigram) of the text (data/text.h lb_text_bits) */
+    double bits_per_byte[LB_COMPARE_MAX_EVALS], bits_per_char[LB_COMPARE_MAX_EVALS]; /* text files: both */
+    double nats_per_token[LB_COMPARE_MAX_EVALS]; /* text files: the test loss itself */
     double seconds_to_target;              /* text: training seconds to the first validation at or
                                               below the target (NAN: never reached) */
     char sample[256];                      /* text: a greedy continuation of the prompt, escaped */

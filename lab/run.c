@@ -27,7 +27,7 @@ typedef struct progress_state {
     lb_progress bar;
     int quiet;
     lb_eval_result last_val;
-    const char *per; /* a text corpus: "char" or "byte" (bits per ...); NULL otherwise */
+    const lb_dataset *text; /* a text corpus (bits per byte and per character), NULL otherwise */
 } progress_state;
 
 static void on_event(lb_loop_event event, const lb_step_stats *s, const lb_eval_result *r, void *user)
@@ -46,9 +46,13 @@ static void on_event(lb_loop_event event, const lb_step_stats *s, const lb_eval_
     } else if (event == LB_EVENT_EVAL) {
         if (p->bar.tty)
             fputc('\n', stderr);
-        if (p->per)
-            fprintf(stderr, "%s step %lld: val loss %.4f nats/token, %.4f bits per %s, perplexity %.3f (accuracy %.4f)\n",
-                    p->bar.label, (long long)s->step, r->loss, r->loss / log(2.0), p->per, exp(r->loss), r->accuracy);
+        double bpb = NAN, bpc = NAN;
+        if (p->text)
+            lb_text_bits(p->text, "val", r->loss, &bpb, &bpc);
+        if (p->text)
+            fprintf(stderr, "%s step %lld: val loss %.4f nats/token, %.4f bits per byte, %.4f bits per char, perplexity "
+                    "%.3f (accuracy %.4f)\n", p->bar.label, (long long)s->step, r->loss, bpb, bpc, exp(r->loss),
+                    r->accuracy);
         else if (isnan(r->accuracy))
             fprintf(stderr, "%s step %lld: val mse %.5f\n", p->bar.label, (long long)s->step, r->mse);
         else
@@ -387,7 +391,7 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
                     ranks, (long long)(rc->train.batch_size / ranks), (long long)rc->train.batch_size);
         progress_state ps = {.quiet = quiet};
         if (lb_dataset_is_text(data))
-            ps.per = lb_vocab_get_kind(lb_dataset_vocab(data)) == LB_VOCAB_BYTE ? "byte" : "char";
+            ps.text = data;
         const char *slash = strrchr(dir, '/');
         lb_progress_begin(&ps.bar, slash && slash[1] ? slash + 1 : dir, rc->train.steps);
         ps.bar.budget = rc->train.time_budget;
@@ -451,9 +455,12 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
                 fprintf(stderr, "stopped early: %lld evaluations without a better validation (--patience %lld)\n",
                         (long long)rc->train.patience, (long long)rc->train.patience);
             char text[256] = "";
-            if (ps.per && out->last_val.examples > 0)
-                snprintf(text, sizeof text, "; validation %.4f bits per %s (loss %.4f nats/token, perplexity %.3f) over "
-                         "%lld windows of %lld", out->last_val.loss / log(2.0), ps.per, out->last_val.loss,
+            double bpb = NAN, bpc = NAN;
+            if (ps.text)
+                lb_text_bits(data, "val", out->last_val.loss, &bpb, &bpc);
+            if (ps.text && out->last_val.examples > 0)
+                snprintf(text, sizeof text, "; validation %.4f bits per byte, %.4f bits per char (loss %.4f nats/token, "
+                         "perplexity %.3f) over %lld windows of %lld", bpb, bpc, out->last_val.loss,
                          exp(out->last_val.loss), (long long)out->last_val.examples, (long long)lb_dataset_seq_len(data));
             fprintf(stderr, "done: %lld steps in %.1f s%s; checkpoint %s%s%s\n", (long long)out->steps, out->seconds,
                     skipped, ckpt_path, best, text);

@@ -3,6 +3,7 @@
  * installed) for the same model; decoding restores the text byte for byte, every split
  * of the corpus included; the model travels into checkpoints under its checksum; every
  * bad input gives one line and writes nothing. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,6 +360,114 @@ static void test_checkpoint_and_import(void)
     lb_vocab_free(b);
 }
 
+/* The number after `key` in text (a JSON field or a "NUMBER unit" phrase), NAN if absent. */
+static double number_after(const char *text, const char *key)
+{
+    const char *p = text ? strstr(text, key) : NULL;
+    return p ? strtod(p + strlen(key), NULL) : NAN;
+}
+
+/* Bits per byte and per character in eval, metrics.csv and compare: the same text as a
+ * char and a bpe corpus, each measure = the total nats over the split / its bytes or
+ * characters and ln 2. */
+static void test_bits_per_byte(void)
+{
+    size_t len = 0;
+    const char *text = subword_text(&len);
+    static const char *const kinds[] = {"char", "bpe"};
+    for (int k = 0; k < 2; k++) {
+        char corpus[600], run_dir[600], ck[700], metrics[700];
+        snprintf(corpus, sizeof corpus, "%s/bits_%s.h5", work_dir, kinds[k]);
+        snprintf(run_dir, sizeof run_dir, "%s/bits_run_%s", work_dir, kinds[k]);
+        snprintf(ck, sizeof ck, "%s/checkpoint.h5", run_dir);
+        snprintf(metrics, sizeof metrics, "%s/metrics.csv", run_dir);
+        if (k == 0) {
+            const char *imp[] = {"data", "text", text, "-o", corpus, "--quiet", NULL};
+            run_result r = run(imp);
+            EXPECT(r.code == 0, r);
+            run_free(&r);
+        } else {
+            import_subword(text, corpus, "bpe", "400");
+        }
+        const char *tr[] = {"train", "--data", corpus, "--model", "transformer", "--layers", "1", "--d-model", "16",
+                            "--heads", "2", "--d-ff", "32", "--seq-len", "32", "--batch", "4", "--steps", "4",
+                            "--eval-every", "4", "--out", run_dir, "--quiet", NULL};
+        run_result r = run(tr);
+        EXPECT(r.code == 0, r);
+        run_free(&r);
+        char *m = read_all(metrics, NULL);
+        CU_ASSERT_TRUE(m && contains(m, "skipped,bits_per_byte,bits_per_char,perplexity"));
+        free(m);
+        const char *ev[] = {"eval", "--checkpoint", ck, "--data", corpus, "--json", NULL};
+        r = run(ev);
+        EXPECT(r.code == 0, r);
+        double loss = number_after(r.out, "\"loss\":"), bpb = number_after(r.out, "\"bits_per_byte\":"),
+               bpc = number_after(r.out, "\"bits_per_char\":");
+        run_free(&r);
+        lb_dataset *ds = lb_dataset_open(corpus);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+        int64_t tokens = 0, bytes = 0, chars = 0;
+        CU_ASSERT_EQUAL(lb_text_split_size(ds, "test", &tokens, &bytes, &chars), LB_OK);
+        CU_ASSERT_TRUE(bytes > chars && chars >= tokens && tokens > 0);
+        CU_ASSERT_TRUE(loss > 0);
+        CU_ASSERT_DOUBLE_EQUAL(bpb, loss * (double)tokens / ((double)bytes * log(2.0)), 1e-4 * bpb);
+        CU_ASSERT_DOUBLE_EQUAL(bpc, loss * (double)tokens / ((double)chars * log(2.0)), 1e-4 * bpc);
+        if (k == 0) /* char: one token per character */
+            CU_ASSERT_DOUBLE_EQUAL(bpc, loss / log(2.0), 1e-4 * bpc);
+        lb_dataset_close(ds);
+    }
+}
+
+/* Pieces in, whole characters out; generate prints only valid UTF-8. */
+static void test_whole_characters(void)
+{
+    lb_utf8_pending p = {{0}, 0};
+    char out[64];
+    const char *e_acute = "\xC3\xA9", *euro = "\xE2\x82\xAC";
+    CU_ASSERT_EQUAL(lb_utf8_whole(&p, e_acute, 1, out), 0);
+    CU_ASSERT_EQUAL(lb_utf8_whole(&p, e_acute + 1, 1, out), 2);
+    CU_ASSERT_EQUAL(memcmp(out, e_acute, 2), 0);
+    CU_ASSERT_EQUAL(lb_utf8_whole(&p, "a", 1, out), 1);
+    CU_ASSERT_EQUAL(out[0], 'a');
+    CU_ASSERT_EQUAL(lb_utf8_whole(&p, euro, 2, out), 0);
+    CU_ASSERT_EQUAL(lb_utf8_whole(&p, euro + 2, 1, out), 3);
+    CU_ASSERT_EQUAL(memcmp(out, euro, 3), 0);
+    /* a lead byte followed by no continuation: U+FFFD, then the next character */
+    CU_ASSERT_EQUAL(lb_utf8_whole(&p, "\xC3" "b", 2, out), 4);
+    CU_ASSERT_EQUAL(memcmp(out, "\xEF\xBF\xBD" "b", 4), 0);
+    /* an overlong form and a stray continuation byte */
+    CU_ASSERT_EQUAL(lb_utf8_whole(&p, "\xC0\x80", 2, out), 6);
+    CU_ASSERT_EQUAL(lb_utf8_whole(&p, "\x80", 1, out), 3);
+    CU_ASSERT_EQUAL(p.n, 0);
+    /* a bpe model samples; its output is valid UTF-8 and starts with the prompt */
+    size_t len = 0;
+    const char *text = subword_text(&len);
+    char corpus[600], run_dir[600], ck[700];
+    snprintf(corpus, sizeof corpus, "%s", path_in("gen_bpe.h5"));
+    snprintf(run_dir, sizeof run_dir, "%s", path_in("gen_run"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", run_dir);
+    import_subword(text, corpus, "bpe", "300");
+    const char *tr[] = {"train", "--data", corpus, "--model", "transformer", "--layers", "1", "--d-model", "16",
+                        "--heads", "2", "--d-ff", "32", "--seq-len", "32", "--batch", "4", "--steps", "2",
+                        "--eval-every", "2", "--out", run_dir, "--quiet", NULL};
+    run_result r = run(tr);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+    /* high temperature: byte pieces (parts of 'é', '日') come out often */
+    const char *gen[] = {"generate", "--checkpoint", ck, "--prompt", "café 日本", "-n", "300", "--temperature",
+                         "3", "--top-k", "0", NULL};
+    r = run(gen);
+    EXPECT(r.code == 0 && strncmp(r.out, "café 日本", strlen("café 日本")) == 0, r);
+    /* valid UTF-8: a subword vocabulary's encode refuses anything else */
+    lb_vocab *v = lb_vocab_read(corpus);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    int64_t n = 0;
+    CU_ASSERT_EQUAL(lb_vocab_encode(v, r.out, strlen(r.out), 1, NULL, 0, &n), LB_OK);
+    CU_ASSERT_TRUE(n > 5);
+    lb_vocab_free(v);
+    run_free(&r);
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_subword_%d", (int)getpid());
@@ -368,6 +477,8 @@ int main(void)
         {"decoding restores the text byte for byte, every split", test_decode_restores_every_byte},
         {"bad sizes, models, texts and options: one line, nothing written", test_bad_inputs},
         {"the tokenizer travels into checkpoints under its checksum; --tokenizer", test_checkpoint_and_import},
+        {"bits per byte and per character in eval and metrics.csv, char and bpe", test_bits_per_byte},
+        {"whole UTF-8 characters from pieces; generate prints valid UTF-8", test_whole_characters},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_subword", cases);

@@ -239,7 +239,7 @@ static void test_import_train_eval(void)
         char path[700];
         snprintf(path, sizeof path, "%s/metrics.csv", dir);
         char *metrics = read_all(path, NULL);
-        CU_ASSERT_TRUE(metrics && contains(metrics, "skipped,bits_per_char,perplexity") && count_lines(metrics) == 5);
+        CU_ASSERT_TRUE(metrics && contains(metrics, "skipped,bits_per_byte,bits_per_char,perplexity") && count_lines(metrics) == 5);
         free(metrics);
         snprintf(path, sizeof path, "%s/checkpoint.h5", dir);
         const char *eval[] = {"eval", "--checkpoint", path, "--data", corpus, "--json", NULL};

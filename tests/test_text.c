@@ -563,11 +563,16 @@ static void test_train_resume_metrics(void)
         char header[512];
         double cols[16];
         int nc = last_row(metrics_path, header, sizeof header, cols, 16);
-        CU_ASSERT_EQUAL(nc, 11);
-        CU_ASSERT_PTR_NOT_NULL(strstr(header, "bits_per_char,perplexity"));
+        CU_ASSERT_EQUAL(nc, 12);
+        CU_ASSERT_PTR_NOT_NULL(strstr(header, "skipped,bits_per_byte,bits_per_char,perplexity"));
         CU_ASSERT_TRUE(isfinite(cols[2]) && cols[2] > 0);
-        CU_ASSERT_DOUBLE_EQUAL(cols[9], cols[2] / log(2.0), 1e-6 * cols[9]);
-        CU_ASSERT_DOUBLE_EQUAL(cols[10], exp(cols[2]), 1e-6 * cols[10]);
+        /* bits per byte: the split's total nats over its UTF-8 bytes ('é' is 2 bytes) */
+        int64_t tokens = 0, bytes = 0, chars = 0;
+        CU_ASSERT_EQUAL(lb_text_split_size(ds, "val", &tokens, &bytes, &chars), LB_OK);
+        CU_ASSERT_TRUE(chars == tokens && bytes > chars);
+        CU_ASSERT_DOUBLE_EQUAL(cols[9], cols[2] * (double)tokens / ((double)bytes * log(2.0)), 1e-6 * cols[9]);
+        CU_ASSERT_DOUBLE_EQUAL(cols[10], cols[2] / log(2.0), 1e-6 * cols[10]);
+        CU_ASSERT_DOUBLE_EQUAL(cols[11], exp(cols[2]), 1e-6 * cols[11]);
         /* the val row is the whole split, as lb_evaluate scores it */
         lb_eval_result r;
         CU_ASSERT_EQUAL(lb_trainer_evaluate(ta, "val", 0, &r), LB_OK);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "data/events.h"
+#include "data/text.h"
 #include "layers/family.h"
 #include "optim/clip.h"
 #include "tensor/blas.h"
@@ -1064,9 +1065,8 @@ const char *lb_metrics_header_for(const lb_dataset *data)
     LB_CHECK_ARG(data, lb_metrics_header());
     if (!lb_dataset_is_text(data))
         return lb_metrics_header();
-    return lb_vocab_get_kind(lb_dataset_vocab(data)) == LB_VOCAB_BYTE
-               ? "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped,bits_per_byte,perplexity"
-               : "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped,bits_per_char,perplexity";
+    return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped,bits_per_byte,bits_per_char,"
+           "perplexity";
 }
 
 enum { METRICS_COLUMNS = 9 };
@@ -1154,7 +1154,7 @@ enum { METRICS_CONFUSION_MAX = 4 };
 /* One row of metrics.csv, written whole with write(2) or not at all: when the write
  * fails (a full disk) the file is cut back to its previous end, so the rows before
  * stay whole, and LB_ERR_IO is returned. */
-static lb_status write_metrics(FILE *f, int text, int64_t step, const char *split, double loss, double acc, double lr,
+static lb_status write_metrics(FILE *f, const lb_dataset *text, int64_t step, const char *split, double loss, double acc, double lr,
                                double norm, double tps, double wall, int64_t skipped, const lb_eval_result *val)
 {
     if (!f)
@@ -1162,8 +1162,10 @@ static lb_status write_metrics(FILE *f, int text, int64_t step, const char *spli
     char line[1024];
     int len = snprintf(line, sizeof line, "%lld,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.6f,%lld", (long long)step, split, loss,
                        acc, lr, norm, tps, wall, (long long)skipped);
-    if (text) { /* bits per symbol and perplexity of the loss in nats per token */
-        len += snprintf(line + len, sizeof line - (size_t)len, ",%.9g,%.9g", loss / log(2.0), exp(loss));
+    if (text) { /* bits per byte and per character of the split's text, perplexity per token */
+        double bpb = NAN, bpc = NAN;
+        lb_text_bits(text, split, loss, &bpb, &bpc);
+        len += snprintf(line + len, sizeof line - (size_t)len, ",%.9g,%.9g,%.9g", bpb, bpc, exp(loss));
     } else { /* the rare-event measures of a validation (train rows: nan) */
         const lb_class_report *c = val && val->classes.num_classes && val->classes.total ? &val->classes : NULL;
         double f1 = c ? lb_class_report_detector_f1(c) : NAN, macro = c ? c->macro_f1 : NAN;
@@ -1328,7 +1330,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
         int improved = 0, judged = 0, solved = 0;
         if (eval_now) {
             lb_eval_result r;
-            st = write_metrics(metrics, lb_dataset_is_text(t->data), t->step, "train", t->interval_loss / (double)t->interval_steps,
+            st = write_metrics(metrics, lb_dataset_is_text(t->data) ? t->data : NULL, t->step, "train", t->interval_loss / (double)t->interval_steps,
                                t->interval_acc_steps > 0 ? t->interval_acc / (double)t->interval_acc_steps : NAN, lr,
                                norm, seconds > 0 ? tokens / seconds : 0, t->elapsed, t->interval_skipped, NULL);
             if (st != LB_OK)
@@ -1351,7 +1353,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
                 }
                 judged = ckpt_due || solved;
                 improved = judged && note_validation(t, &r);
-                if ((st = write_metrics(metrics, lb_dataset_is_text(t->data), t->step, "val", r.loss, r.accuracy, lr, norm, 0,
+                if ((st = write_metrics(metrics, lb_dataset_is_text(t->data) ? t->data : NULL, t->step, "val", r.loss, r.accuracy, lr, norm, 0,
                                         t->elapsed, 0, &r)) != LB_OK)
                     return st;
                 if (cb)

@@ -392,9 +392,11 @@ int64_t lb_trainer_best(const lb_trainer *t, double *metric);
 
 /* The CSV header line written before the first metrics row. */
 const char *lb_metrics_header(void);
-/* The header of a run on `data`: lb_metrics_header, and for a text corpus two more
- * columns, bits_per_char (bits_per_byte with a byte vocabulary) = loss / ln 2 and
- * perplexity = exp(loss), the loss being the mean cross-entropy in nats per token.
+/* The header of a run on `data`: lb_metrics_header, and for a text corpus three more
+ * columns, bits_per_byte and bits_per_char of the split's text (data/text.h lb_text_bits:
+ * the total nats over the split divided by its UTF-8 bytes or characters and ln 2, one
+ * scale for char, byte, bpe and unigram corpora) and perplexity = exp(loss) per token, the
+ * loss being the mean cross-entropy in nats per token.
  * NULL data: lb_metrics_header, with an LB_ERR_VALUE error. */
 const char *lb_metrics_header_for(const lb_dataset *data);
 
