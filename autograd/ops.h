@@ -144,11 +144,21 @@ typedef struct lb_attn_mask {
      * softcap * tanh(s / softcap) before the additive mask, bounding it to
      * (-softcap, softcap). Not a mask, but read by every path that takes one. */
     double softcap;
+    /* ALiBi (Press et al. 2022, "Train Short, Test Long"; NULL = off): per-head slopes
+     * [alibi_heads], alibi_heads the size of the scores' dim just before Tq (the heads H
+     * of [B, H, Tq, Tk]; the scores need >= 3 dims). The score of query i and key j
+     * gets -m_h |pos(i) - j| added after scaling and the soft-cap (pos(i) as for
+     * causal), h the query's index in that dim: -m_h (pos(i) - j) for the keys a causal
+     * query sees, the symmetric distance without a causal mask (x-transformers'
+     * AlibiPositionalBias). Slopes as layers/positional.h's lb_alibi_slopes. Not a
+     * mask: masked keys stay masked. */
+    const double *alibi_slopes;
+    int64_t alibi_heads;
 } lb_attn_mask;
 
 /* Scaled masked softmax over the key axis:
  *   scores: [B, ..., Tq, Tk] -> weights [B, ..., Tq, Tk],
- *   weights = softmax(scale * scores + additive, masked entries removed).
+ *   weights = softmax(scale * scores + additive (+ ALiBi's bias), masked entries removed).
  * Masked entries never reach exp (their scores are never read, so inf or NaN there
  * is harmless); a score of -inf after scaling and the additive mask counts as
  * masked; a row with no allowed key gives all zeros and a zero gradient (never NaN). Attention uses scale = 1/sqrt(d_k) (Vaswani et al.
@@ -168,7 +178,12 @@ lb_var *lb_masked_softmax(lb_graph *g, lb_var *scores, const lb_attn_mask *mask,
  * The mask (see lb_attn_mask, "the scores" being [B, ..., Tq, Tk]) is copied: the
  * caller's mask and arrays may be freed right after the call. A row with no allowed
  * key gives zeros and zero gradients (never NaN). Gradients flow to q, k and v.
- * Leading dims (B, ...) must be equal in q, k and v (no broadcasting); D, Dv >= 1.
+ * Leading dims (B, ...) must be equal in q, k and v (no broadcasting), but for the
+ * last (the heads H of [B, H, T, D]): k and v may have Hkv heads, a divisor of H, for
+ * grouped-query attention (Ainslie et al. 2023; Hkv = 1 is multi-query): query head h
+ * reads key/value head h / (H / Hkv), as torch's scaled_dot_product_attention with
+ * enable_gqa=True; the key/value heads are read in place (never copied per query head)
+ * and their gradients sum over the group. D, Dv >= 1.
  * float32 computes in float32 (agrees with the materialized path to about 1e-6);
  * float64 to about 1e-15. Attention uses scale = 1/sqrt(D) (Vaswani et al. 2017, eq. 1).
  * Threads: lb_set_num_threads (tensor/threads.h); results are bit-for-bit the same for

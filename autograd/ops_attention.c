@@ -3,7 +3,8 @@
  *
  * Named dims: L the leading dims (B first, then heads or others), Tq queries, Tk keys,
  * D = d_k, Dv = d_v; the scores would be [*L, Tq, Tk] but are never stored.
- *   inputs: q [*L, Tq, D], k [*L, Tk, D], v [*L, Tk, Dv]
+ *   inputs: q [*L, Tq, D], k [*Lkv, Tk, D], v [*Lkv, Tk, Dv] (Lkv: L with the last
+ *           dim, the heads, a divisor of L's: grouped-query attention)
  *   value:  out [*L, Tq, Dv]
  *   saved:  saved[0] = lse [*L, Tq] (log-sum-exp of each row's scaled, masked scores)
  *   ctx:    the mask, copied (the caller's mask memory need not outlive the graph)
@@ -22,6 +23,7 @@ typedef struct attn_ctx {
     lb_attn_kmask kmask;        /* points into the copies below */
     int32_t *key_lengths;       /* [B] */
     int32_t *query_positions;   /* [B, Tq] */
+    double *alibi_slopes;       /* [H] */
     unsigned char *allowed;     /* the allowed mask, contiguous in its own shape, 0/1 */
     lb_tensor *additive;        /* the additive mask, contiguous in its own shape, operands' dtype */
 } attn_ctx;
@@ -33,6 +35,7 @@ static void ctx_free(void *p)
         return;
     free(c->key_lengths);
     free(c->query_positions);
+    free(c->alibi_slopes);
     free(c->allowed);
     lb_tensor_free(c->additive);
     free(c);
@@ -65,6 +68,13 @@ static attn_ctx *make_ctx(const lb_attn_mask *mask, lb_dtype dtype, int ndim, co
     if (mask->query_positions &&
         !(km->query_positions = c->query_positions = copy_ints(mask->query_positions, nb * tq)))
         goto oom;
+    if (mask->alibi_slopes) {
+        int64_t h = mask->alibi_heads;
+        if (!(c->alibi_slopes = malloc((size_t)(h > 0 ? h : 1) * sizeof *c->alibi_slopes)))
+            goto oom;
+        memcpy(c->alibi_slopes, mask->alibi_slopes, (size_t)h * sizeof *c->alibi_slopes);
+        km->alibi_slopes = c->alibi_slopes;
+    }
     if (mask->allowed) {
         lb_tensor *a = lb_tensor_copy(mask->allowed, LB_FLOAT64); /* contiguous, same shape */
         if (!a)
@@ -112,16 +122,18 @@ lb_var *lb_attention_fused(lb_graph *g, lb_var *q, lb_var *k, lb_var *v, const l
     char sq[128], sk[128], sv[128];
     int nd = tq->ndim;
     int fits = nd >= 2 && tk->ndim == nd && tv->ndim == nd;
-    for (int d = 0; fits && d < nd - 2; d++)
-        fits = tk->shape[d] == tq->shape[d] && tv->shape[d] == tq->shape[d];
+    for (int d = 0; fits && d < nd - 2; d++) /* the heads dim of k and v may divide q's */
+        fits = tv->shape[d] == tk->shape[d] &&
+               (tk->shape[d] == tq->shape[d] || (d == nd - 3 && tk->shape[d] >= 1 && tq->shape[d] % tk->shape[d] == 0));
     if (fits)
         fits = tk->shape[nd - 1] == tq->shape[nd - 1] && tv->shape[nd - 2] == tk->shape[nd - 2] &&
                tq->shape[nd - 1] >= 1 && tv->shape[nd - 1] >= 1;
     if (!fits) {
         lb_error(LB_ERR_SHAPE,
                  "attention: q %s, k %s, v %s must be [B, ..., Tq, D], [B, ..., Tk, D], [B, ..., Tk, Dv] with "
-                 "equal leading dims and D, Dv >= 1 (the fused op does not broadcast; use lb_matmul_t, "
-                 "lb_masked_softmax and lb_matmul for that)",
+                 "equal leading dims (but k and v may have a divisor of q's heads, the dim before Tk) and "
+                 "D, Dv >= 1 (the fused op does not broadcast; use lb_matmul_t, lb_masked_softmax and lb_matmul "
+                 "for that)",
                  lb_tensor_describe(tq, sq, sizeof sq), lb_tensor_describe(tk, sk, sizeof sk),
                  lb_tensor_describe(tv, sv, sizeof sv));
         return NULL;

@@ -108,6 +108,7 @@ typedef struct mask_plan {
     const int32_t *key_lengths;
     const int32_t *query_positions; /* [B, Tq]: query i of item b lines up with key [b * Tq + i] */
     double softcap;                 /* 0 = off */
+    const double *alibi_slopes;     /* [H], H = shape[ndim - 3], or NULL */
     const lb_tensor *allowed, *additive;
     int64_t allowed_strides[LB_MAX_DIMS];  /* in the scores' dims; 0 where broadcast */
     int64_t additive_strides[LB_MAX_DIMS];
@@ -169,6 +170,17 @@ lb_status lb_attn_mask_check(const char *op, int ndim, const int64_t *shape, con
                                 op, (long long)b, (int)mask->key_lengths[b], (long long)tk,
                                 lb_shape_str(ndim, shape, ss, sizeof ss), (long long)b);
     }
+    if (mask->alibi_slopes) {
+        if (ndim < 3 || mask->alibi_heads != shape[ndim - 3])
+            return lb_error(LB_ERR_SHAPE,
+                            "%s: %lld ALiBi slopes for scores %s: one slope per head, the dim before [Tq, Tk] "
+                            "([B, H, Tq, Tk])",
+                            op, (long long)mask->alibi_heads, lb_shape_str(ndim, shape, ss, sizeof ss));
+        for (int64_t h = 0; h < mask->alibi_heads; h++)
+            if (!(mask->alibi_slopes[h] >= 0) || !isfinite(mask->alibi_slopes[h]))
+                return lb_error(LB_ERR_VALUE, "%s: ALiBi slope %lld = %g must be a finite value >= 0 for scores %s", op,
+                                (long long)h, mask->alibi_slopes[h], lb_shape_str(ndim, shape, ss, sizeof ss));
+    }
     if (!(mask->softcap >= 0) || !isfinite(mask->softcap))
         return lb_error(LB_ERR_VALUE, "%s: softcap %g must be a finite value >= 0 for scores %s (0 turns it off)", op,
                         mask->softcap, lb_shape_str(ndim, shape, ss, sizeof ss));
@@ -217,13 +229,14 @@ static void plan_row(const mask_plan *p, int64_t r, unsigned char *keep, double 
         off_additive += idx[d] * p->additive_strides[d];
     }
     int64_t last = p->ndim - 1;
+    double slope = p->alibi_slopes ? p->alibi_slopes[idx[p->ndim - 3]] : 0.0;
     for (int64_t j = 0; j < p->tk; j++) {
         keep[j] = j >= lo && j <= hi;
-        add[j] = 0;
+        add[j] = p->alibi_slopes ? -slope * (double)(pos >= j ? pos - j : j - pos) : 0.0;
         if (keep[j] && p->allowed)
             keep[j] = read_at(p->allowed, off_allowed + j * p->allowed_strides[last]) != 0;
         if (keep[j] && p->additive) {
-            add[j] = read_at(p->additive, off_additive + j * p->additive_strides[last]);
+            add[j] += read_at(p->additive, off_additive + j * p->additive_strides[last]);
             keep[j] = !(isinf(add[j]) && add[j] < 0);
         }
     }
@@ -248,6 +261,7 @@ static lb_status make_plan(const lb_tensor *scores, const lb_attn_mask *mask, ma
     p->key_lengths = mask->key_lengths;
     p->query_positions = mask->query_positions;
     p->softcap = mask->softcap;
+    p->alibi_slopes = mask->alibi_slopes;
     p->allowed = mask->allowed;
     p->additive = mask->additive;
     return LB_OK;

@@ -258,9 +258,10 @@ static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, 
 }
 
 /* The window when --ctx-size is not given: the training context for attention models
- * (nanoGPT's block_size crop), except local attention with relative positions (rotary or
- * none), which computes the same thing at any length from its bounded cache; every token
- * for the LSTM and the conv stack. Learned positions are capped at max_seq_len by
+ * (nanoGPT's block_size crop), except local attention with relative positions (rotary,
+ * alibi or none), which computes the same thing at any length from its bounded cache,
+ * and ALiBi, built to run past its training length (Press et al. 2022); every token for
+ * the LSTM and the conv stack. Learned positions are capped at max_seq_len by
  * lb_generate_context either way. */
 static int64_t default_context(const char *ck, const lb_model_config *mc)
 {

@@ -88,16 +88,18 @@ typedef struct attn_problem {
     int n_lead;                  /* number of leading dims L */
     int64_t lead[LB_MAX_DIMS];   /* L */
     int64_t heads;               /* N = prod(L) */
+    int64_t kv_group;            /* query heads per key/value head (H / Hkv; 1 without grouping) */
+    int64_t kv_heads;            /* Nkv = N / kv_group */
     int64_t tq, tk, d, dv;
     double scale;
-    const char *q, *k, *v;       /* [N, Tq, D], [N, Tk, D], [N, Tk, Dv] */
+    const char *q, *k, *v;       /* [N, Tq, D], [Nkv, Tk, D], [Nkv, Tk, Dv] */
     lb_attn_kmask mask;          /* zeroed when none */
     int64_t fbq, fbk, bbq, bbk;  /* tiles, queries x keys: forward, backward (choose_tiles) */
     /* uses_micro_kernel (float32, Tq >= LB_ATTN_PACK_MIN_TQ, an AVX-512 or AVX2 build):
      * the tile products run on the micro-kernel (kernels/attention_gemm_internal.h) and
      * read each head's keys (and, in the backward, values) transposed, packed once per
      * call; NULL otherwise (OpenBLAS per tile). */
-    const float *kt, *vt;        /* [N, D, ldt], [N, Dv, ldt]: kt[(n * D + c) * ldt + j] = k[n, j, c] */
+    const float *kt, *vt;        /* [Nkv, D, ldt], [Nkv, Dv, ldt]: kt[(n * D + c) * ldt + j] = k[n, j, c] */
     int64_t ldt;                 /* row stride of the packed rows, >= Tk (see pack_transposed) */
 } attn_problem;
 
@@ -128,6 +130,9 @@ typedef struct attn_head {
     int64_t al_q, al_k;
     const char *additive;        /* at [i, j]: additive[(i * ad_q + j * ad_k) * es] */
     int64_t ad_q, ad_k;
+    int alibi;                   /* ALiBi on: S[i, j] += -slope |pos(i) - j| */
+    double slope;                /* the head's ALiBi slope m_h */
+    int64_t kv;                  /* the key/value head this query head reads */
 } attn_head;
 
 static void head_of(const attn_problem *p, int64_t n, attn_head *h)
@@ -155,6 +160,9 @@ static void head_of(const attn_problem *p, int64_t n, attn_head *h)
     h->additive = m->additive ? (const char *)m->additive + (size_t)od * p->es : NULL;
     h->ad_q = m->additive_strides[nq];
     h->ad_k = m->additive_strides[nk];
+    h->alibi = m->alibi_slopes != NULL;
+    h->slope = h->alibi ? m->alibi_slopes[p->n_lead ? idx[p->n_lead - 1] : 0] : 0.0;
+    h->kv = n / p->kv_group;
 }
 
 /* Keys [*lo, *hi] that query i may see by the structural limits (causal, window,
@@ -429,8 +437,8 @@ LB_INLINE void row_scale_d(int wide, double *o, int64_t n, double a)
 
 /* The per-element mask on a score tile.
  *   s [bq, bk] (row stride bk), rows = queries i0 .., columns = keys j0 ..
- * Entries query i0 + r may not attend become -inf; the additive mask is added. Only the
- * columns [0, row_limit) of each row: the row loops read no further. */
+ * Entries query i0 + r may not attend become -inf; the additive mask and ALiBi's bias
+ * are added. Only the columns [0, row_limit) of each row: the row loops read no further. */
 LB_INLINE void mask_tile(const attn_problem *p, const attn_head *h, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
                          const row_groups *rg, void *s)
 {
@@ -462,6 +470,13 @@ LB_INLINE void mask_tile(const attn_problem *p, const attn_head *h, int64_t i0, 
                 const T *ad = (const T *)h->additive + i * h->ad_q + j0 * h->ad_k;
                 for (int64_t c = c_lo; c <= c_hi; c++)
                     sr[c] += ad[c * h->ad_k];
+            }
+            if (h->alibi) { /* -m_h |pos(i) - j| */
+                int64_t pos = h->qpos ? (int64_t)h->qpos[i] : i + h->align;
+                for (int64_t c = c_lo; c <= c_hi && c < lim; c++) {
+                    int64_t dist = pos - (j0 + c);
+                    sr[c] += (T)(-h->slope * (double)(dist < 0 ? -dist : dist));
+                }
             }
         });
     }
@@ -703,9 +718,9 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
     const int64_t d = p->d, dv = p->dv;
     const size_t es = p->es;
     const char *qt = p->q + (size_t)((n * p->tq + i0) * d) * es; /* [bq, D] */
-    const char *kh = p->k + (size_t)(n * p->tk * d) * es;         /* [Tk, D] */
-    const char *vh = p->v + (size_t)(n * p->tk * dv) * es;        /* [Tk, Dv] */
-    const float *kth = p->kt ? p->kt + n * d * p->ldt : NULL;       /* [D, ldt] packed Kᵀ */
+    const char *kh = p->k + (size_t)(h.kv * p->tk * d) * es;      /* [Tk, D] of its key/value head */
+    const char *vh = p->v + (size_t)(h.kv * p->tk * dv) * es;     /* [Tk, Dv] */
+    const float *kth = p->kt ? p->kt + h.kv * d * p->ldt : NULL;    /* [D, ldt] packed Kᵀ */
     char *ot = out + (size_t)((n * p->tq + i0) * dv) * es;         /* [bq, Dv] */
     char *lt = lse + (size_t)(n * p->tq + i0) * es;                /* [bq] */
     memset(ot, 0, (size_t)(bq * dv) * es);
@@ -736,7 +751,7 @@ LB_INLINE void forward_item(const attn_problem *p, int64_t n, int64_t i0, fwd_sc
                 lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qt, d, kh + (size_t)(j0 * d) * es, d, 0.0, w->s, bk);
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->s, NULL);
-            if (tile_needs_mask(&h, &tr, j0, bk))
+            if (h.alibi || tile_needs_mask(&h, &tr, j0, bk))
                 mask_tile(p, &h, i0, bq, j0, bk, &rg, w->s);
             /* online softmax, row by row */
             LB_DISPATCH(p->dtype, T, {
@@ -807,11 +822,11 @@ typedef struct bwd_args {
     int64_t groups;                       /* G */
 } bwd_args;
 
-/* Key tiles g, g + G, ... of head n:
+/* Key tiles g, g + G, ... of query head n (against its key/value head):
  *   for each query tile [i0, i0 + bq) that may see key tile [j0, j0 + bk):
  *   q_t [bq, D], do_t [bq, Dv], lse_t [bq], dsum_t [bq]; k_t [bk, D], v_t [bk, Dv]
  *   -> dv_t [bk, Dv] +=, dk_t [bk, D] +=, dq_g [bq, D] += */
-LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g, bwd_scratch *w,
+LB_INLINE void backward_head(const attn_problem *p, const bwd_args *a, int64_t n, int64_t g, bwd_scratch *w,
                               int wide, tile_gemm_fn mk)
 {
     attn_head h;
@@ -823,16 +838,17 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
         int64_t i0 = qt * BQ, bq = tq - i0 < BQ ? tq - i0 : BQ;
         w->ranges[qt] = query_tile_range(p, &h, i0, bq);
     }
-    const char *kh = p->k + (size_t)(n * tk * d) * es, *vh = p->v + (size_t)(n * tk * dv) * es; /* [Tk, D], [Tk, Dv] */
+    const int64_t m = h.kv; /* its key/value head */
+    const char *kh = p->k + (size_t)(m * tk * d) * es, *vh = p->v + (size_t)(m * tk * dv) * es; /* [Tk, D], [Tk, Dv] */
     char *dq = a->dq ? a->dq + (size_t)((g * p->heads + n) * tq * d) * es : NULL; /* [Tq, D] of group g */
-    const float *kth = p->kt ? p->kt + n * d * p->ldt : NULL;   /* [D, ldt] packed Kᵀ */
-    const float *vth = p->vt ? p->vt + n * dv * p->ldt : NULL;  /* [Dv, ldt] packed Vᵀ */
+    const float *kth = p->kt ? p->kt + m * d * p->ldt : NULL;   /* [D, ldt] packed Kᵀ */
+    const float *vth = p->vt ? p->vt + m * dv * p->ldt : NULL;  /* [Dv, ldt] packed Vᵀ */
     int want_ds = a->dq || a->dk;
     for (int64_t kt = g; kt < n_kt; kt += a->groups) {
         int64_t j0 = kt * BK, bk = tk - j0 < BK ? tk - j0 : BK;
         const char *kt_ = kh + (size_t)(j0 * d) * es, *vt = vh + (size_t)(j0 * dv) * es; /* [bk, D], [bk, Dv] */
-        char *dkt = a->dk ? a->dk + (size_t)((n * tk + j0) * d) * es : NULL;             /* [bk, D] */
-        char *dvt = a->dv ? a->dv + (size_t)((n * tk + j0) * dv) * es : NULL;            /* [bk, Dv] */
+        char *dkt = a->dk ? a->dk + (size_t)((m * tk + j0) * d) * es : NULL;             /* [bk, D] */
+        char *dvt = a->dv ? a->dv + (size_t)((m * tk + j0) * dv) * es : NULL;            /* [bk, Dv] */
         for (int64_t qt = 0; qt < n_qt; qt++) {
             const tile_range *tr = &w->ranges[qt];
             if (tr->lo > tr->hi || tr->hi < j0 || tr->lo > j0 + bk - 1)
@@ -853,7 +869,7 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                 lb_k_gemm(p->dtype, 0, 1, bq, bk, d, p->scale, qtile, d, kt_, d, 0.0, w->p, bk);
             if (p->mask.softcap > 0)
                 cap_tile(p, bq, bk, w->p, w->dcap);
-            if (tile_needs_mask(&h, tr, j0, bk))
+            if (h.alibi || tile_needs_mask(&h, tr, j0, bk))
                 mask_tile(p, &h, i0, bq, j0, bk, &rg, w->p);
             LB_DISPATCH(p->dtype, T, {
                 T *pp = w->p;                           /* [bq, bk] */
@@ -905,6 +921,15 @@ LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t n
                           d);
         }
     }
+}
+
+/* Key tiles g, g + G, ... of key/value head m, for each query head of its group in order
+ * (the group's dK and dV sums go head by head, whatever the thread count). */
+LB_INLINE void backward_item(const attn_problem *p, const bwd_args *a, int64_t m, int64_t g, bwd_scratch *w,
+                              int wide, tile_gemm_fn mk)
+{
+    for (int64_t n = m * p->kv_group; n < (m + 1) * p->kv_group; n++)
+        backward_head(p, a, n, g, w, wide, mk);
 }
 
 /* ---- instruction-set builds of the items ----
@@ -1036,15 +1061,20 @@ static lb_status check_operands(const char *op, const lb_tensor *q, const lb_ten
     int fits = nd >= 2 && k->ndim == nd && v->ndim == nd;
     for (int i = 0; fits && i < 3; i++)
         fits = lb_tensor_is_contiguous(ts[i]) && ts[i]->dtype == q->dtype;
-    for (int d = 0; fits && d < nd - 2; d++)
-        fits = k->shape[d] == q->shape[d] && v->shape[d] == q->shape[d];
+    /* the leading dims agree, but for the last one of k and v, which may divide q's (grouped-query) */
+    for (int d = 0; fits && d < nd - 2; d++) {
+        int heads_dim = d == nd - 3;
+        fits = v->shape[d] == k->shape[d] &&
+               (k->shape[d] == q->shape[d] || (heads_dim && k->shape[d] >= 1 && q->shape[d] % k->shape[d] == 0));
+    }
     if (fits)
         fits = k->shape[nd - 1] == q->shape[nd - 1] && v->shape[nd - 2] == k->shape[nd - 2] &&
                q->shape[nd - 1] >= 1 && v->shape[nd - 1] >= 1;
     if (!fits)
         return lb_error(q->dtype == k->dtype && q->dtype == v->dtype ? LB_ERR_SHAPE : LB_ERR_DTYPE,
-                        "%s: q %s, k %s, v %s must be contiguous [*L, Tq, D], [*L, Tk, D], [*L, Tk, Dv] of one dtype "
-                        "with the same leading dims L and D, Dv >= 1",
+                        "%s: q %s, k %s, v %s must be contiguous [*L, Tq, D], [*Lkv, Tk, D], [*Lkv, Tk, Dv] of one "
+                        "dtype with the same leading dims L (but for the last, the heads, whose count in k and v "
+                        "must divide q's) and D, Dv >= 1",
                         op, lb_tensor_describe(q, sq, sizeof sq), lb_tensor_describe(k, sk, sizeof sk),
                         lb_tensor_describe(v, sv, sizeof sv));
     memset(p, 0, sizeof *p);
@@ -1056,6 +1086,8 @@ static lb_status check_operands(const char *op, const lb_tensor *q, const lb_ten
         p->lead[d] = q->shape[d];
         p->heads *= q->shape[d];
     }
+    p->kv_group = nd >= 3 && k->shape[nd - 3] > 0 ? q->shape[nd - 3] / k->shape[nd - 3] : 1;
+    p->kv_heads = p->kv_group > 0 ? p->heads / p->kv_group : 0;
     p->tq = q->shape[nd - 2];
     p->tk = k->shape[nd - 2];
     p->d = q->shape[nd - 1];
@@ -1067,21 +1099,25 @@ static lb_status check_operands(const char *op, const lb_tensor *q, const lb_ten
 }
 
 /* t must be contiguous, of the operands' dtype, with shape [*L, rows, cols]
- * (cols < 0: [*L, rows]). */
-static lb_status check_result(const char *op, const char *name, const lb_tensor *t, const attn_problem *p,
-                              int64_t rows, int64_t cols)
+ * (cols < 0: [*L, rows]; kv: [*Lkv, rows, cols], the key/value heads). */
+static lb_status check_result_of(const char *op, const char *name, const lb_tensor *t, const attn_problem *p,
+                                 int64_t rows, int64_t cols, int kv)
 {
+    int64_t lead[LB_MAX_DIMS];
+    memcpy(lead, p->lead, sizeof lead);
+    if (kv && p->n_lead > 0)
+        lead[p->n_lead - 1] /= p->kv_group;
     int nd = p->n_lead + (cols >= 0 ? 2 : 1);
     int fits = t && t->ndim == nd && t->dtype == p->dtype && lb_tensor_is_contiguous(t);
     for (int d = 0; fits && d < p->n_lead; d++)
-        fits = t->shape[d] == p->lead[d];
+        fits = t->shape[d] == lead[d];
     if (fits)
         fits = t->shape[p->n_lead] == rows && (cols < 0 || t->shape[p->n_lead + 1] == cols);
     if (fits)
         return LB_OK;
     char st[128], want[128];
     int64_t shape[LB_MAX_DIMS];
-    memcpy(shape, p->lead, sizeof shape);
+    memcpy(shape, lead, sizeof shape);
     shape[p->n_lead] = rows;
     if (cols >= 0)
         shape[p->n_lead + 1] = cols;
@@ -1089,6 +1125,12 @@ static lb_status check_result(const char *op, const char *name, const lb_tensor 
                     "%s: %s %s must be a contiguous %s tensor of shape %s", op, name,
                     t ? lb_tensor_describe(t, st, sizeof st) : "NULL", lb_dtype_name(p->dtype),
                     lb_shape_str(nd, shape, want, sizeof want));
+}
+
+static lb_status check_result(const char *op, const char *name, const lb_tensor *t, const attn_problem *p,
+                              int64_t rows, int64_t cols)
+{
+    return check_result_of(op, name, t, p, rows, cols, 0);
 }
 
 /* ---- entry points ---- */
@@ -1128,14 +1170,14 @@ lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const l
         p.ldt = packed_stride(p.tk);
     scratch s_slab, s_kt = {0};
     if (scratch_take(&s_slab, per * (size_t)nth) != 0 ||
-        scratch_take(&s_kt, packed ? (size_t)(p.heads * p.d * p.ldt) * sizeof(float) : 0) != 0) {
+        scratch_take(&s_kt, packed ? (size_t)(p.kv_heads * p.d * p.ldt) * sizeof(float) : 0) != 0) {
         scratch_give(&s_slab);
         return lb_error(LB_ERR_MEMORY, "%s: out of memory for %d tile buffers and the packed keys", op, nth);
     }
     char *slab = s_slab.data;
     float *kt = s_kt.data;
     if (packed) {
-        pack_transposed((const float *)p.k, p.heads, p.tk, p.d, p.ldt, kt);
+        pack_transposed((const float *)p.k, p.kv_heads, p.tk, p.d, p.ldt, kt);
         p.kt = kt;
     }
     forward_item_fn fn = chosen_isa()->forward;
@@ -1173,8 +1215,8 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
         check_result(op, "lse", lse, &p, p.tq, -1) != LB_OK ||
         check_result(op, "grad_out", grad_out, &p, p.tq, p.dv) != LB_OK ||
         (grad_q && check_result(op, "grad_q", grad_q, &p, p.tq, p.d) != LB_OK) ||
-        (grad_k && check_result(op, "grad_k", grad_k, &p, p.tk, p.d) != LB_OK) ||
-        (grad_v && check_result(op, "grad_v", grad_v, &p, p.tk, p.dv) != LB_OK))
+        (grad_k && check_result_of(op, "grad_k", grad_k, &p, p.tk, p.d, 1) != LB_OK) ||
+        (grad_v && check_result_of(op, "grad_v", grad_v, &p, p.tk, p.dv, 1) != LB_OK))
         return lb_last_status();
     p.scale = scale;
     if (mask)
@@ -1183,13 +1225,13 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
     int64_t n_kt = (p.tk + p.bbk - 1) / p.bbk, n_qt = (p.tq + p.bbq - 1) / p.bbq;
     if (p.heads == 0 || n_kt == 0 || n_qt == 0 || (!grad_q && !grad_k && !grad_v))
         return LB_OK;
-    /* G groups of key tiles per head: enough items for LB_ATTN_BWD_ITEMS threads. */
-    int64_t groups = (LB_ATTN_BWD_ITEMS + p.heads - 1) / p.heads;
+    /* G groups of key tiles per key/value head: enough items for LB_ATTN_BWD_ITEMS threads. */
+    int64_t groups = (LB_ATTN_BWD_ITEMS + p.kv_heads - 1) / p.kv_heads;
     if (groups > n_kt)
         groups = n_kt;
     if (groups < 1)
         groups = 1;
-    int64_t items = p.heads * groups, rows = p.heads * p.tq;
+    int64_t items = p.kv_heads * groups, rows = p.heads * p.tq;
     int nth = threads_for(items);
     size_t tiles = p.mask.softcap > 0 ? 3 : 2; /* P, dS (and the soft-cap's derivative) */
     size_t per = (size_t)(tiles * LB_ATTN_BWD_BQ * LB_ATTN_BWD_BK) * p.es + (size_t)n_qt * sizeof(tile_range);
@@ -1198,8 +1240,8 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
     int packed = uses_micro_kernel(&p);
     if (packed)
         p.ldt = packed_stride(p.tk);
-    size_t kt_size = packed ? (size_t)(p.heads * p.d * p.ldt) * sizeof(float) : 0;
-    size_t vt_size = packed ? (size_t)(p.heads * p.dv * p.ldt) * sizeof(float) : 0;
+    size_t kt_size = packed ? (size_t)(p.kv_heads * p.d * p.ldt) * sizeof(float) : 0;
+    size_t vt_size = packed ? (size_t)(p.kv_heads * p.dv * p.ldt) * sizeof(float) : 0;
     /* slab, dsum, dq (zeroed by writing: see below), packed Kᵀ and Vᵀ */
     scratch s[5] = {{0}};
     size_t sizes[5] = {per * (size_t)nth, (size_t)rows * p.es, dq_size, kt_size, vt_size};
@@ -1217,8 +1259,8 @@ lb_status lb_k_attention_backward(const lb_tensor *q, const lb_tensor *k, const 
                   grad_q ? (dq ? dq : lb_tensor_data(grad_q)) : NULL,
                   grad_k ? lb_tensor_data(grad_k) : NULL, grad_v ? lb_tensor_data(grad_v) : NULL, groups};
     if (packed) {
-        pack_transposed((const float *)p.k, p.heads, p.tk, p.d, p.ldt, kt);
-        pack_transposed((const float *)p.v, p.heads, p.tk, p.dv, p.ldt, vt);
+        pack_transposed((const float *)p.k, p.kv_heads, p.tk, p.d, p.ldt, kt);
+        pack_transposed((const float *)p.v, p.kv_heads, p.tk, p.dv, p.ldt, vt);
         p.kt = kt;
         p.vt = vt;
     }

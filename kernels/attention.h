@@ -4,8 +4,14 @@
  * Named dims: L the leading dims of every operand (L[0] = B batch, then heads or any
  * others), N = prod(L) independent attention problems ("heads"), Tq queries, Tk keys,
  * D = d_k query/key width, Dv = d_v value width. Shapes:
- *   q        [*L, Tq, D]     k [*L, Tk, D]     v [*L, Tk, Dv]
+ *   q        [*L, Tq, D]     k [*Lkv, Tk, D]   v [*Lkv, Tk, Dv]
  *   out      [*L, Tq, Dv]    lse [*L, Tq]      (the scores would be [*L, Tq, Tk])
+ * Lkv is L except that its last dim may be a divisor Hkv of L's last dim H: grouped-query
+ * attention (Ainslie et al. 2023; Hkv = 1 is multi-query, Shazeer 2019), where query head
+ * h reads key/value head h / (H / Hkv) (torch's scaled_dot_product_attention with
+ * enable_gqa=True, i.e. repeat_interleave of the key/value heads). The kernels read the
+ * shared key/value head in place for every query head of its group (no copy per query
+ * head); the backward sums dK and dV over the group.
  *
  * Forward. Queries are cut into tiles of BQ rows and keys into tiles of BK; each
  * (head, query tile) is one work item. For its key tiles in order it computes
@@ -16,13 +22,14 @@
  * at the end O /= l and lse = m + log l. Only out and lse ([*L, Tq]) are written.
  *
  * Backward. D_i = rowsum(dO_i * O_i) first. Key tiles are owned by work items: an item
- * (head, group g) takes key tiles g, g + G, g + 2G, ... of one head and for each loops
- * over the query tiles that can see it, recomputing S and P = exp(S - lse):
+ * (key/value head, group g) takes key tiles g, g + G, g + 2G, ... of one key/value head
+ * and, for each query head that reads it in order, loops over the query tiles that can
+ * see the key tile, recomputing S and P = exp(S - lse):
  *   dV_tile += Pᵀ dO_tile,  dP = dO_tile V_tileᵀ,  dS = P * (dP - D),
  *   dK_tile += scale dSᵀ Q_tile,  dQ_g[tile] += scale dS K_tile,
  * all products as tile products (see Products below). dK and dV need no atomics (an item owns its key tiles);
  * dQ is accumulated per group in G private buffers summed in group order at the end.
- * G depends only on the shapes (enough items for 8 threads: G = ceil(8 / N), at most
+ * G depends only on the shapes (enough items for 8 threads: G = ceil(8 / Nkv), Nkv = prod(Lkv), at most
  * the number of key tiles), never on the thread count.
  *
  * Tiles: forward 128 queries x 128 keys, backward 64 queries x 128 keys (the sizes
@@ -44,6 +51,7 @@
  * dot products folded by a transposition tree) instead of OpenBLAS's gemv, which spends
  * about one instruction per cached float on rows this short.
  *
+ * ALiBi's bias is added on every computed tile (with the per-element masks).
  * Masks are read per tile (lb_attn_kmask). Key tiles that the causal, window and
  * padding limits exclude for every query of a query tile are skipped, never
  * computed; tiles inside every row's limits skip the per-element test. On the
@@ -98,10 +106,14 @@ typedef struct lb_attn_kmask {
     int64_t additive_strides[LB_MAX_DIMS];
     double softcap;                        /* > 0: S = softcap tanh(S / softcap) before the
                                               mask (Gemma 2); 0 = off */
+    const double *alibi_slopes;            /* [H] or NULL: ALiBi (Press et al. 2022), S of
+                                              query i and key j += -m_h |pos(i) - j| after the
+                                              soft-cap, h the index in the last leading dim of q
+                                              (the heads of [B, H, Tq, D]), H that dim's size */
 } lb_attn_kmask;
 
 /* Forward (every operand contiguous, one dtype; mask may be NULL):
- *   q [*L, Tq, D], k [*L, Tk, D], v [*L, Tk, Dv] -> out [*L, Tq, Dv], lse [*L, Tq]
+ *   q [*L, Tq, D], k [*Lkv, Tk, D], v [*Lkv, Tk, Dv] -> out [*L, Tq, Dv], lse [*L, Tq]
  *   out = softmax(scale * q kᵀ + mask) v over the keys; lse = log sum_j exp(z_ij)
  *   over the allowed keys (+inf for a row with none, whose out is 0).
  * Errors: LB_ERR_SHAPE / LB_ERR_DTYPE for operands that do not fit (message names the
@@ -110,8 +122,8 @@ typedef struct lb_attn_kmask {
 lb_status lb_k_attention_forward(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v, const lb_attn_kmask *mask,
                                  double scale, lb_tensor *out, lb_tensor *lse);
 
-/* Backward: accumulates (+=) into grad_q [*L, Tq, D], grad_k [*L, Tk, D],
- * grad_v [*L, Tk, Dv] the gradients of sum(grad_out * out) given the forward's
+/* Backward: accumulates (+=) into grad_q [*L, Tq, D], grad_k [*Lkv, Tk, D],
+ * grad_v [*Lkv, Tk, Dv] the gradients of sum(grad_out * out) given the forward's
  * out and lse, recomputing the scores tile by tile. Any of the three may be NULL (not
  * wanted). They must not overlap each other or the inputs. grad_out: [*L, Tq, Dv].
  * Errors as the forward. */

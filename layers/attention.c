@@ -66,17 +66,67 @@ lb_var *lb_gather_positions(lb_graph *g, lb_var *x, const lb_attn_queries *queri
 
 /* ---- scaled dot-product attention ---- */
 
-/* The fused op takes q, k, v with equal leading dims; anything else (broadcast batch
- * dims, which lb_matmul allows) goes through the materialized path. */
-static int fused_fits(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v)
+/* Query heads per key/value head when k and v have the leading dims of q but for the
+ * heads (the dim before Tk), whose count divides q's: grouped-query attention. 1 when
+ * every leading dim agrees; 0 when they do not fit that way. */
+static int64_t kv_group_of(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v)
 {
     int nd = q->ndim;
-    if (nd < 2 || k->ndim != nd || v->ndim != nd || v->shape[nd - 1] < 1)
+    if (nd < 2 || k->ndim != nd || v->ndim != nd)
         return 0;
-    for (int d = 0; d < nd - 2; d++)
+    for (int d = 0; d < nd - 3; d++)
         if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])
             return 0;
-    return 1;
+    if (nd < 3)
+        return 1;
+    int64_t hq = q->shape[nd - 3], hk = k->shape[nd - 3];
+    if (v->shape[nd - 3] != hk || hk < 1 || hq % hk != 0)
+        return hq == hk && v->shape[nd - 3] == hk ? 1 : 0;
+    return hq / hk;
+}
+
+/* The fused op takes q, k, v with equal leading dims (or grouped key/value heads);
+ * anything else (broadcast batch dims, which lb_matmul allows) goes through the
+ * materialized path. */
+static int fused_fits(const lb_tensor *q, const lb_tensor *k, const lb_tensor *v)
+{
+    return v->ndim >= 2 && v->shape[v->ndim - 1] >= 1 && kv_group_of(q, k, v) >= 1;
+}
+
+/* x [..., Hkv, T, D] -> [..., Hkv * group, T, D], each head repeated `group` times in
+ * place (torch's repeat_interleave(group, dim=-3)): the materialized path's grouped
+ * keys and values. Differentiable (the gradient sums over each group). */
+static lb_var *repeat_kv(lb_graph *g, lb_var *x, int64_t group)
+{
+    if (!x || group == 1)
+        return x;
+    const lb_tensor *t = x->value;
+    int nd = t->ndim;
+    if (nd + 1 > LB_MAX_DIMS) {
+        lb_error(LB_ERR_SHAPE, "attention: grouped keys and values of %d dims cannot be repeated (at most %d)", nd,
+                 LB_MAX_DIMS - 1);
+        return NULL;
+    }
+    int64_t split[LB_MAX_DIMS], merged[LB_MAX_DIMS];
+    for (int d = 0; d < nd - 2; d++)
+        split[d] = merged[d] = t->shape[d];
+    split[nd - 2] = 1; /* [..., Hkv, 1, T, D] */
+    split[nd - 1] = t->shape[nd - 2];
+    split[nd] = t->shape[nd - 1];
+    merged[nd - 3] *= group;
+    merged[nd - 2] = t->shape[nd - 2];
+    merged[nd - 1] = t->shape[nd - 1];
+    lb_var **copies = malloc((size_t)group * sizeof *copies);
+    if (!copies) {
+        lb_error(LB_ERR_MEMORY, "attention: out of memory repeating %lld key/value heads", (long long)group);
+        return NULL;
+    }
+    lb_var *one = lb_reshape(g, x, nd + 1, split);
+    for (int64_t i = 0; i < group; i++)
+        copies[i] = one;
+    lb_var *y = one ? lb_concat(g, (int)group, copies, nd - 2) : NULL; /* [..., Hkv, group, T, D] */
+    free(copies);
+    return lb_reshape(g, y, nd, merged);
 }
 
 lb_var *lb_attention(lb_graph *g, lb_var *query, lb_var *key, lb_var *value, const lb_attn_mask *mask,
@@ -112,7 +162,13 @@ lb_var *lb_attention(lb_graph *g, lb_var *query, lb_var *key, lb_var *value, con
     }
     if (!weights && fused_fits(tq, tk, value->value))
         return lb_attention_fused(g, query, key, value, &m, scale); /* [B, ..., Tq, d_v] */
-    /* Materialized: the weights [B, ..., Tq, Tk] are a graph variable. */
+    /* Materialized: the weights [B, ..., Tq, Tk] are a graph variable; grouped key/value
+     * heads are repeated for their query heads. */
+    int64_t group = kv_group_of(tq, tk, value->value);
+    if (group > 1) {
+        key = repeat_kv(g, key, group);
+        value = repeat_kv(g, value, group);
+    }
     lb_var *scores = lb_matmul_t(g, query, 0, key, 1); /* [B, ..., Tq, Tk] */
     lb_var *w = lb_masked_softmax(g, scores, &m, scale);
     if (weights)
@@ -186,6 +242,12 @@ lb_var *lb_self_attention_forward(lb_graph *g, const lb_self_attention *a, lb_va
 lb_status lb_mha_init(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_model, int n_heads, int bias, int rotary,
                       lb_dtype dtype, lb_rng *rng)
 {
+    return lb_mha_init_gqa(a, ps, prefix, d_model, n_heads, n_heads, bias, rotary, dtype, rng);
+}
+
+lb_status lb_mha_init_gqa(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_model, int n_heads, int n_kv_heads,
+                          int bias, int rotary, lb_dtype dtype, lb_rng *rng)
+{
     LB_CHECK_ARG(a, LB_ERR_VALUE);
     LB_CHECK_ARG(ps, LB_ERR_VALUE);
     memset(a, 0, sizeof *a);
@@ -198,6 +260,11 @@ lb_status lb_mha_init(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_mo
                         "multi-head attention '%s': n_heads = %d must be >= 1 and divide d_model = %lld "
                         "(each head is d_model / n_heads wide)",
                         a->name, n_heads, (long long)d_model);
+    if (n_kv_heads < 1 || n_heads % n_kv_heads != 0)
+        return lb_error(LB_ERR_VALUE,
+                        "multi-head attention '%s': n_kv_heads = %d must be >= 1 and divide n_heads = %d (each "
+                        "key/value head serves an equal group of query heads)",
+                        a->name, n_kv_heads, n_heads);
     if (rotary && (d_model / n_heads) % 2 != 0)
         return lb_error(LB_ERR_VALUE,
                         "multi-head attention '%s': rotary positions need an even d_head, but d_model / n_heads = "
@@ -206,18 +273,21 @@ lb_status lb_mha_init(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_mo
     a->d_model = d_model;
     a->n_heads = n_heads;
     a->d_head = d_model / n_heads;
+    a->n_kv_heads = n_kv_heads;
     a->rotary = rotary;
-    int64_t sw[2] = {d_model, d_model}, sb[1] = {d_model};
+    int64_t d_kv = n_kv_heads * a->d_head, width[4] = {d_model, d_kv, d_kv, d_model}; /* outputs of q, k, v, o */
     lb_var **w[4] = {&a->w_q, &a->w_k, &a->w_v, &a->w_o}, **b[4] = {&a->b_q, &a->b_k, &a->b_v, &a->b_o};
     static const char *wn[4] = {"w_q", "w_k", "w_v", "w_o"}, *bn[4] = {"b_q", "b_k", "b_v", "b_o"};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
+        int64_t sw[2] = {d_model, width[i]};
         if (!(*w[i] = lb_params_add(ps, prefix, wn[i], dtype, 2, sw)))
             return lb_last_status();
+    }
     for (int i = 0; bias && i < 4; i++)
-        if (!(*b[i] = lb_params_add(ps, prefix, bn[i], dtype, 1, sb)))
+        if (!(*b[i] = lb_params_add(ps, prefix, bn[i], dtype, 1, &width[i])))
             return lb_last_status();
     for (int i = 0; rng && i < 4; i++)
-        lb_init_xavier_uniform(*w[i], rng, d_model, d_model);
+        lb_init_xavier_uniform(*w[i], rng, d_model, width[i]);
     return LB_OK;
 }
 
@@ -352,17 +422,30 @@ lb_var *lb_mha_forward(lb_graph *g, const lb_mha *a, lb_var *x, const lb_attn_ma
         return NULL;
     if (lb_attn_check_input("multi-head attention", a->name, x, a->d_model) != LB_OK)
         return NULL;
-    int64_t h = a->n_heads, dh = a->d_head;
+    int64_t h = a->n_heads, hkv = a->n_kv_heads, dh = a->d_head;
     lb_var *xq = queries ? lb_gather_positions(g, x, queries) : x;
     lb_var *q = lb_attn_split_heads(g, lb_affine(g, xq, a->w_q, a->b_q, "multi-head attention w_q"), h, dh);
-    lb_var *k = lb_attn_split_heads(g, lb_affine(g, x, a->w_k, a->b_k, "multi-head attention w_k"), h, dh);
-    lb_var *v = lb_attn_split_heads(g, lb_affine(g, x, a->w_v, a->b_v, "multi-head attention w_v"), h, dh);
+    lb_var *k = lb_attn_split_heads(g, lb_affine(g, x, a->w_k, a->b_k, "multi-head attention w_k"), hkv, dh);
+    lb_var *v = lb_attn_split_heads(g, lb_affine(g, x, a->w_v, a->b_v, "multi-head attention w_v"), hkv, dh);
     if (a->rotary) {
         q = lb_rotary(g, q, queries ? queries->positions : NULL, LB_ROTARY_BASE);
         k = lb_rotary(g, k, NULL, LB_ROTARY_BASE);
     }
     q = scale_by_length(g, a, q, x->value->shape[1], mask, queries);
+    lb_attn_mask with_alibi = mask ? *mask : (lb_attn_mask){0};
+    double *slopes = NULL;
+    if (a->alibi) {
+        if (!(slopes = malloc((size_t)h * sizeof *slopes))) {
+            lb_error(LB_ERR_MEMORY, "multi-head attention '%s': out of memory", a->name);
+            return NULL;
+        }
+        lb_alibi_slopes(a->n_heads, slopes);
+        with_alibi.alibi_slopes = slopes;
+        with_alibi.alibi_heads = h;
+        mask = &with_alibi;
+    }
     lb_var *heads = lb_attention(g, q, k, v, mask, queries, weights); /* [B, H, Tq, d_head] */
+    free(slopes); /* the ops copy what they keep */
     lb_var *out = lb_affine(g, lb_attn_merge_heads(g, heads), a->w_o, a->b_o, "multi-head attention w_o");
     if (!out)
         lb_error_context("multi-head attention '%s'", a->name);

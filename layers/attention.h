@@ -99,6 +99,9 @@ lb_var *lb_self_attention_forward(lb_graph *g, const lb_self_attention *a, lb_va
  * with bias also "<prefix>.b_q", "b_k", "b_v", "b_o" [d_model] (zeros). The model
  * builds them without biases.
  * Rotary (optional): queries and keys are rotated per head by lb_rotary (d_head even).
+ * ALiBi (optional, the `alibi` member): head h adds -m_h |i - j| to its scores
+ * (lb_attn_mask's alibi_slopes, m_h from lb_alibi_slopes(n_heads), layers/positional.h).
+ * Grouped-query attention: see lb_mha_init_gqa.
  *
  * Loading torch.nn.MultiheadAttention(d_model, H, batch_first=True) weights
  * (PyTorch computes x @ W.T):
@@ -137,14 +140,18 @@ lb_status lb_length_scale_parse(const char *name, lb_length_scale *out);
 const char *lb_length_scale_name(lb_length_scale kind);
 
 typedef struct lb_mha {
-    lb_var *w_q, *w_k, *w_v, *w_o; /* [d_model, d_model] */
-    lb_var *b_q, *b_k, *b_v, *b_o; /* [d_model] or NULL */
+    lb_var *w_q, *w_o;             /* [d_model, d_model] */
+    lb_var *w_k, *w_v;             /* [d_model, d_kv], d_kv = n_kv_heads * d_head */
+    lb_var *b_q, *b_o;             /* [d_model] or NULL */
+    lb_var *b_k, *b_v;             /* [d_kv] or NULL */
     lb_var *softmax_scale;         /* [H] with LB_LENGTH_SCALE_SCALABLE, else NULL */
     lb_length_scale length_scale;
     double log_reference;          /* ln N of lb_mha_set_length_scale */
     int64_t d_model, d_head;
     int n_heads;
+    int n_kv_heads;                /* key/value heads (n_heads: multi-head; fewer: grouped-query) */
     int rotary;
+    int alibi;                     /* 1: ALiBi biases (lb_alibi_slopes of n_heads), set after init */
     char name[96];
 } lb_mha;
 
@@ -154,6 +161,19 @@ typedef struct lb_mha {
  * n_heads, odd d_head with rotary, a taken name. */
 lb_status lb_mha_init(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_model, int n_heads, int bias, int rotary,
                       lb_dtype dtype, lb_rng *rng);
+
+/* lb_mha_init with n_kv_heads key/value heads: grouped-query attention (Ainslie et al.
+ * 2023, "GQA"; n_kv_heads = 1 is multi-query attention, Shazeer 2019). K = X W_K and
+ * V = X W_V are [B, T, n_kv_heads * d_head] (w_k, w_v [d_model, n_kv_heads * d_head],
+ * Xavier uniform over those sizes; b_k, b_v [n_kv_heads * d_head]), split into
+ * n_kv_heads heads; query head h reads key/value head h / (n_heads / n_kv_heads), what
+ * torch's scaled_dot_product_attention(enable_gqa=True) computes (repeat_interleave of
+ * the key/value heads). n_kv_heads = n_heads is lb_mha_init (same parameters, same
+ * draws). The fused kernels read each key/value head in place for its group.
+ * Errors: those of lb_mha_init, and LB_ERR_VALUE when n_kv_heads < 1 or does not divide
+ * n_heads. */
+lb_status lb_mha_init_gqa(lb_mha *a, lb_params *ps, const char *prefix, int64_t d_model, int n_heads, int n_kv_heads,
+                          int bias, int rotary, lb_dtype dtype, lb_rng *rng);
 
 /* Switches an initialised layer to length-scaled logits (see lb_length_scale) with
  * reference length N = reference_keys (>= 2); with LB_LENGTH_SCALE_SCALABLE registers

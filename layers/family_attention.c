@@ -32,10 +32,12 @@ static int is_causal(const lb_model_config *c) { return c->causal != 0; }
 static int64_t max_positions(const lb_model_config *c) { return c->pos == LB_POS_LEARNED ? c->max_seq_len : 0; }
 
 /* Full attention was trained on windows of the training length; local attention with
- * relative positions (rotary or none) computes the same at any length from its window. */
+ * relative positions (rotary, alibi or none) computes the same at any length from its
+ * window, and ALiBi is built to run past its training length (Press et al. 2022). */
 static int crops_context(const lb_model_config *c)
 {
-    return !(is_local(c) && (c->pos == LB_POS_NONE || c->pos == LB_POS_ROTARY));
+    int relative = c->pos == LB_POS_NONE || c->pos == LB_POS_ROTARY || c->pos == LB_POS_ALIBI;
+    return !(is_local(c) && relative) && c->pos != LB_POS_ALIBI;
 }
 
 static int64_t body_width(const lb_model_config *c) { return c->d_model; }
@@ -45,7 +47,8 @@ static double layer_floats(const lb_model_config *c) { return (double)c->d_model
 static double state_floats(const lb_model_config *c, int64_t t)
 {
     int64_t held = is_local(c) && c->window < t ? c->window : t;
-    return 2.0 * c->n_layers * (double)held * (double)c->d_model;
+    double d_kv = (double)(c->d_model / c->n_heads) * lb_model_kv_heads(c); /* the cached key/value heads' width */
+    return 2.0 * c->n_layers * (double)held * d_kv;
 }
 
 static void size(lb_model_config *c, const lb_family_size *s)
@@ -70,13 +73,17 @@ static void describe(const lb_model_config *c, char *text, size_t size)
 static lb_status check(const lb_model_config *c)
 {
 #define BAD(...) lb_error(LB_ERR_VALUE, "model config: " __VA_ARGS__)
-    if (c->pos < LB_POS_NONE || c->pos > LB_POS_ROTARY)
-        return BAD("pos = %d is not none, sinusoidal, learned or rotary", (int)c->pos);
+    if (c->pos < LB_POS_NONE || c->pos > LB_POS_ALIBI)
+        return BAD("pos = %d is not none, sinusoidal, learned, rotary or alibi", (int)c->pos);
     if (c->length_scale < LB_LENGTH_SCALE_NONE || c->length_scale > LB_LENGTH_SCALE_SCALABLE)
         return BAD("length_scale = %d is not none, log-n or scalable", (int)c->length_scale);
     if (c->d_model % c->n_heads != 0)
         return BAD("d_model = %lld is not divisible by n_heads = %d (every head gets an equal share of the width)",
                    (long long)c->d_model, c->n_heads);
+    if (c->n_kv_heads > 0 && c->n_heads % c->n_kv_heads != 0)
+        return BAD("--kv-heads %d does not divide --heads %d (n_kv_heads must divide n_heads: each key/value head "
+                   "serves an equal group of query heads)",
+                   c->n_kv_heads, c->n_heads);
     if (c->pos == LB_POS_ROTARY && (c->d_model / c->n_heads) % 2 != 0)
         return BAD("rotary positions need an even head width, but d_model / n_heads = %lld",
                    (long long)(c->d_model / c->n_heads));
@@ -95,7 +102,8 @@ static lb_status build(lb_model *m, lb_rng *r_pos, lb_rng *r_body)
     if (lb_positional_init(&m->pos, &m->params, NULL, c->pos, c->max_seq_len, c->d_model, c->dtype, r_pos) != LB_OK)
         return lb_last_status();
     lb_transformer_config tc = {c->d_model,  c->n_heads,      c->d_ff,        c->dropout, c->pos == LB_POS_ROTARY,
-                                c->n_layers, c->length_scale, c->max_seq_len, !c->bias};
+                                c->n_layers, c->length_scale, c->max_seq_len, !c->bias,
+                                lb_model_kv_heads(c),  c->pos == LB_POS_ALIBI};
     return lb_transformer_init(&m->transformer, &m->params, NULL, &tc, c->dtype, r_body);
 }
 
@@ -161,9 +169,12 @@ static lb_status state_new(lb_model_state *s, const lb_stream_options *o)
     a->window = is_local(c) ? c->window : 0;
     if (o->max_context > 0 && (a->window == 0 || o->max_context < a->window))
         a->window = o->max_context;
-    /* max_bytes shared by the L caches, 2 B D values per cached event each. */
+    /* max_bytes shared by the L caches, 2 B D_kv values per cached event each (D_kv = the
+     * key/value heads' width, d_model / (n_heads / n_kv_heads)). */
+    const int n_kv = lb_model_kv_heads(c);
+    const int64_t d_head = d / c->n_heads;
     int64_t max_rows = 0;
-    size_t per_row = (size_t)c->n_layers * 2 * (size_t)b * (size_t)d * es;
+    size_t per_row = (size_t)c->n_layers * 2 * (size_t)b * (size_t)(d_head * n_kv) * es;
     if (o->max_bytes > 0) {
         max_rows = (int64_t)(o->max_bytes / per_row);
         if (max_rows < 1 || (a->window > 0 && max_rows < a->window))
@@ -177,8 +188,7 @@ static lb_status state_new(lb_model_state *s, const lb_stream_options *o)
     if (!(a->caches = calloc((size_t)c->n_layers, sizeof *a->caches)))
         return lb_error(LB_ERR_MEMORY, "model state: out of memory");
     for (int i = 0; i < c->n_layers; i++)
-        if (lb_kv_cache_init(&a->caches[i], c->dtype, b, c->n_heads, d / c->n_heads, capacity, a->window, max_rows) !=
-            LB_OK)
+        if (lb_kv_cache_init(&a->caches[i], c->dtype, b, n_kv, d_head, capacity, a->window, max_rows) != LB_OK)
             return lb_last_status();
     return LB_OK;
 }
@@ -218,7 +228,8 @@ static size_t state_bytes(const lb_model_state *s, int64_t b)
     int64_t held = a->caches[0].length[b];
     if (a->window > 0 && held > a->window)
         held = a->window;
-    return 2 * (size_t)c->n_layers * (size_t)held * (size_t)c->d_model * lb_dtype_size(c->dtype);
+    size_t d_kv = (size_t)(a->caches[0].n_heads * a->caches[0].d_head); /* the cached key/value heads' width */
+    return 2 * (size_t)c->n_layers * (size_t)held * d_kv * lb_dtype_size(c->dtype);
 }
 
 static size_t state_allocated(const lb_model_state *s)

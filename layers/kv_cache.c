@@ -160,31 +160,46 @@ void lb_kv_cache_advance(lb_kv_cache *c, const int64_t *valid)
         c->length[b] += valid ? valid[b] : 0;
 }
 
-/* Runs the fused kernel: queries [B, H, C, d_head] against the cache with the chunk's
- * rows written at length[b] ..; returns the heads [B, H, C, d_head] (new tensor). */
-static lb_tensor *cached_heads(const lb_tensor *q, const lb_kv_cache *c, const lb_decode_chunk *ch)
+/* The causal mask of queries over the cache: key_lengths [B], the queries' cache rows
+ * as query_positions, the cache's window, ALiBi's slopes [n_heads] when the layer has them. */
+static lb_attn_kmask cache_mask(const lb_mha *a, const lb_kv_cache *c, const int32_t *key_lengths, const int32_t *rows,
+                                const double *slopes)
+{
+    lb_attn_kmask mask = {0};
+    mask.causal = 1;
+    mask.window = c->window;
+    mask.key_lengths = key_lengths;
+    mask.query_positions = rows;
+    mask.alibi_slopes = a->alibi ? slopes : NULL; /* relative: the cache rows keep the events' distances */
+    return mask;
+}
+
+/* Runs the fused kernel: queries [B, H, C, d_head] against the cache [B, Hkv, capacity,
+ * d_head] with the chunk's rows written at length[b] ..; returns the heads [B, H, C,
+ * d_head] (new tensor). */
+static lb_tensor *cached_heads(const lb_mha *a, const lb_tensor *q, const lb_kv_cache *c, const lb_decode_chunk *ch)
 {
     int64_t b = ch->batch, n = ch->count;
-    int64_t so[4] = {b, c->n_heads, n, c->d_head}, sl[3] = {b, c->n_heads, n};
+    int64_t so[4] = {b, a->n_heads, n, c->d_head}, sl[3] = {b, a->n_heads, n};
     int32_t *key_lengths = malloc((size_t)b * sizeof *key_lengths);
     int32_t *rows = malloc((size_t)(b * n) * sizeof *rows);
+    double *slopes = malloc((size_t)a->n_heads * sizeof *slopes);
     lb_tensor *out = lb_tensor_zeros(c->dtype, 4, so), *lse = lb_tensor_zeros(c->dtype, 3, sl);
-    lb_status st = key_lengths && rows && out && lse ? LB_OK : lb_error(LB_ERR_MEMORY, "cached attention: out of memory");
+    lb_status st = key_lengths && rows && slopes && out && lse ? LB_OK
+                                                               : lb_error(LB_ERR_MEMORY, "cached attention: out of memory");
     if (st == LB_OK) {
         for (int64_t bi = 0; bi < b; bi++) {
             key_lengths[bi] = (int32_t)(c->length[bi] + ch->valid[bi]);
             for (int64_t i = 0; i < n; i++) /* query i sits at cache row length[b] + i */
                 rows[bi * n + i] = (int32_t)(c->length[bi] + i);
         }
-        lb_attn_kmask mask = {0};
-        mask.causal = 1;
-        mask.window = c->window;
-        mask.key_lengths = key_lengths;
-        mask.query_positions = rows;
+        lb_alibi_slopes(a->n_heads, slopes);
+        lb_attn_kmask mask = cache_mask(a, c, key_lengths, rows, slopes);
         st = lb_k_attention_forward(q, c->key, c->value, &mask, 1.0 / sqrt((double)c->d_head), out, lse);
     }
     free(key_lengths);
     free(rows);
+    free(slopes);
     lb_tensor_free(lse);
     if (st != LB_OK) {
         lb_tensor_free(out);
@@ -207,11 +222,11 @@ lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cac
         return NULL;
     const lb_tensor *tx = x->value;
     char sx[128];
-    int64_t b = tx->shape[0], n = tx->shape[1], h = a->n_heads, dh = a->d_head;
+    int64_t b = tx->shape[0], n = tx->shape[1], h = a->n_heads, hkv = a->n_kv_heads, dh = a->d_head;
     if (!cache || !chunk || !chunk->valid || chunk->batch != b || chunk->count != n || cache->batch != b ||
-        cache->n_heads != h || cache->d_head != dh || cache->dtype != tx->dtype || (a->rotary && !chunk->positions)) {
+        cache->n_heads != hkv || cache->d_head != dh || cache->dtype != tx->dtype || (a->rotary && !chunk->positions)) {
         lb_error(LB_ERR_SHAPE, "multi-head attention '%s' (cached): x %s does not fit the chunk (B = %lld, C = %lld) or "
-                               "the cache (B = %lld, H = %lld, d_head = %lld)%s",
+                               "the cache (B = %lld, key/value heads = %lld, d_head = %lld)%s",
                  a->name, lb_tensor_describe(tx, sx, sizeof sx), chunk ? (long long)chunk->batch : -1LL,
                  chunk ? (long long)chunk->count : -1LL, cache ? (long long)cache->batch : -1LL,
                  cache ? (long long)cache->n_heads : -1LL, cache ? (long long)cache->d_head : -1LL,
@@ -227,8 +242,8 @@ lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cac
             return NULL;
         }
     lb_var *q = lb_attn_split_heads(g, lb_affine(g, x, a->w_q, a->b_q, "multi-head attention w_q"), h, dh); /* [B, H, C, dh] */
-    lb_var *k = lb_attn_split_heads(g, lb_affine(g, x, a->w_k, a->b_k, "multi-head attention w_k"), h, dh);
-    lb_var *v = lb_attn_split_heads(g, lb_affine(g, x, a->w_v, a->b_v, "multi-head attention w_v"), h, dh);
+    lb_var *k = lb_attn_split_heads(g, lb_affine(g, x, a->w_k, a->b_k, "multi-head attention w_k"), hkv, dh);
+    lb_var *v = lb_attn_split_heads(g, lb_affine(g, x, a->w_v, a->b_v, "multi-head attention w_v"), hkv, dh);
     if (a->rotary) {
         q = lb_rotary(g, q, chunk->positions, LB_ROTARY_BASE);
         k = lb_rotary(g, k, chunk->positions, LB_ROTARY_BASE);
@@ -261,7 +276,7 @@ lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cac
             st = lb_k_copy_rows(cache->value, cache->length, v->value, zero, all);
         free(zero);
         free(all);
-        lb_tensor *heads = st == LB_OK ? cached_heads(q->value, cache, chunk) : NULL;
+        lb_tensor *heads = st == LB_OK ? cached_heads(a, q->value, cache, chunk) : NULL;
         if (heads)
             out = lb_affine(g, lb_attn_merge_heads(g, lb_input(g, heads, 0)), a->w_o, a->b_o, "multi-head attention w_o");
     }
@@ -278,14 +293,20 @@ lb_status lb_mha_step_work_init(lb_mha_step_work *w, const lb_mha *a, lb_dtype d
     memset(w, 0, sizeof *w);
     LB_CHECK_ARG(a, LB_ERR_VALUE);
     int64_t sq[4] = {batch, a->n_heads, 1, a->d_head}, sl[3] = {batch, a->n_heads, 1};
-    size_t row = (size_t)(batch * a->d_model) * lb_dtype_size(dtype);
+    size_t row = (size_t)(batch * a->n_kv_heads * a->d_head) * lb_dtype_size(dtype);
     if (!(w->query = lb_tensor_zeros(dtype, 4, sq)) || !(w->heads = lb_tensor_zeros(dtype, 4, sq)) ||
         !(w->lse = lb_tensor_zeros(dtype, 3, sl)) || !(w->key = calloc(1, row)) || !(w->value = calloc(1, row)) ||
         !(w->key_lengths = calloc((size_t)batch, sizeof *w->key_lengths)) ||
-        !(w->rows = calloc((size_t)batch, sizeof *w->rows))) {
+        !(w->rows = calloc((size_t)batch, sizeof *w->rows)) ||
+        (a->alibi && !(w->alibi_slopes = calloc((size_t)a->n_heads, sizeof *w->alibi_slopes)))) {
         lb_mha_step_work_free(w);
         return lb_error(LB_ERR_MEMORY, "multi-head attention '%s' (step): out of memory for %lld streams", a->name,
                         (long long)batch);
+    }
+    w->kv_bytes = row;
+    if (a->alibi) {
+        w->n_alibi = a->n_heads;
+        lb_alibi_slopes(a->n_heads, w->alibi_slopes);
     }
     return LB_OK;
 }
@@ -301,6 +322,7 @@ void lb_mha_step_work_free(lb_mha_step_work *w)
     free(w->value);
     free(w->key_lengths);
     free(w->rows);
+    free(w->alibi_slopes);
     memset(w, 0, sizeof *w);
 }
 
@@ -310,8 +332,8 @@ size_t lb_mha_step_work_bytes(const lb_mha_step_work *w)
     if (!w->query)
         return 0;
     size_t es = lb_dtype_size(w->query->dtype), n = (size_t)lb_tensor_numel(w->query);
-    return (3 * n + (size_t)lb_tensor_numel(w->lse)) * es + n * es /* key, value */ +
-           2 * (size_t)w->query->shape[0] * sizeof(int32_t);
+    return (2 * n + (size_t)lb_tensor_numel(w->lse)) * es + 2 * w->kv_bytes /* key, value */ +
+           2 * (size_t)w->query->shape[0] * sizeof(int32_t) + (size_t)w->n_alibi * sizeof(double);
 }
 
 lb_status lb_mha_step(const lb_mha *a, const void *x, lb_kv_cache *cache, const lb_decode_chunk *chunk,
@@ -321,10 +343,11 @@ lb_status lb_mha_step(const lb_mha *a, const void *x, lb_kv_cache *cache, const 
     LB_CHECK_ARG(x, LB_ERR_VALUE);
     LB_CHECK_ARG(w, LB_ERR_VALUE);
     LB_CHECK_ARG(out, LB_ERR_VALUE);
-    const int64_t b = chunk ? chunk->batch : 0, h = a->n_heads, dh = a->d_head, d = a->d_model;
+    const int64_t b = chunk ? chunk->batch : 0, h = a->n_heads, hkv = a->n_kv_heads, dh = a->d_head, d = a->d_model;
+    const int64_t d_kv = hkv * dh;
     const lb_dtype dt = cache ? cache->dtype : LB_FLOAT32;
     if (!cache || !chunk || !w->query || chunk->count != 1 || !chunk->valid || cache->batch != b ||
-        cache->n_heads != h || cache->d_head != dh || w->query->shape[0] != b || w->query->dtype != dt ||
+        cache->n_heads != hkv || w->query->shape[1] != h || (a->alibi && w->n_alibi != h) || cache->d_head != dh || w->query->shape[0] != b || w->query->dtype != dt ||
         (a->rotary && !chunk->positions))
         return lb_error(LB_ERR_SHAPE, "multi-head attention '%s' (step): the chunk (one event for each of %lld streams), "
                                       "the cache and the work buffers do not fit",
@@ -338,11 +361,11 @@ lb_status lb_mha_step(const lb_mha *a, const void *x, lb_kv_cache *cache, const 
     const void *bq = a->b_q ? lb_tensor_data(a->b_q->value) : NULL, *bk = a->b_k ? lb_tensor_data(a->b_k->value) : NULL;
     const void *bv = a->b_v ? lb_tensor_data(a->b_v->value) : NULL, *bo = a->b_o ? lb_tensor_data(a->b_o->value) : NULL;
     lb_k_affine_rows(dt, b, d, d, x, lb_tensor_data(a->w_q->value), bq, q);
-    lb_k_affine_rows(dt, b, d, d, x, lb_tensor_data(a->w_k->value), bk, w->key);
-    lb_k_affine_rows(dt, b, d, d, x, lb_tensor_data(a->w_v->value), bv, w->value);
+    lb_k_affine_rows(dt, b, d, d_kv, x, lb_tensor_data(a->w_k->value), bk, w->key);   /* [B, Hkv, d_head] */
+    lb_k_affine_rows(dt, b, d, d_kv, x, lb_tensor_data(a->w_v->value), bv, w->value);
     if (a->rotary) {
         lb_rotary_rows(dt, b, h, dh, q, chunk->positions, LB_ROTARY_BASE);
-        lb_rotary_rows(dt, b, h, dh, w->key, chunk->positions, LB_ROTARY_BASE);
+        lb_rotary_rows(dt, b, hkv, dh, w->key, chunk->positions, LB_ROTARY_BASE);
     }
     if (a->length_scale != LB_LENGTH_SCALE_NONE) {
         /* The query sees its cached rows and itself, at most the window (lb_mha_forward_cached). */
@@ -367,19 +390,15 @@ lb_status lb_mha_step(const lb_mha *a, const void *x, lb_kv_cache *cache, const 
     const size_t es = lb_dtype_size(dt), row = (size_t)dh * es;
     char *ck = lb_tensor_data(cache->key), *cv = lb_tensor_data(cache->value);
     for (int64_t bi = 0; bi < b; bi++) {
-        for (int64_t hh = 0; hh < h; hh++) {
-            size_t at = ((size_t)((bi * h + hh) * cache->capacity + cache->length[bi])) * row;
-            memcpy(ck + at, (const char *)w->key + (size_t)(bi * h + hh) * row, row);
-            memcpy(cv + at, (const char *)w->value + (size_t)(bi * h + hh) * row, row);
+        for (int64_t hh = 0; hh < hkv; hh++) {
+            size_t at = ((size_t)((bi * hkv + hh) * cache->capacity + cache->length[bi])) * row;
+            memcpy(ck + at, (const char *)w->key + (size_t)(bi * hkv + hh) * row, row);
+            memcpy(cv + at, (const char *)w->value + (size_t)(bi * hkv + hh) * row, row);
         }
         w->key_lengths[bi] = (int32_t)(cache->length[bi] + chunk->valid[bi]);
         w->rows[bi] = (int32_t)cache->length[bi];
     }
-    lb_attn_kmask mask = {0};
-    mask.causal = 1;
-    mask.window = cache->window;
-    mask.key_lengths = w->key_lengths;
-    mask.query_positions = w->rows;
+    lb_attn_kmask mask = cache_mask(a, cache, w->key_lengths, w->rows, w->alibi_slopes);
     lb_status st = lb_k_attention_forward(w->query, cache->key, cache->value, &mask, 1.0 / sqrt((double)dh), w->heads,
                                           w->lse);
     if (st != LB_OK)

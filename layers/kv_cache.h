@@ -17,7 +17,8 @@ LB_API_BEGIN
  * only its own queries, keys and values: O(C · T_cached · d_model) per chunk instead
  * of recomputing the whole sequence.
  *
- * Cache layout: key and value [B, H, capacity, d_head]; rows 0 .. length[b] - 1 of
+ * Cache layout: key and value [B, Hkv, capacity, d_head] (Hkv = the layer's n_kv_heads:
+ * grouped-query attention caches n_heads / n_kv_heads times fewer bytes); rows 0 .. length[b] - 1 of
  * stream b hold its most recent events in order (oldest first). Without a window every
  * event is kept and the capacity grows by doubling when a chunk does not fit (or is
  * pre-sized). With a window W (local attention, or a bounded full-attention context)
@@ -25,18 +26,19 @@ LB_API_BEGIN
  * are dropped (the kept rows shifted to the front) when room is needed: the capacity
  * stays at max(2 W, W - 1 + C), and the shift costs O(d_model) per event amortised.
  * Keys and values are stored after the rotary rotation, at the event's absolute
- * position. */
+ * position. ALiBi's bias depends only on the distance between a query's row and a key's
+ * row, which the shift keeps, so an ALiBi layer's cache needs no positions. */
 typedef struct lb_kv_cache {
-    lb_tensor *key, *value; /* [B, H, capacity, d_head] */
-    int64_t batch, n_heads, d_head, capacity;
+    lb_tensor *key, *value; /* [B, H, capacity, d_head], H = the layer's key/value heads */
+    int64_t batch, n_heads, d_head, capacity; /* n_heads: the key/value heads it holds */
     int64_t *length;        /* [B] rows held per stream */
     int64_t window;         /* 0 = keep every event; else the keys each query sees */
     int64_t max_capacity;   /* rows per stream the cache may grow to; 0 = no limit */
     lb_dtype dtype;
 } lb_kv_cache;
 
-/* An empty cache for `batch` streams of an attention layer with n_heads heads of
- * width d_head. capacity: rows allocated per stream up front (>= 1; with a window it
+/* An empty cache for `batch` streams of an attention layer with n_heads key/value heads
+ * (the layer's n_kv_heads) of width d_head. capacity: rows allocated per stream up front (>= 1; with a window it
  * is raised to 2 window). max_capacity: 0 or the most rows per stream the cache may
  * ever hold (a memory bound; growth past it fails with LB_ERR_MEMORY).
  * Errors: LB_ERR_VALUE for sizes < 1, LB_ERR_MEMORY (message gives the bytes). */
@@ -88,9 +90,12 @@ lb_var *lb_mha_forward_cached(lb_graph *g, const lb_mha *a, lb_var *x, lb_kv_cac
 typedef struct lb_mha_step_work {
     lb_tensor *query, *heads; /* [B, H, 1, d_head]: the event's queries; the attention output */
     lb_tensor *lse;           /* [B, H, 1] */
-    void *key, *value;        /* [B, d_model] the event's keys and values */
+    void *key, *value;        /* [B, n_kv_heads * d_head] the event's keys and values */
     int32_t *key_lengths;     /* [B] keys each stream's query sees (cached + 1) */
     int32_t *rows;            /* [B] the query's row in the cache */
+    double *alibi_slopes;     /* [H] the layer's ALiBi slopes; NULL when it has none */
+    int64_t n_alibi;          /* H with ALiBi, else 0 */
+    size_t kv_bytes;          /* bytes of key (and of value): B n_kv_heads d_head elements */
 } lb_mha_step_work;
 
 /* Buffers for B streams of layer a in dtype. Errors: LB_ERR_MEMORY (nothing held). */

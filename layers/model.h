@@ -75,7 +75,7 @@ typedef enum lb_field_type {
 
 /* A model's configuration: one member per row of layers/model_fields.def, which
  * documents each (kind, dtype, vocab_size, input_features, num_classes, head,
- * max_seq_len, n_layers, d_model, n_heads, d_ff, pos, window, causal, length_scale,
+ * max_seq_len, n_layers, d_model, n_heads, n_kv_heads, d_ff, pos, window, causal, length_scale,
  * dropout, bias, tie_embeddings, init, hidden_size, forget_bias, kernel_size, seed, in
  * that order). Start from
  * lb_model_config_default and set what differs. */
@@ -121,6 +121,10 @@ double lb_model_field_number(const lb_model_config *cfg, const lb_model_field *f
 /* LB_OK when every field that cfg uses is inside its range; else LB_ERR_VALUE naming
  * the field, its value, the range and the family. */
 lb_status lb_model_config_check_ranges(const lb_model_config *cfg);
+
+/* The key/value heads of an attention model's layers: n_kv_heads, or n_heads when it
+ * is 0 (the default: multi-head attention). */
+int lb_model_kv_heads(const lb_model_config *cfg);
 
 /* Defaults for a family (small sizes suitable for the synthetic tasks): each field's
  * default, then the family's own (its row's `defaults`, layers/family.h). */

@@ -40,6 +40,12 @@ void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg)
         f->defaults(cfg);
 }
 
+int lb_model_kv_heads(const lb_model_config *cfg)
+{
+    LB_CHECK_ARG(cfg, 0);
+    return cfg->n_kv_heads > 0 ? cfg->n_kv_heads : cfg->n_heads;
+}
+
 const lb_model_field *lb_model_field_find(const char *name)
 {
     LB_CHECK_ARG(name, NULL);

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rotary"};
+static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rotary", "alibi"};
 
 const char *lb_pos_kind_name(lb_pos_kind pos)
 {
@@ -28,8 +28,9 @@ lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix
     LB_CHECK_ARG(p, LB_ERR_VALUE);
     LB_CHECK_ARG(ps, LB_ERR_VALUE);
     memset(p, 0, sizeof *p);
-    if (kind < LB_POS_NONE || kind > LB_POS_ROTARY)
-        return lb_error(LB_ERR_VALUE, "positional: unknown kind %d (none, sinusoidal, learned or rotary)", (int)kind);
+    if (kind < LB_POS_NONE || kind > LB_POS_ALIBI)
+        return lb_error(LB_ERR_VALUE, "positional: unknown kind %d (none, sinusoidal, learned, rotary or alibi)",
+                        (int)kind);
     if (d_model < 1)
         return lb_error(LB_ERR_VALUE, "positional: d_model = %lld must be >= 1", (long long)d_model);
     p->kind = kind;
@@ -46,6 +47,21 @@ lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix
         return lb_last_status();
     if (rng)
         lb_init_normal(p->embedding, rng, 1.0);
+    return LB_OK;
+}
+
+lb_status lb_alibi_slopes(int n_heads, double *slopes)
+{
+    LB_CHECK_ARG(slopes, LB_ERR_VALUE);
+    if (n_heads < 1)
+        return lb_error(LB_ERR_VALUE, "ALiBi slopes: n_heads = %d must be >= 1", n_heads);
+    int n = 1; /* the largest power of two <= n_heads */
+    while (2 * n <= n_heads)
+        n *= 2;
+    for (int h = 1; h <= n; h++)
+        slopes[h - 1] = pow(2.0, -8.0 * h / n);
+    for (int e = 0; e < n_heads - n; e++) /* slopes 1, 3, 5, ... of 2n heads */
+        slopes[n + e] = pow(2.0, -8.0 * (2 * e + 1) / (2 * n));
     return LB_OK;
 }
 

@@ -14,6 +14,11 @@
  *  LB_POS_ROTARY      nothing is added to the input; instead the attention layers rotate
  *                     queries and keys by their position (RoFormer, Su et al. 2021), so
  *                     scores depend on relative offsets only. See lb_rotary.
+ *  LB_POS_ALIBI       nothing is added to the input; instead each attention head adds
+ *                     -m_h |i - j| to the score of query i and key j (ALiBi, Press et al.
+ *                     2022, "Train Short, Test Long", eq. in §3), slopes m_h from
+ *                     lb_alibi_slopes. No parameters; any length (the bias only grows
+ *                     with distance, so a model trained short can run longer).
  *
  * Shapes: x [B, T, D] with D = d_model.
  */
@@ -27,9 +32,9 @@
 
 LB_API_BEGIN
 
-typedef enum lb_pos_kind { LB_POS_NONE = 0, LB_POS_SINUSOIDAL, LB_POS_LEARNED, LB_POS_ROTARY } lb_pos_kind;
+typedef enum lb_pos_kind { LB_POS_NONE = 0, LB_POS_SINUSOIDAL, LB_POS_LEARNED, LB_POS_ROTARY, LB_POS_ALIBI } lb_pos_kind;
 
-/* "none", "sinusoidal", "learned", "rotary" <-> kind. Parse errors (LB_ERR_VALUE) name
+/* "none", "sinusoidal", "learned", "rotary", "alibi" <-> kind. Parse errors (LB_ERR_VALUE) name
  * the word; an unknown kind's name is "unknown". */
 lb_status lb_pos_kind_parse(const char *name, lb_pos_kind *pos);
 const char *lb_pos_kind_name(lb_pos_kind pos);
@@ -48,16 +53,24 @@ lb_status lb_positional_init(lb_positional *p, lb_params *ps, const char *prefix
                              int64_t max_seq_len, int64_t d_model, lb_dtype dtype, lb_rng *rng);
 
 /* x [B, T, D] -> x + PE[0:T] [B, T, D] for sinusoidal and learned positions; x itself
- * (no new node) for none and rotary. Errors (NULL): x not [B, T, D] with D = d_model;
+ * (no new node) for none, rotary and alibi. Errors (NULL): x not [B, T, D] with D = d_model;
  * learned positions with T > max_seq_len (the message says to raise max_seq_len). */
 lb_var *lb_positional_add(lb_graph *g, const lb_positional *p, lb_var *x);
 
 /* The same at given positions, for decoding: x [B, C, D] -> x + PE[positions[b, i]]
  * (row of the sinusoidal table or of pos_embedding) for sinusoidal and learned
- * positions; x itself for none and rotary. positions: int32 [B, C], >= 0.
+ * positions; x itself for none, rotary and alibi. positions: int32 [B, C], >= 0.
  * Errors (NULL): x not [B, C, D]; a learned position >= max_seq_len (the message
  * names the stream, the event and --pos learned). */
 lb_var *lb_positional_add_at(lb_graph *g, const lb_positional *p, lb_var *x, const int32_t *positions);
+
+/* ALiBi's head slopes (Press et al. 2022, §3 and the authors' get_slopes): for H = n_heads
+ * a power of two, m_h = 2^(-8h/H) for heads h = 1..H (1/2, 1/4, ..., 1/256 for 8 heads);
+ * otherwise, with n the largest power of two below H, the n slopes of n heads followed by
+ * the first H - n of the odd-numbered slopes (h = 1, 3, 5, ...) of 2n heads. Into
+ * slopes [n_heads], float64, computed as pow(2, -8h/n) (what the authors' Python gives).
+ * Errors: LB_ERR_VALUE for n_heads < 1. */
+lb_status lb_alibi_slopes(int n_heads, double *slopes);
 
 /* The sinusoidal table (Vaswani et al. 2017, eq. in §3.5) as a new [seq_len, d_model]
  * tensor of `dtype` (caller frees); an odd d_model ends with a sin column. */
@@ -93,7 +106,7 @@ lb_status lb_rotary_tables(lb_dtype dtype, int ndim, const int64_t *x_shape, con
 /* Graph-free forms for streaming inference (layers/stream.c), the same arithmetic as
  * lb_positional_add_at and lb_rotary:
  * x [N, d_model] (raw, the model's dtype) += the positional rows at positions [N] (sinusoidal:
- * the table's row, learned: the embedding's row; none and rotary: nothing). Positions
+ * the table's row, learned: the embedding's row; none, rotary and alibi: nothing). Positions
  * must be checked by the caller (learned: < max_seq_len). */
 void lb_positional_add_rows(const lb_positional *p, lb_dtype dtype, int64_t N, void *x, const int32_t *positions);
 /* x [N, H, d] (raw, dtype) rotated in place, row n at positions[n] (d even, halves

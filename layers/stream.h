@@ -2,14 +2,15 @@
  * a time, for B independent streams, and carries what it needs between calls.
  *
  * Named dims: B streams, C events per chunk, L layers, D d_model, H hidden_size (LSTM),
- * K kernel_size, T events a stream has seen, W the attention window.
+ * K kernel_size, T events a stream has seen, W the attention window, D_kv the width of
+ * the key/value heads (D · n_kv_heads / n_heads: D itself without grouped-query attention).
  *
  * What each family carries per stream (the decoding state):
- *   transformer  per layer a key-value cache of every past event, 2 · L · T · D values,
+ *   transformer  per layer a key-value cache of every past event, 2 · L · T · D_kv values,
  *                growing with T (memory grows by doubling, or is pre-sized);
  *                max_context N keeps only the last N events (an approximation: the
  *                model then sees what a local-attention model of window N would);
- *   local        per layer the keys and values of the last W events, 2 · L · W · D
+ *   local        per layer the keys and values of the last W events, 2 · L · W · D_kv
  *                values (bounded);
  *   lstm         per layer (h, c), 2 · L · H values (constant);
  *   conv         per layer the last (K - 1) · dilation inputs, Σ_i (K - 1) · 2^i · D
@@ -20,7 +21,7 @@
  * Exactness: feeding a sequence event by event or in chunks of any size gives the
  * outputs the training-time forward (lb_model_forward with LB_HEAD_EVERY) gives at
  * each position, up to floating-point rounding (tested to 1e-5 in float32 and 1e-12
- * in float64). Positions (sinusoidal, learned, rotary) continue from the number of
+ * in float64). Positions (sinusoidal, learned, rotary, alibi) continue from the number of
  * events the stream has seen. The causal mask of a chunk is aligned bottom-right:
  * event i of a chunk sees the cached events and the chunk's events up to itself.
  * Only causal models stream: an attention model built with causal = 0 is refused.
@@ -68,8 +69,8 @@ int64_t lb_model_state_streams(const lb_model_state *s);
 int64_t lb_model_state_events(const lb_model_state *s, int64_t stream);
 
 /* Bytes of state the next event of stream `stream` depends on (the formulas above,
- * times sizeof(dtype)): transformer 2 · L · T' · D with T' the events cached (T, or at
- * most max_context), local 2 · L · min(T, W) · D, lstm 2 · L · H, conv Σ (K-1) 2^i D. */
+ * times sizeof(dtype)): transformer 2 · L · T' · D_kv with T' the events cached (T, or at
+ * most max_context), local 2 · L · min(T, W) · D_kv, lstm 2 · L · H, conv Σ (K-1) 2^i D. */
 size_t lb_model_state_bytes(const lb_model_state *s, int64_t stream); /* 0 + LB_ERR_VALUE: stream outside [0, B) */
 /* Bytes the state holds for all streams, spare capacity and scratch included. */
 size_t lb_model_state_allocated(const lb_model_state *s);

@@ -18,14 +18,15 @@ lb_status lb_transformer_block_init(lb_transformer_block *blk, lb_params *ps, co
     char name[160];
     if (lb_norm_init(&blk->ln1, ps, lb_param_name(name, sizeof name, prefix, "ln1"), cfg->d_model, LB_NORM_EPS, !cfg->no_bias, dtype) !=
             LB_OK ||
-        lb_mha_init(&blk->attn, ps, lb_param_name(name, sizeof name, prefix, "attn"), cfg->d_model, cfg->n_heads, 0,
-                    cfg->rotary, dtype, rng) != LB_OK ||
+        lb_mha_init_gqa(&blk->attn, ps, lb_param_name(name, sizeof name, prefix, "attn"), cfg->d_model, cfg->n_heads,
+                        cfg->n_kv_heads > 0 ? cfg->n_kv_heads : cfg->n_heads, 0, cfg->rotary, dtype, rng) != LB_OK ||
         lb_mha_set_length_scale(&blk->attn, ps, name, cfg->length_scale, cfg->reference_keys, dtype) != LB_OK ||
         lb_norm_init(&blk->ln2, ps, lb_param_name(name, sizeof name, prefix, "ln2"), cfg->d_model, LB_NORM_EPS, !cfg->no_bias, dtype) !=
             LB_OK ||
         lb_ffn_init(&blk->ffn, ps, lb_param_name(name, sizeof name, prefix, "ffn"), cfg->d_model, cfg->d_ff,
                     cfg->dropout, !cfg->no_bias, dtype, rng) != LB_OK)
         return lb_last_status();
+    blk->attn.alibi = cfg->alibi;
     return LB_OK;
 }
 

@@ -10,8 +10,8 @@
  * with selected queries (readout).
  *
  * Parameter names, with the block prefix "<prefix>.blocks.<i>" (or "blocks.<i>"):
- *   ln1.weight, ln1.bias [d_model]; attn.w_q, attn.w_k, attn.w_v, attn.w_o
- *   [d_model, d_model]; attn.softmax_scale [n_heads] (scalable softmax only); ln2.weight, ln2.bias [d_model]; ffn.fc1.weight [d_model, d_ff],
+ *   ln1.weight, ln1.bias [d_model]; attn.w_q, attn.w_o [d_model, d_model], attn.w_k,
+ *   attn.w_v [d_model, n_kv_heads * d_head]; attn.softmax_scale [n_heads] (scalable softmax only); ln2.weight, ln2.bias [d_model]; ffn.fc1.weight [d_model, d_ff],
  *   ffn.fc1.bias [d_ff], ffn.fc2.weight [d_ff, d_model], ffn.fc2.bias [d_model];
  * then "<prefix>.ln_f.weight", "<prefix>.ln_f.bias" (or "ln_f.*"). With no_bias the
  * ln*.bias and ffn.fc*.bias parameters do not exist.
@@ -43,6 +43,8 @@ typedef struct lb_transformer_config {
     lb_length_scale length_scale; /* logit scaling by the number of keys (layers/attention.h) */
     int64_t reference_keys;       /* its reference length N (the longest training sequence) */
     int no_bias;    /* 1: the LayerNorms and the FFN have no biases (nanoGPT's bias=False) */
+    int n_kv_heads; /* key/value heads (lb_mha_init_gqa); 0 = n_heads */
+    int alibi;      /* ALiBi biases inside attention (lb_mha's alibi) */
 } lb_transformer_config;
 
 typedef struct lb_transformer_block {

@@ -54,6 +54,7 @@ CONFIG_DEFAULTS = {
     "n_layers": 2,
     "d_model": 64,
     "n_heads": 4,
+    "n_kv_heads": 0,
     "d_ff": 128,
     "pos": "none",
     "window": 0,
@@ -71,7 +72,7 @@ CONFIG_DEFAULTS = {
 _STRING_FIELDS = ("kind", "dtype", "head", "pos", "length_scale", "init")
 _REAL_FIELDS = ("dropout", "forget_bias")
 KINDS = ("transformer", "local", "lstm", "conv")
-POSITIONS = ("none", "sinusoidal", "learned", "rotary")
+POSITIONS = ("none", "sinusoidal", "learned", "rotary", "alibi")
 LENGTH_SCALES = ("none", "log-n", "scalable")
 # The accepted range of every number field: the min and max columns of lookback's field
 # list (layers/model_fields.def). tests/test_torch_roundtrip.c compares this table with the
@@ -84,6 +85,7 @@ FIELD_RANGES = {
     "n_layers": (1, 64),
     "d_model": (1, 65536),
     "n_heads": (1, 1024),
+    "n_kv_heads": (0, 1024),
     "d_ff": (1, 1 << 20),
     "window": (0, 1 << 30),
     "causal": (0, 1),
@@ -101,7 +103,7 @@ _FAMILY_FIELDS = {
     "pos": ("transformer", "local"), "window": ("local",), "causal": ("transformer", "local"),
     "length_scale": ("transformer", "local"), "dropout": ("transformer", "local"), "hidden_size": ("lstm",),
     "forget_bias": ("lstm",), "kernel_size": ("conv",), "bias": ("transformer", "local"),
-    "init": ("transformer", "local"),
+    "init": ("transformer", "local"), "n_kv_heads": ("transformer", "local"),
 }
 # Fields that only change the initial parameters: a module may differ from its config in them.
 _INIT_FIELDS = ("seed", "forget_bias", "init")
@@ -153,6 +155,8 @@ def check_config(config):
         raise ValueError("lookback_torch: set exactly one of vocab_size and input_features")
     if c["kind"] in ("transformer", "local") and c["d_model"] % c["n_heads"] != 0:
         raise ValueError(f"lookback_torch: d_model = {c['d_model']} is not divisible by n_heads = {c['n_heads']}")
+    if c["kind"] in ("transformer", "local") and c["n_kv_heads"] > 0 and c["n_heads"] % c["n_kv_heads"] != 0:
+        raise ValueError(f"lookback_torch: n_kv_heads = {c['n_kv_heads']} does not divide n_heads = {c['n_heads']}")
     if c["kind"] == "local" and c["window"] < 1:
         raise ValueError(f"lookback_torch: window = {c['window']} must be >= 1 for local attention")
     if c["init"] not in ("default", "gpt2"):
@@ -189,6 +193,29 @@ def rotary(x, base=ROTARY_BASE):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
+def kv_heads(config):
+    """The key/value heads of an attention model: n_kv_heads, or n_heads when 0 (lb_model_kv_heads)."""
+    return config["n_kv_heads"] if config["n_kv_heads"] > 0 else config["n_heads"]
+
+
+def alibi_slopes(n_heads):
+    """ALiBi's head slopes (Press et al. 2022; lb_alibi_slopes): 2^(-8h/n) for h = 1..n when n_heads
+    = n is a power of two; otherwise those of the largest power of two n below n_heads, then the
+    first n_heads - n of the odd-numbered slopes (h = 1, 3, ...) of 2n heads."""
+    n = 1 << (n_heads.bit_length() - 1)
+    slopes = [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+    return slopes + [2.0 ** (-8.0 * (2 * e + 1) / (2 * n)) for e in range(n_heads - n)]
+
+
+def alibi_bias(n_heads, t, dtype):
+    """[1, H, T, T]: -m_h |i - j| for query i and key j (lookback's ALiBi, symmetric without a
+    causal mask like x-transformers' AlibiPositionalBias)."""
+    i = torch.arange(t, dtype=torch.float64)
+    distance = (i[:, None] - i[None, :]).abs()
+    slopes = torch.tensor(alibi_slopes(n_heads), dtype=torch.float64).view(-1, 1, 1)
+    return (-slopes * distance).to(dtype)[None]
+
+
 def attention_allowed(t, lengths, causal, window, device=None):
     """Boolean [B, 1, T, T] (or [1, 1, T, T]): True = query i may attend key j (lb_attn_mask)."""
     i = torch.arange(t, device=device)[:, None]
@@ -218,17 +245,23 @@ def log_key_counts(t, lengths, causal, window):
 
 
 class Attention(nn.Module):
-    """lb_mha without biases: per head softmax(f q kᵀ / sqrt(d_head) + mask) v, then w_o,
+    """lb_mha without biases: per head softmax(f q kᵀ / sqrt(d_head) + bias + mask) v, then w_o,
     with f = 1, or lookback's length scaling f = ln(n) / ln(N) ("log-n") or
-    f = softmax_scale[h] ln(n) ("scalable", SSMax)."""
+    f = softmax_scale[h] ln(n) ("scalable", SSMax); bias ALiBi's -m_h |i - j| (alibi) or 0.
+    n_kv_heads < n_heads: grouped-query attention, w_k and w_v project to n_kv_heads heads and
+    query head h reads key/value head h // (n_heads / n_kv_heads) (repeat_interleave, as
+    scaled_dot_product_attention(enable_gqa=True) in later PyTorch)."""
 
-    def __init__(self, d_model, n_heads, rotary, length_scale="none", reference_keys=2):
+    def __init__(self, d_model, n_heads, rotary, length_scale="none", reference_keys=2, n_kv_heads=None,
+                 alibi=False):
         super().__init__()
         self.n_heads, self.rotary, self.length_scale = n_heads, rotary, length_scale
+        self.n_kv_heads, self.alibi = n_kv_heads or n_heads, alibi
         self.log_reference = math.log(reference_keys)
+        d_kv = d_model // n_heads * self.n_kv_heads
         self.w_q = nn.Linear(d_model, d_model, bias=False)
-        self.w_k = nn.Linear(d_model, d_model, bias=False)
-        self.w_v = nn.Linear(d_model, d_model, bias=False)
+        self.w_k = nn.Linear(d_model, d_kv, bias=False)
+        self.w_v = nn.Linear(d_model, d_kv, bias=False)
         self.w_o = nn.Linear(d_model, d_model, bias=False)
         if length_scale == "scalable":
             self.softmax_scale = nn.Parameter(torch.full((n_heads,), 1.0 / self.log_reference))
@@ -237,17 +270,22 @@ class Attention(nn.Module):
         b, t, d = x.shape
         h = self.n_heads
 
-        def heads(y):  # [B, T, D] -> [B, H, T, d_head]
-            return y.view(b, t, h, d // h).transpose(1, 2)
+        def heads(y):  # [B, T, n * d_head] -> [B, n, T, d_head]
+            return y.view(b, t, -1, d // h).transpose(1, 2)
 
         q, k, v = heads(self.w_q(x)), heads(self.w_k(x)), heads(self.w_v(x))
+        group = h // self.n_kv_heads
         if self.rotary:
             q, k = rotary(q), rotary(k)
         if self.length_scale == "log-n":
             q = q * (log_n / self.log_reference).to(q.dtype)
         elif self.length_scale == "scalable":
             q = q * (log_n.to(q.dtype) * self.softmax_scale.view(1, h, 1, 1))
+        if group > 1:
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(d // h)
+        if self.alibi:
+            scores = scores + alibi_bias(h, t, scores.dtype).to(scores.device)
         scores = scores.masked_fill(~allowed, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         # A query with no allowed key gets zero weights (lookback), not NaN (PyTorch).
@@ -272,7 +310,8 @@ class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.ln1 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
-        self.attn = Attention(c["d_model"], c["n_heads"], c["pos"] == "rotary", c["length_scale"], c["max_seq_len"])
+        self.attn = Attention(c["d_model"], c["n_heads"], c["pos"] == "rotary", c["length_scale"], c["max_seq_len"],
+                              kv_heads(c), c["pos"] == "alibi")
         self.ln2 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
         self.ffn = FeedForward(c["d_model"], c["d_ff"])
         self.dropout = nn.Dropout(c["dropout"])
@@ -417,8 +456,9 @@ def parameter_shapes(config):
             p = f"blocks.{i}"
             for name in ("ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias", "ffn.fc2.bias"):
                 shapes[f"{p}.{name}"] = (d,)
+            d_kv = d // c["n_heads"] * kv_heads(c)
             for w in ("w_q", "w_k", "w_v", "w_o"):
-                shapes[f"{p}.attn.{w}.weight"] = (d, d)
+                shapes[f"{p}.attn.{w}.weight"] = (d_kv, d) if w in ("w_k", "w_v") else (d, d)
             if c["length_scale"] == "scalable":
                 shapes[f"{p}.attn.softmax_scale"] = (c["n_heads"],)
             shapes[f"{p}.ffn.fc1.weight"], shapes[f"{p}.ffn.fc1.bias"] = (c["d_ff"], d), (c["d_ff"],)
@@ -469,10 +509,12 @@ def check_module(module, config):
     for sub in module.modules():
         if isinstance(sub, Attention):
             scale = sub.length_scale
-            if sub.n_heads != c["n_heads"] or sub.rotary != (c["pos"] == "rotary") or scale != c["length_scale"]:
-                raise ValueError(f"save: an attention layer of the module has n_heads = {sub.n_heads}, rotary = "
-                                 f"{sub.rotary}, length_scale = {scale!r}, but the config says n_heads = "
-                                 f"{c['n_heads']}, pos = {c['pos']!r}, length_scale = {c['length_scale']!r}")
+            if (sub.n_heads != c["n_heads"] or sub.rotary != (c["pos"] == "rotary") or scale != c["length_scale"]
+                    or sub.n_kv_heads != kv_heads(c) or sub.alibi != (c["pos"] == "alibi")):
+                raise ValueError(f"save: an attention layer of the module has n_heads = {sub.n_heads}, n_kv_heads = "
+                                 f"{sub.n_kv_heads}, rotary = {sub.rotary}, alibi = {sub.alibi}, length_scale = "
+                                 f"{scale!r}, but the config says n_heads = {c['n_heads']}, n_kv_heads = "
+                                 f"{c['n_kv_heads']}, pos = {c['pos']!r}, length_scale = {c['length_scale']!r}")
     return c
 
 
@@ -495,7 +537,8 @@ def _read_config(f, path):
             value = value.item() if isinstance(value, np.generic) else value
             # lookback writes fixed-length strings, which h5py reads as bytes
             config[key[len("model."):]] = value.decode() if isinstance(value, bytes) else value
-    missing = sorted(set(CONFIG_DEFAULTS) - set(config) - {"length_scale"})  # absent before it existed: none
+    # absent before they existed: no length scale, every head its own keys and values
+    missing = sorted(set(CONFIG_DEFAULTS) - set(config) - {"length_scale", "n_kv_heads"})
     if missing:
         raise ValueError(f"{path}: model config attribute(s) {missing} are missing")
     return check_config(config)

@@ -18,6 +18,7 @@
 #include "autograd/ops.h"
 #include "kernels/attention.h"
 #include "layers/attention.h"
+#include "layers/positional.h"
 #include "support.h"
 #include "tensor/pool.h"
 #include "tensor/rng.h"
@@ -139,19 +140,34 @@ static lb_var *materialized(lb_graph *g, lb_var *q, lb_var *k, lb_var *v, const 
     return lb_matmul(g, lb_masked_softmax(g, lb_matmul_t(g, q, 0, k, 1), mask, scale), v);
 }
 
-/* Runs one path on the case's inputs (same seeds for every call), copies results in
- * their own dtype. */
-static int run_case(const fused_case *c, lb_dtype dtype, int fused, const lb_attn_mask *mask, attn_result *r)
+/* x [B, Hkv, T, W] -> [B, Hkv * group, T, W], head h of the result = head h / group of x,
+ * by slices and one concatenation (the grouped reference, independent of the layers'). */
+static lb_var *repeat_heads(lb_graph *g, lb_var *x, int64_t group)
+{
+    int64_t hkv = x->value->shape[1];
+    lb_var *parts[64];
+    for (int64_t h = 0; h < hkv * group; h++)
+        parts[h] = lb_slice(g, x, 1, h / group, h / group + 1, 1);
+    return lb_concat(g, (int)(hkv * group), parts, 1);
+}
+
+/* Runs one path on the case's inputs (same seeds for every call) with kv_heads key/value
+ * heads (grouped-query when below c->h; the materialized path repeats them), copies
+ * results in their own dtype. */
+static int run_case_kv(const fused_case *c, int64_t kv_heads, lb_dtype dtype, int fused, const lb_attn_mask *mask,
+                       attn_result *r)
 {
     memset(r, 0, sizeof *r);
-    int64_t sq[4] = {c->b, c->h, c->tq, c->d}, sk[4] = {c->b, c->h, c->tk, c->d}, sv[4] = {c->b, c->h, c->tk, c->dv};
+    int64_t sq[4] = {c->b, c->h, c->tq, c->d}, sk[4] = {c->b, kv_heads, c->tk, c->d}, sv[4] = {c->b, kv_heads, c->tk, c->dv};
     int64_t so[4] = {c->b, c->h, c->tq, c->dv};
     lb_graph *g = lb_graph_new();
     lb_var *q = lb_input(g, lb_test_uniform(dtype, 4, sq, 11, -1.5, 1.5), 1);
     lb_var *k = lb_input(g, lb_test_uniform(dtype, 4, sk, 12, -1.5, 1.5), 1);
     lb_var *v = lb_input(g, lb_test_uniform(dtype, 4, sv, 13, -1, 1), 1);
     double scale = 1.0 / sqrt((double)c->d);
-    lb_var *out = fused ? lb_attention_fused(g, q, k, v, mask, scale) : materialized(g, q, k, v, mask, scale);
+    lb_var *out = fused ? lb_attention_fused(g, q, k, v, mask, scale)
+                        : materialized(g, q, repeat_heads(g, k, c->h / kv_heads), repeat_heads(g, v, c->h / kv_heads),
+                                       mask, scale);
     if (!out) {
         fprintf(stderr, "\n  %s: %s\n", c->name, lb_last_error());
         lb_graph_free(g);
@@ -168,6 +184,11 @@ static int run_case(const fused_case *c, lb_dtype dtype, int fused, const lb_att
     r->dv = v->grad ? lb_tensor_copy(v->grad, dtype) : lb_tensor_zeros_like(v->value);
     lb_graph_free(g);
     return st == LB_OK;
+}
+
+static int run_case(const fused_case *c, lb_dtype dtype, int fused, const lb_attn_mask *mask, attn_result *r)
+{
+    return run_case_kv(c, c->h, dtype, fused, mask, r);
 }
 
 static int results_close(const attn_result *a, const attn_result *b, double tol, const char *name)
@@ -522,6 +543,141 @@ static void test_gradcheck_catches_wrong_gradient(void)
         lb_param_free(p[i]);
 }
 
+/* ---- grouped-query attention and ALiBi ---- */
+
+/* A case with kv_heads key/value heads and, with alibi, ALiBi's slopes of c.h heads. */
+typedef struct grouped_case {
+    fused_case c;
+    int64_t kv_heads;
+    int alibi;
+} grouped_case;
+
+static const grouped_case GROUPED_CASES[] = {
+    /*  name                                          B  H  Tq   Tk    D   Dv  causal win len al add pos  kv alibi */
+    {{"GQA 4 / 2, causal, padding, T=300",             2, 4, 300, 300,  16, 12, 1, 0,  1,  0, 0,  0}, 2, 0},
+    {{"MQA 6 / 1, allowed with a masked row",         2, 6, 200, 230,  16, 8,  0, 0,  0,  1, 0,  0}, 1, 0},
+    {{"ALiBi 4 heads, causal, padding",                3, 4, 260, 260,  16, 12, 1, 0,  1,  0, 0,  0}, 4, 1},
+    {{"ALiBi 6 heads (not a power of 2), not causal", 2, 6, 150, 170,  8,  8,  0, 0,  0,  1, 0,  0}, 6, 1},
+    {{"ALiBi + GQA 4 / 2, window 40, additive",        3, 4, 190, 190,  16, 16, 1, 40, 1,  0, 1,  0}, 2, 1},
+    {{"ALiBi + GQA, query positions (readout)",        3, 4, 5,   300,  16, 8,  1, 0,  1,  0, 0,  1}, 2, 1},
+    {{"ALiBi + MQA, one query (decoding), Tk=5000",    3, 4, 1,   5000, 16, 16, 1, 0,  1,  0, 0,  0}, 1, 1},
+    {{"ALiBi + GQA, window 20 (band tiles)",           2, 4, 90,  90,   16, 16, 1, 20, 1,  1, 0,  0}, 2, 1},
+    {{"ALiBi + GQA 8 / 2, Tq=7 (OpenBLAS), key mask",  3, 8, 7,   70,   16, 8,  1, 0,  1,  2, 0,  0}, 2, 1},
+};
+enum { N_GROUPED_CASES = sizeof GROUPED_CASES / sizeof GROUPED_CASES[0] };
+
+/* ALiBi's bias written out, -m_h |pos(i) - j| (+ the case's additive mask), as one additive
+ * mask [B, H, Tq, Tk]: the reference the slopes are checked against. */
+static lb_tensor *alibi_as_additive(const fused_case *c, const case_mask *m, const double *slopes, lb_dtype dtype)
+{
+    int64_t s[4] = {c->b, c->h, c->tq, c->tk};
+    lb_tensor *t = lb_tensor_zeros(dtype, 4, s);
+    for (int64_t b = 0; b < c->b; b++)
+        for (int64_t h = 0; h < c->h; h++)
+            for (int64_t i = 0; i < c->tq; i++)
+                for (int64_t j = 0; j < c->tk; j++) {
+                    int64_t pos = m->positions ? m->positions[b * c->tq + i] : i + (c->tk - c->tq);
+                    double v = -slopes[h] * fabs((double)(pos - j));
+                    if (m->additive)
+                        v += LB_FLOAT64 == dtype ? ((const double *)lb_tensor_data(m->additive))[(h * c->tq + i) * c->tk + j]
+                                                 : ((const float *)lb_tensor_data(m->additive))[(h * c->tq + i) * c->tk + j];
+                    LB_DISPATCH(dtype, T, { ((T *)lb_tensor_data(t))[((b * c->h + h) * c->tq + i) * c->tk + j] = (T)v; });
+                }
+    return t;
+}
+
+/* The fused kernels with grouped key/value heads and ALiBi's slopes = the materialized
+ * path with the heads repeated and the bias written out as an additive mask (and = the
+ * materialized path given the slopes); finite everywhere, fully masked rows included. */
+static void check_grouped(lb_dtype dtype, double tol)
+{
+    for (int i = 0; i < N_GROUPED_CASES; i++) {
+        const grouped_case *gc = &GROUPED_CASES[i];
+        const fused_case *c = &gc->c;
+        case_mask m;
+        case_mask_make(c, dtype, 500 + (uint64_t)i, &m);
+        double slopes[16];
+        CU_ASSERT_EQUAL_FATAL(lb_alibi_slopes((int)c->h, slopes), LB_OK);
+        lb_attn_mask with = m.mask, reference = m.mask;
+        lb_tensor *bias = NULL;
+        if (gc->alibi) {
+            with.alibi_slopes = slopes;
+            with.alibi_heads = c->h;
+            bias = alibi_as_additive(c, &m, slopes, dtype);
+            reference.additive = bias;
+        }
+        attn_result rf, rm, rs;
+        int ok = run_case_kv(c, gc->kv_heads, dtype, 1, &with, &rf) &&
+                 run_case_kv(c, gc->kv_heads, dtype, 0, &reference, &rm) &&
+                 run_case_kv(c, gc->kv_heads, dtype, 0, &with, &rs);
+        CU_ASSERT_TRUE(ok);
+        if (ok) {
+            CU_ASSERT_TRUE(results_close(&rf, &rm, tol, c->name));
+            CU_ASSERT_TRUE(results_close(&rs, &rm, tol, c->name));
+            CU_ASSERT_TRUE(all_finite(rf.out) && all_finite(rf.dq) && all_finite(rf.dk) && all_finite(rf.dv));
+            /* dK and dV hold one gradient per key/value head */
+            CU_ASSERT_EQUAL(rf.dk->shape[1], gc->kv_heads);
+            CU_ASSERT_EQUAL(rf.dv->shape[1], gc->kv_heads);
+        }
+        result_free(&rf);
+        result_free(&rm);
+        result_free(&rs);
+        lb_tensor_free(bias);
+        case_mask_free(&m);
+    }
+}
+
+static void check_grouped_f64(void) { check_grouped(LB_FLOAT64, 1e-12); }
+static void check_grouped_f32(void) { check_grouped(LB_FLOAT32, 1e-5); }
+static void test_fused_grouped_alibi_f64(void) { for_each_isa(check_grouped_f64); }
+static void test_fused_grouped_alibi_f32(void) { for_each_isa(check_grouped_f32); }
+
+/* ALiBi's slopes: the paper's geometric sequence for 8 heads, its rule for 6 and 12. */
+static void test_alibi_slopes(void)
+{
+    double s[12];
+    CU_ASSERT_EQUAL(lb_alibi_slopes(8, s), LB_OK);
+    for (int h = 0; h < 8; h++)
+        CU_ASSERT_DOUBLE_EQUAL(s[h], pow(0.5, h + 1), 0);
+    CU_ASSERT_EQUAL(lb_alibi_slopes(6, s), LB_OK); /* 4 heads' 2^-2, 2^-4, 2^-6, 2^-8, then 8 heads' 2^-1, 2^-3 */
+    const double six[6] = {0.25, 0x1p-4, 0x1p-6, 0x1p-8, 0.5, 0.125};
+    for (int h = 0; h < 6; h++)
+        CU_ASSERT_DOUBLE_EQUAL(s[h], six[h], 0);
+    CU_ASSERT_EQUAL(lb_alibi_slopes(12, s), LB_OK); /* 8 heads' 2^-1 .. 2^-8, then 16 heads' 2^-0.5, 2^-1.5, ... */
+    CU_ASSERT_DOUBLE_EQUAL(s[7], 0x1p-8, 0);
+    CU_ASSERT_DOUBLE_EQUAL(s[8], pow(2.0, -0.5), 1e-16);
+    CU_ASSERT_DOUBLE_EQUAL(s[11], pow(2.0, -3.5), 1e-16);
+    CU_ASSERT_EQUAL(lb_alibi_slopes(1, s), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(s[0], 0x1p-8, 0);
+    CU_ASSERT_EQUAL(lb_alibi_slopes(0, s), LB_ERR_VALUE);
+}
+
+/* Grouped key/value heads that do not divide the query heads, and slopes that do not
+ * match the heads, are refused with the shapes named. */
+static void test_fused_grouped_errors(void)
+{
+    lb_graph *g = lb_graph_new();
+    int64_t sq[4] = {2, 4, 5, 8}, sk[4] = {2, 3, 6, 8};
+    lb_var *q = lb_input(g, lb_tensor_zeros(LB_FLOAT64, 4, sq), 1);
+    lb_var *k = lb_input(g, lb_tensor_zeros(LB_FLOAT64, 4, sk), 1);
+    CU_ASSERT_PTR_NULL(lb_attention_fused(g, q, k, k, NULL, 0.5));
+    CU_ASSERT_TRUE(lb_test_error_has("[2, 3, 6, 8]"));
+    int64_t sk2[4] = {2, 2, 6, 8};
+    lb_var *k2 = lb_input(g, lb_tensor_zeros(LB_FLOAT64, 4, sk2), 1);
+    double slopes[3] = {0.5, 0.25, 0.125};
+    lb_attn_mask mask = {0};
+    mask.alibi_slopes = slopes;
+    mask.alibi_heads = 3;
+    CU_ASSERT_PTR_NULL(lb_attention_fused(g, q, k2, k2, &mask, 0.5));
+    CU_ASSERT_TRUE(lb_test_error_has("ALiBi"));
+    mask.alibi_heads = 4;
+    double four[4] = {0.5, 0.25, -1, 0.125};
+    mask.alibi_slopes = four;
+    CU_ASSERT_PTR_NULL(lb_attention_fused(g, q, k2, k2, &mask, 0.5));
+    CU_ASSERT_TRUE(lb_test_error_has("slope 2"));
+    lb_graph_free(g);
+}
+
 /* ---- threads and reproducibility ---- */
 
 static const fused_case REPRO = {"repro", 2, 3, 300, 300, 32, 32, 1, 0, 1, 0, 0, 0};
@@ -547,6 +703,22 @@ static void reproducible_across_threads(void)
         CU_ASSERT_TRUE(results_same_bits(&a, &c));
         result_free(&a);
         result_free(&b);
+        result_free(&c);
+        case_mask_free(&m);
+        /* grouped key/value heads (the backward's items own a key/value head and go
+         * through its query heads) with ALiBi */
+        const grouped_case *gc = &GROUPED_CASES[4];
+        double slopes[4];
+        lb_alibi_slopes(4, slopes);
+        case_mask_make(&gc->c, dtype, 8, &m);
+        m.mask.alibi_slopes = slopes;
+        m.mask.alibi_heads = 4;
+        lb_set_num_threads(2);
+        CU_ASSERT_TRUE(run_case_kv(&gc->c, gc->kv_heads, dtype, 1, &m.mask, &a));
+        lb_set_num_threads(1);
+        CU_ASSERT_TRUE(run_case_kv(&gc->c, gc->kv_heads, dtype, 1, &m.mask, &c));
+        CU_ASSERT_TRUE(results_same_bits(&a, &c));
+        result_free(&a);
         result_free(&c);
         case_mask_free(&m);
     }
@@ -902,7 +1074,9 @@ int main(void)
          test_fused_skips_tiles},
         {"gradcheck of the fused op w.r.t. q, k, v (float64), masks and tiles; every ISA build", test_fused_gradcheck},
         {"gradcheck fails on a deliberately wrong gradient", test_gradcheck_catches_wrong_gradient},
-        {"bit-for-bit reproducible: twice with 2 threads, and 1 thread = 2 threads; every ISA build", test_fused_reproducible_across_threads},
+        {"bit-for-bit reproducible: twice with 2 threads, and 1 thread = 2 threads (also grouped heads with ALiBi); "
+         "every ISA build",
+         test_fused_reproducible_across_threads},
         {"every build of the loops this CPU has (avx512, avx2, generic) agrees with the automatic one",
          test_fused_every_isa},
         {"the mask is copied: the caller may free it before backward", test_fused_mask_copied},
@@ -913,6 +1087,12 @@ int main(void)
         {"layers default to the fused op; weights use the materialized path; they agree",
          test_layers_default_to_fused},
         {"fused op argument errors", test_fused_errors},
+        {"grouped key/value heads and ALiBi: fused = materialized with repeated heads and the bias written out, "
+         "float64 to 1e-12 (9 cases; every ISA build)",
+         test_fused_grouped_alibi_f64},
+        {"grouped key/value heads and ALiBi, float32 to 1e-5 (every ISA build)", test_fused_grouped_alibi_f32},
+        {"ALiBi slopes: 8 heads 2^-1..2^-8; the paper's rule for 6, 12 and 1 heads", test_alibi_slopes},
+        {"grouped heads that do not divide, wrong or negative ALiBi slopes are refused", test_fused_grouped_errors},
         {NULL, NULL},
     };
     return lb_test_main("attention_fused", cases);

@@ -495,6 +495,38 @@ static void test_gradcheck_families(void)
     run_free(&r);
 }
 
+/* Grouped-query attention and ALiBi through gradcheck (float64), both attention
+ * families: w_k and w_v have n_kv_heads heads' columns; a --kv-heads that does not divide
+ * --heads and ALiBi on an LSTM are refused in one line naming both options. */
+static void test_gradcheck_grouped_alibi(void)
+{
+    const char *models[2] = {"transformer", "local"};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"gradcheck", "--model", models[i], "--heads", "4", "--kv-heads", "2", "--pos", "alibi",
+                              "--d-model", "8", "--layers", "1", NULL};
+        run_result r = run(args);
+        int pass = 0, fail = 0;
+        count_results(r.out, &pass, &fail);
+        EXPECT(r.code == 0 && pass == 18 && fail == 0, r);
+        EXPECT(contains(r.out, "kv-heads 2") && contains(r.out, "pos alibi"), r);
+        EXPECT(contains(r.out, "blocks.0.attn.w_k                [8, 4]") &&
+                   contains(r.out, "blocks.0.attn.w_q                [8, 8]"),
+               r);
+        run_free(&r);
+    }
+    const char *bad[] = {"gradcheck", "--model", "transformer", "--heads", "4", "--kv-heads", "3", NULL};
+    run_result r = run(bad);
+    EXPECT(r.code == 2 && one_error_line(&r, "gradcheck") && contains(r.err, "--kv-heads 3") &&
+               contains(r.err, "--heads 4"),
+           r);
+    run_free(&r);
+    const char *lstm[] = {"gradcheck", "--model", "lstm", "--pos", "alibi", NULL};
+    r = run(lstm);
+    EXPECT(r.code == 2 && one_error_line(&r, "gradcheck") && contains(r.err, "--pos") && contains(r.err, "--model lstm"),
+           r);
+    run_free(&r);
+}
+
 static void test_gradcheck_wrong_gradient_fails(void)
 {
     const char *args[] = {"gradcheck", "--model", "lstm", "--break-gradient", NULL};
@@ -750,6 +782,8 @@ int main(void)
         {"data: SIGINT/SIGTERM remove FILE.h5.tmp and FILE.h5.lock", test_data_interrupt_removes_tmp},
         {"gradcheck: every family passes", test_gradcheck_families},
         {"gradcheck: a wrong gradient fails (exit 1)", test_gradcheck_wrong_gradient_fails},
+        {"gradcheck: grouped-query attention and ALiBi pass (transformer, local); bad combinations refused in one line",
+         test_gradcheck_grouped_alibi},
         {"gradcheck: usage errors (exit 2)", test_gradcheck_usage_errors},
 #ifdef LB_TEST_PLOTS
         {"plots: PNG files, SVG fallback", test_plots},

@@ -163,7 +163,7 @@ static void test_length_scale(void)
 
 static void test_transformer(void)
 {
-    for (int p = LB_POS_NONE; p <= LB_POS_ROTARY; p++) {
+    for (int p = LB_POS_NONE; p <= LB_POS_ALIBI; p++) {
         check_family(LB_MODEL_TRANSFORMER, (lb_pos_kind)p, LB_FLOAT32);
         check_family(LB_MODEL_TRANSFORMER, (lb_pos_kind)p, LB_FLOAT64);
     }
@@ -171,7 +171,7 @@ static void test_transformer(void)
 
 static void test_local(void)
 {
-    for (int p = LB_POS_NONE; p <= LB_POS_ROTARY; p++) {
+    for (int p = LB_POS_NONE; p <= LB_POS_ALIBI; p++) {
         check_family(LB_MODEL_LOCAL, (lb_pos_kind)p, LB_FLOAT32);
         check_family(LB_MODEL_LOCAL, (lb_pos_kind)p, LB_FLOAT64);
     }
@@ -296,6 +296,50 @@ static void test_max_context(void)
         lb_tensor_free(windowed);
         lb_model_free(m);
         lb_model_free(local);
+    }
+}
+
+/* Grouped-query attention (4 query heads over 2 or 1 key/value heads), with rotary
+ * positions and with ALiBi, full and local: streamed outputs equal the full forward's at
+ * every position (chunks 1, 7, 128, whole); the caches hold n_kv_heads heads, so the
+ * state's bytes are those of the multi-head model divided by n_heads / n_kv_heads. */
+static void test_grouped_heads(void)
+{
+    int32_t tokens[2 * 90];
+    random_tokens(tokens, 2 * 90, 3);
+    for (int kind = LB_MODEL_TRANSFORMER; kind <= LB_MODEL_LOCAL; kind++) {
+        size_t multi_head = 0; /* cache bytes of layer 0 with 4 key/value heads */
+        for (int kv = 4; kv >= 1; kv /= 2) {
+            lb_model_config c = config((lb_model_kind)kind, kv == 2 ? LB_POS_ROTARY : LB_POS_ALIBI, LB_FLOAT64);
+            c.n_heads = 4;
+            c.n_kv_heads = kv;
+            for (int dt = 0; dt < 2; dt++) {
+                c.dtype = dt ? LB_FLOAT32 : LB_FLOAT64;
+                lb_model *m = lb_model_new(&c);
+                CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+                check_config(&c, m);
+                lb_model_free(m);
+            }
+            lb_model *m = lb_model_new(&c);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+            lb_model_state *s = lb_model_state_new(m, 2, NULL);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+            int32_t lens[2] = {90, 61};
+            lb_model_input in = {2, 90, tokens, NULL, lens};
+            lb_tensor_free(lb_model_step_chunk(s, &in));
+            for (int b = 0; b < 2; b++) { /* 2 L T D_kv values, D_kv = 16 / 4 * kv, float32 */
+                int64_t held = kind == LB_MODEL_LOCAL && lens[b] > 9 ? 9 : lens[b];
+                CU_ASSERT_EQUAL(lb_model_state_bytes(s, b), (size_t)(2 * 2 * held * (16 / 4 * kv) * 4));
+            }
+            size_t bytes = lb_kv_cache_bytes(lb_model_state_kv_cache(s, 0));
+            if (kv == 4)
+                multi_head = bytes;
+            CU_ASSERT_TRUE(bytes > 0);
+            CU_ASSERT_EQUAL(bytes * (size_t)(4 / kv), multi_head);
+            CU_ASSERT_EQUAL(lb_model_state_kv_cache(s, 1)->n_heads, kv);
+            lb_model_state_free(s);
+            lb_model_free(m);
+        }
     }
 }
 
@@ -596,6 +640,9 @@ int main(void)
 {
     const lb_test_case cases[] = {
         {"transformer, every position kind, chunks 1/7/128/whole, float32 and float64", test_transformer},
+        {"grouped-query attention (4 heads over 2 and 1 key/value heads; rotary, ALiBi; full and local) streams "
+         "exactly; its caches hold n_heads / n_kv_heads times fewer bytes",
+         test_grouped_heads},
         {"local attention, every position kind, chunks 1/7/128/whole", test_local},
         {"length-scaled logits (log n, scalable softmax) stream exactly", test_length_scale},
         {"lstm carried (h, c), chunks 1/7/128/whole", test_lstm},

@@ -37,7 +37,7 @@ typedef struct rt_case {
     const char *name;
     const char *data;      /* spike (last position, lengths), recall (every position), adding (features) */
     const char *optim;     /* sgd (momentum 0.9) | adam | adamw, for the one-step check */
-    const char *args[16];  /* model options for `lookback train` */
+    const char *args[20];  /* model options for `lookback train`, NULL-terminated */
 } rt_case;
 
 #define SMALL "--layers", "2", "--d-model", "16", "--heads", "2", "--d-ff", "24"
@@ -50,6 +50,12 @@ static const rt_case cases[] = {
     {"transformer-features", "adding", "adamw", {"--model", "transformer", SMALL, "--pos", "sinusoidal"}},
     {"transformer-scalable", "recall", "adamw", {"--model", "transformer", SMALL, "--length-scale", "scalable"}},
     {"local-rotary", "recall", "adamw", {"--model", "local", SMALL, "--pos", "rotary", "--window", "4"}},
+    {"transformer-gqa-alibi", "recall", "adamw", {"--model", "transformer", "--layers", "2", "--d-model", "16", "--heads",
+                                                  "4", "--d-ff", "24", "--kv-heads", "2", "--pos", "alibi"}},
+    {"transformer-mqa-alibi-bidirectional", "spike", "sgd",
+     {"--model", "transformer", SMALL, "--kv-heads", "1", "--pos", "alibi", "--causal", "0"}},
+    {"local-mqa-alibi", "spike", "adam", {"--model", "local", "--layers", "2", "--d-model", "24", "--heads", "6",
+                                          "--d-ff", "24", "--kv-heads", "1", "--pos", "alibi", "--window", "4"}},
     {"local-log-n", "spike", "adam", {"--model", "local", SMALL, "--window", "5", "--length-scale", "log-n"}},
     {"local-learned", "adding", "sgd", {"--model", "local", SMALL, "--pos", "learned", "--window", "3"}},
     {"lstm", "spike", "adamw", {"--model", "lstm", "--layers", "2", "--d-model", "8", "--hidden", "12",
