@@ -13,6 +13,7 @@
 #include "layers/attention.h"
 #include "layers/conv.h"
 #include "layers/lstm.h"
+#include "layers/positional.h"
 #include "support.h"
 
 /* ---- a small fixture reader (HDF5 C API) ---- */
@@ -316,6 +317,85 @@ static void test_mha(void)
     check_mha(LB_FLOAT32, 1);
 }
 
+/* ---- grouped-query attention with ALiBi ---- */
+
+/* Dataset "<group>/<name>" of f: read as a tensor of dtype, or compared with `got`. */
+static lb_tensor *group_read(hid_t f, const char *group, const char *name, lb_dtype dtype)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", group, name);
+    return fixture_read(f, path, dtype);
+}
+
+static double group_expect(hid_t f, const char *group, const char *name, const lb_tensor *got, double tol)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", group, name);
+    return expect_fixture(f, path, got, tol, tol);
+}
+
+/* lb_mha_init_gqa with ALiBi on group `group` of gqa_alibi.h5 (6 query heads over 2
+ * key/value heads, causal or not, key lengths 7, 4, 0): output and the gradients of the
+ * input and of the four projections, in dtype dt. */
+static void check_gqa_alibi(lb_dtype dt, const char *group)
+{
+    hid_t f = fixture_open("gqa_alibi.h5");
+    CU_ASSERT_TRUE_FATAL(f >= 0);
+    lb_params ps;
+    lb_mha a;
+    lb_params_init(&ps);
+    CU_ASSERT_EQUAL_FATAL(lb_mha_init_gqa(&a, &ps, "mha", 12, 6, 2, 0, 0, dt, NULL), LB_OK);
+    a.alibi = 1;
+    lb_var *w[4] = {a.w_q, a.w_k, a.w_v, a.w_o};
+    static const char *wn[4] = {"w_q", "w_k", "w_v", "w_o"}, *gn[4] = {"grad/w_q", "grad/w_k", "grad/w_v", "grad/w_o"};
+    for (int i = 0; i < 4; i++) {
+        lb_tensor *t = group_read(f, group, wn[i], dt);
+        CU_ASSERT_TRUE_FATAL(t && lb_tensor_same_shape(t, w[i]->value) && lb_tensor_copy_into(w[i]->value, t) == LB_OK);
+        lb_tensor_free(t);
+    }
+    lb_graph *g = lb_graph_new();
+    lb_var *x = lb_input(g, group_read(f, group, "input", dt), 1);
+    lb_tensor *R = group_read(f, group, "R", dt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(R);
+    int32_t key_lengths[3];
+    char path[128];
+    snprintf(path, sizeof path, "%s/key_lengths", group);
+    CU_ASSERT_TRUE_FATAL(fixture_read_int32(f, path, key_lengths, 3));
+    lb_attn_mask mask = {.causal = strcmp(group, "causal") == 0, .key_lengths = key_lengths};
+    lb_var *y = lb_mha_forward(g, &a, x, &mask, NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    const double tol = tol_for(dt);
+    double worst = group_expect(f, group, "output", y->value, tol);
+    CU_ASSERT_EQUAL_FATAL(lb_backward(g, y, R), LB_OK);
+    worst = fmax(worst, group_expect(f, group, "grad/input", x->grad, tol));
+    for (int i = 0; i < 4; i++)
+        worst = fmax(worst, group_expect(f, group, gn[i], w[i]->grad, tol));
+    printf("\n    grouped-query attention with ALiBi, %s, %s: max |lookback - torch| = %.3g", group, lb_dtype_name(dt),
+           worst);
+    lb_tensor_free(R);
+    lb_graph_free(g);
+    lb_params_free(&ps);
+    H5Fclose(f);
+}
+
+static void test_gqa_alibi(void)
+{
+    hid_t f = fixture_open("gqa_alibi.h5");
+    CU_ASSERT_TRUE_FATAL(f >= 0);
+    double slopes[6];
+    CU_ASSERT_EQUAL(lb_alibi_slopes(6, slopes), LB_OK); /* = the authors' get_slopes(6) */
+    int64_t s[1] = {6};
+    lb_tensor *mine = lb_tensor_from_doubles(LB_FLOAT64, 1, s, slopes);
+    expect_fixture(f, "slopes", mine, 1e-15, 1e-15);
+    lb_tensor_free(mine);
+    H5Fclose(f);
+    for (int dt = 0; dt < 2; dt++) {
+        check_gqa_alibi(dt ? LB_FLOAT32 : LB_FLOAT64, "causal");
+        check_gqa_alibi(dt ? LB_FLOAT32 : LB_FLOAT64, "bidirectional");
+    }
+}
+
 int main(void)
 {
     const lb_test_case cases[] = {
@@ -323,6 +403,9 @@ int main(void)
         {"torch.nn.LSTM float32 (float32 tolerance)", test_lstm_float32},
         {"causal dilated torch.nn.Conv1d, float64 and float32", test_conv},
         {"torch.nn.MultiheadAttention, causal + padding, weights per head", test_mha},
+        {"grouped-query attention (6 heads over 2) with ALiBi, causal and not, a fully padded item; slopes = the "
+         "authors' get_slopes; float64 and float32",
+         test_gqa_alibi},
         {NULL, NULL},
     };
     return lb_test_main("torch_fixtures", cases);
