@@ -223,6 +223,8 @@ static void data_text_usage(FILE *out)
             "       lookback data text FILE... -o CORPUS.h5 --vocab bpe|unigram [--vocab-size N]\n"
             "                          [--character-coverage C] [--seed S] ...\n"
             "       lookback data text FILE... -o CORPUS.h5 --tokenizer FILE.model ...\n"
+            "       lookback data text FILE... -o CORPUS.h5 --documents lines|blank-lines [--context N]\n"
+            "                          [--short drop|truncate|refuse] [--seed S] ...\n"
             "       lookback data text FILE... -o CORPUS.h5 --like CORPUS_OR_CHECKPOINT.h5 [--unk map|error] ...\n"
             "\n"
             "Imports text (- = standard input) as a character-level corpus: the files are concatenated\n"
@@ -244,6 +246,14 @@ static void data_text_usage(FILE *out)
             "  --seed S             bpe, unigram: SentencePiece's random seed (default 1)\n"
             "  --tokenizer F.model  a SentencePiece bpe or unigram model made elsewhere (spm_train, a\n"
             "                       model's published tokenizer.model), used as it is\n"
+            "  --documents lines|blank-lines  one document per line, or per paragraph (lines between\n"
+            "                       blank lines): each is encoded on its own, with one separator symbol\n"
+            "                       before and after it (U+0003; </s> for bpe and unigram); val and test\n"
+            "                       are documents drawn at random (--seed), not the end of the text\n"
+            "  --context N          documents: the most tokens a document may take with its two\n"
+            "                       separators (the context you will train with); default any\n"
+            "  --short drop|truncate|refuse  documents: a longer one is dropped (default), cut to\n"
+            "                       fit, or the text refused\n"
             "  --val-fraction F     share of the whole text for val, in [0, 0.5] (default 0.1)\n"
             "  --test-fraction F    share of the whole text for test, taken from the end (default 0.05);\n"
             "                       train keeps the rest (85 %% by default)\n"
@@ -267,6 +277,7 @@ static int data_text(int argc, char **argv)
 {
     const char *cmd = "data text", *output = NULL, *like = NULL, *vocab_option = NULL, *tokenizer = NULL;
     const char *subword_option = NULL; /* the last option that applies only to a trained tokenizer */
+    const char *documents_option = NULL; /* the last option that applies only with --documents */
     lb_text_options opt;
     lb_text_options_default(&opt);
     int force = 0, quiet = 0;
@@ -278,6 +289,8 @@ static int data_text(int argc, char **argv)
         {"like", required_argument, NULL, 'L'},          {"help", no_argument, NULL, 'h'},
         {"vocab-size", required_argument, NULL, 'N'},    {"character-coverage", required_argument, NULL, 'C'},
         {"seed", required_argument, NULL, 'S'},          {"tokenizer", required_argument, NULL, 'K'},
+        {"documents", required_argument, NULL, 'D'},     {"context", required_argument, NULL, 'X'},
+        {"short", required_argument, NULL, 's'},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -312,13 +325,22 @@ static int data_text(int argc, char **argv)
             break;
         }
         case 'K': tokenizer = optarg; break;
+        case 'D': st = lb_documents_kind_parse(optarg, &opt.documents); break;
+        case 'X':
+            st = lb_option_int("--context", optarg, 3, 1 << 24, &opt.context);
+            documents_option = "--context";
+            break;
+        case 's':
+            st = lb_long_document_parse(optarg, &opt.long_documents);
+            documents_option = "--short";
+            break;
         case 'f': force = 1; break;
         case 'q': quiet = 1; break;
         case 'h': data_text_usage(stdout); return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
         }
-        if (st != LB_OK && (c == 'v' || c == 'u'))
-            lb_error_context("%s", c == 'v' ? "--vocab" : "--unk");
+        if (st != LB_OK && (c == 'v' || c == 'u' || c == 'D' || c == 's'))
+            lb_error_context("%s", c == 'v' ? "--vocab" : c == 'u' ? "--unk" : c == 'D' ? "--documents" : "--short");
     }
     if (st != LB_OK)
         return lb_cli_error(cmd, 2, "%s", lb_last_error());
@@ -333,6 +355,8 @@ static int data_text(int argc, char **argv)
     if (like && vocab_option)
         return lb_cli_error(cmd, 2, "%s does not apply with --like: the vocabulary is %s's, exactly (drop %s)",
                             vocab_option, like, vocab_option);
+    if (subword_option && strcmp(subword_option, "--seed") == 0 && opt.documents)
+        subword_option = NULL; /* --seed draws the documents' split too */
     if (tokenizer && !tokenizer[0])
         return lb_cli_error(cmd, 2, "--tokenizer is empty: name a SentencePiece .model file");
     if (tokenizer && like)
@@ -344,6 +368,8 @@ static int data_text(int argc, char **argv)
         return lb_cli_error(cmd, 2, "%s trains a tokenizer; with %s the tokenizer is %s's as it is (drop %s)",
                             subword_option, tokenizer ? "--tokenizer" : "--like", tokenizer ? tokenizer : like,
                             subword_option);
+    if (documents_option && !opt.documents)
+        return lb_cli_error(cmd, 2, "%s applies with --documents lines or blank-lines", documents_option);
     if (subword_option && !lb_vocab_kind_is_subword(opt.vocab))
         return lb_cli_error(cmd, 2, "%s applies to --vocab bpe or unigram, not %s", subword_option,
                             lb_vocab_kind_name(opt.vocab));
@@ -391,6 +417,13 @@ static int data_text(int argc, char **argv)
                "%.1f s)\n", output, lb_vocab_kind_name(opt.vocab), (long long)sum.vocab_size, like ? ", that of " : "",
                like ? like : "", unit, (long long)sum.tokens[0],
                (long long)sum.tokens[1], (long long)sum.tokens[2], (long long)sum.source_bytes, lb_clock_wall() - start);
+        if (opt.documents)
+            printf("documents: train %lld, val %lld, test %lld%s", (long long)sum.documents[0], (long long)sum.documents[1],
+                   (long long)sum.documents[2], sum.documents_dropped || sum.documents_truncated ? "" : "\n");
+        if (opt.documents && (sum.documents_dropped || sum.documents_truncated))
+            printf(" (longer than --context %lld: %lld %s)\n", (long long)opt.context,
+                   (long long)(sum.documents_dropped + sum.documents_truncated),
+                   sum.documents_dropped ? "dropped" : "truncated");
         if (lb_vocab_kind_is_subword(opt.vocab))
             printf("tokenizer: %.3f bytes per token on train (%lld bytes); %s (%.1f s)\n",
                    sum.tokens[0] > 0 ? (double)sum.split_bytes[0] / (double)sum.tokens[0] : 0.0,

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "data/output.h"
 #include "data/text.h"
 #include "layers/family.h"
 #include "layers/generate.h"
@@ -59,7 +60,13 @@ static void generate_usage(FILE *out)
           "  --ctx-size N            most tokens one prediction reads; 0 = as much as the model can\n"
           "                          (default: the training context for attention, all for the others\n"
           "                          and for local attention with rotary or no positions)\n"
-          "  --threads N             threads (default 1: one event is too little work to share)\n",
+          "  --threads N             threads (default 1: one event is too little work to share)\n"
+          "  --documents             the model was trained on documents (data text --documents): each\n"
+          "                          sample starts at the separator, begins with the prompt if one is\n"
+          "                          given, ends at the separator (or after -n tokens) and is printed\n"
+          "                          on one line\n"
+          "  --data CORPUS.h5        with --documents: the corpus trained on; each sample is marked\n"
+          "                          'in train' (a copy of a training document) or 'new'\n",
           out);
 }
 
@@ -70,6 +77,9 @@ typedef struct generate_print {
     int err;
     int whole;               /* bpe, unigram: print whole UTF-8 characters only (a byte piece is part of one) */
     lb_utf8_pending pending; /* the bytes of a character not yet complete */
+    int64_t separator;       /* --documents: the separator id (the sample ends there); -1 otherwise */
+    int32_t *doc;            /* --documents: the document's ids so far [doc_len] */
+    int64_t doc_len, doc_cap;
 } generate_print;
 
 /* Writes len bytes to standard output and flushes; 1 (and the error kept) when that fails. */
@@ -91,6 +101,20 @@ static int print_token(void *user, int64_t index, int32_t token, const float *lo
     (void)index;
     (void)logits;
     generate_print *p = user;
+    if (p->separator >= 0) { /* a document: kept until its end symbol */
+        if (token == p->separator)
+            return 1;
+        if (p->doc_len == p->doc_cap) {
+            int64_t cap = p->doc_cap ? 2 * p->doc_cap : 256;
+            int32_t *grown = realloc(p->doc, (size_t)cap * sizeof *grown);
+            if (!grown)
+                return 1;
+            p->doc = grown;
+            p->doc_cap = cap;
+        }
+        p->doc[p->doc_len++] = token;
+        return 0;
+    }
     size_t len = 0;
     const char *bytes = lb_vocab_symbol(p->vocab, token, &len);
     if (!bytes || !p->whole)
@@ -203,6 +227,8 @@ typedef struct generate_args {
     int64_t max_new_tokens, top_k, seed, num_samples, ctx_size, threads;
     double temperature, top_p;
     int ctx_given;
+    int documents;     /* --documents */
+    const char *data;  /* --data: the corpus trained on, for "in train" / "new" */
 } generate_args;
 
 static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, int *help)
@@ -214,6 +240,7 @@ static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, 
         {"top-p", required_argument, NULL, 'P'},       {"seed", required_argument, NULL, 's'},
         {"num-samples", required_argument, NULL, 'm'}, {"ctx-size", required_argument, NULL, 'x'},
         {"threads", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
+        {"documents", no_argument, NULL, 'D'},         {"data", required_argument, NULL, 'd'},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -242,6 +269,8 @@ static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, 
             a->ctx_given = 1;
             break;
         case 't': st = lb_option_int("--threads", optarg, 0, 1024, &a->threads); break;
+        case 'D': a->documents = 1; break;
+        case 'd': a->data = optarg; break;
         case 'h': *help = 1; return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
         }
@@ -254,6 +283,8 @@ static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, 
         return lb_cli_error(cmd, 2, "--checkpoint is required");
     if (a->prompt && a->prompt_file)
         return lb_cli_error(cmd, 2, "--prompt and --prompt-file both give the prompt; give one");
+    if (a->data && !a->documents)
+        return lb_cli_error(cmd, 2, "--data applies with --documents (it marks the samples found in its training split)");
     return 0;
 }
 
@@ -274,11 +305,70 @@ static int64_t default_context(const char *ck, const lb_model_config *mc)
     return 0;
 }
 
+/* --documents: the prompt becomes the separator (the begin symbol) and then the prompt's
+ * own ids; with --data, the training documents of that corpus are read to mark copies. */
+static int start_documents(const char *cmd, const generate_args *a, const lb_vocab *vocab, int64_t separator,
+                           int32_t **prompt, int64_t *prompt_len, lb_doc_set **train_docs)
+{
+    int64_t n = a->prompt || a->prompt_file ? *prompt_len : 0; /* the default start is not a document's */
+    int32_t *ids = malloc((size_t)(n + 1) * sizeof *ids);
+    if (!ids)
+        return lb_cli_error(cmd, 1, "out of memory");
+    ids[0] = (int32_t)separator;
+    memcpy(ids + 1, *prompt, (size_t)n * sizeof *ids);
+    free(*prompt);
+    *prompt = ids;
+    *prompt_len = n + 1;
+    if (!a->data)
+        return 0;
+    if (lb_output_protect(a->data, "the --data file") != LB_OK)
+        return lb_cli_fail(cmd);
+    lb_dataset *ds = lb_dataset_open_split(a->data, "train");
+    if (!ds)
+        return lb_cli_fail(cmd);
+    int code = 0;
+    if (lb_dataset_check_vocab(ds, vocab, a->checkpoint) != LB_OK || !(*train_docs = lb_doc_set_new(ds, "train")))
+        code = lb_cli_fail(cmd);
+    lb_dataset_close(ds);
+    return code;
+}
+
+/* One sample of --documents: its text on one line, then "in train" or "new" with --data. */
+static int print_document(generate_print *p, const lb_doc_set *train_docs, int64_t *copies)
+{
+    size_t len = 0;
+    if (lb_vocab_decode(p->vocab, p->doc, p->doc_len, NULL, 0, &len) != LB_OK)
+        return 1;
+    char *text = malloc(len + 1);
+    if (!text) {
+        lb_error(LB_ERR_MEMORY, "out of memory for a document of %zu bytes", len);
+        return 1;
+    }
+    if (lb_vocab_decode(p->vocab, p->doc, p->doc_len, text, len + 1, &len) != LB_OK) {
+        free(text);
+        return 1;
+    }
+    for (size_t i = 0; i < len; i++) /* one document, one line */
+        if (text[i] == '\n' || text[i] == '\r')
+            text[i] = ' ';
+    int copy = train_docs && lb_doc_set_has(train_docs, p->doc, p->doc_len);
+    *copies += copy;
+    int failed = emit(p, text, len);
+    if (!failed && train_docs)
+        failed = emit(p, copy ? "\tin train" : "\tnew", copy ? 9 : 4);
+    if (!failed)
+        failed = emit(p, "\n", 1);
+    free(text);
+    if (failed)
+        lb_error(LB_ERR_IO, "cannot write to standard output: %s", p->err ? lb_system_error(p->err) : "write error");
+    return failed;
+}
+
 int lb_cli_generate(int argc, char **argv)
 {
     const char *cmd = "generate";
     generate_args a = {NULL, NULL, NULL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K, DEFAULT_SEED, 1, 0, 1,
-                       DEFAULT_TEMPERATURE, 1.0, 0};
+                       DEFAULT_TEMPERATURE, 1.0, 0, 0, NULL};
     int help = 0, code = parse_args(cmd, argc, argv, &a, &help);
     if (help) {
         generate_usage(stdout);
@@ -317,13 +407,24 @@ int lb_cli_generate(int argc, char **argv)
         snprintf(what, sizeof what, a.prompt_file ? "--prompt-file %s" : "--prompt", a.prompt_file);
         prompt = encode_prompt(cmd, vocab, what, text, len, &prompt_len, &code);
     }
+    int64_t separator = code == 0 && a.documents ? lb_vocab_separator_id(vocab) : -1;
+    lb_doc_set *train_docs = NULL;
+    if (code == 0 && a.documents && separator < 0)
+        code = lb_cli_error(cmd, 1, "--documents: %s was not trained on documents (its vocabulary has no separator: "
+                            "import the text with data text --documents lines)", a.checkpoint);
+    if (code == 0 && a.documents && (code = start_documents(cmd, &a, vocab, separator, &prompt, &prompt_len,
+                                                            &train_docs)) != 0) {
+        /* said */
+    }
     lb_generate_options o = lb_generate_defaults();
     o.max_new_tokens = a.max_new_tokens;
     /* <unk> (characters outside the vocabulary, never a training target) is never sampled */
     int64_t unk = vocab ? lb_vocab_unk_id(vocab) : -1;
     o.sampling = (lb_sampling){a.temperature, a.top_k, a.top_p, unk, unk >= 0};
     o.context = a.ctx_given ? a.ctx_size : default_context(a.checkpoint, mc);
-    generate_print pr = {vocab, 0, 0, vocab && lb_vocab_kind_is_subword(lb_vocab_get_kind(vocab)), {{0}, 0}};
+    generate_print pr = {vocab, 0, 0, vocab && lb_vocab_kind_is_subword(lb_vocab_get_kind(vocab)), {{0}, 0}, separator,
+                         NULL, 0, 0};
+    int64_t copies = 0;
     o.on_token = print_token;
     o.user = &pr;
     lb_rng rng;
@@ -332,13 +433,25 @@ int lb_cli_generate(int argc, char **argv)
     double seconds = 0;
     for (int64_t s = 0; prompt && code == 0 && s < a.num_samples; s++) {
         /* the prompt as the model reads it: decoded from its ids (the same text for a valid prompt) */
-        for (int64_t i = 0; i < prompt_len && !pr.write_failed; i++)
+        for (int64_t i = 0; i < prompt_len && !pr.write_failed && separator < 0; i++)
+            print_token(&pr, -1, prompt[i], NULL);
+        pr.doc_len = 0;
+        for (int64_t i = 1; i < prompt_len && separator >= 0; i++) /* the document begins with the prompt */
             print_token(&pr, -1, prompt[i], NULL);
         lb_generate_result r;
         double t0 = lb_clock_wall();
         lb_status st = pr.write_failed ? LB_OK : lb_generate(model, prompt, prompt_len, &o, &rng, NULL, &r);
         double dt = lb_clock_wall() - t0;
         pr.pending.n = 0; /* an unfinished character at the end is not printed */
+        if (separator >= 0 && st == LB_OK && print_document(&pr, train_docs, &copies) != 0)
+            code = lb_cli_fail(cmd);
+        else if (separator >= 0) {
+            total += st == LB_OK ? r.generated : 0;
+            seconds += dt;
+            if (st != LB_OK)
+                code = lb_cli_error(cmd, 1, "%s", lb_last_error());
+            continue;
+        }
         if (!pr.write_failed && st == LB_OK) {
             const char *end = a.num_samples > 1 ? "\n---------------\n" : "\n";
             emit(&pr, end, strlen(end));
@@ -359,9 +472,15 @@ int lb_cli_generate(int argc, char **argv)
                     (long long)(r.prefills > 0 ? r.prefills - 1 : 0));
         }
     }
-    if (code == 0 && a.num_samples > 1)
+    if (code == 0 && (a.num_samples > 1 || separator >= 0))
         fprintf(stderr, "lookback generate: %lld samples, %lld tokens in %.3f s (%.1f tokens/s)\n",
                 (long long)a.num_samples, (long long)total, seconds, seconds > 0 ? (double)total / seconds : 0.0);
+    if (code == 0 && train_docs)
+        fprintf(stderr, "lookback generate: %lld of %lld documents are in the training split of %s (%lld documents), "
+                "%lld new\n", (long long)copies, (long long)a.num_samples, a.data, (long long)lb_doc_set_size(train_docs),
+                (long long)(a.num_samples - copies));
+    lb_doc_set_free(train_docs);
+    free(pr.doc);
     free(prompt);
     free(file_text);
     lb_vocab_free(vocab);

@@ -126,10 +126,10 @@ class text_sentences : public sentencepiece::SentenceIterator {
                 return;
             }
             size_t end = pos_;
-            while (end < len_ && text_[end] != '\n' && end - pos_ < MAX_PART)
+            while (end < len_ && text_[end] != '\n' && text_[end] != '\x03' && end - pos_ < MAX_PART)
                 end++;
             size_t next = end;
-            if (end < len_ && text_[end] != '\n') { // cut a long line before a space
+            if (end < len_ && text_[end] != '\n' && text_[end] != '\x03') { // cut a long line before a space
                 size_t cut = end;
                 while (cut > pos_ + MAX_PART / 2 && text_[cut] != ' ')
                     cut--;
@@ -138,7 +138,7 @@ class text_sentences : public sentencepiece::SentenceIterator {
                     }
                 end = next = cut > pos_ ? cut : end;
             } else if (end < len_) {
-                next = end + 1; // past the newline
+                next = end + 1; // past the newline (or the document separator U+0003)
             }
             value_.assign(text_ + pos_, end - pos_);
             pos_ = next;

@@ -62,7 +62,7 @@ int lb_spm_decode(const lb_spm *spm, const int32_t *ids, int64_t n, char **text,
 /* Training. type "bpe" or "unigram"; vocab_size V; character_coverage in (0, 1] (the
  * share of the text's characters that get a piece of their own; the rest encode as
  * bytes); seed: SentencePiece's random generator seed. The text is read as sentences:
- * its lines, and a line longer than 2,048 bytes is cut before a space (or between
+ * its lines (and documents: U+0003 separates them too), and a line longer than 2,048 bytes is cut before a space (or between
  * characters) into parts of at most that length. Every other setting is chosen for a
  * tokenizer that restores the text byte for byte: byte_fallback, the identity
  * normalization, no dummy prefix, no whitespace removal; and <unk> = 0, <s> = 1,

@@ -23,6 +23,7 @@
 #include "data/tasks.h"
 #include "data/text_internal.h"
 #include "tensor/clock.h"
+#include "tensor/rng.h"
 
 enum {
     MAX_CODE_POINT = 0x10FFFF,
@@ -46,6 +47,7 @@ static int lb_split_index_of(const char *name)
 
 static const char *const vocab_names[] = {"char", "byte", "bpe", "unigram"};
 static const char *const unk_names[] = {"map", "error"};
+static const char *const documents_names[] = {"none", "lines", "blank-lines"};
 
 const char *lb_vocab_kind_name(lb_vocab_kind k) { return k >= LB_VOCAB_CHAR && k <= LB_VOCAB_UNIGRAM ? vocab_names[k] : NULL; }
 int lb_vocab_kind_is_subword(lb_vocab_kind k) { return k == LB_VOCAB_BPE || k == LB_VOCAB_UNIGRAM; }
@@ -1281,6 +1283,8 @@ static lb_status write_corpus(void *ctx)
         st = lb_h5_write_attr_string(fid, "source", w->source, w->file);
     if (st == LB_OK)
         st = lb_h5_write_attr_int(fid, "source_bytes", w->source_bytes, w->file);
+    if (st == LB_OK && w->opt->documents)
+        st = lb_h5_write_attr_string(fid, "documents", documents_names[w->opt->documents], w->file);
     if (st == LB_OK)
         st = lb_vocab_h5_write(fid, w->vocab, w->file);
     const int32_t *p = w->tokens;
@@ -1305,6 +1309,14 @@ static lb_status check_options(const lb_text_options *o)
     if (o->vocab_size < LB_TEXT_SUBWORD_VOCAB_MIN || o->vocab_size > LB_TEXT_SUBWORD_VOCAB_MAX)
         return lb_error(LB_ERR_VALUE, "option --vocab-size: %lld is outside [%d, %d]", (long long)o->vocab_size,
                         LB_TEXT_SUBWORD_VOCAB_MIN, LB_TEXT_SUBWORD_VOCAB_MAX);
+    if (o->documents < LB_DOCUMENTS_NONE || o->documents > LB_DOCUMENTS_BLANK_LINES)
+        return lb_error(LB_ERR_VALUE, "text import: documents must be none, lines or blank-lines (got %d)", (int)o->documents);
+    if (o->long_documents < LB_DOC_DROP || o->long_documents > LB_DOC_REFUSE)
+        return lb_error(LB_ERR_VALUE, "text import: the --short policy must be drop, truncate or refuse (got %d)",
+                        (int)o->long_documents);
+    if (o->context != 0 && (o->context < 3 || o->context > (1 << 24)))
+        return lb_error(LB_ERR_VALUE, "option --context: %lld is outside [3, %d] (or 0: any length)", (long long)o->context,
+                        1 << 24);
     if (!(o->character_coverage > 0 && o->character_coverage <= 1))
         return lb_error(LB_ERR_VALUE, "option --character-coverage: %g is outside (0, 1]", o->character_coverage);
     if (!lb_unk_policy_name(o->unk))
@@ -1419,6 +1431,334 @@ static lb_status build_vocab(const lb_text_options *o, int32_t *tok, const int64
     return st;
 }
 
+/* ---- documents ---- */
+
+enum { DOC_SEPARATOR = 0x03 }; /* U+0003 (END OF TEXT), the byte that separates documents */
+
+static const char *const long_names[] = {"drop", "truncate", "refuse"};
+
+lb_status lb_documents_kind_parse(const char *name, lb_documents_kind *out)
+{
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, documents_names[i]) == 0) {
+            *out = (lb_documents_kind)i;
+            return LB_OK;
+        }
+    return lb_error(LB_ERR_VALUE, "documents '%s': expected lines or blank-lines", name ? name : "(null)");
+}
+
+lb_status lb_long_document_parse(const char *name, lb_long_document *out)
+{
+    LB_CHECK_ARG(out, LB_ERR_VALUE);
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, long_names[i]) == 0) {
+            *out = (lb_long_document)i;
+            return LB_OK;
+        }
+    return lb_error(LB_ERR_VALUE, "'%s': expected drop, truncate or refuse", name ? name : "(null)");
+}
+
+int64_t lb_vocab_separator_id(const lb_vocab *v)
+{
+    LB_CHECK_ARG(v, -1);
+    if (v->spm)
+        return lb_spm_eos_id(v->spm);
+    return lb_vocab_lookup(v, DOC_SEPARATOR);
+}
+
+struct lb_doc_set {
+    int32_t *tokens;  /* the split's stream (a copy) */
+    int64_t *start;   /* [n] where each document starts in tokens */
+    int64_t *length;  /* [n] its tokens */
+    int64_t *order;   /* [n] the documents sorted by their tokens */
+    int64_t n;
+};
+
+static const lb_doc_set *sorting_set;
+static int doc_compare(const int32_t *a, int64_t na, const int32_t *b, int64_t nb)
+{
+    for (int64_t i = 0; i < na && i < nb; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
+    return na < nb ? -1 : na > nb;
+}
+static int by_document(const void *x, const void *y)
+{
+    const lb_doc_set *d = sorting_set;
+    int64_t i = *(const int64_t *)x, j = *(const int64_t *)y;
+    return doc_compare(d->tokens + d->start[i], d->length[i], d->tokens + d->start[j], d->length[j]);
+}
+
+void lb_doc_set_free(lb_doc_set *set)
+{
+    if (!set)
+        return;
+    free(set->tokens);
+    free(set->start);
+    free(set->length);
+    free(set->order);
+    free(set);
+}
+
+lb_doc_set *lb_doc_set_new(const lb_dataset *ds, const char *split)
+{
+    LB_CHECK_ARG(ds, NULL);
+    int64_t n = 0;
+    const int32_t *tok = lb_dataset_tokens(ds, split, &n);
+    if (!tok)
+        return NULL;
+    int64_t sep = lb_vocab_separator_id(lb_dataset_vocab(ds));
+    if (sep < 0) {
+        lb_error(LB_ERR_VALUE, "%s: its vocabulary has no document separator: it was not imported with --documents",
+                 lb_dataset_path(ds));
+        return NULL;
+    }
+    lb_doc_set *d = calloc(1, sizeof *d);
+    int64_t docs = 0;
+    for (int64_t i = 0; i < n; i++)
+        docs += tok[i] == sep;
+    if (d) {
+        d->tokens = malloc((size_t)(n > 0 ? n : 1) * sizeof *d->tokens);
+        d->start = malloc((size_t)(docs + 1) * sizeof *d->start);
+        d->length = malloc((size_t)(docs + 1) * sizeof *d->length);
+        d->order = malloc((size_t)(docs + 1) * sizeof *d->order);
+    }
+    if (!d || !d->tokens || !d->start || !d->length || !d->order) {
+        lb_doc_set_free(d);
+        lb_error(LB_ERR_MEMORY, "%s: out of memory for the documents of the %s split", lb_dataset_path(ds), split);
+        return NULL;
+    }
+    memcpy(d->tokens, tok, (size_t)n * sizeof *tok);
+    for (int64_t i = 0, begin = 0; i <= n; i++)
+        if (i == n || tok[i] == sep) {
+            if (i > begin) {
+                d->start[d->n] = begin;
+                d->length[d->n] = i - begin;
+                d->order[d->n] = d->n;
+                d->n++;
+            }
+            begin = i + 1;
+        }
+    sorting_set = d;
+    qsort(d->order, (size_t)d->n, sizeof *d->order, by_document);
+    return d;
+}
+
+int lb_doc_set_has(const lb_doc_set *set, const int32_t *ids, int64_t n)
+{
+    if (!set || (!ids && n > 0))
+        return 0;
+    int64_t lo = 0, hi = set->n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2, k = set->order[mid];
+        int c = doc_compare(set->tokens + set->start[k], set->length[k], ids, n);
+        if (c == 0)
+            return 1;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+int64_t lb_doc_set_size(const lb_doc_set *set) { return set ? set->n : 0; }
+
+/* One document of the text: bytes [start, end). */
+typedef struct doc_span {
+    int64_t start, end;
+    int split;
+} doc_span;
+
+/* A line [start, end) without its '\r' is blank (only spaces, tabs) or empty. */
+static int blank_line(const unsigned char *t, int64_t start, int64_t end)
+{
+    for (int64_t i = start; i < end; i++)
+        if (t[i] != ' ' && t[i] != '\t' && t[i] != '\r')
+            return 0;
+    return 1;
+}
+
+/* The symbols of text[start, end): characters (char and subword import) or bytes. */
+static int64_t symbols_in(const unsigned char *t, int64_t start, int64_t end, int is_char)
+{
+    int64_t k = 0;
+    for (int64_t i = start; i < end; i++)
+        k += !is_char || (t[i] & 0xC0) != 0x80;
+    return k;
+}
+
+/* Rewrites the text into its documents split by a seeded draw: each split's documents in
+ * file order, each after a separator byte, and one more separator at the end of each
+ * split; doc_at[0..4) receive the splits' byte boundaries. A document longer than the
+ * context (characters or bytes, for char and byte; bpe and unigram are checked in tokens
+ * when encoded) is dropped, truncated or refused here. */
+static lb_status arrange_documents(const lb_text_options *o, unsigned char **text, int64_t *len, const input_file *in,
+                                   int n_in, int64_t *doc_at, lb_text_summary *sum)
+{
+    const unsigned char *t = *text;
+    for (int64_t i = 0; i < *len; i++)
+        if (t[i] == DOC_SEPARATOR) {
+            char where[512];
+            where_is(in, n_in, i, where, sizeof where);
+            return lb_error(LB_ERR_VALUE, "%s: the text holds the byte 0x03 (U+0003), the separator --documents puts "
+                            "between documents: remove it", where);
+        }
+    doc_span *docs = malloc((size_t)(*len / 2 + 2) * sizeof *docs);
+    if (!docs)
+        return lb_error(LB_ERR_MEMORY, "text import: out of memory for the documents");
+    int64_t n = 0, open_start = -1, open_end = -1;
+    for (int64_t pos = 0; pos < *len;) {
+        int64_t end = pos;
+        while (end < *len && t[end] != '\n')
+            end++;
+        int64_t stop = end > pos && t[end - 1] == '\r' ? end - 1 : end;
+        int blank = blank_line(t, pos, stop);
+        if (o->documents == LB_DOCUMENTS_LINES) {
+            if (!blank)
+                docs[n++] = (doc_span){pos, stop, 0};
+        } else if (!blank) { /* a paragraph grows by this line */
+            if (open_start < 0)
+                open_start = pos;
+            open_end = stop;
+        }
+        if (o->documents == LB_DOCUMENTS_BLANK_LINES && open_start >= 0 && (blank || end >= *len)) {
+            docs[n++] = (doc_span){open_start, open_end, 0};
+            open_start = -1;
+        }
+        pos = end + 1;
+    }
+    if (o->documents == LB_DOCUMENTS_BLANK_LINES && open_start >= 0)
+        docs[n++] = (doc_span){open_start, open_end, 0};
+    /* the split: a seeded permutation, val first, then test, the rest train */
+    int64_t n_val = (int64_t)floor((double)n * o->val_fraction), n_test = (int64_t)floor((double)n * o->test_fraction);
+    int64_t *perm = malloc((size_t)(n > 0 ? n : 1) * sizeof *perm);
+    if (!perm) {
+        free(docs);
+        return lb_error(LB_ERR_MEMORY, "text import: out of memory for the documents");
+    }
+    lb_rng rng;
+    lb_rng_seed(&rng, o->seed);
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)lb_rng_below(&rng, (uint64_t)(i + 1)), x = perm[i];
+        perm[i] = perm[j];
+        perm[j] = x;
+    }
+    for (int64_t i = 0; i < n; i++)
+        docs[perm[i]].split = i < n_val ? 1 : i < n_val + n_test ? 2 : 0;
+    free(perm);
+    int is_char = o->vocab != LB_VOCAB_BYTE, subword = lb_vocab_kind_is_subword(o->vocab);
+    unsigned char *out = malloc((size_t)(*len + n + 4));
+    lb_status st = out ? LB_OK : lb_error(LB_ERR_MEMORY, "text import: out of memory for the documents");
+    int64_t used = 0;
+    for (int s = 0; st == LB_OK && s < 3; s++) {
+        doc_at[s] = used;
+        out[used++] = DOC_SEPARATOR;
+        for (int64_t d = 0; st == LB_OK && d < n; d++) {
+            if (docs[d].split != s)
+                continue;
+            int64_t start = docs[d].start, end = docs[d].end, k = symbols_in(t, start, end, is_char);
+            if (!subword && o->context > 0 && k + 2 > o->context) {
+                if (o->long_documents == LB_DOC_REFUSE) {
+                    char where[512];
+                    where_is(in, n_in, start, where, sizeof where);
+                    st = lb_error(LB_ERR_VALUE, "%s: a document of %lld %s, more than --context %lld holds with its "
+                                  "two separators: use --short drop or truncate, or a longer --context", where,
+                                  (long long)k, is_char ? "characters" : "bytes", (long long)o->context);
+                    break;
+                }
+                if (o->long_documents == LB_DOC_DROP) {
+                    sum->documents_dropped++;
+                    continue;
+                }
+                sum->documents_truncated++;
+                for (int64_t kept = 0, i = start; i < end; i++) { /* cut at a character */
+                    kept += !is_char || (t[i] & 0xC0) != 0x80;
+                    if (kept > o->context - 2) {
+                        end = i;
+                        break;
+                    }
+                }
+            }
+            memcpy(out + used, t + start, (size_t)(end - start));
+            used += end - start;
+            out[used++] = DOC_SEPARATOR;
+            sum->documents[s]++;
+        }
+    }
+    doc_at[3] = used;
+    free(docs);
+    if (st != LB_OK) {
+        free(out);
+        return st;
+    }
+    if (n == 0 || sum->documents[0] == 0) {
+        free(out);
+        return lb_error(LB_ERR_VALUE, "%s%s: %s", in[0].name, n_in > 1 ? " ..." : "",
+                        n == 0 ? "holds no document (every line is blank)"
+                               : "no document is left for the training split (all longer than --context?)");
+    }
+    free(*text);
+    *text = out;
+    *len = used;
+    return LB_OK;
+}
+
+/* Encodes one split's text of documents for a subword vocabulary: each document on its
+ * own, SEP (</s>) before the first and after each; a document longer than the context
+ * in tokens dropped, truncated or refused. ids NULL: counts only. */
+static lb_status subword_documents(const lb_text_options *o, const lb_vocab *v, const unsigned char *t, int64_t len,
+                                   int32_t *ids, int64_t *count, lb_text_summary *sum, int64_t *kept, const char *name)
+{
+    int32_t eos = (int32_t)lb_vocab_eos_id(v);
+    if (eos < 0)
+        return lb_error(LB_ERR_VALUE, "%s: the tokenizer has no </s> piece to end documents with", name);
+    int64_t k = 0;
+    if (ids)
+        ids[k] = eos;
+    k++;
+    lb_status st = LB_OK;
+    for (int64_t pos = 1; st == LB_OK && pos < len;) { /* t[0] is a separator */
+        int64_t end = pos;
+        while (end < len && t[end] != DOC_SEPARATOR)
+            end++;
+        int32_t *doc = NULL;
+        int64_t n = 0;
+        char why[256];
+        if (lb_spm_encode(v->spm, (const char *)t + pos, (size_t)(end - pos), &doc, &n, why, sizeof why) != 0)
+            st = lb_error(LB_ERR_MEMORY, "SentencePiece encoding failed: %s", why);
+        int keep = 1;
+        if (st == LB_OK && o->context > 0 && n + 2 > o->context) {
+            if (o->long_documents == LB_DOC_REFUSE)
+                st = lb_error(LB_ERR_VALUE, "%s: a document of %lld tokens, more than --context %lld holds with its two "
+                              "separators: use --short drop or truncate, or a longer --context", name, (long long)n,
+                              (long long)o->context);
+            else if (o->long_documents == LB_DOC_DROP)
+                keep = 0;
+            else
+                n = o->context - 2;
+            if (ids && st == LB_OK) { /* counted once, on the pass that writes */
+                *(keep ? &sum->documents_truncated : &sum->documents_dropped) += 1;
+                *kept -= !keep;
+            }
+        }
+        if (st == LB_OK && keep) {
+            if (ids) {
+                memcpy(ids + k, doc, (size_t)n * sizeof *doc);
+                ids[k + n] = eos;
+            }
+            k += n + 1;
+        }
+        free(doc);
+        pos = end + 1;
+    }
+    *count = k;
+    return st;
+}
+
 /* The tokenizer of a bpe or unigram corpus: like's (--like, --tokenizer) or one trained
  * by SentencePiece on the training split's text alone; then each split's text
  * text[byte_at[s] .. byte_at[s + 1]) encoded on its own. *tok is replaced by the pieces'
@@ -1467,7 +1807,12 @@ static lb_status subword_corpus(const lb_text_options *o, const unsigned char *t
     int64_t count[3] = {0, 0, 0}, total = 0;
     for (int s = 0; st == LB_OK && s < 3; s++) {
         int64_t got = 0;
-        st = lb_vocab_encode(v, (const char *)text + byte_at[s], (size_t)(byte_at[s + 1] - byte_at[s]), 1, NULL, 0, &got);
+        if (o->documents)
+            st = subword_documents(o, v, text + byte_at[s], byte_at[s + 1] - byte_at[s], NULL, &got, sum,
+                                   &sum->documents[s], name);
+        else
+            st = lb_vocab_encode(v, (const char *)text + byte_at[s], (size_t)(byte_at[s + 1] - byte_at[s]), 1, NULL, 0,
+                                 &got);
         count[s] = got;
         total += got;
     }
@@ -1475,8 +1820,12 @@ static lb_status subword_corpus(const lb_text_options *o, const unsigned char *t
         st = lb_error(LB_ERR_MEMORY, "text import: out of memory for %lld tokens", (long long)total);
     for (int s = 0; st == LB_OK && s < 3; s++) {
         int64_t got = 0, offset = s == 0 ? 0 : s == 1 ? count[0] : count[0] + count[1];
-        st = lb_vocab_encode(v, (const char *)text + byte_at[s], (size_t)(byte_at[s + 1] - byte_at[s]), 1, ids + offset,
-                             count[s], &got);
+        if (o->documents)
+            st = subword_documents(o, v, text + byte_at[s], byte_at[s + 1] - byte_at[s], ids + offset, &got, sum,
+                                   &sum->documents[s], name);
+        else
+            st = lb_vocab_encode(v, (const char *)text + byte_at[s], (size_t)(byte_at[s + 1] - byte_at[s]), 1,
+                                 ids + offset, count[s], &got);
     }
     int64_t unk = v ? lb_vocab_unk_id(v) : -1, unknown = 0;
     for (int64_t i = 0; st == LB_OK && i < total; i++)
@@ -1543,10 +1892,20 @@ lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, i
                               "(choose another output path)", out_path, in[i].name);
     sum->source_bytes = len;
     int is_char = opt->vocab != LB_VOCAB_BYTE; /* bpe, unigram: split by characters as char */
-    int32_t *tok = st == LB_OK ? malloc((size_t)(len > 0 ? len : 1) * sizeof *tok) : NULL;
+    /* (documents add at most 4 separators to the text's length) */
+    int32_t *tok = st == LB_OK ? malloc((size_t)(len + 8) * sizeof *tok) : NULL;
     if (st == LB_OK && !tok)
         st = lb_error(LB_ERR_MEMORY, "text import: out of memory for %lld symbols (4 bytes each)", (long long)len);
-    int64_t total = 0;
+    int64_t total = 0, doc_at[4] = {0, 0, 0, 0};
+    if (st == LB_OK && opt->documents && is_char) /* invalid UTF-8 named in the file as given */
+        st = decode_text(text, in, n_paths, is_char, tok, &total);
+    if (st == LB_OK && opt->documents) {
+        st = arrange_documents(opt, &text, &len, in, n_paths, doc_at, sum);
+        for (int i = 0; st == LB_OK && i < n_paths; i++) { /* one text now: its documents */
+            in[i].start = i ? len : 0;
+            in[i].bytes = i ? 0 : len;
+        }
+    }
     if (st == LB_OK)
         st = decode_text(text, in, n_paths, is_char, tok, &total);
     const char *unit = is_char ? "characters" : "bytes";
@@ -1556,6 +1915,8 @@ lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, i
                       LB_TEXT_MIN_TOKENS);
     int64_t n[3] = {0, (int64_t)floor((double)total * opt->val_fraction), (int64_t)floor((double)total * opt->test_fraction)};
     n[0] = total - n[1] - n[2];
+    for (int s = 0; opt->documents && s < 3; s++)
+        n[s] = symbols_in(text, doc_at[s], doc_at[s + 1], is_char);
     const double fraction[3] = {1, opt->val_fraction, opt->test_fraction};
     for (int s = 0; st == LB_OK && s < 3; s++) {
         int64_t need = s == 0 ? LB_TEXT_MIN_TRAIN_TOKENS : LB_TEXT_MIN_SPLIT_TOKENS;

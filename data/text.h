@@ -41,6 +41,15 @@ LB_API_BEGIN
 /* char, byte; bpe and unigram: a SentencePiece model's pieces (see "Subword" below). */
 typedef enum lb_vocab_kind { LB_VOCAB_CHAR = 0, LB_VOCAB_BYTE = 1, LB_VOCAB_BPE = 2, LB_VOCAB_UNIGRAM = 3 } lb_vocab_kind;
 typedef enum lb_unk_policy { LB_UNK_MAP = 0, LB_UNK_ERROR = 1 } lb_unk_policy;
+/* Documents (data text --documents): none (one stream), one per line, or paragraphs
+ * (runs of lines between blank lines); and what becomes of a document longer than the
+ * context (--short): dropped, truncated to it, or the text refused. */
+typedef enum lb_documents_kind { LB_DOCUMENTS_NONE = 0, LB_DOCUMENTS_LINES = 1, LB_DOCUMENTS_BLANK_LINES = 2 } lb_documents_kind;
+typedef enum lb_long_document { LB_DOC_DROP = 0, LB_DOC_TRUNCATE = 1, LB_DOC_REFUSE = 2 } lb_long_document;
+/* "none"/"lines"/"blank-lines" and "drop"/"truncate"/"refuse"; LB_ERR_VALUE naming the
+ * accepted words. */
+lb_status lb_documents_kind_parse(const char *name, lb_documents_kind *out);
+lb_status lb_long_document_parse(const char *name, lb_long_document *out);
 
 enum {
     LB_TEXT_MIN_TOKENS = 1024,       /* the shortest text imported (symbols) */
@@ -199,6 +208,21 @@ typedef struct lb_utf8_pending {
 } lb_utf8_pending;
 size_t lb_utf8_whole(lb_utf8_pending *p, const char *bytes, size_t len, char *out);
 
+/* The document separator of a vocabulary (see lb_text_options.documents): the id of
+ * U+0003 (char), 3 (byte), </s> (bpe, unigram); -1 when the vocabulary has none. */
+int64_t lb_vocab_separator_id(const lb_vocab *v);
+
+/* The documents of a split of an open corpus imported with documents (the token
+ * sequences between separators), for asking whether a generated document is a copy of
+ * one (makemore's "in train"). NULL with an error: LB_ERR_VALUE when ds is not a text
+ * corpus or has no separator, LB_ERR_MEMORY. */
+typedef struct lb_doc_set lb_doc_set;
+lb_doc_set *lb_doc_set_new(const lb_dataset *ds, const char *split);
+/* 1 when ids[0..n) (a document without its separators) is one of the set's documents. */
+int lb_doc_set_has(const lb_doc_set *set, const int32_t *ids, int64_t n);
+int64_t lb_doc_set_size(const lb_doc_set *set);
+void lb_doc_set_free(lb_doc_set *set);
+
 /* ---- import ---- */
 
 typedef struct lb_text_options {
@@ -218,7 +242,19 @@ typedef struct lb_text_options {
     double character_coverage; /* (0, 1], default 0.9995 (SentencePiece's): the share of the
                                 * training characters with a piece of their own; the rarest
                                 * others are encoded as their UTF-8 bytes (byte fallback) */
-    uint32_t seed;             /* SentencePiece's random seed, default 1 */
+    uint32_t seed;             /* SentencePiece's random seed, and the documents' split; default 1 */
+    /* Documents: each document is encoded on its own and the stream is
+     *   SEP doc_1 SEP doc_2 SEP ... doc_n SEP
+     * with one separator symbol SEP before and after every document, its begin and its end
+     * (makemore's '.'): U+0003 for char (a code point of the vocabulary; a text holding it
+     * is refused), the byte 0x03 for byte, </s> for bpe and unigram. A window crossing two
+     * documents holds the separator between them. val and test are documents drawn at
+     * random (seeded by seed): floor(D * val_fraction) and floor(D * test_fraction) of the
+     * D documents; each split keeps its documents in file order. */
+    lb_documents_kind documents; /* default LB_DOCUMENTS_NONE */
+    int64_t context;             /* documents: the most tokens a document may take with its two
+                                  * separators (the context of the models to train); 0 = any */
+    lb_long_document long_documents; /* a longer document: default LB_DOC_DROP */
 } lb_text_options;
 
 void lb_text_options_default(lb_text_options *opt);
@@ -234,6 +270,8 @@ typedef struct lb_text_summary {
     int64_t split_bytes[3];        /* UTF-8 bytes of the text of train, val, test */
     int64_t split_characters[3];   /* their characters (code points; bytes that do not continue one) */
     double tokenizer_seconds;      /* bpe, unigram: the time SentencePiece took to train (0 when imported) */
+    int64_t documents[3];          /* documents: the documents of train, val, test */
+    int64_t documents_dropped, documents_truncated; /* longer than the context */
 } lb_text_summary;
 
 /* Reads paths[0..n_paths) ("-" = standard input, at most once), builds the token streams

@@ -68,6 +68,17 @@ static void import_subword(const char *text, const char *out, const char *kind, 
     run_free(&r);
 }
 
+/* A one-layer transformer trained for `steps` steps on corpus into run_dir (exit 0 expected). */
+static void train_tiny(const char *corpus, const char *run_dir, const char *steps)
+{
+    const char *tr[] = {"train", "--data", corpus, "--model", "transformer", "--layers", "1", "--d-model", "16",
+                        "--heads", "2", "--d-ff", "32", "--seq-len", "32", "--batch", "4", "--steps", steps,
+                        "--eval-every", steps, "--out", run_dir, "--quiet", NULL};
+    run_result r = run(tr);
+    EXPECT(r.code == 0, r);
+    run_free(&r);
+}
+
 /* The ids of spm_encode --output_format=id for every line of `text` with `model`,
  * compared with lb_vocab_encode of the same line. Returns the lines compared. */
 static int compare_with_spm_encode(const lb_vocab *v, const char *model, const char *text)
@@ -311,12 +322,8 @@ static void test_checkpoint_and_import(void)
     snprintf(model, sizeof model, "%s", path_in("ck.model"));
     snprintf(again, sizeof again, "%s", path_in("again.h5"));
     import_subword(text, corpus, "bpe", "400");
-    const char *tr[] = {"train", "--data", corpus, "--model", "transformer", "--layers", "1", "--d-model", "16",
-                        "--heads", "2", "--d-ff", "32", "--seq-len", "32", "--batch", "4", "--steps", "3",
-                        "--eval-every", "3", "--out", run_dir, "--quiet", NULL};
-    run_result r = run(tr);
-    EXPECT(r.code == 0, r);
-    run_free(&r);
+    train_tiny(corpus, run_dir, "3");
+    run_result r;
     /* the checkpoint's tokenizer is the corpus's */
     const char *ex[] = {"tokenizer", "export", "--checkpoint", ck, "-o", model, NULL};
     r = run(ex);
@@ -389,12 +396,8 @@ static void test_bits_per_byte(void)
         } else {
             import_subword(text, corpus, "bpe", "400");
         }
-        const char *tr[] = {"train", "--data", corpus, "--model", "transformer", "--layers", "1", "--d-model", "16",
-                            "--heads", "2", "--d-ff", "32", "--seq-len", "32", "--batch", "4", "--steps", "4",
-                            "--eval-every", "4", "--out", run_dir, "--quiet", NULL};
-        run_result r = run(tr);
-        EXPECT(r.code == 0, r);
-        run_free(&r);
+        train_tiny(corpus, run_dir, "4");
+        run_result r;
         char *m = read_all(metrics, NULL);
         CU_ASSERT_TRUE(m && contains(m, "skipped,bits_per_byte,bits_per_char,perplexity"));
         free(m);
@@ -447,12 +450,8 @@ static void test_whole_characters(void)
     snprintf(run_dir, sizeof run_dir, "%s", path_in("gen_run"));
     snprintf(ck, sizeof ck, "%s/checkpoint.h5", run_dir);
     import_subword(text, corpus, "bpe", "300");
-    const char *tr[] = {"train", "--data", corpus, "--model", "transformer", "--layers", "1", "--d-model", "16",
-                        "--heads", "2", "--d-ff", "32", "--seq-len", "32", "--batch", "4", "--steps", "2",
-                        "--eval-every", "2", "--out", run_dir, "--quiet", NULL};
-    run_result r = run(tr);
-    EXPECT(r.code == 0, r);
-    run_free(&r);
+    train_tiny(corpus, run_dir, "2");
+    run_result r;
     /* high temperature: byte pieces (parts of 'é', '日') come out often */
     const char *gen[] = {"generate", "--checkpoint", ck, "--prompt", "café 日本", "-n", "300", "--temperature",
                          "3", "--top-k", "0", NULL};
@@ -468,6 +467,173 @@ static void test_whole_characters(void)
     run_free(&r);
 }
 
+/* A file of `n` one-line documents "name-K word word" (K = 0 .. n-1), every 10th
+ * `long_every` characters long when long_every > 0. */
+static const char *documents_file(const char *name, int n, int long_every)
+{
+    static char path[600];
+    snprintf(path, sizeof path, "%s", path_in(name));
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "name-%d %s", i, i % 3 ? "ada lovelace" : "grace hopper");
+        for (int k = 0; long_every > 0 && i % 10 == 9 && k < long_every; k++)
+            fputc('x', f);
+        fputs(i % 7 == 3 ? "\r\n\n" : "\n", f); /* a CRLF line, a blank line: neither is a document */
+    }
+    fclose(f);
+    return path;
+}
+
+/* The documents of one split's stream: SEP doc SEP doc ... SEP, decoded, in *docs (n). */
+static int split_documents(const lb_dataset *ds, const char *split, char docs[][64], int max)
+{
+    int64_t n = 0;
+    const int32_t *tok = lb_dataset_tokens(ds, split, &n);
+    const lb_vocab *v = lb_dataset_vocab(ds);
+    int64_t sep = lb_vocab_separator_id(v);
+    CU_ASSERT_TRUE_FATAL(tok && n >= 2 && sep >= 0);
+    CU_ASSERT_EQUAL(tok[0], sep); /* begins and ends with the separator */
+    CU_ASSERT_EQUAL(tok[n - 1], sep);
+    int count = 0;
+    for (int64_t i = 1, begin = 1; i < n; i++) {
+        if (tok[i] != sep)
+            continue;
+        CU_ASSERT_TRUE(i > begin); /* never two separators in a row: no empty document */
+        if (count < max) {
+            size_t len = 0;
+            CU_ASSERT_EQUAL(lb_vocab_decode(v, tok + begin, i - begin, docs[count], 64, &len), LB_OK);
+        }
+        count++;
+        begin = i + 1;
+    }
+    return count;
+}
+
+static int doc_rank(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+static void test_documents(void)
+{
+    const char *text = documents_file("docs.txt", 200, 0);
+    static const char *const kinds[] = {"char", "bpe"};
+    for (int k = 0; k < 2; k++) {
+        char corpus[600];
+        snprintf(corpus, sizeof corpus, "%s/docs_%s.h5", work_dir, kinds[k]);
+        const char *args[] = {"data", "text", text, "-o", corpus, "--documents", "lines", "--val-fraction", "0.1",
+                              "--test-fraction", "0.1", "--seed", "5", "--vocab", kinds[k],
+                              k ? "--vocab-size" : NULL, "300", NULL};
+        run_result r = run(args);
+        EXPECT(r.code == 0 && contains(r.out, "documents: train 160, val 20, test 20"), r);
+        run_free(&r);
+        lb_dataset *ds = lb_dataset_open(corpus);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+        if (k == 1)
+            CU_ASSERT_EQUAL(lb_vocab_separator_id(lb_dataset_vocab(ds)), 2); /* </s> */
+        /* every line once, in one split; val and test drawn from the whole file */
+        static char docs[200][64];
+        int n_train = split_documents(ds, "train", docs, 200);
+        int n_val = split_documents(ds, "val", docs + n_train, 200 - n_train);
+        int n_test = split_documents(ds, "test", docs + n_train + n_val, 200 - n_train - n_val);
+        CU_ASSERT_TRUE(n_train == 160 && n_val == 20 && n_test == 20);
+        int late_val = 0;
+        for (int i = n_train; i < n_train + n_val; i++)
+            late_val += atoi(docs[i] + 5) < 150;
+        CU_ASSERT_TRUE(late_val > 5); /* not the end of the file */
+        qsort(docs, 200, sizeof docs[0], doc_rank);
+        int distinct = 1;
+        for (int i = 1; i < 200; i++)
+            distinct += strcmp(docs[i], docs[i - 1]) != 0;
+        CU_ASSERT_EQUAL(distinct, 200);
+        CU_ASSERT_PTR_NOT_NULL(strstr(docs[0], "name-0 grace hopper"));
+        /* the training documents as a set */
+        lb_doc_set *set = lb_doc_set_new(ds, "train");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(set);
+        CU_ASSERT_EQUAL(lb_doc_set_size(set), 160);
+        int64_t n = 0;
+        const int32_t *tok = lb_dataset_tokens(ds, "train", &n);
+        int64_t end = 1;
+        while (tok[end] != tok[0])
+            end++;
+        CU_ASSERT_TRUE(lb_doc_set_has(set, tok + 1, end - 1));
+        CU_ASSERT_FALSE(lb_doc_set_has(set, tok + 1, end - 2));
+        lb_doc_set_free(set);
+        lb_dataset_close(ds);
+    }
+    /* generate: one line per document, each marked */
+    char corpus[600], run_dir[600], ck[700];
+    snprintf(corpus, sizeof corpus, "%s/docs_char.h5", work_dir);
+    snprintf(run_dir, sizeof run_dir, "%s", path_in("docs_run"));
+    snprintf(ck, sizeof ck, "%s/checkpoint.h5", run_dir);
+    train_tiny(corpus, run_dir, "2");
+    run_result r;
+    const char *gen[] = {"generate", "--checkpoint", ck, "--documents", "--data", corpus, "--num-samples", "5",
+                         "-n", "40", NULL};
+    r = run(gen);
+    EXPECT(r.code == 0 && count_lines(r.out) == 5 && contains(r.err, "of 5 documents are in the training split"), r);
+    int marked = 0;
+    for (const char *p = r.out; (p = strchr(p, '\t')); p++)
+        marked += strncmp(p, "\tnew\n", 5) == 0 || strncmp(p, "\tin train\n", 10) == 0;
+    CU_ASSERT_EQUAL(marked, 5);
+    run_free(&r);
+}
+
+static void test_documents_refused_and_long(void)
+{
+    char out[600];
+    snprintf(out, sizeof out, "%s", path_in("docs_refused.h5"));
+    const char *longer = documents_file("long_docs.txt", 200, 40);
+    /* longer than the context: refused, dropped, truncated */
+    const char *refuse[] = {"data", "text", longer, "-o", out, "--documents", "lines", "--context", "30", "--short",
+                            "refuse", NULL};
+    expect_refused(refuse, "data text", 1, out, "more than --context 30");
+    const char *drop[] = {"data", "text", longer, "-o", out, "--documents", "lines", "--context", "30", NULL};
+    run_result r = run(drop);
+    EXPECT(r.code == 0 && contains(r.out, "20 dropped"), r);
+    run_free(&r);
+    const char *cut[] = {"data", "text", longer, "-o", out, "--documents", "lines", "--context", "30", "--short",
+                         "truncate", "--force", NULL};
+    r = run(cut);
+    EXPECT(r.code == 0 && contains(r.out, "20 truncated") && contains(r.out, "documents: train 170"), r);
+    run_free(&r);
+    lb_dataset *ds = lb_dataset_open(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    int64_t n = 0, longest = 0;
+    const int32_t *tok = lb_dataset_tokens(ds, "train", &n);
+    for (int64_t i = 1, begin = 0; i < n; i++)
+        if (tok[i] == tok[0]) {
+            longest = i - begin + 1 > longest ? i - begin + 1 : longest;
+            begin = i;
+        }
+    CU_ASSERT_EQUAL(longest, 30); /* with both separators */
+    lb_dataset_close(ds);
+    unlink(out);
+    /* paragraphs */
+    char para[600];
+    snprintf(para, sizeof para, "%s", path_in("paragraphs.txt"));
+    FILE *f = fopen(para, "w");
+    for (int i = 0; f && i < 100; i++)
+        fprintf(f, "paragraph %d first line\nand its second line\n%s", i, i % 2 ? "\n" : "  \n\n");
+    if (f)
+        fclose(f);
+    const char *blank[] = {"data", "text", para, "-o", out, "--documents", "blank-lines", NULL};
+    r = run(blank);
+    EXPECT(r.code == 0 && contains(r.out, "documents: train 85, val 10, test 5"), r);
+    run_free(&r);
+    unlink(out);
+    /* the separator byte in the text; the options without --documents */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s", path_in("sep.txt"));
+    char text[3000];
+    for (int i = 0; i < (int)sizeof text; i++)
+        text[i] = i % 30 == 29 ? '\n' : 'a' + i % 26;
+    text[2000] = 0x03;
+    CU_ASSERT_TRUE(write_all(bad, text, sizeof text));
+    const char *sep[] = {"data", "text", bad, "-o", out, "--documents", "lines", NULL};
+    expect_refused(sep, "data text", 1, out, "byte offset 2000: the text holds the byte 0x03");
+    const char *no_docs[] = {"data", "text", bad, "-o", out, "--context", "30", NULL};
+    expect_refused(no_docs, "data text", 2, out, "--context applies with --documents");
+}
+
 int main(void)
 {
     snprintf(work_dir, sizeof work_dir, "/tmp/lookback_test_cli_subword_%d", (int)getpid());
@@ -479,6 +645,8 @@ int main(void)
         {"the tokenizer travels into checkpoints under its checksum; --tokenizer", test_checkpoint_and_import},
         {"bits per byte and per character in eval and metrics.csv, char and bpe", test_bits_per_byte},
         {"whole UTF-8 characters from pieces; generate prints valid UTF-8", test_whole_characters},
+        {"documents: one per line, split by document, separators; generate --documents marks copies", test_documents},
+        {"documents: longer than the context, paragraphs, the separator byte refused", test_documents_refused_and_long},
         {NULL, NULL},
     };
     int rc = lb_test_main("cli_subword", cases);
