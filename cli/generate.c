@@ -351,7 +351,7 @@ static int print_document(generate_print *p, const lb_doc_set *train_docs, int64
     for (size_t i = 0; i < len; i++) /* one document, one line */
         if (text[i] == '\n' || text[i] == '\r')
             text[i] = ' ';
-    int copy = train_docs && lb_doc_set_has(train_docs, p->doc, p->doc_len);
+    int copy = train_docs && p->doc_len > 0 && lb_doc_set_has(train_docs, p->doc, p->doc_len);
     *copies += copy;
     int failed = emit(p, text, len);
     if (!failed && train_docs)

@@ -1547,8 +1547,8 @@ lb_doc_set *lb_doc_set_new(const lb_dataset *ds, const char *split)
 
 int lb_doc_set_has(const lb_doc_set *set, const int32_t *ids, int64_t n)
 {
-    if (!set || (!ids && n > 0))
-        return 0;
+    LB_CHECK_ARG(set, 0);
+    LB_CHECK_ARG(ids, 0);
     int64_t lo = 0, hi = set->n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2, k = set->order[mid];
@@ -1563,7 +1563,11 @@ int lb_doc_set_has(const lb_doc_set *set, const int32_t *ids, int64_t n)
     return 0;
 }
 
-int64_t lb_doc_set_size(const lb_doc_set *set) { return set ? set->n : 0; }
+int64_t lb_doc_set_size(const lb_doc_set *set)
+{
+    LB_CHECK_ARG(set, 0);
+    return set->n;
+}
 
 /* One document of the text: bytes [start, end). */
 typedef struct doc_span {
@@ -2119,8 +2123,11 @@ static size_t utf8_drain(lb_utf8_pending *p, char *out)
 
 size_t lb_utf8_whole(lb_utf8_pending *p, const char *bytes, size_t len, char *out)
 {
+    LB_CHECK_ARG(p, 0);
+    LB_CHECK_ARG(bytes, 0);
+    LB_CHECK_ARG(out, 0);
     size_t used = 0;
-    for (size_t i = 0; p && i < len; i++) {
+    for (size_t i = 0; i < len; i++) {
         p->bytes[p->n++] = (unsigned char)bytes[i];
         used += utf8_drain(p, out + used);
     }

@@ -201,7 +201,7 @@ lb_status lb_dataset_check_vocab(const lb_dataset *ds, const lb_vocab *model_voc
  * complete, returning their count in bytes (out needs room for 3 * (len + 3)); a byte
  * that cannot start or continue a character (or an overlong form, a surrogate) comes out
  * as U+FFFD. Zero-initialize the state; bytes still held at the end are an unfinished
- * character (the caller drops them). */
+ * character (the caller drops them). NULL p, bytes or out: 0 with an LB_ERR_VALUE error. */
 typedef struct lb_utf8_pending {
     unsigned char bytes[4];
     int n;
@@ -218,7 +218,8 @@ int64_t lb_vocab_separator_id(const lb_vocab *v);
  * corpus or has no separator, LB_ERR_MEMORY. */
 typedef struct lb_doc_set lb_doc_set;
 lb_doc_set *lb_doc_set_new(const lb_dataset *ds, const char *split);
-/* 1 when ids[0..n) (a document without its separators) is one of the set's documents. */
+/* 1 when ids[0..n) (a document without its separators) is one of the set's documents;
+ * 0 otherwise, and (with an LB_ERR_VALUE error) for a NULL set or ids. */
 int lb_doc_set_has(const lb_doc_set *set, const int32_t *ids, int64_t n);
 int64_t lb_doc_set_size(const lb_doc_set *set);
 void lb_doc_set_free(lb_doc_set *set);
