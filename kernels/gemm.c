@@ -49,7 +49,7 @@ void lb_k_gemv(lb_dtype dtype, int trans_a, int64_t n, int64_t k, double alpha, 
         cblas_dgemv(CblasRowMajor, ta, rows, cols, alpha, a, (int)lda, x, 1, beta, y, 1);
 }
 
-/* The products of narrow layers on the attention kernels' tile micro-kernel
+/* The products of narrow layers on the tile micro-kernel
  * (kernels/tile_gemm_internal.h), float32, beta 0 or 1, b not transposed, where OpenBLAS
  * would spend about as long packing the operands as multiplying them:
  *   a layer's forward, c [m, n] = alpha a b (+ c), a [m, k]: n and k <= 64, any m;

@@ -25,12 +25,13 @@ LB_API_BEGIN
  * is one call. The parts depend on m, n and k only, so every element comes from the
  * same call and the same bits with any thread count.
  * The exception to OpenBLAS: the products of narrow layers in float32 with beta 0 or 1
- * and b not transposed run on the fused attention kernels' tile micro-kernel in the
- * build lb_k_attention_isa() names, where OpenBLAS would spend about as long packing the
- * operands as multiplying: a forward, a b with n and k <= 64 (any m), and a weight
+ * and b not transposed run on the tile micro-kernel (kernels/tile_gemm.c, which the fused
+ * attention kernels also use) in the build tensor/isa.h chose, where OpenBLAS would
+ * spend about as long packing the operands as multiplying: a forward, a b with n and k <= 64 (any m), and a weight
  * gradient, aᵀ b with m and n <= 64 and k >= 512 (summed over k in chunks of 1024).
  * Each element is then one sum in order, the same bits for any m and thread count; the
- * "generic" build keeps OpenBLAS. */
+ * "generic" build keeps OpenBLAS. The definition it is tested against: lb_k_gemm_plain
+ * (tensor/kernels.h), a triple loop. */
 void lb_k_gemm(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 

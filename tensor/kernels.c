@@ -189,3 +189,23 @@ int lb_k_all_finite(const lb_tensor *x)
     });
     return ok;
 }
+
+void lb_k_gemm_plain(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                     const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    LB_DISPATCH(dtype, T, {
+        const T *A = a, *B = b;
+        T *C = c;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double sum = 0;
+                for (int64_t l = 0; l < k; l++) {
+                    double a_il = A[trans_a ? l * lda + i : i * lda + l]; /* op(a) [i, l] */
+                    double b_lj = B[trans_b ? j * ldb + l : l * ldb + j]; /* op(b) [l, j] */
+                    sum += a_il * b_lj;
+                }
+                double kept = beta == 0 ? 0 : beta * (double)C[i * ldc + j];
+                C[i * ldc + j] = (T)(alpha * sum + kept);
+            }
+    });
+}

@@ -1,6 +1,7 @@
 /* The plain numerical loops on tensors: broadcasting elementwise arithmetic,
- * accumulation with reduction, row sums, softmax over the last axis, sums. The matrix
- * products are in kernels/gemm.h, GELU in kernels/gelu.h.
+ * accumulation with reduction, row sums, softmax over the last axis, sums, and the
+ * matrix product by its definition (a triple loop). The fast matrix products are in
+ * kernels/gemm.h and are tested against the plain one (tests/test_blas.c); GELU is in kernels/gelu.h.
  *
  * Kernels are pure: they read their inputs and write their outputs, allocate
  * nothing persistent, and report shape or dtype errors through lb_error. Outputs
@@ -38,6 +39,17 @@ void lb_k_softmax(const lb_tensor *x, lb_tensor *out, int log);
 
 /* Sum of all elements of a contiguous tensor, accumulated in double. */
 double lb_k_sum_all(const lb_tensor *x);
+
+/* The matrix product by its definition, one triple loop: what lb_k_gemm (kernels/gemm.h,
+ * OpenBLAS or the tile micro-kernel) computes fast, here to read and to test it against.
+ *   c [m, n] = alpha * op(a) [m, k] @ op(b) [k, n] + beta * c
+ * op(a) = a (stored [m, k]) or, with trans_a, aᵀ (a stored [k, m]); likewise b. lda,
+ * ldb, ldc are the row strides as stored, in elements; float32 or float64 (`dtype`).
+ * Each element's sum runs over l = 0 .. k-1 in order, accumulated in double. beta = 0
+ * overwrites c whatever it held (NaN included), as BLAS ?gemm does; m or n <= 0 does
+ * nothing. */
+void lb_k_gemm_plain(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                     const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 
 /* 1 when every element of x is finite (no NaN, no infinity), 0 otherwise. */
 int lb_k_all_finite(const lb_tensor *x);

@@ -1,5 +1,6 @@
 /* The BLAS under lookback (tensor/blas.h): kernels that match the CPU, a user's
- * OPENBLAS_CORETYPE kept, the report a performance note needs. */
+ * OPENBLAS_CORETYPE kept, the report a performance note needs; the fast products
+ * (kernels/gemm.h, the tile product) against the plain triple loop (tensor/kernels.h). */
 #include <cblas.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -10,8 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/gemm.h"
+#include "kernels/tile_gemm_internal.h"
 #include "tensor/blas.h"
 #include "tensor/blas_internal.h"
+#include "tensor/isa.h"
+#include "tensor/kernels.h"
 #include "tensor/threads.h"
 #include "support.h"
 
@@ -202,6 +207,115 @@ static void test_isa_avx2_core(void)
     CU_ASSERT_EQUAL(strncmp(out, "SkylakeX ", 9) == 0 || strncmp(out, "Cooperlake ", 11) == 0, 1);
 }
 
+/* One product c [m, n] = alpha op(a) op(b) + beta c of `dtype` with padded row strides,
+ * by the fast path `fast` (0: lb_k_gemm, 1: the tile product) and by lb_k_gemm_plain;
+ * returns the largest |fast - plain| / (Σ_l |a_il b_lj| + 1), or -1 when the padding
+ * past n columns was written or beta = 0 let c's NaN through. */
+static double gemm_gap(lb_dtype dtype, int fast, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                       double beta)
+{
+    const size_t es = lb_dtype_size(dtype);
+    const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 5;
+    const int64_t a_n = (ta ? k : m) * lda, b_n = (tb ? n : k) * ldb, c_n = m * ldc;
+    char *a = malloc((size_t)a_n * es), *b = malloc((size_t)b_n * es), *c[2] = {malloc((size_t)c_n * es),
+                                                                                 malloc((size_t)c_n * es)};
+    /* values exact in float32, of both signs, no two rows alike */
+    for (int64_t i = 0; i < a_n + b_n + c_n; i++) {
+        double v = (double)((i * 7919 % 211) - 105) / 64.0, c_v = beta == 0 ? NAN : v;
+        char *at = i < a_n ? a + i * es : i < a_n + b_n ? b + (i - a_n) * es : c[0] + (i - a_n - b_n) * es;
+        double put = i < a_n + b_n ? v : c_v;
+        if (dtype == LB_FLOAT32)
+            *(float *)at = (float)put;
+        else
+            *(double *)at = put;
+    }
+    memcpy(c[1], c[0], (size_t)c_n * es);
+    if (fast) {
+        CU_ASSERT_EQUAL(lb_k_tile_gemm_f32(m, n, k, (float)alpha, (const float *)a, ta ? 1 : lda, ta ? lda : 1,
+                                           (const float *)b, ldb, beta == 1, (float *)c[0], ldc), 1);
+    } else {
+        lb_k_gemm(dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c[0], ldc);
+    }
+    lb_k_gemm_plain(dtype, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c[1], ldc);
+    double worst = 0;
+#define AT(p, i) (dtype == LB_FLOAT32 ? (double)((const float *)(p))[i] : ((const double *)(p))[i])
+    for (int64_t i = 0; i < m && worst >= 0; i++)
+        for (int64_t j = 0; j < ldc; j++) {
+            double got = AT(c[0], i * ldc + j), want = AT(c[1], i * ldc + j), mag = 1;
+            if (j >= n) { /* padding: untouched by both */
+                if (memcmp(c[0] + (i * ldc + j) * es, c[1] + (i * ldc + j) * es, es) != 0)
+                    worst = -1;
+                continue;
+            }
+            for (int64_t l = 0; l < k; l++)
+                mag += fabs(AT(a, ta ? l * lda + i : i * lda + l) * AT(b, tb ? j * ldb + l : l * ldb + j));
+            if (isnan(got) || isnan(want))
+                worst = -1;
+            else if (fabs(got - want) / mag > worst)
+                worst = fabs(got - want) / mag;
+        }
+#undef AT
+    free(a);
+    free(b);
+    free(c[0]);
+    free(c[1]);
+    return worst;
+}
+
+/* lb_k_gemm, in float32 and float64, every transpose, beta 0 and 1, on the tile
+ * micro-kernel (narrow float32 products, when the build has it) and on OpenBLAS (the
+ * rest, and every product in the "generic" build), and the tile product itself, all
+ * against the plain triple loop on shapes that are not square. */
+static void test_gemm_matches_plain(void)
+{
+    static const int64_t shapes[][3] = {/* m, n, k */
+                                        {3, 5, 7},   {17, 4, 33},  {1, 9, 2},   {40, 64, 64}, {70, 130, 20},
+                                        {9, 33, 1},  {64, 61, 600}, {2, 3, 1100}};
+    int checked = 0;
+    for (int isa = 0; isa < 2; isa++) {
+        CU_ASSERT_EQUAL_FATAL(lb_isa_set(isa ? "generic" : "auto"), LB_OK);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int t = 0; t < 8; t++) { /* trans_a, trans_b, beta */
+                int ta = t & 1, tb = (t >> 1) & 1;
+                double beta = t >> 2, alpha = 0.75;
+                const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                double f32 = gemm_gap(LB_FLOAT32, 0, ta, tb, m, n, k, alpha, beta);
+                double f64 = gemm_gap(LB_FLOAT64, 0, ta, tb, m, n, k, alpha, beta);
+                CU_ASSERT(f32 >= 0 && f32 <= 1e-6);
+                CU_ASSERT(f64 >= 0 && f64 <= 1e-14);
+                if (!isa && !tb && lb_k_tile_gemm_ready()) {
+                    double tile = gemm_gap(LB_FLOAT32, 1, ta, 0, m, n, k, alpha, beta);
+                    CU_ASSERT(tile >= 0 && tile <= 1e-6);
+                    checked++;
+                }
+                if (f32 < 0 || f32 > 1e-6 || f64 < 0 || f64 > 1e-14)
+                    printf("\n  %s m %lld n %lld k %lld trans %d %d beta %g: float32 %g float64 %g", isa ? "generic" : "auto",
+                           (long long)m, (long long)n, (long long)k, ta, tb, beta, f32, f64);
+            }
+    }
+    CU_ASSERT_EQUAL(lb_isa_set("auto"), LB_OK);
+    if (!checked)
+        printf("(no tile micro-kernel in this build: the tile product not checked) ");
+}
+
+/* The plain product itself on a 2 x 3 by 3 x 2 product worked by hand, and a wrong
+ * answer is seen: the check above could fail. */
+static void test_gemm_plain_by_hand(void)
+{
+    const double a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12}; /* [2, 3], [3, 2] */
+    double c[4] = {1, 1, 1, 1}, bt_c[4] = {0, 0, 0, 0};
+    lb_k_gemm_plain(LB_FLOAT64, 0, 0, 2, 2, 3, 1.0, a, 3, b, 2, 1.0, c, 2);
+    CU_ASSERT_DOUBLE_EQUAL(c[0], 59, 0);
+    CU_ASSERT_DOUBLE_EQUAL(c[1], 65, 0);
+    CU_ASSERT_DOUBLE_EQUAL(c[2], 140, 0);
+    CU_ASSERT_DOUBLE_EQUAL(c[3], 155, 0);
+    /* aᵀ (a read as [3, 2] stored) times bᵀ (b read as [2, 3] stored): [2, 2] */
+    lb_k_gemm_plain(LB_FLOAT64, 1, 1, 2, 2, 3, 2.0, a, 2, b, 3, 0.0, bt_c, 2);
+    CU_ASSERT_DOUBLE_EQUAL(bt_c[0], 2 * (1 * 7 + 3 * 8 + 5 * 9), 0);
+    CU_ASSERT_DOUBLE_EQUAL(bt_c[1], 2 * (1 * 10 + 3 * 11 + 5 * 12), 0);
+    CU_ASSERT_DOUBLE_EQUAL(bt_c[3], 2 * (2 * 10 + 4 * 11 + 6 * 12), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--print-blas") == 0)
@@ -212,6 +326,8 @@ int main(int argc, char **argv)
         {"a process on Prescott kernels gets the CPU's class back", test_correction_from_prescott},
         {"a user's OPENBLAS_CORETYPE is kept", test_user_coretype_kept},
         {"LOOKBACK_ISA=avx2 runs OpenBLAS's AVX2 core", test_isa_avx2_core},
+        {"the plain product, worked by hand", test_gemm_plain_by_hand},
+        {"lb_k_gemm and the tile product against the plain product", test_gemm_matches_plain},
         {NULL, NULL},
     };
     return lb_test_main("blas", cases);
