@@ -952,106 +952,186 @@ static int64_t scored_targets(const lb_batch *b)
     return n;
 }
 
-lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
+/* Where a step started: the loader's place in the data order, the dropout stream, the
+ * clocks. */
+typedef struct step_start {
+    lb_loader_state loader;
+    lb_rng dropout;
+    double wall, cpu;
+} step_start;
+
+static lb_status step_begin(lb_trainer *t, step_start *s)
 {
-    LB_CHECK_ARG(t, LB_ERR_VALUE);
-    LB_CHECK_ARG(stats, LB_ERR_VALUE);
-    double t0 = lb_clock_wall(), cpu0 = t->cfg.budget_clock == LB_BUDGET_CPU ? lb_clock_process_cpu() : 0;
-    memset(stats, 0, sizeof *stats);
-    /* A stop requested mid-step (one process) discards the step: the data order and the
-     * dropout stream go back to where they were, so the checkpoint and a resumed run
-     * equal an uninterrupted one. */
-    lb_loader_state before;
-    lb_rng dropout_before = t->dropout_rng;
+    s->wall = lb_clock_wall();
+    s->cpu = t->cfg.budget_clock == LB_BUDGET_CPU ? lb_clock_process_cpu() : 0;
+    s->dropout = t->dropout_rng;
     t->step_interrupted = 0;
-    if (lb_loader_get_state(t->loader, &before) != LB_OK)
+    if (lb_loader_get_state(t->loader, &s->loader) != LB_OK)
         return lb_last_status();
-    lb_batch b;
-    lb_status st = next_batch(t, &b);
-    if (st != LB_OK)
-        return st;
-    lb_params *ps = lb_model_params(t->model);
-    double lr = lb_schedule_lr(&t->cfg.schedule, t->step);
-    lb_optim_set_lr(t->optim, lr);
+    return LB_OK;
+}
+
+/* A step that failed: its gradients cleared. A stop requested mid-step (one process)
+ * discards the step: the data order and the dropout stream go back to where they were,
+ * so the checkpoint and a resumed run equal an uninterrupted one. Returns st. */
+static lb_status step_abandon(lb_trainer *t, const step_start *s, lb_status st)
+{
     lb_optim_zero_grad(t->optim);
-    int64_t total_scored = scored_targets(&b), correct = 0, counted = 0;
+    if (!t->dist && t->stop_requested && lb_loader_set_state(t->loader, &s->loader) == LB_OK) {
+        t->dropout_rng = s->dropout;
+        t->step_interrupted = 1;
+    }
+    return st;
+}
+
+/* The divisors of the micro-batches' shares of the batch: the targets the whole batch
+ * scores (over every process) and, with class weights, their summed weights. */
+typedef struct batch_shares {
+    int64_t scored;
+    double weight;
+} batch_shares;
+
+static lb_status batch_shares_of(lb_trainer *t, const lb_batch *b, batch_shares *out)
+{
+    out->scored = scored_targets(b);
+    out->weight = 0;
     if (t->dist && t->class_weight)
         return lb_error(LB_ERR_VALUE, "class weights are not available under data-parallel training (each process "
                         "would need the weights of the whole batch): train in one process");
-    if (t->dist && (st = lb_dist_total_scored(t, &total_scored)) != LB_OK)
+    lb_status st = t->dist ? lb_dist_total_scored(t, &out->scored) : LB_OK;
+    if (st != LB_OK)
         return st;
-    double total_weight = t->class_weight && b.targets ? weighted_targets(&b, t->class_weight) : 0;
-    double loss_sum = 0;
+    out->weight = t->class_weight && b->targets ? weighted_targets(b, t->class_weight) : 0;
+    return LB_OK;
+}
+
+/* What a step's micro-batches add up: the batch's loss (each micro-batch's mean weighted
+ * by its share of the batch's targets) and the predictions counted and correct. */
+typedef struct step_sums {
+    double loss;
+    int64_t correct, counted;
+} step_sums;
+
+/* One micro-batch: forward, loss, and the backward of the loss times its share (the
+ * gradients accumulate over the micro-batches); adds to sums. */
+static lb_status micro_batch(lb_trainer *t, const lb_batch *part, const batch_shares *shares, step_sums *sums)
+{
+    lb_tensor *converted = NULL;
+    lb_model_input in;
+    lb_status st = batch_input(t->model, part, &in, &converted);
+    lb_var *y = st == LB_OK ? lb_model_forward(t->graph, t->model, &in, 1, &t->dropout_rng, NULL) : NULL;
+    lb_var *loss = task_loss(t->graph, y, part, t->class_weight);
+    if (!loss) {
+        st = lb_last_status();
+    } else {
+        double value = lb_tensor_flat(loss->value, 0);
+        int64_t scored = scored_targets(part);
+        if (!isfinite(value)) {
+            st = lb_error(LB_ERR_NUMERIC, "training loss is %g at step %lld; the parameters were not updated "
+                          "(try a lower --lr or --clip)", value, (long long)t->step + 1);
+        } else {
+            double w = shares->scored > 0 ? (double)scored / (double)shares->scored : 0.0;
+            if (t->class_weight && part->targets) /* weighted: the share of the batch's weight */
+                w = shares->weight > 0 ? weighted_targets(part, t->class_weight) / shares->weight : 0.0;
+            sums->loss += value * w;
+            lb_var *weighted = w == 1.0 ? loss : lb_scale(t->graph, loss, w);
+            st = scored > 0 ? lb_backward(t->graph, weighted, NULL) : LB_OK;
+            if (part->targets)
+                count_correct(y->value, part, &sums->correct, &sums->counted, NULL, NULL, NULL, NULL);
+        }
+    }
+    lb_tensor_free(converted);
+    return st;
+}
+
+/* The batch in cfg.micro_batches parts, each through micro_batch on a fresh tape; stops
+ * at the first error. */
+static lb_status forward_loss_backward(lb_trainer *t, const lb_batch *b, const batch_shares *shares, step_sums *sums)
+{
+    lb_status st = LB_OK;
     int64_t micro = t->cfg.micro_batches;
     if (!t->dist) /* ranks agree on a stop between steps (lb_dist_stop_agreed) */
         lb_graph_set_stop(t->graph, &t->stop_requested);
     for (int64_t m = 0; m < micro && st == LB_OK; m++) {
-        int64_t start = b.batch_size * m / micro, stop = b.batch_size * (m + 1) / micro;
-        lb_tensor *fview = NULL, *converted = NULL;
-        lb_batch part = batch_part(&b, start, stop - start, &fview);
-        lb_model_input in;
-        st = batch_input(t->model, &part, &in, &converted);
-        lb_var *y = st == LB_OK ? lb_model_forward(t->graph, t->model, &in, 1, &t->dropout_rng, NULL) : NULL;
-        lb_var *loss = task_loss(t->graph, y, &part, t->class_weight);
-        if (!loss) {
-            st = lb_last_status();
-        } else {
-            double value = lb_tensor_flat(loss->value, 0);
-            int64_t scored = scored_targets(&part);
-            if (!isfinite(value)) {
-                st = lb_error(LB_ERR_NUMERIC, "training loss is %g at step %lld; the parameters were not updated "
-                              "(try a lower --lr or --clip)", value, (long long)t->step + 1);
-            } else {
-                /* Each micro-batch's mean is weighted by its share of the batch's targets. */
-                double w = total_scored > 0 ? (double)scored / (double)total_scored : 0.0;
-                if (t->class_weight && part.targets) /* weighted: the share of the batch's weight */
-                    w = total_weight > 0 ? weighted_targets(&part, t->class_weight) / total_weight : 0.0;
-                loss_sum += value * w;
-                lb_var *weighted = w == 1.0 ? loss : lb_scale(t->graph, loss, w);
-                st = scored > 0 ? lb_backward(t->graph, weighted, NULL) : LB_OK;
-                if (part.targets)
-                    count_correct(y->value, &part, &correct, &counted, NULL, NULL, NULL, NULL);
-            }
-        }
-        lb_tensor_free(converted);
+        int64_t start = b->batch_size * m / micro, stop = b->batch_size * (m + 1) / micro;
+        lb_tensor *fview = NULL;
+        lb_batch part = batch_part(b, start, stop - start, &fview);
+        st = micro_batch(t, &part, shares, sums);
         lb_tensor_free(fview);
         lb_graph_reset(t->graph);
     }
     lb_graph_set_stop(t->graph, NULL);
-    if (t->dist)
-        st = lb_dist_reduce_step(t, st, &loss_sum, &correct, &counted);
-    if (st != LB_OK) {
-        lb_optim_zero_grad(t->optim);
-        if (!t->dist && t->stop_requested && lb_loader_set_state(t->loader, &before) == LB_OK) {
-            t->dropout_rng = dropout_before;
-            t->step_interrupted = 1;
-        }
-        return st;
-    }
-    double norm = 0;
-    lb_status cst = t->cfg.clip > 0 ? lb_clip_grad_norm(ps->items, ps->count, t->cfg.clip, &norm)
-                                    : lb_grad_norm(ps->items, ps->count, &norm);
-    stats->skipped = cst != LB_OK;
+    return st;
+}
+
+/* The global gradient norm (clipped to cfg.clip when > 0), then the optimizer's update;
+ * a norm that is not finite skips the update (*skipped = 1). Gradients are cleared. */
+static lb_status clip_and_update(lb_trainer *t, double *norm, int *skipped)
+{
+    lb_params *ps = lb_model_params(t->model);
+    lb_status st = LB_OK;
+    lb_status cst = t->cfg.clip > 0 ? lb_clip_grad_norm(ps->items, ps->count, t->cfg.clip, norm)
+                                    : lb_grad_norm(ps->items, ps->count, norm);
+    *skipped = cst != LB_OK;
     if (cst == LB_OK)
         st = lb_optim_step(t->optim);
     lb_optim_zero_grad(t->optim);
     lb_clear_error();
-    if (st != LB_OK)
-        return st;
-    t->step++;
+    return st;
+}
+
+/* The step's figures in stats; its time added to the trainer's clocks (under MPI, the
+ * slowest rank's). */
+static lb_status step_account(lb_trainer *t, const step_start *s, const lb_batch *b, const step_sums *sums, double lr,
+                              double norm, lb_step_stats *stats)
+{
     stats->step = t->step;
-    stats->loss = loss_sum;
-    stats->accuracy = counted > 0 ? (double)correct / (double)counted : NAN;
+    stats->loss = sums->loss;
+    stats->accuracy = sums->counted > 0 ? (double)sums->correct / (double)sums->counted : NAN;
     stats->grad_norm = norm;
     stats->lr = lr;
-    stats->tokens = t->cfg.batch_size * b.seq_len; /* the global batch, also when each rank holds a part */
-    stats->seconds = lb_clock_wall() - t0;
-    double budget = t->cfg.budget_clock == LB_BUDGET_CPU ? (lb_clock_process_cpu() - cpu0) / lb_get_num_threads() : stats->seconds;
-    if (t->dist && (st = lb_dist_end_step(t, &stats->seconds, &budget)) != LB_OK)
+    stats->tokens = t->cfg.batch_size * b->seq_len; /* the global batch, also when each rank holds a part */
+    stats->seconds = lb_clock_wall() - s->wall;
+    double budget = t->cfg.budget_clock == LB_BUDGET_CPU ? (lb_clock_process_cpu() - s->cpu) / lb_get_num_threads()
+                                                         : stats->seconds;
+    lb_status st = t->dist ? lb_dist_end_step(t, &stats->seconds, &budget) : LB_OK;
+    if (st != LB_OK)
         return st;
     t->elapsed += stats->seconds;
     t->budget_spent += budget;
     return LB_OK;
+}
+
+/* batch -> forward -> loss -> backward -> clip -> optimizer step */
+lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
+{
+    LB_CHECK_ARG(t, LB_ERR_VALUE);
+    LB_CHECK_ARG(stats, LB_ERR_VALUE);
+    memset(stats, 0, sizeof *stats);
+    step_start start;
+    lb_batch b;
+    batch_shares shares;
+    lb_status st = step_begin(t, &start);
+    if (st == LB_OK)
+        st = next_batch(t, &b);
+    if (st != LB_OK)
+        return st;
+    double lr = lb_schedule_lr(&t->cfg.schedule, t->step);
+    lb_optim_set_lr(t->optim, lr);
+    lb_optim_zero_grad(t->optim);
+    if ((st = batch_shares_of(t, &b, &shares)) != LB_OK)
+        return st;
+    step_sums sums = {0};
+    st = forward_loss_backward(t, &b, &shares, &sums);
+    if (t->dist) /* every rank's gradients and sums added up */
+        st = lb_dist_reduce_step(t, st, &sums.loss, &sums.correct, &sums.counted);
+    if (st != LB_OK)
+        return step_abandon(t, &start, st);
+    double norm = 0;
+    if ((st = clip_and_update(t, &norm, &stats->skipped)) != LB_OK)
+        return st;
+    t->step++;
+    return step_account(t, &start, &b, &sums, lr, norm, stats);
 }
 
 const char *lb_metrics_header(void)
