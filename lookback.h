@@ -10,6 +10,7 @@
 #include "autograd/autograd.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "data/arrays.h"
 #include "data/csv.h"
 #include "data/dataset.h"
 #include "data/events.h"

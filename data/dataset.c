@@ -40,6 +40,7 @@ struct lb_dataset {
     lb_event_schema *events;
     lb_text_store text; /* a text corpus (text.present): its token streams */
     lb_vocab *vocab;    /* and its vocabulary; NULL for a task file */
+    int from_arrays;    /* made in memory by lb_dataset_from_arrays (data/arrays.h) */
 };
 
 enum { MAX_SCHEMA_BYTES = 1 << 28 };
@@ -831,6 +832,30 @@ static lb_dataset *open_splits(const char *path, int only)
     return ds;
 }
 
+lb_dataset *lb_dataset_adopt_rows(const char *name, const lb_layout *layout, int64_t vocab_size, int64_t num_classes,
+                                  lb_rows *rows)
+{
+    lb_dataset *ds = calloc(1, sizeof *ds);
+    char *copy = ds ? strdup(name) : NULL;
+    if (!copy) {
+        free(ds);
+        for (int s = 0; s < LB_SPLIT_COUNT; s++)
+            lb_rows_free(&rows[s]);
+        lb_error(LB_ERR_MEMORY, "%s: out of memory", name);
+        return NULL;
+    }
+    ds->path = copy;
+    ds->from_arrays = 1;
+    ds->options.task = LB_TASK_COUNT;
+    ds->format_version = LB_DATA_FORMAT_VERSION;
+    ds->layout = *layout;
+    ds->vocab_size = vocab_size;
+    ds->num_classes = num_classes;
+    for (int s = 0; s < LB_SPLIT_COUNT; s++)
+        ds->split[s] = rows[s];
+    return ds;
+}
+
 void lb_dataset_close(lb_dataset *ds)
 {
     if (!ds)
@@ -855,6 +880,8 @@ const char *lb_dataset_path(const lb_dataset *ds)
 const char *lb_dataset_task_name(const lb_dataset *ds)
 {
     LB_CHECK_ARG(ds, NULL);
+    if (ds->from_arrays)
+        return "arrays";
     return ds->text.present ? "text" : ds->is_events ? "events" : lb_task_name(ds->options.task);
 }
 const lb_event_schema *lb_dataset_events(const lb_dataset *ds)

@@ -14,6 +14,12 @@ int lb_split_index(const char *name, const char *file);
 const char *lb_split_name(int split);
 
 const lb_layout *lb_dataset_layout(const lb_dataset *ds);
+
+/* A dataset of rows already in memory and checked (lb_dataset_from_arrays): it takes
+ * over rows [LB_SPLIT_COUNT] (freed on error too); `name` is its path in messages and
+ * its task name "arrays". NULL with LB_ERR_MEMORY. */
+lb_dataset *lb_dataset_adopt_rows(const char *name, const lb_layout *layout, int64_t vocab_size, int64_t num_classes,
+                                  lb_rows *rows);
 const lb_rows *lb_dataset_rows(const lb_dataset *ds, int split);
 
 /* Buffers for up to `capacity` examples gathered from a split; messages name `file`. */

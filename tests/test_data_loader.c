@@ -1,6 +1,7 @@
 /* The batch loader: shuffled epochs cover every example once, drop_last, seeded
  * order, batches hold the right examples, saved state resumes bit for bit, and shards
  * (one per data-parallel rank) partition every batch. */
+#include "data/arrays.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/tasks.h"
@@ -292,6 +293,97 @@ static void test_loader_errors(void)
     lb_dataset_close(ds);
 }
 
+/* lb_dataset_from_arrays: a dataset of the caller's arrays, copied, read back by the
+ * loader and by lb_dataset_slice as a file's would be. */
+static void test_dataset_from_arrays(void)
+{
+    /* 3 train and 2 val sequences of T = 4 tokens (V = 6), a class per position (C = 3) */
+    int32_t tokens[5 * 4] = {1, 2, 3, 4, 5, 0, 1, 2, 3, 3, 3, 3, 2, 4, 1, 5, 0, 0, 1, 2};
+    int32_t targets[5 * 4] = {0, 1, 2, 0, 1, 2, 0, 1, 2, 2, -100, 1, 0, 0, 1, 2, -100, -100, 2, 1};
+    lb_array_data d = {.seq_len = 4, .vocab_size = 6, .num_classes = 3, .per_position = 1,
+                       .train = {3, tokens, NULL, targets}, .val = {2, tokens + 12, NULL, targets + 12}};
+    lb_dataset *ds = lb_dataset_from_arrays(&d, "my arrays");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    tokens[0] = 5; /* the dataset holds a copy: the loader below still reads 1 */
+    CU_ASSERT_STRING_EQUAL(lb_dataset_path(ds), "my arrays");
+    CU_ASSERT_STRING_EQUAL(lb_dataset_task_name(ds), "arrays");
+    CU_ASSERT_EQUAL(lb_dataset_seq_len(ds), 4);
+    CU_ASSERT_EQUAL(lb_dataset_vocab_size(ds), 6);
+    CU_ASSERT_EQUAL(lb_dataset_num_classes(ds), 3);
+    CU_ASSERT_EQUAL(lb_dataset_per_position(ds), 1);
+    CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "train"), 3);
+    CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "val"), 2);
+    CU_ASSERT_EQUAL(lb_dataset_split_size(ds, "test"), 0);
+    lb_batch b;
+    CU_ASSERT_EQUAL_FATAL(lb_dataset_slice(ds, "val", 1, 1, &b), LB_OK);
+    CU_ASSERT_EQUAL(b.tokens[0], 0);
+    CU_ASSERT_EQUAL(b.tokens[3], 2);
+    CU_ASSERT_EQUAL(b.targets[0], -100);
+    CU_ASSERT_EQUAL(b.targets[3], 1);
+    lb_batch_free(&b);
+    /* the loader in file order: the first train sequence as given, before the change */
+    lb_loader *ld = lb_loader_new(ds, "train", 2, 0, 0, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ld);
+    CU_ASSERT_EQUAL(lb_loader_next(ld, &b), 1);
+    CU_ASSERT_EQUAL(b.batch_size, 2);
+    CU_ASSERT_EQUAL(b.tokens[0], 1);
+    CU_ASSERT_EQUAL(b.tokens[5], 0);
+    CU_ASSERT_EQUAL(b.targets[6], 0);
+    lb_loader_free(ld);
+    int64_t counts[3], ignored;
+    CU_ASSERT_EQUAL(lb_dataset_label_histogram(ds, "train", counts, &ignored), LB_OK);
+    CU_ASSERT_EQUAL(counts[0], 3);
+    CU_ASSERT_EQUAL(counts[1], 4);
+    CU_ASSERT_EQUAL(counts[2], 4);
+    CU_ASSERT_EQUAL(ignored, 1);
+    lb_dataset_close(ds);
+
+    /* real-valued inputs [N, T, F], a class per sequence */
+    float features[2 * 3 * 2] = {0.5f, -1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    int32_t classes[2] = {1, 0};
+    lb_array_data f = {.seq_len = 3, .num_features = 2, .num_classes = 2, .train = {2, NULL, features, classes}};
+    ds = lb_dataset_from_arrays(&f, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+    CU_ASSERT_STRING_EQUAL(lb_dataset_path(ds), "arrays");
+    CU_ASSERT_EQUAL(lb_dataset_num_features(ds), 2);
+    CU_ASSERT_EQUAL_FATAL(lb_dataset_slice(ds, "train", 0, 2, &b), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(lb_tensor_get(b.features, (int64_t[]){1, 2, 1}), 11.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(lb_tensor_get(b.features, (int64_t[]){0, 0, 1}), -1.0, 0);
+    CU_ASSERT_EQUAL(b.targets[0], 1);
+    lb_batch_free(&b);
+    lb_dataset_close(ds);
+}
+
+/* What lb_dataset_from_arrays refuses, each with a message naming what was wrong. */
+static void test_dataset_from_arrays_errors(void)
+{
+    int32_t tokens[2 * 4] = {1, 2, 3, 4, 5, 0, 1, 9}, targets[2] = {0, 1};
+    lb_array_data d = {.seq_len = 4, .vocab_size = 6, .num_classes = 2, .train = {2, tokens, NULL, targets}};
+    CU_ASSERT_PTR_NULL(lb_dataset_from_arrays(&d, "a"));
+    CU_ASSERT_EQUAL(lb_last_status(), LB_ERR_VALUE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "a: train split: tokens [1, 3] is 9, outside [0, 6)"));
+    tokens[7] = 2;
+    targets[1] = 2;
+    CU_ASSERT_PTR_NULL(lb_dataset_from_arrays(&d, "a"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "targets [1] is 2, outside [0, 2) and not -100"));
+    targets[1] = 1;
+    d.val = (lb_array_split){1, tokens, NULL, NULL};
+    CU_ASSERT_PTR_NULL(lb_dataset_from_arrays(&d, "a"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "a: val split: no targets array"));
+    d.val.n = 0;
+    d.num_features = 3;
+    CU_ASSERT_PTR_NULL(lb_dataset_from_arrays(&d, "a"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "give one of them"));
+    d.num_features = 0;
+    d.train.n = 0;
+    CU_ASSERT_PTR_NULL(lb_dataset_from_arrays(&d, "a"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lb_last_error(), "the train split is empty"));
+    d.train.n = 2;
+    lb_dataset *ds = lb_dataset_from_arrays(&d, "a"); /* all fixed: accepted */
+    CU_ASSERT_PTR_NOT_NULL(ds);
+    lb_dataset_close(ds);
+}
+
 int main(void)
 {
     const lb_test_case cases[] = {
@@ -301,6 +393,8 @@ int main(void)
         {"real-valued batches are float32 [B, T, F] tensors", test_feature_batches},
         {"shards of a loader partition each of its batches", test_shards_partition_each_batch},
         {"bad loader arguments give errors", test_loader_errors},
+        {"a dataset from arrays in memory", test_dataset_from_arrays},
+        {"a dataset from arrays: what is refused", test_dataset_from_arrays_errors},
         {NULL, NULL},
     };
     return lb_test_main("data loader", cases);
