@@ -193,6 +193,9 @@ int lb_k_all_finite(const lb_tensor *x)
 void lb_k_gemm_plain(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                      const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
 {
+    LB_CHECK_ARG(a);
+    LB_CHECK_ARG(b);
+    LB_CHECK_ARG(c);
     LB_DISPATCH(dtype, T, {
         const T *A = a, *B = b;
         T *C = c;

@@ -47,7 +47,7 @@ double lb_k_sum_all(const lb_tensor *x);
  * ldb, ldc are the row strides as stored, in elements; float32 or float64 (`dtype`).
  * Each element's sum runs over l = 0 .. k-1 in order, accumulated in double. beta = 0
  * overwrites c whatever it held (NaN included), as BLAS ?gemm does; m or n <= 0 does
- * nothing. */
+ * nothing. A NULL a, b or c does nothing but set LB_ERR_VALUE naming it. */
 void lb_k_gemm_plain(lb_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                      const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 
