@@ -34,7 +34,7 @@ LB_API_BEGIN
 /* A buffer pool (tensor/pool.h, an advanced header). */
 typedef struct lb_pool lb_pool;
 
-enum { LB_MAX_OP_INPUTS = 4, LB_MAX_SAVED = 4 };
+enum { LB_MAX_OP_INPUTS = 5, LB_MAX_SAVED = 4 };
 
 typedef struct lb_graph lb_graph;
 typedef struct lb_var lb_var;

@@ -309,6 +309,14 @@ lb_var *lb_causal_conv1d(lb_graph *g, lb_var *x, lb_var *weight, lb_var *bias, i
  * outside (0, 1] (LB_ERR_VALUE). */
 lb_var *lb_linear_attention(lb_graph *g, lb_var *q, lb_var *k, lb_var *v, const double *gamma, lb_tensor *state,
                             const int64_t *valid);
+/* The selective scan of Mamba (Gu & Dao 2023, Algorithm 2; kernels/selective_scan.h):
+ *   u, delta [B, T, D], A [D, N], Bm, Cm [B, T, N] -> y [B, T, D],
+ *   Δ = softplus(delta), h_t = exp(Δ_t A) h_{t-1} + Δ_t Bm_t u_t (h_{-1} = 0), y_t = Σ_n Cm_t h_t,
+ * per channel d with its state h [N]: what the authors' `selective_scan_ref(u, delta, A, B, C,
+ * delta_softplus=True)` computes (u, delta transposed to [B, D, T]), without its D and z terms.
+ * The backward recomputes the states (none is kept). Gradients flow to all five inputs.
+ * Errors: shapes that do not fit (the message lists them), a dtype other than float32/64. */
+lb_var *lb_selective_scan(lb_graph *g, lb_var *u, lb_var *delta, lb_var *A, lb_var *Bm, lb_var *Cm);
 
 LB_API_END
 

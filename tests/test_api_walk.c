@@ -270,6 +270,10 @@ static const struct {
     {"lb_k_linear_attention_forward", "valid"}, {"lb_k_linear_attention_backward", "gamma"},
     {"lb_k_linear_attention_backward", "dq"}, {"lb_k_linear_attention_backward", "dk"},
     {"lb_k_linear_attention_backward", "dv"},
+    {"lb_k_selective_scan", "h0"},     {"lb_k_selective_scan", "valid"},   {"lb_k_selective_scan", "h_last"},
+    {"lb_k_selective_scan_backward", "du"}, {"lb_k_selective_scan_backward", "ddelta"},
+    {"lb_k_selective_scan_backward", "dA"}, {"lb_k_selective_scan_backward", "dB"},
+    {"lb_k_selective_scan_backward", "dC"},
     {NULL, NULL},
 };
 

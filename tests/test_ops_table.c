@@ -225,6 +225,7 @@ static lb_var *b_linear_attention(lb_graph *g, lb_var *const *x)
 }
 /* x [2, 7, 3], weight [4, 3, 3], bias [4], dilation 2 (taps reach 4 steps back) */
 static lb_var *b_conv1d(lb_graph *g, lb_var *const *x) { return lb_causal_conv1d(g, x[0], x[1], x[2], 2); }
+static lb_var *b_selective_scan(lb_graph *g, lb_var *const *x) { return lb_selective_scan(g, x[0], x[1], x[2], x[3], x[4]); }
 
 /* ---- misuses ---- */
 
@@ -299,12 +300,17 @@ static lb_var *m_lstm(lb_graph *g, lb_var *const *x)
 }
 /* The state of a value that no LSTM layer made */
 static lb_var *m_lstm_state(lb_graph *g, lb_var *const *x) { return lb_lstm_final_state(g, x[0], NULL, 1); }
-/* weight [4, 3, 3] for x with 7 channels (time and channels swapped) */
 /* keys of width 4 for queries of width 3 */
 static lb_var *m_linear_attention(lb_graph *g, lb_var *const *x)
 {
     return lb_linear_attention(g, x[0], x[2], x[2], NULL, NULL, NULL);
 }
+/* C read as [2, 5, 3]: its state size does not match A's 4 */
+static lb_var *m_selective_scan(lb_graph *g, lb_var *const *x)
+{
+    return lb_selective_scan(g, x[0], x[1], x[2], x[3], x[0]);
+}
+/* weight [4, 3, 3] for x with 7 channels (time and channels swapped) */
 static lb_var *m_conv1d(lb_graph *g, lb_var *const *x)
 {
     return lb_causal_conv1d(g, lb_transpose(g, x[0], 1, 2), x[1], x[2], 2);
@@ -399,6 +405,9 @@ static const op_recipe recipes[] = {
      LB_ERR_SHAPE, "conv1d|[2, 3, 7]", 0},
     {LB_OP_LINEAR_ATTENTION, 3, {{4, {2, 2, 5, 3}, -1, 1}, {4, {2, 2, 5, 3}, -1, 1}, {4, {2, 2, 5, 4}, -1, 1}},
      b_linear_attention, m_linear_attention, LB_ERR_SHAPE, "linear_attention|[2, 2, 5, 4]", 0},
+    {LB_OP_SELECTIVE_SCAN, 5, {{3, {2, 5, 3}, -1, 1}, {3, {2, 5, 3}, -2, 1.5}, {2, {3, 4}, -1.5, -0.2},
+     {3, {2, 5, 4}, -1, 1}, {3, {2, 5, 4}, -1, 1}}, b_selective_scan, m_selective_scan, LB_ERR_SHAPE,
+     "selective_scan|[2, 5, 3]|[3, 4]", 0},
     {LB_OP_CUSTOM, 1, {T23}, b_custom, m_custom, LB_ERR_VALUE, "custom|backward", 0},
     {LB_OP_GELU_TANH, 1, {T23}, b_gelu_tanh, m_gelu_tanh, LB_ERR_STATE, "gelu_tanh|another graph", 0},
     {LB_OP_LOGSUMEXP, 1, {T234}, b_logsumexp, m_logsumexp, LB_ERR_SHAPE, "logsumexp|[2, 3, 4]", 0},
@@ -724,6 +733,23 @@ static lb_var *c_linear_attention(lb_graph *g, lb_var *const *x)
     lb_var *den = lb_add(g, lb_sum_axes(g, a, 1, (int[]){-1}, 1), constant_like(g, x[0], 1, (int64_t[]){1}, eps));
     return lb_div(g, lb_matmul(g, a, x[2]), den);
 }
+/* u, delta [2, 5, 3], A [3, 4], B, C [2, 5, 4]: the recurrence one step at a time, the
+ * state h [2, 3, 4] (batch, channel, state). */
+static lb_var *c_selective_scan(lb_graph *g, lb_var *const *x)
+{
+    const double one[1] = {1};
+    lb_var *dl = lb_log(g, lb_add(g, lb_exp(g, x[1]), constant_like(g, x[1], 1, (int64_t[]){1}, one)));
+    lb_var *h = NULL, *ys[5];
+    for (int64_t t = 0; t < 5; t++) {
+        lb_var *dl_t = lb_reshape(g, lb_slice(g, dl, 1, t, t + 1, 1), 3, (int64_t[]){2, 3, 1});
+        lb_var *u_t = lb_reshape(g, lb_slice(g, x[0], 1, t, t + 1, 1), 3, (int64_t[]){2, 3, 1});
+        lb_var *in = lb_mul(g, lb_mul(g, dl_t, u_t), lb_slice(g, x[3], 1, t, t + 1, 1)); /* [2, 3, 4] */
+        h = h ? lb_add(g, lb_mul(g, lb_exp(g, lb_mul(g, dl_t, x[2])), h), in) : in;
+        lb_var *y = lb_sum_axes(g, lb_mul(g, h, lb_slice(g, x[4], 1, t, t + 1, 1)), 1, (int[]){2}, 0);
+        ys[t] = lb_reshape(g, y, 3, (int64_t[]){2, 1, 3});
+    }
+    return lb_concat(g, 5, ys, 1);
+}
 
 static const struct {
     lb_op_kind op;
@@ -734,6 +760,7 @@ static const struct {
     {LB_OP_LAYER_NORM, c_layer_norm},     {LB_OP_EMBEDDING, c_embedding},     {LB_OP_CROSS_ENTROPY, c_cross_entropy},
     {LB_OP_NLL_LOSS, c_nll_loss},         {LB_OP_MSE, c_mse},                 {LB_OP_DROPOUT_MASK, c_dropout_mask},
     {LB_OP_CONV1D, c_conv1d},           {LB_OP_LINEAR_ATTENTION, c_linear_attention},
+    {LB_OP_SELECTIVE_SCAN, c_selective_scan},
 };
 
 /* The fused ops that autograd/ops.def lists, with their compositions. */
