@@ -49,8 +49,9 @@ typedef struct study_task {
                               paper's score is the mean accuracy from there on); 0 = none */
     /* Train to solve: a cell stops at the first validation reaching the criterion (accuracy
      * >= SOLVED_ACCURACY; copy: loss <= SOLVED_COPY x the memoryless loss) or at its budget. */
-    double budget, quick_budget; /* CPU seconds per cell (default study, --quick) */
-    const char *budget_why;      /* the measured time to learn it is sized from */
+    /* CPU seconds per cell (default study, --quick): docs/study.md's budget table gives
+     * the measured times to learn they are sized from. */
+    double budget, quick_budget;
     int64_t eval_every;          /* steps between validations (the learning curve) */
     int64_t val_examples;        /* validation sequences per validation */
     double solved_accuracy;      /* the accuracy criterion when not SOLVED_ACCURACY (0) */
@@ -142,15 +143,11 @@ static void define_tasks(lb_study *s)
     t[LB_RECIPE_T_SPIKE16] = (study_task){"spike16", "16 sensors' readings held at once; the alarm asks for one (capacity, "
                                            "unpredictable long-range lookup), tested at 4x and 16x the training length",
                                 "Full self-attention", {0}, 3, {256, 1024, 4096}, 0, 0, 120, 60,
-                                "the 1-block attention model reaches 98 % in about 4,500 steps, 120 s on one core "
-                                "(the previous default study)",
                                 200, 256, 0};
 
     t[LB_RECIPE_T_RECALL] = (study_task){"recall", "multi-query associative recall (MQAR, Arora et al. 2023): 8 key-value pairs, "
                                          "every key queried",
                                "Full self-attention", {0}, 2, {128, 512}, 0, 0, 150, 90,
-                               "2 attention blocks reach 99 % in 72 to 91 CPU-s (300 to 500 steps after a plateau; "
-                               "learning-calibration.md), 150 s is about 2x",
                                50, 256, 0};
     if (s->zoology) { /* Zoology's scale: vocabulary ~8,192, T 512, 64 pairs */
         t[LB_RECIPE_T_RECALL].what = "multi-query associative recall at Zoology's scale (Arora et al. 2023): vocabulary 8,192, "
@@ -161,23 +158,16 @@ static void define_tasks(lb_study *s)
 
     t[LB_RECIPE_T_LOCAL] = (study_task){"local", "the answer is the sum of the last 3 symbols mod 8 (a local pattern)",
                               "1D convolution", {0}, 3, {64, 256, 1024}, 0, 0, 60, 30,
-                              "local attention with window 3 or 4 learns it in 21 to 28 CPU-s and the conv within "
-                              "45 s (learning-calibration.md, the previous default study), 60 s is about 2x",
                               100, 256, 0};
 
     t[LB_RECIPE_T_PARITY] = (study_task){"parity", "is the count of symbol 1 odd? (sequential state, Deletang et al. 2023); "
                                          "trained on lengths 2..40, tested at 64 to 1,024",
                                "RNN or LSTM", {0}, 3, {64, 256, 1024}, 0, 1, 60, 40,
-                               "the LSTM on lengths 2..40 is exact at 1,024 after 24 CPU-s (learning-calibration.md), "
-                               "60 s is 2.5x",
                                100, 256, 0};
     t[LB_RECIPE_T_PARITY].score_from = 0; /* every test length is beyond 40 */
 
     int64_t blank = s->quick ? 200 : 1000;
     t[LB_RECIPE_T_COPY] = (study_task){"copy", NULL, "Full self-attention", {0}, 1, {blank + 20}, 1, 0, 300, 60,
-                             "Bai's TCN (kernel 8, 8 levels, width 16) is below the memoryless loss after 130 CPU-s "
-                             "and copies every symbol by 210 to 240 s at T = 1,000 (learning-calibration.md); 300 s "
-                             "is 1.3x. At T = 200 (--quick) not measured before this study",
                              50, 64, 0};
     t[LB_RECIPE_T_COPY].what = s->quick ? "copy memory as Bai et al. 2018, T = 200 (every position scored; 10 symbols to copy)"
                               : "copy memory as Bai et al. 2018, T = 1,000 (every position scored; 10 symbols to copy)";
@@ -185,12 +175,9 @@ static void define_tasks(lb_study *s)
     t[LB_RECIPE_T_MODSUM] = (study_task){"modsum", "the sum of every symbol mod 5, asked at the end (sequential state with 5 "
                                          "values, Deletang et al. 2023); trained on lengths 2..16, tested up to 16x longer",
                                "RNN or LSTM", {0}, 3, {16, 64, 256}, 0, 1, 30, 15,
-                               "the LSTM (hidden 64) reaches 100 % after 1,000 steps, 3.5 CPU-s, exact at 64 and 256 "
-                               "(learning-calibration.md); 30 s leaves room for slower seeds",
                                100, 256, 0};
     /* Exact on the validation split: the LSTM generalises beyond 16 once it is exact at the
-     * training lengths (99.4 % at step 500, 100 % from 1,000 and exact at 16x; calibration);
-     * a cell stopped at 99 % is at 75 % at 4x. */
+     * training lengths, not when stopped at 99 % (docs/study.md, the recipes' calibration). */
     t[LB_RECIPE_T_MODSUM].solved_accuracy = 1.0;
 
     for (int k = 0; k < LB_RECIPE_T_COUNT; k++) {
@@ -1238,7 +1225,7 @@ static void write_task_section(const lb_study *s, lb_recipe_task t, const cell_s
                "when solved (%s, checked every %lld steps). ",
             task->name, task->what, cell_budget,
             s->budget > 0 || s->steps > 0 ? (s->steps > 0 ? (s->budget > 0 ? "--budget, --steps" : "--steps") : "--budget")
-                                          : task->budget_why,
+                                          : "the task's own, docs/study.md",
             probe_budget, criterion, (long long)task->eval_every);
     if (task->copy)
         fprintf(f, "Memoryless baseline loss %.4f (10 ln 8 / %lld); chance per copied symbol %.1f%%.\n\n",
