@@ -523,6 +523,13 @@ static const struct {
       {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"}, {"weight-decay", "0.1"}, {"decay-params", "matrices"},
       {"warmup", "100"}, {"schedule", "cosine"}, {"min-lr-ratio", "0.1"}, {"steps", "2000"}, {"clip", "1"},
       {"eval-every", "250"}, {"select", "loss"}}},
+    /* nanoGPT's sizes and optimiser with linear attention in place of softmax attention
+     * (Katharopoulos et al. 2020 train their linear transformers as the softmax ones) */
+    {"linear", "nanoGPT shakespeare_char (CPU) with linear attention",
+     {{"layers", "4"}, {"heads", "4"}, {"d-model", "128"}, {"d-ff", "512"}, {"seq-len", "64"}, {"batch", "12"},
+      {"bias", "0"}, {"tie-embeddings", "1"}, {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"},
+      {"weight-decay", "0.1"}, {"decay-params", "matrices"}, {"warmup", "100"}, {"schedule", "cosine"},
+      {"min-lr-ratio", "0.1"}, {"steps", "2000"}, {"clip", "1"}, {"eval-every", "250"}, {"select", "loss"}}},
 };
 
 lb_status lb_compare_text_recipe(lb_run_config *rc)

@@ -529,10 +529,15 @@ static void users_of(const run_option *o, char *buf, size_t size)
 {
     buf[0] = '\0';
     if (o->field) {
+        int n = 0, seen = 0;
         for (int k = 0; k < LB_MODEL_KIND_COUNT; k++)
-            if (lb_model_field_in_family(o->field, lb_family_at(k)->kind))
-                snprintf(buf + strlen(buf), size - strlen(buf), "%s--model %s", buf[0] ? " and " : "",
-                         lb_family_at(k)->name);
+            n += lb_model_field_in_family(o->field, lb_family_at(k)->kind);
+        for (int k = 0; k < LB_MODEL_KIND_COUNT; k++)
+            if (lb_model_field_in_family(o->field, lb_family_at(k)->kind)) {
+                seen++;
+                snprintf(buf + strlen(buf), size - strlen(buf), "%s--model %s",
+                         seen == 1 ? "" : seen == n ? " and " : ", ", lb_family_at(k)->name);
+            }
         return;
     }
     static const char *const names[] = {"every run", "--optim sgd", "--optim adam and adamw", "--schedule cosine",

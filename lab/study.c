@@ -70,11 +70,11 @@ static double solved_accuracy(const study_task *t) { return t->solved_accuracy >
 static const char *const method_rows[LB_RECIPE_M_COUNT] = {
     "full self-attention", "local attention", "LSTM", "dilated causal conv (TCN)",
     "full attention + scalable softmax", "full attention + mixed training lengths",
-    "full attention + log-n logits, mixed lengths"};
+    "full attention + log-n logits, mixed lengths", "linear attention"};
 /* The row of the source's table each method belongs to. */
 static const char *const method_text_row[LB_RECIPE_M_COUNT] = {
     "Full self-attention", "Local or sparse attention", "RNN or LSTM", "1D convolution", "Full self-attention",
-    "Full self-attention", "Full self-attention"};
+    "Full self-attention", "Full self-attention", "RNN or LSTM"};
 
 /* Whether method m runs on task t: when the recipe table has a row for them (ssmax, mixed
  * and logn, length-robustness variants of the transformer, have rows on spike16 only). */
@@ -1387,7 +1387,8 @@ static void write_markdown(const lb_study *s, cell_stats st[LB_RECIPE_T_COUNT][L
         "short or medium sequences with unpredictable long-range dependencies",
         "long sequences with structured dependencies", "streaming input or naturally sequential control",
         "local patterns and high-throughput signals", "(length-robust variant of full attention)",
-        "(length-robust variant of full attention)", "(length-robust variant of full attention)"};
+        "(length-robust variant of full attention)", "(length-robust variant of full attention)",
+        "(a fixed-size state, d_k x d_v per head, read like attention)"};
     for (int m = 0; m < LB_RECIPE_M_COUNT; m++) {
         int runs = 0; /* a method with no task of this study (ssmax without spike16) has no row */
         for (int t = 0; t < LB_RECIPE_T_COUNT; t++)

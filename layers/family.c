@@ -11,12 +11,14 @@
 extern const lb_family lb_family_transformer, lb_family_local; /* layers/family_attention.c */
 extern const lb_family lb_family_lstm;                        /* layers/family_lstm.c */
 extern const lb_family lb_family_conv;                        /* layers/family_conv.c */
+extern const lb_family lb_family_linear;                      /* layers/family_linear.c */
 
 static const lb_family *const table[LB_MODEL_KIND_COUNT] = {
     [LB_MODEL_TRANSFORMER] = &lb_family_transformer,
     [LB_MODEL_LOCAL] = &lb_family_local,
     [LB_MODEL_LSTM] = &lb_family_lstm,
     [LB_MODEL_CONV] = &lb_family_conv,
+    [LB_MODEL_LINEAR] = &lb_family_linear,
 };
 
 const lb_family *lb_family_at(int i) { return i >= 0 && i < LB_MODEL_KIND_COUNT ? table[i] : NULL; }

@@ -28,6 +28,7 @@ typedef enum lb_model_kind {
     LB_MODEL_LOCAL,           /* the same with sliding-window attention of `window` keys */
     LB_MODEL_LSTM,            /* torch.nn.LSTM-compatible stack */
     LB_MODEL_CONV,            /* causal dilated 1-D convolutions */
+    LB_MODEL_LINEAR,          /* pre-norm blocks with causal linear attention */
     LB_MODEL_KIND_COUNT       /* the number of families (layers/family.h has their table) */
 } lb_model_kind;
 
@@ -51,6 +52,7 @@ enum {
     LB_FAMILY_LOCAL = 1 << LB_MODEL_LOCAL,
     LB_FAMILY_LSTM = 1 << LB_MODEL_LSTM,
     LB_FAMILY_CONV = 1 << LB_MODEL_CONV,
+    LB_FAMILY_LINEAR = 1 << LB_MODEL_LINEAR,
     LB_FAMILY_ATTENTION = LB_FAMILY_TRANSFORMER | LB_FAMILY_LOCAL,
     LB_FAMILY_ALL = (1 << LB_MODEL_KIND_COUNT) - 1
 };

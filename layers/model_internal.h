@@ -81,7 +81,8 @@ typedef struct lb_family_ops {
      * valid events. */
     lb_var *(*chunk)(lb_model_state *s, lb_var *x, const lb_decode_chunk *chunk, int ragged);
     /* One event per stream without a graph: s->x [B, D] holds the embedded rows; returns
-     * the body's output rows [B, width] (in a buffer of s). */
+     * the body's output rows [B, width] (in a buffer of s). NULL: one event goes through
+     * chunk like any chunk. */
     const void *(*event)(lb_model_state *s, const lb_decode_chunk *chunk);
     /* Makes the step permanent (valid[b] events of stream b). */
     void (*commit)(lb_model_state *s, const int64_t *valid);

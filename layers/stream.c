@@ -54,14 +54,14 @@ void lb_model_state_free(lb_model_state *s)
     free(s);
 }
 
-/* The buffers of the graph-free step (token models only: a feature model's step goes
- * through the graph): the rows every family uses, then the family's own. */
+/* The buffers of the graph-free step (token models of a family with an event step; other
+ * steps go through the graph): the rows every family uses, then the family's own. */
 static lb_status work_build(lb_model_state *s)
 {
     const lb_model *m = s->model;
     const lb_model_config *c = &m->cfg;
-    if (!m->embedding)
-        return LB_OK;
+    if (!m->embedding || !m->family->ops->event)
+        return LB_OK; /* the step goes through the graph */
     const size_t es = lb_dtype_size(c->dtype);
     const int64_t b = s->batch, d = c->d_model, width = m->family->body_width(c);
     const int64_t wide = d > width ? d : width, scratch = m->family->ops->scratch_width(c);

@@ -31,9 +31,15 @@ lb_status lb_transformer_block_init(lb_transformer_block *blk, lb_params *ps, co
 }
 
 /* The block after its attention a: y = residual + dropout(a); y + FFN(LN2(y)). */
-static lb_var *block_rest(lb_graph *g, const lb_transformer_block *blk, lb_var *residual, lb_var *a, int training,
-                          lb_rng *rng)
+lb_var *lb_transformer_block_finish(lb_graph *g, const lb_transformer_block *blk, lb_var *residual, lb_var *a,
+                                    int training, lb_rng *rng)
 {
+    LB_CHECK_ARG(g, NULL);
+    LB_CHECK_ARG(blk, NULL);
+    LB_CHECK_INPUT(residual, NULL);
+    LB_CHECK_INPUT(a, NULL);
+    if (!residual || !a)
+        return NULL;
     if (training && blk->dropout > 0)
         a = lb_dropout(g, a, blk->dropout, training, rng);
     lb_var *y = lb_add(g, residual, a);
@@ -57,7 +63,7 @@ lb_var *lb_transformer_block_forward(lb_graph *g, const lb_transformer_block *bl
     lb_var *a = lb_mha_forward(g, &blk->attn, lb_norm_forward(g, &blk->ln1, x), mask, queries, weights);
     /* Readout: the residual stream continues only at the selected positions. */
     lb_var *residual = queries ? lb_gather_positions(g, x, queries) : x;
-    return block_rest(g, blk, residual, a, training, rng);
+    return lb_transformer_block_finish(g, blk, residual, a, training, rng);
 }
 
 lb_var *lb_transformer_block_forward_cached(lb_graph *g, const lb_transformer_block *blk, lb_var *x,
@@ -71,7 +77,7 @@ lb_var *lb_transformer_block_forward_cached(lb_graph *g, const lb_transformer_bl
     if (!x)
         return NULL;
     lb_var *a = lb_mha_forward_cached(g, &blk->attn, lb_norm_forward(g, &blk->ln1, x), cache, chunk);
-    return block_rest(g, blk, x, a, 0, NULL);
+    return lb_transformer_block_finish(g, blk, x, a, 0, NULL);
 }
 
 lb_status lb_transformer_init(lb_transformer *tr, lb_params *ps, const char *prefix, const lb_transformer_config *cfg,

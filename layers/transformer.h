@@ -68,6 +68,14 @@ lb_var *lb_transformer_block_forward(lb_graph *g, const lb_transformer_block *bl
                                      const lb_attn_mask *mask, const lb_attn_queries *queries, int training,
                                      lb_rng *rng, lb_var **weights);
 
+/* The block after its token mixer: given the mixer's output a (attention, or another
+ * mixer over LN1(x): [B, T', d_model]) and the residual stream x [B, T', d_model],
+ * returns x + dropout(a) followed by the FFN half, x + FFN(LN2(x)). The families that
+ * swap attention for another mixer (layers/family_linear.c) share the rest of the block
+ * through it. training enables dropout from rng. */
+lb_var *lb_transformer_block_finish(lb_graph *g, const lb_transformer_block *blk, lb_var *residual, lb_var *a,
+                                    int training, lb_rng *rng);
+
 /* One block on a chunk of new events, attending over the block's key-value cache
  * (lb_mha_forward_cached; evaluation mode, no dropout): x [B, C, d_model] ->
  * [B, C, d_model], equal to the full causal forward's rows for those events. */

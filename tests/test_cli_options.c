@@ -97,7 +97,7 @@ static void test_help_from_the_field_list(void)
     EXPECT(contains(r.out, "--layers             transformer blocks, LSTM layers or conv layers (default 2; conv 4)"), r);
     EXPECT(contains(r.out, "--window             keys each query sees, itself included [local] (default 16)"), r);
     EXPECT(contains(r.out, "--hidden             LSTM hidden_size [lstm] (default 128)"), r);
-    EXPECT(contains(r.out, "--heads              attention heads (d-model must divide by it) [transformer, local] (default 4)"), r);
+    EXPECT(contains(r.out, "--heads              attention heads (d-model must divide by it) [transformer, local, linear] (default 4)"), r);
     EXPECT(!contains(r.out, "Defaults shown are the transformer's"), r);
     run_free(&r);
     const char *gc[] = {"gradcheck", "--help", NULL};
@@ -177,7 +177,7 @@ static void test_unused_options_refused(void)
          "--window does not apply to --model transformer (only --model local uses it); drop it"},
         {{"--window", "8", NULL}, "--window does not apply to --model transformer"},
         {{"--model", "lstm", "--heads", "2", NULL},
-         "--heads does not apply to --model lstm (only --model transformer and --model local use it)"},
+         "--heads does not apply to --model lstm (only --model transformer, --model local and --model linear use it)"},
         {{"--model", "conv", "--hidden", "8", NULL}, "--hidden does not apply to --model conv (only --model lstm"},
         {{"--momentum", "0.9", NULL}, "--momentum does not apply to --optim adamw (only --optim sgd uses it)"},
         {{"--beta1", "0.5", "--optim", "sgd", NULL},

@@ -165,6 +165,7 @@ static const struct {
     {LB_MODEL_TRANSFORMER, LB_POS_ROTARY, 0},  {LB_MODEL_TRANSFORMER, LB_POS_SINUSOIDAL, 0},
     {LB_MODEL_LOCAL, LB_POS_LEARNED, 0},       {LB_MODEL_LOCAL, LB_POS_NONE, 0},
     {LB_MODEL_LSTM, LB_POS_NONE, 0},           {LB_MODEL_CONV, LB_POS_NONE, 0},
+    {LB_MODEL_LINEAR, LB_POS_NONE, 0},
 };
 enum { N_FAMILIES = sizeof families / sizeof families[0] };
 

@@ -280,8 +280,8 @@ static void test_model_gradcheck(void)
     s.head = LB_HEAD_LAST;
     s.seed = 3;
     s.tol = lb_gradcheck_defaults();
-    const lb_model_kind kinds[] = {LB_MODEL_TRANSFORMER, LB_MODEL_LOCAL, LB_MODEL_LSTM, LB_MODEL_CONV};
-    for (int k = 0; k < 4; k++) {
+    const lb_model_kind kinds[] = {LB_MODEL_TRANSFORMER, LB_MODEL_LOCAL, LB_MODEL_LSTM, LB_MODEL_CONV, LB_MODEL_LINEAR};
+    for (int k = 0; k < 5; k++) {
         int params = -1, failed = -1;
         lb_status st = lb_model_gradcheck(&s, kinds[k], NULL, &params, &failed);
         CU_ASSERT_EQUAL(st, LB_OK);

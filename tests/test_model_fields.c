@@ -82,7 +82,7 @@ static void test_set_and_format_round_trip(void)
         {"window", "9"},         {"causal", "0"},           {"length-scale", "log-n"}, {"dropout", "0.15"},
         {"bias", "0"},           {"tie-embeddings", "1"},   {"init", "gpt2"},
         {"hidden", "12"},
-        {"forget-bias", "-1.5"}, {"kernel", "5"},           {"model-seed", "18446744073"},
+        {"forget-bias", "-1.5"}, {"kernel", "5"},           {"decay", "1"},       {"model-seed", "18446744073"},
     };
     lb_model_config a;
     lb_model_config_default(LB_MODEL_TRANSFORMER, &a);
@@ -109,6 +109,7 @@ static void test_set_and_format_round_trip(void)
     CU_ASSERT_DOUBLE_EQUAL(a.dropout, 0.15, 0);
     CU_ASSERT_DOUBLE_EQUAL(a.forget_bias, -1.5, 0);
     CU_ASSERT_EQUAL(a.seed, 18446744073ull);
+    CU_ASSERT_EQUAL(a.decay, 1);
     CU_ASSERT_DOUBLE_EQUAL(lb_model_field_number(&a, lb_model_field_find("d-model")), 24.0, 0);
 }
 

@@ -196,10 +196,25 @@ static void test_conv(void)
     check_family(LB_MODEL_CONV, LB_POS_NONE, LB_FLOAT64);
 }
 
+/* Linear attention's carried (S, z) per layer and head, without and with decay. */
+static void test_linear(void)
+{
+    check_family(LB_MODEL_LINEAR, LB_POS_NONE, LB_FLOAT32);
+    check_family(LB_MODEL_LINEAR, LB_POS_NONE, LB_FLOAT64);
+    for (int dt = 0; dt < 2; dt++) {
+        lb_model_config c = config(LB_MODEL_LINEAR, LB_POS_NONE, dt ? LB_FLOAT64 : LB_FLOAT32);
+        c.decay = 1;
+        lb_model *m = lb_model_new(&c);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+        check_config(&c, m);
+        lb_model_free(m);
+    }
+}
+
 /* Real-valued inputs and a regression head, every family, float64. */
 static void test_features_regression(void)
 {
-    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++) {
+    for (int k = LB_MODEL_TRANSFORMER; k < LB_MODEL_KIND_COUNT; k++) {
         lb_model_config c = config((lb_model_kind)k, k == LB_MODEL_TRANSFORMER ? LB_POS_ROTARY : LB_POS_SINUSOIDAL,
                                    LB_FLOAT64);
         c.vocab_size = 0;
@@ -348,7 +363,7 @@ static void test_state_bytes(void)
 {
     int32_t tokens[300];
     random_tokens(tokens, 300, 1);
-    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++) {
+    for (int k = LB_MODEL_TRANSFORMER; k < LB_MODEL_KIND_COUNT; k++) {
         lb_model_config c = config((lb_model_kind)k, LB_POS_NONE, LB_FLOAT32);
         lb_model *m = lb_model_new(&c);
         lb_stream_options o = {64, 0, 0};
@@ -364,6 +379,7 @@ static void test_state_bytes(void)
             case LB_MODEL_TRANSFORMER: want[b] = (size_t)(2 * 2 * t * 16 * 4); break;
             case LB_MODEL_LOCAL: want[b] = (size_t)(2 * 2 * 9 * 16 * 4); break;
             case LB_MODEL_LSTM: want[b] = (size_t)(2 * 2 * 12 * 4); break;
+            case LB_MODEL_LINEAR: want[b] = (size_t)(2 * 2 * 8 * 9 * 4); break; /* L H d (d + 1) */
             default: want[b] = (size_t)((2 + 4 + 8) * 16 * 4); break; /* (K-1) * (1 + 2 + 4) * D */
             }
             CU_ASSERT_EQUAL(lb_model_state_bytes(s, b), want[b]);
@@ -386,7 +402,7 @@ static void test_state_bytes(void)
  * step) give the full forward's [B, T] outputs. */
 static void test_token_regression(void)
 {
-    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++)
+    for (int k = LB_MODEL_TRANSFORMER; k < LB_MODEL_KIND_COUNT; k++)
         for (int dt = 0; dt < 2; dt++) {
             lb_dtype dtype = dt ? LB_FLOAT64 : LB_FLOAT32;
             lb_model_config c = config((lb_model_kind)k, LB_POS_SINUSOIDAL, dtype);
@@ -413,7 +429,7 @@ static void test_token_regression(void)
 static void test_work_bytes(void)
 {
     const size_t b = 2, d = 16, h = 12, f = 24, k = 3, es = 4;
-    for (int kind = LB_MODEL_TRANSFORMER; kind <= LB_MODEL_CONV; kind++) {
+    for (int kind = LB_MODEL_TRANSFORMER; kind < LB_MODEL_KIND_COUNT; kind++) {
         lb_model_config c = config((lb_model_kind)kind, LB_POS_NONE, LB_FLOAT32);
         lb_model *m = lb_model_new(&c);
         lb_model_state *s = lb_model_state_new(m, (int64_t)b, NULL);
@@ -425,6 +441,7 @@ static void test_work_bytes(void)
                    (lb_k_lstm_step_uses_copies(LB_FLOAT32, 4 * (int64_t)h) ? (4 * h * (d + h) + 8 * h * h) * es : 0);
             break;
         case LB_MODEL_CONV: want = b * 3 * d * es + 3 * k * d * d * es; break;
+        case LB_MODEL_LINEAR: want = 0; break; /* its events go through the graph */
         default: want = b * (d + d + f) * es + (4 * b * d + b * 2) * es + 2 * b * 4; break;
         }
         CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), want);
@@ -460,7 +477,7 @@ static void test_work_bytes(void)
  * family; a tensor of the wrong shape or dtype is refused and the state is unchanged. */
 static void test_step_into(void)
 {
-    for (int k = LB_MODEL_TRANSFORMER; k <= LB_MODEL_CONV; k++) {
+    for (int k = LB_MODEL_TRANSFORMER; k < LB_MODEL_KIND_COUNT; k++) {
         lb_model_config c = config((lb_model_kind)k, LB_POS_ROTARY, LB_FLOAT32);
         lb_model *m = lb_model_new(&c);
         lb_model_state *a = lb_model_state_new(m, 2, NULL), *b = lb_model_state_new(m, 2, NULL);
@@ -647,6 +664,7 @@ int main(void)
         {"length-scaled logits (log n, scalable softmax) stream exactly", test_length_scale},
         {"lstm carried (h, c), chunks 1/7/128/whole", test_lstm},
         {"conv histories, chunks 1/7/128/whole", test_conv},
+        {"linear attention's (S, z), with and without decay, chunks 1/7/128/whole", test_linear},
         {"feature inputs and regression heads, every family", test_features_regression},
         {"single steps, head = last, reset of one stream", test_single_step},
         {"max_context equals local attention, bounded cache", test_max_context},

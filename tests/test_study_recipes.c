@@ -25,12 +25,13 @@ static void test_one_row_per_task_and_method(void)
     }
     for (int t = 0; t < LB_RECIPE_T_COUNT; t++)
         for (int m = 0; m < LB_RECIPE_M_COUNT; m++) {
-            int expected = m <= LB_RECIPE_M_CONV || t == LB_RECIPE_T_SPIKE16; /* ssmax, mixed, logn: spike16 only */
+            /* ssmax, mixed, logn: spike16 only */
+            int expected = m <= LB_RECIPE_M_CONV || m == LB_RECIPE_M_LINEAR || t == LB_RECIPE_T_SPIKE16;
             CU_ASSERT_EQUAL(count[t][m], expected);
             if (!expected)
                 CU_ASSERT_PTR_NULL(lb_recipe_of((lb_recipe_task)t, (lb_recipe_method)m));
         }
-    CU_ASSERT_EQUAL(lb_recipes_count, 6 * 4 + 3);
+    CU_ASSERT_EQUAL(lb_recipes_count, 6 * 5 + 3);
     CU_ASSERT_STRING_EQUAL(lb_recipe_task_names[LB_RECIPE_T_COPY], "copy");
     CU_ASSERT_STRING_EQUAL(lb_recipe_method_names[LB_RECIPE_M_LOGN], "logn");
 }
