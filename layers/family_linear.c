@@ -80,8 +80,9 @@ static lb_status build(lb_model *m, lb_rng *r_pos, lb_rng *r_body)
 {
     (void)r_pos;
     const lb_model_config *c = &m->cfg;
-    lb_transformer_config tc = {c->d_model, c->n_heads,          c->d_ff,        0.0, 0,
-                                c->n_layers, LB_LENGTH_SCALE_NONE, c->max_seq_len, !c->bias};
+    lb_transformer_config tc = {.d_model = c->d_model, .n_heads = c->n_heads, .d_ff = c->d_ff,
+                                .n_layers = c->n_layers, .length_scale = LB_LENGTH_SCALE_NONE,
+                                .reference_keys = c->max_seq_len, .no_bias = !c->bias};
     return lb_transformer_init(&m->transformer, &m->params, NULL, &tc, c->dtype, r_body);
 }
 

@@ -13,7 +13,7 @@ static void test_every_member_has_one_row(void)
 {
     int n;
     const lb_model_field *f = lb_model_fields(&n);
-    CU_ASSERT_EQUAL(n, 24);
+    CU_ASSERT_EQUAL(n, 25);
     CU_ASSERT_EQUAL(f[0].offset, 0);
     CU_ASSERT_STRING_EQUAL(f[0].member, "kind");
     CU_ASSERT_STRING_EQUAL(f[n - 1].member, "seed");
