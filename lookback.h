@@ -44,6 +44,7 @@
 #include "tensor/kernels.h"
 #include "tensor/rng.h"
 #include "tensor/tensor.h"
+#include "train/cost.h"
 #include "train/distributed.h"
 #include "train/metrics.h"
 #include "train/score.h"

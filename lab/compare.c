@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "lab/compare.h"
+#include "train/cost.h"
 #include "layers/family.h"
 
 #include "data/dataset.h"
@@ -133,6 +134,19 @@ static void print_clocks_legend(FILE *out, const lb_compare_model *specs, int n_
         fprintf(out, ", of a --budget of %g s per model\n", t->time_budget);
     else
         fprintf(out, "\n");
+    fprintf(out, "  FLOP/pos: training FLOPs per position (forward and backward, matrix products; docs/inspect.md); "
+                 "tok/s: positions trained per wall second; MFU: FLOP/pos x tok/s / the sgemm rate measured at the "
+                 "start; peak MiB: the process's peak resident memory\n");
+}
+
+/* The cost columns of a model's row: FLOPs per position, tokens per second, MFU, peak memory. */
+static const char cost_head[] = " %9s %9s %6s %8s";
+static void print_costs_head(FILE *out) { fprintf(out, cost_head, "FLOP/pos", "tok/s", "MFU", "peak MiB"); }
+static void print_costs(FILE *out, const lb_run_result *r)
+{
+    char flops[32];
+    fprintf(out, " %9s %9.0f %5.1f%% %8.0f", lb_flops_text(r->flops.training, flops, sizeof flops),
+            r->tokens_per_second, 100 * r->mfu, r->peak_memory_mib);
 }
 
 /* The table of a comparison on text: bits per symbol, speed, time to the target, a sample. */
@@ -146,11 +160,13 @@ static void print_text_table(FILE *out, const lb_compare_model *specs, int n_mod
         snprintf(head, sizeof head, "%.20s bp%c", evals[e].label, evals[e].per[0]);
         fprintf(out, " %12s", head);
     }
+    print_costs_head(out);
     fprintf(out, " %12s  %s\n", "to target", "greedy sample");
     for (int m = 0; m < n_models; m++) {
         const lb_compare_result *r = &rep->results[m];
         fprintf(out, "%-12s %10lld %7lld %10.1fs %10.1fs %8.1fms", specs[m].name, (long long)r->run.parameters,
                 (long long)r->run.steps, r->run.seconds, r->run.budget_seconds, 1e3 * r->seconds_per_step);
+        print_costs(out, &r->run);
         for (int e = 0; e < n_evals; e++)
             fprintf(out, " %12.4f", r->bits[e]);
         if (isnan(r->seconds_to_target))
@@ -177,12 +193,14 @@ void lb_compare_print_table(FILE *out, const lb_compare_model *specs, int n_mode
         return;
     }
     fprintf(out, "\n%-14s %10s %11s %11s %10s", "model", "parameters", "train wall", "budget used", "time/step");
+    print_costs_head(out);
     for (int e = 0; e < n_evals; e++)
         fprintf(out, " %12s", evals[e].label);
     fprintf(out, " %8s\n", "chance");
     for (int m = 0; m < n_models; m++) {
         fprintf(out, "%-14s %10lld %10.1fs %10.1fs %8.1fms", specs[m].name, (long long)rep->results[m].run.parameters,
                 rep->results[m].run.seconds, rep->results[m].run.budget_seconds, 1e3 * rep->results[m].seconds_per_step);
+        print_costs(out, &rep->results[m].run);
         for (int e = 0; e < n_evals; e++)
             if (evals[e].regression)
                 fprintf(out, " %8.4f mse", rep->results[m].accuracy[e]);
@@ -198,6 +216,7 @@ void lb_compare_print_table(FILE *out, const lb_compare_model *specs, int n_mode
         any_regression |= evals[e].regression;
     if (any_regression) { /* where chance would be: the baseline a regression must beat */
         fprintf(out, "%-14s %10s %11s %11s %10s", "predict mean", "-", "-", "-", "-");
+        fprintf(out, cost_head, "-", "-", "-", "-");
         for (int e = 0; e < n_evals; e++)
             if (evals[e].regression)
                 fprintf(out, " %8.4f mse", evals[e].baseline);
@@ -239,6 +258,24 @@ void lb_compare_print_table(FILE *out, const lb_compare_model *specs, int n_mode
             fprintf(out, "  %s: %s\n", specs[m].name, specs[m].note);
 }
 
+/* A number, or null when it is not finite. */
+static json_object *json_number(double v) { return isfinite(v) ? json_object_new_double(v) : NULL; }
+
+/* summary.json's costs of one model (docs/inspect.md). */
+static void add_costs(json_object *o, const lb_run_result *r)
+{
+    json_object *f = json_object_new_object();
+    json_object_object_add(f, "seq_len", json_object_new_int64(r->flops.seq_len));
+    json_object_object_add(f, "forward", json_number(r->flops.forward));
+    json_object_object_add(f, "attention", json_number(r->flops.attention));
+    json_object_object_add(f, "training", json_number(r->flops.training));
+    json_object_object_add(o, "flops_per_position", f);
+    json_object_object_add(o, "tokens_per_second", json_number(r->tokens_per_second));
+    json_object_object_add(o, "sgemm_flops_per_second", json_number(r->sgemm_rate));
+    json_object_object_add(o, "mfu", json_number(r->mfu));
+    json_object_object_add(o, "peak_memory_mib", json_number(r->peak_memory_mib));
+}
+
 static lb_status write_summary(const char *path, const lb_compare_model *specs, const lb_compare_result *res, int n_models,
                                const lb_compare_eval *evals, int n_evals, double chance)
 {
@@ -258,6 +295,7 @@ static lb_status write_summary(const char *path, const lb_compare_model *specs, 
                                json_object_new_string(lb_budget_clock_name(specs[m].rc.train.budget_clock)));
         json_object_object_add(o, "seconds_per_step", json_object_new_double(res[m].seconds_per_step));
         json_object_object_add(o, "lr", json_object_new_double(specs[m].rc.train.optim.lr));
+        add_costs(o, &res[m].run);
         if (specs[m].note[0])
             json_object_object_add(o, "note", json_object_new_string(specs[m].note));
         json_object *list = json_object_new_array();

@@ -19,6 +19,7 @@
 #include "tensor/blas.h"
 #include "tensor/clock.h"
 #include "tensor/threads.h"
+#include "train/cost.h"
 #include "train/distributed.h"
 #include "lookback_commit.h"
 #include "data/output.h"
@@ -28,20 +29,37 @@ typedef struct progress_state {
     int quiet;
     lb_eval_result last_val;
     const lb_dataset *text; /* a text corpus (bits per byte and per character), NULL otherwise */
+    double tokens, seconds; /* positions and wall seconds of this run's steps */
 } progress_state;
+
+/* " 12.3k tok/s, MFU 4.1%" of one step (no MFU without a rate). */
+static void step_costs(const lb_step_stats *s, char *text, size_t size)
+{
+    double tps = s->seconds > 0 ? (double)s->tokens / s->seconds : 0;
+    int n = snprintf(text, size, tps >= 1e4 ? " %.1fk tok/s" : " %.0f tok/s", tps >= 1e4 ? tps / 1e3 : tps);
+    if (!isnan(s->mfu) && n > 0 && (size_t)n < size)
+        snprintf(text + n, size - (size_t)n, ", MFU %.1f%%", 100 * s->mfu);
+}
 
 static void on_event(lb_loop_event event, const lb_step_stats *s, const lb_eval_result *r, void *user)
 {
     progress_state *p = user;
     if (event == LB_EVENT_EVAL)
         p->last_val = *r;
+    if (event == LB_EVENT_STEP) {
+        p->tokens += (double)s->tokens;
+        p->seconds += s->seconds;
+    }
     if (p->quiet)
         return;
     if (event == LB_EVENT_STEP) {
+        char costs[64];
+        step_costs(s, costs, sizeof costs);
         if (isnan(s->accuracy))
-            lb_progress_update(&p->bar, s->step, "loss %.4f lr %.2e%s", s->loss, s->lr, s->skipped ? " (skipped)" : "");
+            lb_progress_update(&p->bar, s->step, "loss %.4f lr %.2e%s%s", s->loss, s->lr, costs,
+                               s->skipped ? " (skipped)" : "");
         else
-            lb_progress_update(&p->bar, s->step, "loss %.4f acc %.3f lr %.2e%s", s->loss, s->accuracy, s->lr,
+            lb_progress_update(&p->bar, s->step, "loss %.4f acc %.3f lr %.2e%s%s", s->loss, s->accuracy, s->lr, costs,
                                s->skipped ? " (skipped: non-finite gradient)" : "");
     } else if (event == LB_EVENT_EVAL) {
         if (p->bar.tty)
@@ -415,6 +433,14 @@ static void print_start(const run_state *r)
             (long long)lb_trainer_steps_done(r->trainer), (long long)rc->train.steps,
             rc->train.time_budget > 0 ? " or the time budget" : "", r->threads, r->threads == 1 ? "" : "s",
             r->ranks > 1 ? " per process" : "");
+    const lb_run_result *out = r->out;
+    if (!isnan(out->flops.forward)) {
+        char fwd[32], att[32], trn[32];
+        fprintf(stderr, "cost: %s FLOPs per position forward (attention's n² term %s), %s training, at seq_len %lld; "
+                "sgemm %.1f GFLOP/s on %d thread%s\n", lb_flops_text(out->flops.forward, fwd, sizeof fwd),
+                lb_flops_text(out->flops.attention, att, sizeof att), lb_flops_text(out->flops.training, trn, sizeof trn),
+                (long long)out->flops.seq_len, out->sgemm_rate / 1e9, r->threads, r->threads == 1 ? "" : "s");
+    }
     if (r->ranks > 1)
         fprintf(stderr, "data parallel over %d processes: %lld examples of each batch of %lld per process\n",
                 r->ranks, (long long)(rc->train.batch_size / r->ranks), (long long)rc->train.batch_size);
@@ -447,6 +473,9 @@ static lb_status train_steps(run_state *r, progress_state *ps)
     out->seconds = lb_trainer_elapsed(r->trainer);
     out->budget_seconds = lb_trainer_budget_spent(r->trainer);
     out->last_val = ps->last_val;
+    out->tokens_per_second = ps->seconds > 0 ? ps->tokens / ps->seconds : NAN;
+    out->mfu = lb_mfu(out->flops.training, out->tokens_per_second, out->sgemm_rate);
+    out->peak_memory_mib = lb_peak_memory_mib();
     out->interrupted = lb_trainer_stopped(r->trainer);
     out->signal = out->interrupted ? (int)caught_signal : 0;
     if ((st == LB_ERR_NUMERIC || st == LB_ERR_IO) && lb_files_exists(r->ckpt_path)) {
@@ -507,6 +536,9 @@ static void print_done(const run_state *r, const progress_state *ps)
                  (long long)out->last_val.examples, (long long)lb_dataset_seq_len(r->data));
     fprintf(stderr, "done: %lld steps in %.1f s%s; checkpoint %s%s%s\n", (long long)out->steps, out->seconds, skipped,
             r->ckpt_path, best, text);
+    if (out->tokens_per_second > 0)
+        fprintf(stderr, "cost: %.0f positions/s, MFU %.1f%% of the measured sgemm rate, peak memory %.0f MiB\n",
+                out->tokens_per_second, 100 * out->mfu, out->peak_memory_mib);
 }
 
 /* metrics.csv closed; a start that failed leaves nothing (a run that took steps keeps
@@ -570,6 +602,8 @@ lb_status lb_run_train(lb_run_config *rc, const char *dir, int resume, int quiet
         st = prepare_outputs(&r);
     if (st == LB_OK) {
         out->parameters = lb_params_numel(lb_model_params(r.model));
+        lb_trainer_set_sgemm_rate(r.trainer, lb_sgemm_rate());
+        lb_trainer_costs(r.trainer, &out->flops, &out->sgemm_rate);
         print_start(&r);
         progress_state ps;
         st = train_steps(&r, &ps);

@@ -7,6 +7,7 @@
 #define LB_LAB_RUN_H
 
 #include "lab/run_config.h"
+#include "layers/family.h"
 #include "tensor/api.h"
 
 LB_API_BEGIN
@@ -40,6 +41,12 @@ typedef struct lb_run_result {
     int64_t best_step;      /* step of the best validation so far (0 = none), in best.h5 */
     double best_metric;     /* its score (--select: accuracy, MSE for regression, or loss) */
     int64_t solved_step;    /* the validation that reached --stop-at (the run ended there), 0 = none */
+    /* What the run cost (train/cost.h, docs/inspect.md): */
+    lb_model_flops flops;   /* the model's FLOPs per position at the data's seq_len */
+    double tokens_per_second; /* positions trained per wall second over this run's steps */
+    double sgemm_rate;      /* the FLOP/s measured at the start (lb_sgemm_rate) */
+    double mfu;             /* flops.training × tokens_per_second / sgemm_rate (NAN: unknown) */
+    double peak_memory_mib; /* the process's peak resident memory at the end */
 } lb_run_result;
 
 /* The signal (SIGINT or SIGTERM) that stopped the last lb_run_train of this process,

@@ -3,6 +3,7 @@
 #include "layers/family.h"
 #include "layers/model_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -104,4 +105,31 @@ int64_t lb_model_max_positions(const lb_model_config *c)
     LB_CHECK_ARG(c, 0);
     const lb_family *f = lb_family_at((int)c->kind);
     return f ? f->max_positions(c) : 0;
+}
+
+lb_status lb_model_flops_count(const lb_model_config *c, int64_t seq_len, lb_model_flops *out)
+{
+    LB_CHECK_ARG(c && out, LB_ERR_VALUE);
+    memset(out, 0, sizeof *out);
+    if (seq_len < 1)
+        return lb_error(LB_ERR_VALUE, "model FLOPs: seq_len = %lld must be >= 1", (long long)seq_len);
+    const lb_family *f = lb_family_of(c->kind);
+    if (!f)
+        return lb_last_status();
+    out->seq_len = seq_len;
+    if (!f->flops) {
+        out->forward = out->attention = out->training = NAN;
+        return LB_OK;
+    }
+    const double t = (double)seq_len;
+    const int64_t read = c->head == LB_HEAD_LAST ? 1 : seq_len;
+    double attention = 0, total = f->flops(c, seq_len, read, &attention);
+    if (c->vocab_size == 0 && c->input_features > 0) /* the input layer; an embedding is a lookup */
+        total += 2.0 * t * (double)c->input_features * (double)c->d_model;
+    double classes = c->num_classes > 0 ? (double)c->num_classes : 1.0;
+    total += 2.0 * (double)read * (double)f->body_width(c) * classes;
+    out->forward = total / t;
+    out->attention = attention / t;
+    out->training = 3.0 * out->forward;
+    return LB_OK;
 }

@@ -75,6 +75,16 @@ typedef struct lb_family {
     /* One line saying what the model is ("2 blocks, d_model 64, 4 heads, rotary positions"). */
     void (*describe)(const lb_model_config *c, char *text, size_t size);
     const struct lb_family_ops *ops;
+    /* The body's matrix-product FLOPs (2 per multiply-add) on one sequence of t positions
+     * of which the last `read` reach the head (read = t for a head at every position, 1
+     * for the last-position head, whose last attention block computes that query only),
+     * the attention's query-key and weight-value products (the n² term) included in the
+     * total and given apart in *attention. Elementwise work (norms, softmax, activations,
+     * positions) is not counted (nanoGPT's estimate_mfu, Kaplan et al. 2020 §2.1).
+     * Per layer: attention 8 t D² + 4 t D F, plus 4 D per key each query reads (causal:
+     * min(i + 1, W) keys at position i; not causal: t); LSTM 8 t H (in + H); conv
+     * 2 t K D². NULL: the family has no count (lb_model_flops gives NAN). */
+    double (*flops)(const lb_model_config *c, int64_t t, int64_t read, double *attention);
 } lb_family;
 
 /* The row of family `kind`; NULL (and LB_ERR_VALUE) when kind is not a family. */
@@ -91,6 +101,23 @@ const lb_family *lb_family_at(int i);
  * reads (max_positions, 0 = any length). */
 int lb_model_is_causal(const lb_model_config *c);
 int64_t lb_model_max_positions(const lb_model_config *c);
+
+/* What one position of a training sequence costs: matrix-product FLOPs of the whole model
+ * (input layer, body, head) per position, for sequences of seq_len positions. */
+typedef struct lb_model_flops {
+    int64_t seq_len;   /* T the count is for */
+    double forward;    /* forward FLOPs per position (the body's row, the input layer's 2 F D
+                        * for real-valued inputs, the head's 2 W C at each read position) */
+    double attention;  /* of forward: the attention's Q Kᵀ and weights · V (the n² term) */
+    double training;   /* forward + backward = 3 × forward (the backward pass's two products
+                        * per forward product: Kaplan et al. 2020, nanoGPT's 6 N) */
+} lb_model_flops;
+
+/* Counts c's FLOPs per position (lb_model_flops) for sequences of seq_len positions, from
+ * its family's row (layers/family.h, `flops`). A family without a count gives NAN
+ * figures (and LB_OK). Errors: LB_ERR_VALUE for NULL arguments, seq_len < 1 or a kind that
+ * is not a family. */
+lb_status lb_model_flops_count(const lb_model_config *c, int64_t seq_len, lb_model_flops *out);
 
 /* "transformer, local" (joined by sep) for the families that use field f; "" when every
  * family does. Returns buf; NULL (LB_ERR_VALUE) when f, sep or buf is NULL. */

@@ -94,6 +94,33 @@ static lb_status check(const lb_model_config *c)
 #undef BAD
 }
 
+/* Keys query position i (0-based) of t reads: the mask's causal and window limits. */
+static double keys_read(const lb_model_config *c, int64_t i, int64_t t)
+{
+    int64_t n = c->causal ? i + 1 : t;
+    return is_local(c) && c->causal && c->window < n ? (double)c->window : (double)n;
+}
+
+/* Per block: Q, K, V and output projections 8 D² and the feed-forward layer 4 D F per
+ * position, 4 D per key read (Q Kᵀ and weights · V). The last block computes the read
+ * queries only, but K and V of every position. */
+static double flops(const lb_model_config *c, int64_t t, int64_t read, double *attention)
+{
+    const double d = (double)c->d_model, f = (double)c->d_ff;
+    double keys_all = 0, keys_last = 0;
+    for (int64_t i = 0; i < t; i++) {
+        double k = keys_read(c, i, t);
+        keys_all += k;
+        if (i >= t - read)
+            keys_last += k;
+    }
+    const double per_query = 4 * d * d + 4 * d * f; /* Q, output projection, feed-forward */
+    double dense = (c->n_layers - 1) * (double)t * (8 * d * d + 4 * d * f) + (double)t * 4 * d * d +
+                   (double)read * per_query;
+    *attention = 4 * d * ((c->n_layers - 1) * keys_all + keys_last);
+    return dense + *attention;
+}
+
 /* ---- parameters ---- */
 
 static lb_status build(lb_model *m, lb_rng *r_pos, lb_rng *r_body)
@@ -329,9 +356,9 @@ static const lb_family_ops ops = {check,         build,     finish,     model_fr
 
 const lb_family lb_family_transformer = {
     LB_MODEL_TRANSFORMER, "transformer", "pre-norm transformer blocks with full (causal) attention", 1,
-    NULL, is_causal, max_positions, crops_context, body_width, layer_floats, state_floats, size, describe, &ops};
+    NULL, is_causal, max_positions, crops_context, body_width, layer_floats, state_floats, size, describe, &ops, flops};
 
 const lb_family lb_family_local = {
     LB_MODEL_LOCAL, "local", "the transformer with sliding-window attention over the last --window keys", 1,
     local_defaults, is_causal, max_positions, crops_context, body_width, layer_floats, state_floats, size, describe,
-    &ops};
+    &ops, flops};

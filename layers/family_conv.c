@@ -55,6 +55,16 @@ static lb_status check(const lb_model_config *c)
     return LB_OK;
 }
 
+/* Per layer and position one convolution, 2 K D² (the taps before the sequence's start
+ * count too: the kernel multiplies its zero padding). Every position is computed. */
+static double flops(const lb_model_config *c, int64_t t, int64_t read, double *attention)
+{
+    (void)read;
+    *attention = 0;
+    const double d = (double)c->d_model;
+    return (double)t * c->n_layers * 2 * (double)c->kernel_size * d * d;
+}
+
 /* ---- parameters and forward ---- */
 
 static lb_status build(lb_model *m, lb_rng *r_pos, lb_rng *r_body)
@@ -263,4 +273,4 @@ static const lb_family_ops ops = {check,     build,    NULL,       model_free,  
 
 const lb_family lb_family_conv = {LB_MODEL_CONV, "conv", "residual causal dilated 1-D convolutions (dilation 2^i)", 0,
                                   defaults, lb_family_always, lb_family_any_length, lb_family_never, body_width,
-                                  layer_floats, state_floats, size, describe, &ops};
+                                  layer_floats, state_floats, size, describe, &ops, flops};

@@ -47,6 +47,16 @@ static lb_status check(const lb_model_config *c)
     return LB_OK;
 }
 
+/* Per layer and position the gates' products: 2 · 4H · (in + H), in = D for the first
+ * layer, H above it. Every position is computed, whatever the head reads. */
+static double flops(const lb_model_config *c, int64_t t, int64_t read, double *attention)
+{
+    (void)read;
+    *attention = 0;
+    const double h = (double)c->hidden_size, d = (double)c->d_model;
+    return (double)t * 8 * h * ((d + h) + (c->n_layers - 1) * (h + h));
+}
+
 /* ---- parameters and forward ---- */
 
 static lb_status build(lb_model *m, lb_rng *r_pos, lb_rng *r_body)
@@ -246,4 +256,4 @@ static const lb_family_ops ops = {check,     build,       NULL, model_free,  for
 
 const lb_family lb_family_lstm = {LB_MODEL_LSTM, "lstm", "a torch.nn.LSTM-compatible stack", 0, NULL,
                                   lb_family_always, lb_family_any_length, lb_family_never,  body_width, layer_floats, state_floats, size,
-                                  describe,      &ops};
+                                  describe,      &ops,          flops};

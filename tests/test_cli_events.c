@@ -101,7 +101,7 @@ static void test_eval_measures_and_select(void)
     char path[600];
     snprintf(path, sizeof path, "%s/metrics.csv", path_in("lstm"));
     char *text = read_all(path, NULL);
-    CU_ASSERT_TRUE(text && contains(text, ",f1,macro_f1,pr_auc,precision,recall,confusion\n"));
+    CU_ASSERT_TRUE(text && contains(text, ",f1,macro_f1,pr_auc,precision,recall,confusion,mfu,peak_memory_mib\n"));
     free(text);
     snprintf(path, sizeof path, "%s/config.json", path_in("lstm"));
     text = read_all(path, NULL);

@@ -348,7 +348,7 @@ static void test_metrics_write_fails_mid_run(void)
         int commas = 0;
         for (char *c = line; *c; c++)
             commas += *c == ',';
-        CU_ASSERT_EQUAL(commas, 14); /* lb_metrics_header: 15 columns */
+        CU_ASSERT_EQUAL(commas, 16); /* lb_metrics_header: 17 columns */
     }
     CU_ASSERT_TRUE(rows > 10);
     free(text);

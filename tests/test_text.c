@@ -563,8 +563,8 @@ static void test_train_resume_metrics(void)
         char header[512];
         double cols[16];
         int nc = last_row(metrics_path, header, sizeof header, cols, 16);
-        CU_ASSERT_EQUAL(nc, 12);
-        CU_ASSERT_PTR_NOT_NULL(strstr(header, "skipped,bits_per_byte,bits_per_char,perplexity"));
+        CU_ASSERT_EQUAL(nc, 14);
+        CU_ASSERT_PTR_NOT_NULL(strstr(header, "skipped,bits_per_byte,bits_per_char,perplexity,mfu,peak_memory_mib"));
         CU_ASSERT_TRUE(isfinite(cols[2]) && cols[2] > 0);
         /* bits per byte: the split's total nats over its UTF-8 bytes ('é' is 2 bytes) */
         int64_t tokens = 0, bytes = 0, chars = 0;

@@ -16,6 +16,7 @@
 #include "tensor/blas.h"
 #include "tensor/clock.h"
 #include "tensor/threads.h"
+#include "train/cost.h"
 #include "train/trainer_internal.h"
 
 #define LB_TRAIN_KEEP NAN
@@ -858,6 +859,10 @@ lb_trainer *lb_trainer_new(lb_model *model, const lb_dataset *data, const lb_tra
         lb_trainer_free(t);
         return NULL;
     }
+    if (lb_model_flops_count(lb_model_get_config(model), lb_dataset_seq_len(data), &t->flops) != LB_OK) {
+        lb_trainer_free(t);
+        return NULL;
+    }
     lb_rng seeder;
     lb_rng_seed(&seeder, cfg->seed ^ 0xD2B74407B1CE6E93ull);
     t->dropout_rng = lb_rng_split(&seeder);
@@ -1099,6 +1104,22 @@ static lb_status step_account(lb_trainer *t, const step_start *s, const lb_batch
         return st;
     t->elapsed += stats->seconds;
     t->budget_spent += budget;
+    stats->mfu = lb_mfu(t->flops.training, stats->seconds > 0 ? (double)stats->tokens / stats->seconds : 0,
+                        t->sgemm_rate);
+    return LB_OK;
+}
+
+void lb_trainer_set_sgemm_rate(lb_trainer *t, double flops_per_second)
+{
+    if (t)
+        t->sgemm_rate = flops_per_second > 0 ? flops_per_second : 0;
+}
+
+lb_status lb_trainer_costs(const lb_trainer *t, lb_model_flops *flops, double *rate)
+{
+    LB_CHECK_ARG(t && flops && rate, LB_ERR_VALUE);
+    *flops = t->flops;
+    *rate = t->sgemm_rate;
     return LB_OK;
 }
 
@@ -1137,7 +1158,7 @@ lb_status lb_trainer_step(lb_trainer *t, lb_step_stats *stats)
 const char *lb_metrics_header(void)
 {
     return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped,f1,macro_f1,pr_auc,"
-           "precision,recall,confusion";
+           "precision,recall,confusion,mfu,peak_memory_mib";
 }
 
 const char *lb_metrics_header_for(const lb_dataset *data)
@@ -1146,7 +1167,7 @@ const char *lb_metrics_header_for(const lb_dataset *data)
     if (!lb_dataset_is_text(data))
         return lb_metrics_header();
     return "step,split,loss,accuracy,lr,grad_norm,tokens_per_second,wall_seconds,skipped,bits_per_byte,bits_per_char,"
-           "perplexity";
+           "perplexity,mfu,peak_memory_mib";
 }
 
 enum { METRICS_COLUMNS = 9 };
@@ -1235,7 +1256,8 @@ enum { METRICS_CONFUSION_MAX = 4 };
  * fails (a full disk) the file is cut back to its previous end, so the rows before
  * stay whole, and LB_ERR_IO is returned. */
 static lb_status write_metrics(FILE *f, const lb_dataset *text, int64_t step, const char *split, double loss, double acc, double lr,
-                               double norm, double tps, double wall, int64_t skipped, const lb_eval_result *val)
+                               double norm, double tps, double wall, int64_t skipped, const lb_eval_result *val,
+                               double mfu)
 {
     if (!f)
         return LB_OK;
@@ -1270,7 +1292,7 @@ static lb_status write_metrics(FILE *f, const lb_dataset *text, int64_t step, co
         len += snprintf(line + len, sizeof line - (size_t)len, ",%.9g,%.9g,%.9g,%.9g,%.9g,%s", f1, macro,
                         val ? val->average_precision : NAN, precision, recall, confusion);
     }
-    len += snprintf(line + len, sizeof line - (size_t)len, "\n");
+    len += snprintf(line + len, sizeof line - (size_t)len, ",%.6g,%.1f\n", mfu, lb_peak_memory_mib());
     int fd = fileno(f);
     off_t before = (fflush(f) == 0 && fd >= 0) ? lseek(fd, 0, SEEK_END) : (off_t)-1;
     int err = before < 0 ? (errno ? errno : EIO) : 0;
@@ -1412,7 +1434,8 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
             lb_eval_result r;
             st = write_metrics(metrics, lb_dataset_is_text(t->data) ? t->data : NULL, t->step, "train", t->interval_loss / (double)t->interval_steps,
                                t->interval_acc_steps > 0 ? t->interval_acc / (double)t->interval_acc_steps : NAN, lr,
-                               norm, seconds > 0 ? tokens / seconds : 0, t->elapsed, t->interval_skipped, NULL);
+                               norm, seconds > 0 ? tokens / seconds : 0, t->elapsed, t->interval_skipped, NULL,
+                               lb_mfu(t->flops.training, seconds > 0 ? tokens / seconds : 0, t->sgemm_rate));
             if (st != LB_OK)
                 return st;
             tokens = seconds = t->interval_loss = t->interval_acc = 0;
@@ -1434,7 +1457,7 @@ lb_status lb_trainer_run(lb_trainer *t, const char *checkpoint_path, FILE *metri
                 judged = ckpt_due || solved;
                 improved = judged && note_validation(t, &r);
                 if ((st = write_metrics(metrics, lb_dataset_is_text(t->data) ? t->data : NULL, t->step, "val", r.loss, r.accuracy, lr, norm, 0,
-                                        t->elapsed, 0, &r)) != LB_OK)
+                                        t->elapsed, 0, &r, NAN)) != LB_OK)
                     return st;
                 if (cb)
                     cb(LB_EVENT_EVAL, &s, &r, user);

@@ -20,6 +20,7 @@
 
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "layers/family.h"
 #include "layers/model.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
@@ -228,6 +229,9 @@ typedef struct lb_step_stats {
     int skipped;         /* 1 when a non-finite gradient made the step skip the update */
     double seconds;      /* wall time of the step */
     int64_t tokens;      /* positions processed (B * T) */
+    double mfu;          /* model FLOPs utilisation of the step (train/cost.h): training FLOPs per
+                          * position × tokens / seconds / the rate lb_trainer_set_sgemm_rate gave;
+                          * NAN without a rate */
 } lb_step_stats;
 
 typedef struct lb_trainer lb_trainer;
@@ -283,6 +287,13 @@ double lb_trainer_elapsed(const lb_trainer *t);
 /* Seconds of the time budget spent so far, across resumes, on the configuration's
  * budget_clock (LB_BUDGET_WALL: the same as lb_trainer_elapsed). */
 double lb_trainer_budget_spent(const lb_trainer *t);
+/* The FLOP/s rate the trainer's MFU figures divide by (lb_sgemm_rate, train/cost.h);
+ * 0 = none: MFU is NAN. Negative or NAN rates count as 0. Does nothing for a NULL t. */
+void lb_trainer_set_sgemm_rate(lb_trainer *t, double flops_per_second);
+/* The model's FLOPs per position (layers/family.h, lb_model_flops_count) at the training
+ * data's seq_len into *flops, and the rate set by lb_trainer_set_sgemm_rate (0 = none)
+ * into *rate. LB_ERR_VALUE for a NULL argument. */
+lb_status lb_trainer_costs(const lb_trainer *t, lb_model_flops *flops, double *rate);
 lb_optim *lb_trainer_optim(lb_trainer *t);
 const lb_train_config *lb_trainer_config(const lb_trainer *t);
 

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include "layers/family.h"
 #include "train/trainer.h"
 
 typedef struct lb_dist_state lb_dist_state; /* train/distributed.c */
@@ -37,6 +38,8 @@ struct lb_trainer {
     int64_t interval_steps, interval_acc_steps, interval_skipped;
     lb_dist_state *dist; /* data-parallel replicas (NULL: one process) */
     lb_tensor *class_weight; /* float64 [C] weights of the training loss, or NULL (cfg.class_weight) */
+    lb_model_flops flops;    /* the model's FLOPs per position at the data's seq_len (NAN: not counted) */
+    double sgemm_rate;       /* FLOP/s the MFU is measured against (0: none given) */
 };
 
 /* lb_evaluate over part `part` of `parts` of the evaluation batches (contiguous blocks
