@@ -13,7 +13,8 @@
  *   lstm         layers/family_lstm.c       a torch.nn.LSTM-compatible stack
  *   conv         layers/family_conv.c       residual causal dilated 1-D convolutions
  *
- * Adding a family: its value in lb_model_kind (layers/model.h), its file with its row,
+ * Adding a family: its value in lb_model_kind (layers/model.h), its file with its row
+ * (its `flops` count included: tests/test_costs.c checks each against a hand count),
  * the row's place in layers/family.c, and the configuration fields it uses
  * (layers/model_fields.def families column).
  *

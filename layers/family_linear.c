@@ -74,6 +74,17 @@ static const double *decays(const lb_model_config *c, double *gamma)
     return gamma;
 }
 
+/* Per block and position: the projections 8 D² and the feed-forward layer 4 D F, and per
+ * head the state's update φ(k) vᵀ and read φ(q)ᵀ S with their normaliser, 4 d (d + 1):
+ * 4 D (d + 1) in all. No n² term: *attention 0. */
+static double flops(const lb_model_config *c, int64_t t, int64_t read, double *attention)
+{
+    (void)read;
+    *attention = 0;
+    const double d = (double)c->d_model, f = (double)c->d_ff, dh = (double)head_width(c);
+    return (double)t * c->n_layers * (8 * d * d + 4 * d * f + 4 * d * (dh + 1));
+}
+
 /* ---- parameters and forward ---- */
 
 static lb_status build(lb_model *m, lb_rng *r_pos, lb_rng *r_body)
@@ -237,4 +248,5 @@ const lb_family lb_family_linear = {LB_MODEL_LINEAR,
                                     state_floats,
                                     size,
                                     describe,
-                                    &ops};
+                                    &ops,
+                                    flops};
