@@ -39,6 +39,8 @@
  *         last position): local attention, 2 blocks, window 16, against full causal
  *         attention with 2 blocks and with 1 block, in steps/s; largest thread
  *         count only
+ *   LIN   causal linear attention (lb_linear_attention) forward + backward on q, k, v
+ *         [B=1, H=4, T=4096, d=64], against the chunked form in PyTorch
  *   K1    causal attention kernel forward + backward on q, k, v [B=1, H=4, T=4096,
  *         d=64]: lb_attention_fused when autograd/ops.h has it, lb_attention
  *         otherwise; next to OpenBLAS sgemm 1024³ measured in the same process just
@@ -806,6 +808,54 @@ static int run_sgemm(const bench_opts *o)
     return 0;
 }
 
+/* --------------------------------------------------------------------- LIN ---- */
+
+/* Causal linear attention (lb_linear_attention, elu + 1 features, no decay) forward +
+ * backward on q, k, v [B=1, H=4, T=4096, d=64], K1's shape. */
+typedef struct linear_ctx {
+    lb_graph *g;
+    lb_tensor *q, *k, *v, *grad_out;
+} linear_ctx;
+
+static int linear_step(void *ctx)
+{
+    linear_ctx *c = ctx;
+    lb_var *q = leaf(c->g, c->q, 1), *k = leaf(c->g, c->k, 1), *v = leaf(c->g, c->v, 1);
+    lb_var *out = lb_linear_attention(c->g, q, k, v, NULL, NULL, NULL);
+    if (!out || lb_backward(c->g, out, c->grad_out) != LB_OK)
+        FAIL("LIN linear attention");
+    lb_graph_reset(c->g);
+    return 0;
+}
+
+static int run_linear(const bench_opts *o)
+{
+    const int64_t B = 1, H = 4, T = 4096, d = 64;
+    linear_ctx c = {0};
+    lb_rng rng;
+    lb_rng_seed(&rng, 5);
+    int64_t s[4] = {B, H, T, d};
+    c.q = normal_tensor(&rng, 4, s, 1.0);
+    c.k = normal_tensor(&rng, 4, s, 1.0);
+    c.v = normal_tensor(&rng, 4, s, 1.0);
+    c.grad_out = normal_tensor(&rng, 4, s, 1.0);
+    c.g = lb_graph_new();
+    if (!c.q || !c.k || !c.v || !c.grad_out || !c.g)
+        FAIL("LIN setup");
+    double base = bench_current_rss_mib();
+    bench_result r;
+    if (bench_time(linear_step, &c, bench_warmup(o, 1), bench_reps(o, 5), o->budget_s, &r) != 0)
+        return 1;
+    bench_print_json("lookback", "LIN", o->threads, &r, base,
+                     "\"shape\":\"B=1 H=4 T=4096 d=64 causal linear attention\",\"op\":\"lb_linear_attention\"");
+    lb_graph_free(c.g);
+    lb_tensor_free(c.q);
+    lb_tensor_free(c.k);
+    lb_tensor_free(c.v);
+    lb_tensor_free(c.grad_out);
+    return 0;
+}
+
 /* ---------------------------------------------------------------------- K1 ---- */
 
 typedef struct kernel_ctx {
@@ -978,7 +1028,7 @@ int main(int argc, char **argv)
         execv("/proc/self/exe", argv);
     bench_opts o;
     if (bench_parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|LM|GEN|GEN1K|W4|W6|EVAL|LOCAL|K1|SGEMM|INFO [--threads N] [--warmup N] "
+        fprintf(stderr, "usage: bench_lookback W1a|W1b|W2|W3|LM|GEN|GEN1K|W4|W6|EVAL|LOCAL|LIN|K1|SGEMM|INFO [--threads N] [--warmup N] "
                         "[--reps N] [--quick] [--budget SECONDS]\n");
         return 2;
     }
@@ -1013,10 +1063,12 @@ int main(int argc, char **argv)
         return run_k1(&o);
     if (strcmp(w, "LOCAL") == 0)
         return run_local(&o);
+    if (strcmp(w, "LIN") == 0)
+        return run_linear(&o);
     if (strcmp(w, "SGEMM") == 0)
         return run_sgemm(&o);
     if (strcmp(w, "INFO") == 0)
         return run_info();
-    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, LM, GEN, GEN1K, W4, W6, EVAL, LOCAL, K1, SGEMM, INFO)\n", w);
+    fprintf(stderr, "bench_lookback: unknown workload '%s' (W1a, W1b, W2, W3, LM, GEN, GEN1K, W4, W6, EVAL, LOCAL, LIN, K1, SGEMM, INFO)\n", w);
     return 2;
 }

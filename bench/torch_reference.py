@@ -42,6 +42,7 @@ Workloads (the same math as lookback's, see bench/bench_lookback.c):
   W4        W1's layer training step (MSE, AdamW) at B=1 T=16384 d=64: the full
             [T, T] scores are materialized (1 GiB each); skipped with a note when
             MemAvailable is under 6 GiB (it peaks at ~3.6 GiB)
+  LIN       causal linear attention forward + backward on q, k, v [1, 4, 4096, 64], chunked
   K1        causal attention forward + backward on q, k, v [1, 4, 4096, 64] leaves,
             article-style (materialized) and, if torch has it,
             torch.nn.functional.scaled_dot_product_attention(is_causal=True)
@@ -505,6 +506,42 @@ def run_k1(opts):
          fwd_median_s=fwd["median_s"], fwd_gflops=fwd_flop / fwd["median_s"] / 1e9)
 
 
+def run_linear(opts):
+    """Causal linear attention (elu + 1 features, Katharopoulos et al. 2020) forward + backward on
+    q, k, v [1, 4, 4096, 64] leaves, in the chunked form a PyTorch user writes (chunks of 64: the
+    causal products inside a chunk, the carried state S and normaliser z across chunks)."""
+    gen = torch.Generator().manual_seed(5)
+    b, h, t, d, chunk = 1, 4, 4096, 64, 64
+    q, k, v = (torch.randn(b, h, t, d, generator=gen).requires_grad_() for _ in range(3))
+    grad_out = torch.randn(b, h, t, d, generator=gen)
+    tril = torch.tril(torch.ones(chunk, chunk))
+
+    def linear_attention(q, k, v):
+        fq, fk = F.elu(q) + 1, F.elu(k) + 1
+        s = torch.zeros(b, h, d, d)
+        z = torch.zeros(b, h, d)
+        outs = []
+        for c0 in range(0, t, chunk):
+            qc, kc, vc = fq[:, :, c0:c0 + chunk], fk[:, :, c0:c0 + chunk], v[:, :, c0:c0 + chunk]
+            a = (qc @ kc.transpose(-1, -2)) * tril
+            num = a @ vc + qc @ s
+            den = a.sum(-1) + (qc * z.unsqueeze(2)).sum(-1)
+            outs.append(num / (den.unsqueeze(-1) + 1e-6))
+            s = s + kc.transpose(-1, -2) @ vc
+            z = z + kc.sum(2)
+        return torch.cat(outs, dim=2)
+
+    def step():
+        linear_attention(q, k, v).backward(grad_out)
+        for x in (q, k, v):
+            x.grad = None
+
+    base = current_rss_mib()
+    r = time_it(step, opts.warm(1), opts.rep(5))
+    emit("LIN", opts.threads, r, base, shape="B=1 H=4 T=4096 d=64 causal linear attention",
+         op="chunked linear attention (autograd)")
+
+
 def run_product(opts):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import lookback_torch
@@ -539,7 +576,7 @@ def run_info():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", choices=["W1a", "W1b", "W2", "W3", "LM", "GEN", "GEN1K", "W4", "K1", "PRODUCT", "INFO"])
+    p.add_argument("workload", choices=["W1a", "W1b", "W2", "W3", "LM", "GEN", "GEN1K", "W4", "K1", "LIN", "PRODUCT", "INFO"])
     p.add_argument("--checkpoint", help="PRODUCT: the recipe's initial checkpoint (bench_product)")
     p.add_argument("--recipe", default="", help="PRODUCT: the recipe's name, echoed in the JSON line")
     p.add_argument("--seq-len", type=int, default=0, help="PRODUCT: T")
@@ -585,6 +622,8 @@ def main():
         run_w4(opts)
     elif w == "K1":
         run_k1(opts)
+    elif w == "LIN":
+        run_linear(opts)
     elif w == "PRODUCT":
         run_product(opts)
     else:

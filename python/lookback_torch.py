@@ -68,10 +68,13 @@ CONFIG_DEFAULTS = {
     "bias": 1,
     "tie_embeddings": 0,
     "init": "default",
+    "decay": 0,
 }
 _STRING_FIELDS = ("kind", "dtype", "head", "pos", "length_scale", "init")
 _REAL_FIELDS = ("dropout", "forget_bias")
-KINDS = ("transformer", "local", "lstm", "conv")
+KINDS = ("transformer", "local", "lstm", "conv", "linear")
+# The families whose body is pre-norm blocks (attention, or linear attention in "linear").
+_BLOCK_KINDS = ("transformer", "local", "linear")
 POSITIONS = ("none", "sinusoidal", "learned", "rotary", "alibi")
 LENGTH_SCALES = ("none", "log-n", "scalable")
 # The accepted range of every number field: the min and max columns of lookback's field
@@ -95,14 +98,15 @@ FIELD_RANGES = {
     "hidden_size": (1, 65536),
     "forget_bias": (-100.0, 100.0),
     "kernel_size": (1, 1024),
+    "decay": (0, 1),
     "seed": (0, 2**63 - 1),
 }
 # The fields each family uses (the families column); the others are not range-checked.
 _FAMILY_FIELDS = {
-    "max_seq_len": ("transformer", "local"), "n_heads": ("transformer", "local"), "d_ff": ("transformer", "local"),
+    "max_seq_len": ("transformer", "local"), "n_heads": _BLOCK_KINDS, "d_ff": _BLOCK_KINDS,
     "pos": ("transformer", "local"), "window": ("local",), "causal": ("transformer", "local"),
     "length_scale": ("transformer", "local"), "dropout": ("transformer", "local"), "hidden_size": ("lstm",),
-    "forget_bias": ("lstm",), "kernel_size": ("conv",), "bias": ("transformer", "local"),
+    "forget_bias": ("lstm",), "kernel_size": ("conv",), "bias": _BLOCK_KINDS, "decay": ("linear",),
     "init": ("transformer", "local"), "n_kv_heads": ("transformer", "local"),
 }
 # Fields that only change the initial parameters: a module may differ from its config in them.
@@ -153,7 +157,7 @@ def check_config(config):
         raise ValueError(f"lookback_torch: head = {c['head']!r} is neither last nor every")
     if (c["vocab_size"] > 0) == (c["input_features"] > 0):
         raise ValueError("lookback_torch: set exactly one of vocab_size and input_features")
-    if c["kind"] in ("transformer", "local") and c["d_model"] % c["n_heads"] != 0:
+    if c["kind"] in _BLOCK_KINDS and c["d_model"] % c["n_heads"] != 0:
         raise ValueError(f"lookback_torch: d_model = {c['d_model']} is not divisible by n_heads = {c['n_heads']}")
     if c["kind"] in ("transformer", "local") and c["n_kv_heads"] > 0 and c["n_heads"] % c["n_kv_heads"] != 0:
         raise ValueError(f"lookback_torch: n_kv_heads = {c['n_kv_heads']} does not divide n_heads = {c['n_heads']}")
@@ -161,7 +165,7 @@ def check_config(config):
         raise ValueError(f"lookback_torch: window = {c['window']} must be >= 1 for local attention")
     if c["init"] not in ("default", "gpt2"):
         raise ValueError(f"lookback_torch: init = {c['init']!r} is neither default nor gpt2")
-    if (c["kind"] in ("transformer", "local") and c["bias"] == 0) or c["tie_embeddings"] == 1:
+    if (c["kind"] in _BLOCK_KINDS and c["bias"] == 0) or c["tie_embeddings"] == 1:
         raise ValueError("lookback_torch: models without biases (bias = 0) or with tied embeddings "
                          "(tie_embeddings = 1) are not supported by this module")
     for k, (lo, hi) in FIELD_RANGES.items():
@@ -294,6 +298,37 @@ class Attention(nn.Module):
         return self.w_o(out)
 
 
+class LinearAttention(nn.Module):
+    """Causal linear attention (Katharopoulos et al. 2020, eq. 4-6, phi(x) = elu(x) + 1), per head
+    y_i = sum_{j<=i} g^(i-j) (phi(q_i).phi(k_j)) v_j / (sum_{j<=i} g^(i-j) phi(q_i).phi(k_j) + 1e-6),
+    g = 1 - 2^(-5-h) for head h with decay (RetNet, Sun et al. 2023), else 1; then w_o. Written
+    in the quadratic form (the definition), which lookback computes in chunks and recurrently."""
+
+    def __init__(self, d_model, n_heads, decay):
+        super().__init__()
+        self.n_heads, self.decay = n_heads, decay
+        self.w_q = nn.Linear(d_model, d_model, bias=False)
+        self.w_k = nn.Linear(d_model, d_model, bias=False)
+        self.w_v = nn.Linear(d_model, d_model, bias=False)
+        self.w_o = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.n_heads
+
+        def heads(y):  # [B, T, D] -> [B, H, T, d_head]
+            return y.view(b, t, h, d // h).transpose(1, 2)
+
+        q, k, v = F.elu(heads(self.w_q(x))) + 1, F.elu(heads(self.w_k(x))) + 1, heads(self.w_v(x))
+        i = torch.arange(t)
+        distance = (i.view(t, 1) - i.view(1, t)).to(x.dtype)
+        gamma = (1 - 2.0 ** (-5.0 - torch.arange(h, dtype=x.dtype))) if self.decay else torch.ones(h, dtype=x.dtype)
+        weights = gamma.view(h, 1, 1) ** distance.clamp(min=0) * (distance >= 0).to(x.dtype)  # [H, T, T]
+        a = (q @ k.transpose(-1, -2)) * weights
+        out = (a @ v) / (a.sum(dim=-1, keepdim=True) + 1e-6)
+        return self.w_o(out.transpose(1, 2).reshape(b, t, d))
+
+
 class FeedForward(nn.Module):
     def __init__(self, d_model, d_ff):
         super().__init__()
@@ -310,14 +345,16 @@ class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.ln1 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
-        self.attn = Attention(c["d_model"], c["n_heads"], c["pos"] == "rotary", c["length_scale"], c["max_seq_len"],
+        self.linear = c["kind"] == "linear"
+        self.attn = LinearAttention(c["d_model"], c["n_heads"], c["decay"]) if self.linear else Attention(c["d_model"], c["n_heads"], c["pos"] == "rotary", c["length_scale"], c["max_seq_len"],
                               kv_heads(c), c["pos"] == "alibi")
         self.ln2 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
         self.ffn = FeedForward(c["d_model"], c["d_ff"])
         self.dropout = nn.Dropout(c["dropout"])
 
     def forward(self, x, allowed, log_n=None):
-        x = x + self.dropout(self.attn(self.ln1(x), allowed, log_n))
+        a = self.attn(self.ln1(x)) if self.linear else self.attn(self.ln1(x), allowed, log_n)
+        x = x + self.dropout(a)
         return x + self.dropout(self.ffn(self.ln2(x)))
 
 
@@ -345,6 +382,9 @@ class LookbackModel(nn.Module):
             if c["pos"] == "learned":
                 self.pos_embedding = nn.Parameter(torch.randn(c["max_seq_len"], d))
             self.embed_dropout = nn.Dropout(c["dropout"])
+            self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
+            self.ln_f = nn.LayerNorm(d, eps=LAYER_NORM_EPS)
+        elif c["kind"] == "linear":
             self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
             self.ln_f = nn.LayerNorm(d, eps=LAYER_NORM_EPS)
         elif c["kind"] == "lstm":
@@ -392,6 +432,10 @@ class LookbackModel(nn.Module):
             for block in self.blocks:
                 x = block(x, allowed, log_n)
             h = self.ln_f(x)
+        elif c["kind"] == "linear":  # causal by construction: padding after a length changes nothing before it
+            for block in self.blocks:
+                x = block(x, None)
+            h = self.ln_f(x)
         elif c["kind"] == "lstm":
             h, _ = self.lstm(x)
         else:
@@ -415,14 +459,14 @@ def parameter_map(config):
         rows.append(("embedding.weight", "embedding.weight", False))
     else:
         rows += [("input.weight", "input.weight", True), ("input.bias", "input.bias", False)]
-    if c["kind"] in ("transformer", "local"):
-        if c["pos"] == "learned":
+    if c["kind"] in _BLOCK_KINDS:
+        if c["pos"] == "learned" and c["kind"] != "linear":
             rows.append(("pos_embedding", "pos_embedding", False))
         for i in range(c["n_layers"]):
             p = f"blocks.{i}"
             rows += [(f"{p}.ln1.weight", f"{p}.ln1.weight", False), (f"{p}.ln1.bias", f"{p}.ln1.bias", False)]
             rows += [(f"{p}.attn.{w}", f"{p}.attn.{w}.weight", True) for w in ("w_q", "w_k", "w_v", "w_o")]
-            if c["length_scale"] == "scalable":
+            if c["length_scale"] == "scalable" and c["kind"] != "linear":
                 rows.append((f"{p}.attn.softmax_scale", f"{p}.attn.softmax_scale", False))
             rows += [(f"{p}.ln2.weight", f"{p}.ln2.weight", False), (f"{p}.ln2.bias", f"{p}.ln2.bias", False)]
             for fc in ("fc1", "fc2"):
@@ -449,17 +493,17 @@ def parameter_shapes(config):
     else:
         shapes["input.weight"], shapes["input.bias"] = (d, c["input_features"]), (d,)
     width = d
-    if c["kind"] in ("transformer", "local"):
-        if c["pos"] == "learned":
+    if c["kind"] in _BLOCK_KINDS:
+        if c["pos"] == "learned" and c["kind"] != "linear":
             shapes["pos_embedding"] = (c["max_seq_len"], d)
         for i in range(c["n_layers"]):
             p = f"blocks.{i}"
             for name in ("ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias", "ffn.fc2.bias"):
                 shapes[f"{p}.{name}"] = (d,)
-            d_kv = d // c["n_heads"] * kv_heads(c)
+            d_kv = d // c["n_heads"] * kv_heads(c) if c["kind"] != "linear" else d
             for w in ("w_q", "w_k", "w_v", "w_o"):
                 shapes[f"{p}.attn.{w}.weight"] = (d_kv, d) if w in ("w_k", "w_v") else (d, d)
-            if c["length_scale"] == "scalable":
+            if c["length_scale"] == "scalable" and c["kind"] != "linear":
                 shapes[f"{p}.attn.softmax_scale"] = (c["n_heads"],)
             shapes[f"{p}.ffn.fc1.weight"], shapes[f"{p}.ffn.fc1.bias"] = (c["d_ff"], d), (c["d_ff"],)
             shapes[f"{p}.ffn.fc2.weight"] = (d, c["d_ff"])

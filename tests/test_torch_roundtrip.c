@@ -62,6 +62,8 @@ static const rt_case cases[] = {
                                 "--forget-bias", "1"}},
     {"lstm-every", "recall", "adam", {"--model", "lstm", "--layers", "1", "--d-model", "8", "--hidden", "10"}},
     {"conv", "recall", "sgd", {"--model", "conv", "--layers", "3", "--d-model", "12", "--kernel", "3"}},
+    {"linear", "recall", "adamw", {"--model", "linear", SMALL}},
+    {"linear-decay-features", "adding", "adam", {"--model", "linear", SMALL, "--decay", "1"}},
     {"conv-features", "adding", "adamw", {"--model", "conv", "--layers", "2", "--d-model", "8", "--kernel", "2"}},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
