@@ -20,6 +20,7 @@
 #include "data/dataset.h"
 #include "data/events.h"
 #include "data/output.h"
+#include "data/text.h"
 #include "data/tasks.h"
 #include "data/text.h"
 #include "lab/files.h"
@@ -487,15 +488,16 @@ static lb_status greedy_sample(lb_model *model, const lb_dataset *ds, char *samp
     return st;
 }
 
-/* The first validation of a run's metrics.csv at or below `bits` (loss / ln 2). */
+/* The first validation of a run's metrics.csv at or below `bits` (loss / ln 2 x per_unit:
+ * bits per character or per byte of the text, as the table's column). */
 typedef struct target_search {
-    double bits, seconds;
+    double bits, seconds, per_unit;
 } target_search;
 
 static int reach_target(const lb_metrics_row *row, void *user)
 {
     target_search *t = user;
-    if (row->loss / log(2.0) <= t->bits) {
+    if (row->loss / log(2.0) * t->per_unit <= t->bits) {
         t->seconds = row->wall_seconds;
         return 1;
     }
@@ -505,12 +507,22 @@ static int reach_target(const lb_metrics_row *row, void *user)
 /* Fills seconds_to_target of every model: the given target, or the worst model's last
  * validation (every model reaches it, so the column compares speeds). */
 static void time_to_target(const char *out_dir, const lb_compare_model *specs, int n_models, double target,
-                           lb_compare_report *rep)
+                           const char *per, lb_compare_report *rep)
 {
+    /* tokens per unit of the validation text: bits per token -> bits per character or byte */
+    double per_unit = 1, bpb = NAN, bpc = NAN;
+    lb_dataset *val = lb_dataset_open_split(specs[0].rc.data, "val");
+    if (val && lb_dataset_is_text(val))
+        lb_text_bits(val, "val", log(2.0), &bpb, &bpc);
+    if (val)
+        lb_dataset_close(val);
+    lb_clear_error();
+    if ((per[0] == 'b' ? bpb : bpc) > 0)
+        per_unit = per[0] == 'b' ? bpb : bpc;
     if (!(target > 0)) {
         target = 0;
         for (int m = 0; m < n_models; m++) {
-            double b = rep->results[m].run.last_val.loss / log(2.0);
+            double b = rep->results[m].run.last_val.loss / log(2.0) * per_unit;
             if (rep->results[m].run.last_val.examples > 0 && b > target)
                 target = b;
         }
@@ -520,7 +532,7 @@ static void time_to_target(const char *out_dir, const lb_compare_model *specs, i
     for (int m = 0; m < n_models; m++) {
         char metrics[4200];
         snprintf(metrics, sizeof metrics, "%s/%s/metrics.csv", out_dir, specs[m].name);
-        target_search t = {target, NAN};
+        target_search t = {target, NAN, per_unit};
         if (lb_metrics_read(metrics, "val", reach_target, &t, NULL) != LB_OK)
             lb_clear_error();
         rep->results[m].seconds_to_target = t.seconds;
@@ -764,7 +776,7 @@ lb_status lb_compare_run(lb_compare_model *specs, int n_models, lb_compare_eval 
     rep->report_rank = 1;
     rep->chance = chance;
     if (evals[0].text)
-        time_to_target(out_dir, specs, n_models, evals[0].target_bits, rep);
+        time_to_target(out_dir, specs, n_models, evals[0].target_bits, evals[0].per, rep);
     char path[4200];
     lb_status st = write_summary(lb_files_join(path, sizeof path, out_dir, "summary.json"), specs, res, n_models, evals,
                                  n_evals, chance);
