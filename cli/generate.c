@@ -54,6 +54,13 @@ static void generate_usage(FILE *out)
           "  --top-k K               sample from the K most probable tokens only; 0 = all (default 200)\n"
           "  --top-p P               sample from the smallest set of most probable tokens whose\n"
           "                          probability reaches P, in [0, 1]; 1 = all (default 1)\n"
+          "  --min-p M               drop the tokens less than M times as probable as the most\n"
+          "                          probable one, in [0, 1]; 0 = off (default 0)\n"
+          "  --repeat-penalty R      divide a positive logit (multiply a negative one) of every token\n"
+          "                          among the last --repeat-last-n by R (llama.cpp's); 1 = off (default 1)\n"
+          "  --presence-penalty A    subtract A from the logit of every token among them; 0 = off (default 0)\n"
+          "  --repeat-last-n N       the tokens the penalties look at, prompt included; -1 = all,\n"
+          "                          0 = none (default 64)\n"
           "  --seed S                random seed (default 1337)\n"
           "  --num-samples M         samples, one after another from one random stream, each followed\n"
           "                          by a line of dashes when M > 1 (default 1)\n"
@@ -229,6 +236,8 @@ typedef struct generate_args {
     int ctx_given;
     int documents;     /* --documents */
     const char *data;  /* --data: the corpus trained on, for "in train" / "new" */
+    double min_p, repeat_penalty, presence_penalty;
+    int64_t repeat_last_n;
 } generate_args;
 
 static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, int *help)
@@ -241,6 +250,8 @@ static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, 
         {"num-samples", required_argument, NULL, 'm'}, {"ctx-size", required_argument, NULL, 'x'},
         {"threads", required_argument, NULL, 't'},     {"help", no_argument, NULL, 'h'},
         {"documents", no_argument, NULL, 'D'},         {"data", required_argument, NULL, 'd'},
+        {"min-p", required_argument, NULL, 'M'},       {"repeat-penalty", required_argument, NULL, 'R'},
+        {"presence-penalty", required_argument, NULL, 'A'}, {"repeat-last-n", required_argument, NULL, 'L'},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -262,6 +273,16 @@ static int parse_args(const char *cmd, int argc, char **argv, generate_args *a, 
             break;
         case 'k': st = lb_option_int("--top-k", optarg, 0, INT32_MAX, &a->top_k); break;
         case 'P': st = lb_option_real("--top-p", optarg, 0, 1, &a->top_p); break;
+        case 'M': st = lb_option_real("--min-p", optarg, 0, 1, &a->min_p); break;
+        case 'R':
+            st = lb_option_real("--repeat-penalty", optarg, LB_SAMPLING_MIN_PENALTY, LB_SAMPLING_MAX_PENALTY,
+                                &a->repeat_penalty);
+            break;
+        case 'A':
+            st = lb_option_real("--presence-penalty", optarg, -LB_SAMPLING_MAX_PENALTY, LB_SAMPLING_MAX_PENALTY,
+                                &a->presence_penalty);
+            break;
+        case 'L': st = lb_option_int("--repeat-last-n", optarg, -1, INT32_MAX, &a->repeat_last_n); break;
         case 's': st = lb_option_int("--seed", optarg, 0, INT64_MAX, &a->seed); break;
         case 'm': st = lb_option_int("--num-samples", optarg, 1, 1000000, &a->num_samples); break;
         case 'x':
@@ -368,7 +389,7 @@ int lb_cli_generate(int argc, char **argv)
 {
     const char *cmd = "generate";
     generate_args a = {NULL, NULL, NULL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K, DEFAULT_SEED, 1, 0, 1,
-                       DEFAULT_TEMPERATURE, 1.0, 0, 0, NULL};
+                       DEFAULT_TEMPERATURE, 1.0, 0, 0, NULL, 0.0, 1.0, 0.0, 64};
     int help = 0, code = parse_args(cmd, argc, argv, &a, &help);
     if (help) {
         generate_usage(stdout);
@@ -420,7 +441,15 @@ int lb_cli_generate(int argc, char **argv)
     o.max_new_tokens = a.max_new_tokens;
     /* <unk> (characters outside the vocabulary, never a training target) is never sampled */
     int64_t unk = vocab ? lb_vocab_unk_id(vocab) : -1;
-    o.sampling = (lb_sampling){a.temperature, a.top_k, a.top_p, unk, unk >= 0};
+    o.sampling.temperature = a.temperature;
+    o.sampling.top_k = a.top_k;
+    o.sampling.top_p = a.top_p;
+    o.sampling.unk_id = unk;
+    o.sampling.mask_unk = unk >= 0;
+    o.sampling.min_p = a.min_p;
+    o.sampling.repeat_penalty = a.repeat_penalty;
+    o.sampling.presence_penalty = a.presence_penalty;
+    o.sampling.repeat_last_n = a.repeat_last_n;
     o.context = a.ctx_given ? a.ctx_size : default_context(a.checkpoint, mc);
     generate_print pr = {vocab, 0, 0, vocab && lb_vocab_kind_is_subword(lb_vocab_get_kind(vocab)), {{0}, 0}, separator,
                          NULL, 0, 0};

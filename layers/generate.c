@@ -205,6 +205,16 @@ lb_status lb_generate(lb_model *m, const int32_t *prompt, int64_t prompt_len, co
     generation g = {0};
     g.result = result;
     lb_status st = generation_init(&g, m, window, keep, prompt_len + n);
+    /* the tokens so far, which the sampler's penalties read (layers/sample.h step 0) */
+    lb_sampling sampling = opt->sampling;
+    int32_t *history = st == LB_OK ? malloc((size_t)(prompt_len + n) * sizeof *history) : NULL;
+    if (st == LB_OK && !history)
+        st = lb_error(LB_ERR_MEMORY, "generate: out of memory for the %lld tokens the penalties read",
+                      (long long)(prompt_len + n));
+    if (history)
+        memcpy(history, prompt, (size_t)prompt_len * sizeof *history);
+    sampling.recent = history;
+    sampling.n_recent = prompt_len;
     /* the prompt: its last W tokens when longer than the window */
     int64_t start = window > 0 && prompt_len > window ? prompt_len - window : 0;
     for (int64_t i = start; st == LB_OK && i < prompt_len; i++)
@@ -213,13 +223,14 @@ lb_status lb_generate(lb_model *m, const int32_t *prompt, int64_t prompt_len, co
         st = prefill(&g, prompt + start, prompt_len - start);
     while (st == LB_OK) {
         int32_t token;
-        if ((st = lb_sample_token(g.logits, g.vocab, &opt->sampling, rng, g.work, &token)) != LB_OK) {
+        if ((st = lb_sample_token(g.logits, g.vocab, &sampling, rng, g.work, &token)) != LB_OK) {
             lb_error_context("generate: token %lld", (long long)result->generated);
             break;
         }
         if (out)
             out[result->generated] = token;
         result->generated++;
+        history[sampling.n_recent++] = token;
         window_push(&g.window, token);
         if (opt->on_token && opt->on_token(opt->user, result->generated - 1, token, g.logits) != 0) {
             result->stopped = 1;
@@ -229,6 +240,7 @@ lb_status lb_generate(lb_model *m, const int32_t *prompt, int64_t prompt_len, co
             break;
         st = feed(&g, token);
     }
+    free(history);
     generation_free(&g);
     return st;
 }

@@ -1,4 +1,5 @@
-/* Temperature, top-k and top-p sampling (layers/sample.h). Named dims: V vocab_size. */
+/* Penalties, temperature, top-k, top-p and min-p sampling (layers/sample.h). Named dims:
+ * V vocab_size, N recent tokens. */
 #include "layers/sample.h"
 
 #include <math.h>
@@ -11,7 +12,7 @@ typedef struct ranked {
     int64_t id;
 } ranked;
 
-lb_sampling lb_sampling_defaults(void) { return (lb_sampling){1.0, 0, 1.0, 0, 0}; }
+lb_sampling lb_sampling_defaults(void) { return (lb_sampling){1.0, 0, 1.0, 0, 0, 0.0, 1.0, 0.0, 64, NULL, 0}; }
 
 lb_status lb_sampling_check(const lb_sampling *o)
 {
@@ -24,6 +25,21 @@ lb_status lb_sampling_check(const lb_sampling *o)
         return lb_error(LB_ERR_VALUE, "sampling: top_k = %lld must be >= 0 (0 = every token)", (long long)o->top_k);
     if (!(o->top_p >= 0 && o->top_p <= 1))
         return lb_error(LB_ERR_VALUE, "sampling: top_p = %g must be in [0, 1] (1 = every token)", o->top_p);
+    if (!(o->min_p >= 0 && o->min_p <= 1))
+        return lb_error(LB_ERR_VALUE, "sampling: min_p = %g must be in [0, 1] (0 = off)", o->min_p);
+    double r = o->repeat_penalty;
+    if (!(r == 0 || (r >= LB_SAMPLING_MIN_PENALTY && r <= LB_SAMPLING_MAX_PENALTY)))
+        return lb_error(LB_ERR_VALUE, "sampling: repeat_penalty = %g must be in [%g, %g] (1 = off)", r,
+                        LB_SAMPLING_MIN_PENALTY, LB_SAMPLING_MAX_PENALTY);
+    if (!(fabs(o->presence_penalty) <= LB_SAMPLING_MAX_PENALTY))
+        return lb_error(LB_ERR_VALUE, "sampling: presence_penalty = %g must be in [%g, %g] (0 = off)",
+                        o->presence_penalty, -LB_SAMPLING_MAX_PENALTY, LB_SAMPLING_MAX_PENALTY);
+    if (o->repeat_last_n < -1)
+        return lb_error(LB_ERR_VALUE, "sampling: repeat_last_n = %lld must be >= -1 (-1 = every token so far, 0 = none)",
+                        (long long)o->repeat_last_n);
+    if (o->n_recent < 0 || (o->n_recent > 0 && !o->recent))
+        return lb_error(LB_ERR_VALUE, "sampling: n_recent = %lld must be >= 0, with recent holding that many tokens",
+                        (long long)o->n_recent);
     if (o->mask_unk && o->unk_id < 0)
         return lb_error(LB_ERR_VALUE, "sampling: unk_id = %lld must be a token id (>= 0) when mask_unk is set",
                         (long long)o->unk_id);
@@ -52,10 +68,24 @@ static int ranked_cmp(const void *pa, const void *pb)
 /* The id step 0 masks (<unk>), or -1. */
 static int64_t masked_id(const lb_sampling *o) { return o->mask_unk ? o->unk_id : -1; }
 
-/* logits [V]: no NaN, no +inf, not every one -inf (the masked <unk> aside); the arg-max
- * of the tokens that may be drawn (lowest id on ties) into *best. */
-static lb_status check_logits(const float *logits, int64_t v, int64_t masked, int64_t *best)
+/* The recent tokens the penalties read: [*first, n_recent) of o->recent. */
+static int64_t penalised_from(const lb_sampling *o)
 {
+    int penalties = (o->repeat_penalty != 0 && o->repeat_penalty != 1) || o->presence_penalty != 0;
+    if (!penalties || !o->recent || o->repeat_last_n == 0)
+        return o->n_recent;
+    return o->repeat_last_n < 0 || o->repeat_last_n >= o->n_recent ? 0 : o->n_recent - o->repeat_last_n;
+}
+
+/* logits [V]: no NaN, no +inf, not every one -inf (the masked <unk> aside); the arg-max
+ * of the tokens that may be drawn (lowest id on ties) into *best; the recent tokens the
+ * penalties read are ids in [0, V). */
+static lb_status check_logits(const float *logits, int64_t v, const lb_sampling *o, int64_t masked, int64_t *best)
+{
+    for (int64_t j = penalised_from(o); j < o->n_recent; j++)
+        if (o->recent[j] < 0 || o->recent[j] >= v)
+            return lb_error(LB_ERR_VALUE, "sampling: recent token %lld is %d, outside the vocabulary [0, %lld)",
+                            (long long)j, (int)o->recent[j], (long long)v);
     int64_t arg = -1;
     if (masked >= v)
         return lb_error(LB_ERR_VALUE, "sampling: unk_id = %lld is outside the vocabulary [0, %lld)", (long long)masked,
@@ -76,21 +106,53 @@ static lb_status check_logits(const float *logits, int64_t v, int64_t masked, in
     return LB_OK;
 }
 
-/* Steps 1-3 of layers/sample.h into z [V]; pairs [V] is the sort's scratch. */
-static void filter_rows(const float *logits, int64_t v, const lb_sampling *o, int64_t best, double *z, ranked *pairs)
+/* Step 0 of layers/sample.h on x [V]: each distinct recent token once. pairs [V] is
+ * scratch (its ids mark the tokens already penalised). */
+static void penalise(const lb_sampling *o, int64_t v, double *x, ranked *pairs)
 {
+    int64_t first = penalised_from(o);
+    if (first >= o->n_recent)
+        return;
+    for (int64_t i = 0; i < v; i++)
+        pairs[i].id = 0;
+    double r = o->repeat_penalty == 0 ? 1 : o->repeat_penalty;
+    for (int64_t j = first; j < o->n_recent; j++) {
+        int64_t id = o->recent[j];
+        if (pairs[id].id)
+            continue;
+        pairs[id].id = 1;
+        if (x[id] == -INFINITY)
+            continue;
+        x[id] = x[id] > 0 ? x[id] / r : x[id] * r;
+        x[id] -= o->presence_penalty;
+    }
+}
+
+/* Steps 0-4 of layers/sample.h into z [V]; pairs [V] is the sort's scratch. *best
+ * receives the arg-max of the penalised logits (the lowest id on ties). */
+static void filter_rows(const float *logits, int64_t v, const lb_sampling *o, int64_t *best, double *z, ranked *pairs)
+{
+    for (int64_t i = 0; i < v; i++)
+        z[i] = (double)logits[i];
+    penalise(o, v, z, pairs);
+    if (masked_id(o) >= 0) /* <unk> is never drawn */
+        z[masked_id(o)] = -INFINITY;
+    int64_t arg = -1; /* the penalties keep finite values finite: check_logits's best is one */
+    for (int64_t i = 0; i < v; i++)
+        if (z[i] != -INFINITY && (arg < 0 || z[i] > z[arg]))
+            arg = i;
+    *best = arg;
     if (o->temperature == 0) { /* greedy: one-hot on the arg-max */
+        double keep = z[arg];
         for (int64_t i = 0; i < v; i++)
             z[i] = -INFINITY;
-        z[best] = logits[best];
+        z[arg] = keep;
         return;
     }
     for (int64_t i = 0; i < v; i++)
-        z[i] = (double)logits[i] / o->temperature;
-    if (masked_id(o) >= 0) /* step 0: <unk> is never drawn */
-        z[masked_id(o)] = -INFINITY;
-    int top_k = o->top_k > 0 && o->top_k < v, top_p = o->top_p < 1;
-    if (!top_k && !top_p)
+        z[i] /= o->temperature;
+    int top_k = o->top_k > 0 && o->top_k < v, top_p = o->top_p < 1, min_p = o->min_p > 0;
+    if (!top_k && !top_p && !min_p)
         return;
     for (int64_t i = 0; i < v; i++)
         pairs[i] = (ranked){z[i], i};
@@ -120,6 +182,13 @@ static void filter_rows(const float *logits, int64_t v, const lb_sampling *o, in
         }
         kept = n;
     }
+    if (min_p) { /* q_i >= m · max q, i.e. z_i - max z >= ln m; the first always stays */
+        double floor = log(o->min_p);
+        int64_t n = 1;
+        while (n < kept && pairs[n].value - pairs[0].value >= floor)
+            n++;
+        kept = n;
+    }
     for (int64_t i = kept; i < v; i++)
         z[pairs[i].id] = -INFINITY;
 }
@@ -135,14 +204,14 @@ static lb_status filter(const float *logits, int64_t v, const lb_sampling *o, vo
     size_t bytes = lb_sample_work_bytes(v);
     if (bytes == 0)
         return lb_last_status();
-    if (check_logits(logits, v, masked_id(o), best) != LB_OK)
+    if (check_logits(logits, v, o, masked_id(o), best) != LB_OK)
         return lb_last_status();
     if (!work && !(work = *scratch = malloc(bytes)))
         return lb_error(LB_ERR_MEMORY, "sampling: out of memory for %zu bytes of scratch (V = %lld)", bytes,
                         (long long)v);
     double *zz = out ? out : work;
     ranked *pairs = (ranked *)((double *)work + v);
-    filter_rows(logits, v, o, *best, zz, pairs);
+    filter_rows(logits, v, o, best, zz, pairs);
     *z = zz;
     return LB_OK;
 }

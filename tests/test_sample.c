@@ -1,5 +1,6 @@
 /* Sampling (layers/sample.h): greedy decoding, temperature against the analytic
- * softmax, top-k and top-p supports (-inf masking, ties, at least one token), the
+ * softmax, top-k, top-p and min-p supports (-inf masking, ties, at least one token),
+ * llama.cpp's repeat and presence penalties against logits penalised by hand, the
  * combined order, counts over many seeded draws against the documented distribution
  * (a chi-square bound), one rng draw per token, and the errors. */
 #include <math.h>
@@ -15,7 +16,12 @@ enum { V = 8, DRAWS = 200000 };
 /* Hand-picked logits with distinct values, not sorted by id. */
 static const float logits8[V] = {0.3f, 2.0f, -1.0f, 1.2f, 0.9f, -0.4f, 1.7f, 0.0f};
 
-static lb_sampling opts(double t, int64_t k, double p) { return (lb_sampling){t, k, p, 0, 0}; }
+static lb_sampling opts(double t, int64_t k, double p)
+{
+    lb_sampling o = lb_sampling_defaults();
+    o.temperature = t, o.top_k = k, o.top_p = p;
+    return o;
+}
 
 /* softmax(x / t) over the tokens with keep[i], 0 elsewhere. */
 static void reference_probs(const float *x, int64_t n, double t, const int *keep, double *out)
@@ -352,9 +358,9 @@ static void test_errors(void)
         lb_sampling o;
         const char *name;
     } wrong[] = {
-        {{-0.5, 0, 1, 0, 0}, "temperature = -0.5"}, {{1e-9, 0, 1, 0, 0}, "temperature = 1e-09"},
-        {{NAN, 0, 1, 0, 0}, "temperature = nan"},   {{1, -1, 1, 0, 0}, "top_k = -1"},
-        {{1, 0, 1.5, 0, 0}, "top_p = 1.5"},         {{1, 0, NAN, 0, 0}, "top_p = nan"},
+        {{-0.5, 0, 1, 0, 0, 0, 0, 0, 0, NULL, 0}, "temperature = -0.5"}, {{1e-9, 0, 1, 0, 0, 0, 0, 0, 0, NULL, 0}, "temperature = 1e-09"},
+        {{NAN, 0, 1, 0, 0, 0, 0, 0, 0, NULL, 0}, "temperature = nan"},   {{1, -1, 1, 0, 0, 0, 0, 0, 0, NULL, 0}, "top_k = -1"},
+        {{1, 0, 1.5, 0, 0, 0, 0, 0, 0, NULL, 0}, "top_p = 1.5"},         {{1, 0, NAN, 0, 0, 0, 0, 0, 0, NULL, 0}, "top_p = nan"},
     };
     for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
         CU_ASSERT_EQUAL(lb_sampling_check(&wrong[i].o), LB_ERR_VALUE);
@@ -442,6 +448,208 @@ static void test_unk_never_drawn(void)
     CU_ASSERT_EQUAL(d.mask_unk, 0);
 }
 
+/* softmax(x / t) over [n] doubles, tokens with keep[i] only. */
+static void reference_probs_d(const double *x, int64_t n, double t, const int *keep, double *out)
+{
+    double top = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (keep[i] && x[i] / t > top)
+            top = x[i] / t;
+    for (int64_t i = 0; i < n; i++)
+        sum += out[i] = keep[i] ? exp(x[i] / t - top) : 0;
+    for (int64_t i = 0; i < n; i++)
+        out[i] /= sum;
+}
+
+static void check_probs(const float *x, int64_t n, const lb_sampling *o, const double *want)
+{
+    double p[V];
+    CU_ASSERT_EQUAL_FATAL(lb_sample_probs(x, n, o, NULL, p), LB_OK);
+    for (int64_t i = 0; i < n; i++) {
+        CU_ASSERT_DOUBLE_EQUAL(p[i], want[i], 1e-12);
+        if (fabs(p[i] - want[i]) > 1e-12)
+            fprintf(stderr, "\n  token %lld: %.17g, expected %.17g\n", (long long)i, p[i], want[i]);
+    }
+}
+
+/* min-p: at T = 0.8 the probabilities of logits8 relative to the top token (id 1) are
+ * exp((x_i - 2) / 0.8): id 6 0.687, 3 0.368, 4 0.197, 0 0.120, 7 0.082, 5 0.050, 2 0.023.
+ * min_p 0.3 keeps {1, 6, 3}, 0.1 adds {4, 0}, 1 keeps the top only, 0 everything; after
+ * top-k 4 (which drops 0), min_p 0.1 keeps {1, 6, 3, 4}. */
+static void test_min_p(void)
+{
+    static const struct {
+        double m;
+        int64_t k;
+        int keep[V];
+    } cases[] = {
+        {0.3, 0, {0, 1, 0, 1, 0, 0, 1, 0}},
+        {0.1, 0, {1, 1, 0, 1, 1, 0, 1, 0}},
+        {1.0, 0, {0, 1, 0, 0, 0, 0, 0, 0}},
+        {0.0, 0, {1, 1, 1, 1, 1, 1, 1, 1}},
+        {0.1, 4, {0, 1, 0, 1, 1, 0, 1, 0}},
+        {0.06, 0, {1, 1, 0, 1, 1, 0, 1, 1}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        lb_sampling o = opts(0.8, cases[c].k, 1);
+        o.min_p = cases[c].m;
+        double e[V];
+        reference_probs(logits8, V, 0.8, cases[c].keep, e);
+        check_probs(logits8, V, &o, e);
+        if (c < 2)
+            check_draws(logits8, V, &o, e, 300 + (uint64_t)c);
+    }
+    /* min-p follows the temperature: at T = 4 min_p 0.3 keeps every token within 4 ln(1/0.3)
+     * = 4.8 of the top, i.e. all of logits8 (range 3) */
+    lb_sampling o = opts(4, 0, 1);
+    o.min_p = 0.3;
+    int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
+    double e[V];
+    reference_probs(logits8, V, 4, all, e);
+    check_probs(logits8, V, &o, e);
+    o.min_p = 1.5;
+    CU_ASSERT_EQUAL(lb_sampling_check(&o), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("min_p = 1.5"));
+}
+
+/* The tokens so far: id 1 three times, 5 once, 3 once (3 is only in the oldest part). */
+static const int32_t recent[] = {3, 1, 5, 1, 1};
+
+/* llama.cpp's penalties by hand: each distinct token of the last `last` of recent once:
+ * x / r when x > 0, x · r otherwise, then x - a. */
+static void penalised_by_hand(double r, double a, int64_t last, double *x)
+{
+    int seen[V] = {0};
+    for (int i = 0; i < V; i++)
+        x[i] = logits8[i];
+    int64_t n = (int64_t)(sizeof recent / sizeof recent[0]), first = last < 0 || last >= n ? 0 : n - last;
+    for (int64_t j = first; j < n; j++) {
+        int id = recent[j];
+        if (seen[id]++)
+            continue;
+        x[id] = x[id] > 0 ? x[id] / r : x[id] * r;
+        x[id] -= a;
+    }
+}
+
+static lb_sampling with_penalties(double t, double r, double a, int64_t last)
+{
+    lb_sampling o = opts(t, 0, 1);
+    o.repeat_penalty = r;
+    o.presence_penalty = a;
+    o.repeat_last_n = last;
+    o.recent = recent;
+    o.n_recent = (int64_t)(sizeof recent / sizeof recent[0]);
+    return o;
+}
+
+static void test_repeat_penalty(void)
+{
+    int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
+    const double rs[] = {1.3, 2.0, 0.7};
+    const int64_t lasts[] = {-1, 3, 64};
+    for (int c = 0; c < 3; c++) {
+        lb_sampling o = with_penalties(0.9, rs[c], 0, lasts[c]);
+        double x[V], e[V];
+        penalised_by_hand(rs[c], 0, lasts[c], x);
+        reference_probs_d(x, V, 0.9, all, e);
+        check_probs(logits8, V, &o, e);
+        check_draws(logits8, V, &o, e, 400 + (uint64_t)c);
+    }
+    /* the values themselves: id 1 (2.0 > 0) divided, id 5 (-0.4) multiplied, id 3 (1.2)
+     * only when the window reaches back to it; the count (three 1s) does not matter */
+    lb_sampling o = with_penalties(1, 2.0, 0, 3);
+    double z[V];
+    CU_ASSERT_EQUAL(lb_sample_filter(logits8, V, &o, NULL, z), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(z[1], 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(z[5], (double)-0.4f * 2, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(z[3], (double)1.2f, 1e-12);
+    o.repeat_last_n = -1;
+    CU_ASSERT_EQUAL(lb_sample_filter(logits8, V, &o, NULL, z), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(z[3], (double)1.2f / 2, 1e-12);
+    /* greedy reads the penalised logits: 2.0 / 2 = 1 falls below id 6's 1.7 */
+    o.temperature = 0;
+    lb_rng r;
+    lb_rng_seed(&r, 1);
+    int32_t tok = -1;
+    CU_ASSERT_EQUAL(lb_sample_token(logits8, V, &o, &r, NULL, &tok), LB_OK);
+    CU_ASSERT_EQUAL(tok, 6);
+    /* off: 1, 0 (an initialiser's), or no window */
+    double plain[V], p[V];
+    lb_sampling off = opts(1, 0, 1);
+    CU_ASSERT_EQUAL(lb_sample_probs(logits8, V, &off, NULL, plain), LB_OK);
+    const double offs[] = {1.0, 0.0};
+    for (int c = 0; c < 2; c++) {
+        o = with_penalties(1, offs[c], 0, -1);
+        CU_ASSERT_EQUAL(lb_sample_probs(logits8, V, &o, NULL, p), LB_OK);
+        CU_ASSERT_EQUAL(memcmp(p, plain, sizeof p), 0);
+    }
+    o = with_penalties(1, 2.0, 0, 0);
+    CU_ASSERT_EQUAL(lb_sample_probs(logits8, V, &o, NULL, p), LB_OK);
+    CU_ASSERT_EQUAL(memcmp(p, plain, sizeof p), 0);
+    /* errors: out of range, a recent id outside the vocabulary, a count without tokens */
+    o = with_penalties(1, 1e4, 0, -1);
+    CU_ASSERT_EQUAL(lb_sampling_check(&o), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("repeat_penalty = 10000"));
+    o = with_penalties(1, 1.1, 0, -2);
+    CU_ASSERT_EQUAL(lb_sampling_check(&o), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("repeat_last_n = -2"));
+    o = with_penalties(1, 1.1, 0, -1);
+    o.recent = NULL;
+    CU_ASSERT_EQUAL(lb_sampling_check(&o), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("n_recent = 5"));
+    const int32_t bad[] = {2, 8};
+    o = with_penalties(1, 1.1, 0, -1);
+    o.recent = bad;
+    o.n_recent = 2;
+    CU_ASSERT_EQUAL(lb_sample_token(logits8, V, &o, &r, NULL, &tok), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("recent token 1 is 8"));
+}
+
+static void test_presence_penalty(void)
+{
+    int all[V] = {1, 1, 1, 1, 1, 1, 1, 1};
+    const double as[] = {0.5, 1.5, -0.8};
+    for (int c = 0; c < 3; c++) {
+        lb_sampling o = with_penalties(1.2, 0, as[c], 64);
+        double x[V], e[V];
+        penalised_by_hand(1, as[c], 64, x);
+        reference_probs_d(x, V, 1.2, all, e);
+        check_probs(logits8, V, &o, e);
+        check_draws(logits8, V, &o, e, 500 + (uint64_t)c);
+    }
+    /* after the repeat penalty, as llama.cpp: id 1 = 2.0 / 1.25 - 0.5 = 1.1, id 5 =
+     * -0.4 · 1.25 - 0.5 = -1.0, id 3 = 1.2 / 1.25 - 0.5 = 0.46; the rest unchanged */
+    lb_sampling o = with_penalties(1, 1.25, 0.5, -1);
+    double z[V], x[V], e[V];
+    CU_ASSERT_EQUAL(lb_sample_filter(logits8, V, &o, NULL, z), LB_OK);
+    CU_ASSERT_DOUBLE_EQUAL(z[1], 1.1, 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(z[5], -1.0, 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(z[3], 0.46, 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(z[6], (double)1.7f, 0);
+    penalised_by_hand(1.25, 0.5, -1, x);
+    reference_probs_d(x, V, 1, all, e);
+    check_probs(logits8, V, &o, e);
+    /* top-k 2 after the penalties: 6 (1.7) and 1 (1.1) */
+    o.top_k = 2;
+    int keep2[V] = {0, 1, 0, 0, 0, 0, 1, 0};
+    reference_probs_d(x, V, 1, keep2, e);
+    check_probs(logits8, V, &o, e);
+    o = with_penalties(1, 0, NAN, -1);
+    CU_ASSERT_EQUAL(lb_sampling_check(&o), LB_ERR_VALUE);
+    CU_ASSERT_TRUE(lb_test_error_has("presence_penalty = nan"));
+    /* a masked token stays masked */
+    float x2[V];
+    memcpy(x2, logits8, sizeof x2);
+    x2[1] = -INFINITY;
+    o = with_penalties(1, 2, -3, -1);
+    double p[V];
+    CU_ASSERT_EQUAL(lb_sample_probs(x2, V, &o, NULL, p), LB_OK);
+    CU_ASSERT_EQUAL(p[1], 0.0);
+    lb_sampling d = lb_sampling_defaults();
+    CU_ASSERT_TRUE(d.repeat_penalty == 1 && d.presence_penalty == 0 && d.min_p == 0 && d.repeat_last_n == 64);
+}
+
 int main(void)
 {
     static const lb_test_case cases[] = {
@@ -454,6 +662,9 @@ int main(void)
         {"same_seed_same_tokens", test_same_seed_same_tokens},
         {"errors", test_errors},
         {"unk_never_drawn", test_unk_never_drawn},
+        {"min_p", test_min_p},
+        {"repeat_penalty", test_repeat_penalty},
+        {"presence_penalty", test_presence_penalty},
         {NULL, NULL},
     };
     return lb_test_main("sample", cases);
