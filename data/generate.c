@@ -392,16 +392,7 @@ static lb_status write_file(void *ctx)
     lb_status st = write_root_attrs(fid, o, w->file);
     for (int s = 0; st == LB_OK && s < SPLIT_COUNT; s++)
         st = write_split(w, fid, s, sizes[s]);
-    if (H5Fclose(fid) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end: %s", w->file, w->tmp, lb_h5_cause());
-    if (st == LB_OK) {
-        int fd = open(w->tmp, O_RDONLY);
-        if (fd < 0 || fsync(fd) != 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", w->file, w->tmp, lb_system_error(errno));
-        if (fd >= 0)
-            close(fd);
-    }
-    return st;
+    return lb_h5_finish_temporary(fid, w->tmp, w->file, st);
 }
 
 /* This process: generates every block in order and sends it to the child.

@@ -897,3 +897,17 @@ lb_status lb_h5_write_new(const char *path, const char *what, int replace, lb_h5
     lb_output_unlock(path, lock);
     return st;
 }
+
+lb_status lb_h5_finish_temporary(hid_t fid, const char *tmp, const char *file, lb_status st)
+{
+    if (H5Fclose(fid) < 0 && st == LB_OK)
+        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end: %s", file, tmp, lb_h5_cause());
+    if (st != LB_OK)
+        return st;
+    int fd = open(tmp, O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0)
+        st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", file, tmp, lb_system_error(errno));
+    if (fd >= 0)
+        close(fd);
+    return st;
+}

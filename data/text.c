@@ -16,7 +16,7 @@
 #include <utf8proc.h>
 #include <zlib.h>
 
-#include "data/h5io.h"
+#include "data/h5io_internal.h"
 #include "data/output.h"
 #include "data/rows.h"
 #include "data/spm_internal.h"
@@ -1290,16 +1290,7 @@ static lb_status write_corpus(void *ctx)
     const int32_t *p = w->tokens;
     for (int s = 0; st == LB_OK && s < 3; p += w->n[s], s++)
         st = write_stream(fid, w, s, p);
-    if (H5Fclose(fid) < 0 && st == LB_OK)
-        st = lb_error(LB_ERR_IO, "%s: writing the temporary file %s failed at its end: %s", w->file, w->tmp, lb_h5_cause());
-    if (st == LB_OK) {
-        int fd = open(w->tmp, O_RDONLY);
-        if (fd < 0 || fsync(fd) != 0)
-            st = lb_error(LB_ERR_IO, "%s: cannot flush %s to disk: %s", w->file, w->tmp, lb_system_error(errno));
-        if (fd >= 0)
-            close(fd);
-    }
-    return st;
+    return lb_h5_finish_temporary(fid, w->tmp, w->file, st);
 }
 
 static lb_status check_options(const lb_text_options *o)

@@ -215,17 +215,22 @@ lb_status lb_self_attention_init(lb_self_attention *a, lb_params *ps, const char
     return LB_OK;
 }
 
+/* The start the attention layers' forwards share: *weights (when asked for) cleared, then
+ * x checked to be [B, T, d_model] (lb_attn_check_input, `what` and `name` in its message). */
+static lb_status forward_begin(const char *what, const char *name, lb_var *x, int64_t d_model, lb_var **weights)
+{
+    if (weights)
+        *weights = NULL;
+    return lb_attn_check_input(what, name, x, d_model);
+}
+
 lb_var *lb_self_attention_forward(lb_graph *g, const lb_self_attention *a, lb_var *x, const lb_attn_mask *mask,
                                   const lb_attn_queries *queries, lb_var **weights)
 {
     LB_CHECK_ARG(g, NULL);
     LB_CHECK_ARG(a, NULL);
     LB_CHECK_INPUT(x, NULL);
-    if (weights)
-        *weights = NULL;
-    if (!x)
-        return NULL;
-    if (lb_attn_check_input("self-attention", a->name, x, a->d_model) != LB_OK)
+    if (forward_begin("self-attention", a->name, x, a->d_model, weights) != LB_OK)
         return NULL;
     lb_var *xq = queries ? lb_gather_positions(g, x, queries) : x;
     lb_var *q = lb_affine(g, xq, a->w_q, NULL, "self-attention w_q"); /* [B, Tq, d_k] */
@@ -416,11 +421,7 @@ lb_var *lb_mha_forward(lb_graph *g, const lb_mha *a, lb_var *x, const lb_attn_ma
     LB_CHECK_ARG(g, NULL);
     LB_CHECK_ARG(a, NULL);
     LB_CHECK_INPUT(x, NULL);
-    if (weights)
-        *weights = NULL;
-    if (!x)
-        return NULL;
-    if (lb_attn_check_input("multi-head attention", a->name, x, a->d_model) != LB_OK)
+    if (forward_begin("multi-head attention", a->name, x, a->d_model, weights) != LB_OK)
         return NULL;
     int64_t h = a->n_heads, hkv = a->n_kv_heads, dh = a->d_head;
     lb_var *xq = queries ? lb_gather_positions(g, x, queries) : x;

@@ -234,3 +234,25 @@ int lb_test_metrics_match(const char *path_a, const char *path_b, int expect_row
         fprintf(stderr, "\n  %d metrics rows, expected %d\n", rows, expect_rows);
     return ok && rows == expect_rows;
 }
+
+lb_model_config lb_test_small_model(lb_model_kind kind, lb_pos_kind pos, lb_dtype dtype, int64_t vocab_size,
+                                    int64_t num_classes, int64_t window, int64_t max_seq_len, uint64_t seed)
+{
+    lb_model_config c;
+    lb_model_config_default(kind, &c);
+    c.dtype = dtype;
+    c.vocab_size = vocab_size;
+    c.num_classes = num_classes;
+    c.head = LB_HEAD_EVERY;
+    c.n_layers = kind == LB_MODEL_CONV ? 3 : 2;
+    c.d_model = 16;
+    c.n_heads = 2;
+    c.d_ff = 24;
+    c.pos = pos;
+    c.window = kind == LB_MODEL_LOCAL ? window : 0;
+    c.hidden_size = 12;
+    c.kernel_size = 3;
+    c.max_seq_len = max_seq_len;
+    c.seed = seed;
+    return c;
+}

@@ -5,6 +5,7 @@
 #include <CUnit/CUnit.h>
 
 #include "autograd/autograd.h"
+#include "layers/model.h"
 #include "layers/params.h"
 #include "tensor/tensor.h"
 
@@ -43,6 +44,13 @@ lb_var *lb_test_random_param(int ndim, const int64_t *shape, uint64_t seed, cons
 void lb_test_randomize_params(lb_params *ps, uint64_t seed, double low, double high);
 /* 1 when the last error message contains `text`. */
 int lb_test_error_has(const char *text);
+
+/* A small model configuration of `kind` for the model tests: 2 layers (3 for the
+ * convolution), d_model 16, 2 heads, d_ff 24, hidden_size 12, kernel_size 3, a head at
+ * every position; vocab_size tokens, num_classes classes, positions `pos`, a window of
+ * `window` keys (local attention only; 0 for the other kinds), max_seq_len, seed. */
+lb_model_config lb_test_small_model(lb_model_kind kind, lb_pos_kind pos, lb_dtype dtype, int64_t vocab_size,
+                                    int64_t num_classes, int64_t window, int64_t max_seq_len, uint64_t seed);
 /* Asserts v is a contiguous variable of the given rank and shape. */
 void lb_test_assert_shape(const lb_var *v, int ndim, const int64_t *shape);
 

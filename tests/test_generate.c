@@ -19,23 +19,7 @@ enum { VOCAB = 11, MAX_TOKENS = 256 };
 
 static lb_model_config lm_config(lb_model_kind kind, lb_pos_kind pos, lb_dtype dtype)
 {
-    lb_model_config c;
-    lb_model_config_default(kind, &c);
-    c.dtype = dtype;
-    c.vocab_size = VOCAB;
-    c.num_classes = VOCAB;
-    c.head = LB_HEAD_EVERY;
-    c.n_layers = kind == LB_MODEL_CONV ? 3 : 2;
-    c.d_model = 16;
-    c.n_heads = 2;
-    c.d_ff = 24;
-    c.pos = pos;
-    c.window = kind == LB_MODEL_LOCAL ? 5 : 0;
-    c.hidden_size = 12;
-    c.kernel_size = 3;
-    c.max_seq_len = 12;
-    c.seed = 3 + (uint64_t)kind * 10 + (uint64_t)pos;
-    return c;
+    return lb_test_small_model(kind, pos, dtype, VOCAB, VOCAB, 5, 12, 3 + (uint64_t)kind * 10 + (uint64_t)pos);
 }
 
 /* A random model whose logits differ clearly between tokens (weights U(-0.6, 0.6)). */

@@ -18,23 +18,7 @@ static const int32_t lengths[NB] = {NT, 131, 77};
 
 static lb_model_config config(lb_model_kind kind, lb_pos_kind pos, lb_dtype dtype)
 {
-    lb_model_config c;
-    lb_model_config_default(kind, &c);
-    c.dtype = dtype;
-    c.vocab_size = VOCAB;
-    c.num_classes = CLASSES;
-    c.head = LB_HEAD_EVERY;
-    c.n_layers = kind == LB_MODEL_CONV ? 3 : 2;
-    c.d_model = 16;
-    c.n_heads = 2;
-    c.d_ff = 24;
-    c.pos = pos;
-    c.window = kind == LB_MODEL_LOCAL ? 9 : 0;
-    c.hidden_size = 12;
-    c.kernel_size = 3;
-    c.max_seq_len = 200;
-    c.seed = 7 + (uint64_t)kind * 10 + (uint64_t)pos;
-    return c;
+    return lb_test_small_model(kind, pos, dtype, VOCAB, CLASSES, 9, 200, 7 + (uint64_t)kind * 10 + (uint64_t)pos);
 }
 
 static void random_tokens(int32_t *tokens, int64_t n, uint64_t seed)

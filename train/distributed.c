@@ -258,21 +258,31 @@ void lb_trainer_dist_stats(const lb_trainer *t, lb_dist_stats *out)
 
 int lb_dist_stop_agreed(const lb_trainer *t) { return t->dist->stop_agreed; }
 
+/* The ranks whose value in all [g_size] (values of `width` bytes) differs from rank 0's:
+ * the first returned (-1: none), every one listed in differ ("1, 3"). */
+static int ranks_differing(const void *all, size_t width, char *differ, size_t size)
+{
+    const char *v = all;
+    size_t used = 0;
+    int first = -1;
+    differ[0] = '\0';
+    for (int r = 1; r < g_size; r++)
+        if (memcmp(v + (size_t)r * width, v, width) != 0) {
+            if (first < 0)
+                first = r;
+            if (used + 16 < size)
+                used += (size_t)snprintf(differ + used, size - used, "%s%d", used ? ", " : "", r);
+        }
+    return first;
+}
+
 /* Every rank's value of x; LB_ERR_STATE naming the first rank that differs from rank 0
  * and every rank that differs. */
 static lb_status check_same(int64_t x, const char *what, int64_t *all)
 {
     MPI_CHECK(MPI_Allgather(&x, 1, MPI_INT64_T, all, 1, MPI_INT64_T, MPI_COMM_WORLD));
-    char differ[256] = "";
-    size_t used = 0;
-    int first = -1;
-    for (int r = 1; r < g_size; r++)
-        if (all[r] != all[0]) {
-            if (first < 0)
-                first = r;
-            if (used + 16 < sizeof differ)
-                used += (size_t)snprintf(differ + used, sizeof differ - used, "%s%d", used ? ", " : "", r);
-        }
+    char differ[256];
+    int first = ranks_differing(all, sizeof *all, differ, sizeof differ);
     if (first < 0)
         return LB_OK;
     return lb_error(LB_ERR_STATE, "the ranks disagree on %s: rank 0 has %lld, rank %d has %lld (ranks differing from "
@@ -342,16 +352,8 @@ static lb_status compare_checksums(lb_trainer *t, int64_t step)
         free(all);
         return mpi_fail(code, "MPI_Allgather");
     }
-    char differ[256] = "";
-    size_t used = 0;
-    int first = -1;
-    for (int r = 1; r < g_size; r++)
-        if (all[r] != all[0]) {
-            if (first < 0)
-                first = r;
-            if (used + 16 < sizeof differ)
-                used += (size_t)snprintf(differ + used, sizeof differ - used, "%s%d", used ? ", " : "", r);
-        }
+    char differ[256];
+    int first = ranks_differing(all, sizeof *all, differ, sizeof differ);
     lb_status st = LB_OK;
     if (first >= 0)
         st = lb_error(LB_ERR_STATE,
