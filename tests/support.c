@@ -256,3 +256,19 @@ lb_model_config lb_test_small_model(lb_model_kind kind, lb_pos_kind pos, lb_dtyp
     c.seed = seed;
     return c;
 }
+
+void lb_test_tiny_lstm(const lb_dataset *ds, int64_t width, int64_t steps, lb_model_config *mc, lb_train_config *tc)
+{
+    lb_model_config_default(LB_MODEL_LSTM, mc);
+    mc->vocab_size = lb_dataset_vocab_size(ds);
+    mc->num_classes = lb_dataset_num_classes(ds);
+    mc->max_seq_len = lb_dataset_seq_len(ds);
+    mc->n_layers = 1;
+    mc->d_model = width;
+    mc->hidden_size = width;
+    lb_train_config_default(tc);
+    tc->steps = steps;
+    tc->batch_size = 4;
+    tc->eval_every = 0;
+    tc->threads = 1;
+}

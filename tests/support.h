@@ -5,9 +5,11 @@
 #include <CUnit/CUnit.h>
 
 #include "autograd/autograd.h"
+#include "data/dataset.h"
 #include "layers/model.h"
 #include "layers/params.h"
 #include "tensor/tensor.h"
+#include "train/trainer.h"
 
 typedef struct lb_test_case {
     const char *name;
@@ -51,6 +53,11 @@ int lb_test_error_has(const char *text);
  * `window` keys (local attention only; 0 for the other kinds), max_seq_len, seed. */
 lb_model_config lb_test_small_model(lb_model_kind kind, lb_pos_kind pos, lb_dtype dtype, int64_t vocab_size,
                                     int64_t num_classes, int64_t window, int64_t max_seq_len, uint64_t seed);
+
+/* The tiny LSTM the file tests train and its training: one layer, d_model = hidden_size
+ * = width, for ds's vocabulary, classes and length (into *mc); `steps` steps of batch 4
+ * on one thread, no validation during the run (into *tc). */
+void lb_test_tiny_lstm(const lb_dataset *ds, int64_t width, int64_t steps, lb_model_config *mc, lb_train_config *tc);
 /* Asserts v is a contiguous variable of the given rank and shape. */
 void lb_test_assert_shape(const lb_var *v, int ndim, const int64_t *shape);
 

@@ -55,20 +55,9 @@ static lb_trainer *tiny_trainer(lb_dataset **ds_out, lb_model **model_out)
         exit(1);
     }
     lb_model_config mc;
-    lb_model_config_default(LB_MODEL_LSTM, &mc);
-    mc.vocab_size = lb_dataset_vocab_size(ds);
-    mc.num_classes = lb_dataset_num_classes(ds);
-    mc.max_seq_len = lb_dataset_seq_len(ds);
-    mc.n_layers = 1;
-    mc.d_model = 4;
-    mc.hidden_size = 4;
-    lb_model *m = lb_model_new(&mc);
     lb_train_config tc;
-    lb_train_config_default(&tc);
-    tc.steps = 2;
-    tc.batch_size = 4;
-    tc.eval_every = 0;
-    tc.threads = 1;
+    lb_test_tiny_lstm(ds, 4, 2, &mc, &tc);
+    lb_model *m = lb_model_new(&mc);
     lb_trainer *t = lb_trainer_new(m, ds, &tc);
     if (!t) {
         fprintf(stderr, "trainer: %s\n", lb_last_error());
