@@ -35,6 +35,8 @@ int lb_cli_study(int argc, char **argv);
 int lb_cli_predict(int argc, char **argv);
 int lb_cli_stream(int argc, char **argv);
 int lb_cli_generate(int argc, char **argv);
+/* `lookback attention` (cli/attention.c). */
+int lb_cli_attention(int argc, char **argv);
 /* `lookback tokenizer export` (cli/tokenizer.c). */
 int lb_cli_tokenizer(int argc, char **argv);
 

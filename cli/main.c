@@ -44,6 +44,7 @@ static void usage(FILE *out)
           "  predict     write a checkpoint's outputs for every example of a data file (HDF5)\n"
           "  stream      read token ids one event at a time and print the model's prediction per event\n"
           "  generate    generate text with a language model trained on a text corpus\n"
+          "  attention   where each head looks on one example: heatmaps, top keys, weights (HDF5)\n"
           "  tokenizer   'tokenizer export': a bpe or unigram corpus's SentencePiece model as a .model file\n"
           "  gradcheck   check a model's gradients numerically (float64, central differences)\n"
           "\n"
@@ -117,7 +118,7 @@ int main(int argc, char **argv)
         {"demo", lb_cli_demo, 0},   {"compare", lb_cli_compare, 1}, {"data", lb_cli_data, 0},
         {"train", lb_cli_train, 1}, {"eval", lb_cli_eval, 0},       {"gradcheck", lb_cli_gradcheck, 0},
         {"study", lb_cli_study, 1}, {"predict", lb_cli_predict, 0}, {"stream", lb_cli_stream, 0},
-        {"generate", lb_cli_generate, 0}, {"tokenizer", lb_cli_tokenizer, 0},
+        {"generate", lb_cli_generate, 0}, {"tokenizer", lb_cli_tokenizer, 0}, {"attention", lb_cli_attention, 0},
     };
     if (argc < 2) {
         usage(stderr);

@@ -171,3 +171,53 @@ lb_status lb_attention_write(const char *path, const lb_tensor *weights, const l
     lb_batch_free(&b);
     return st;
 }
+
+/* ---- every layer's attention weights ---- */
+
+typedef struct layers_job {
+    const lb_tensor *weights; /* float32 [L, B, H, T, T], contiguous */
+    const int32_t *layers;    /* [L] */
+    const lb_batch *batch;    /* the B examples */
+    const char *source;
+    const char *tmp;          /* set by lb_h5_write_new */
+} layers_job;
+
+static lb_status write_layers_file(void *ctx)
+{
+    const layers_job *job = ctx;
+    const lb_batch *b = job->batch;
+    hsize_t w[5], l = (hsize_t)job->weights->shape[0], tokens[2] = {(hsize_t)b->batch_size, (hsize_t)b->seq_len};
+    for (int i = 0; i < 5; i++)
+        w[i] = (hsize_t)job->weights->shape[i];
+    hid_t file = H5Fcreate(job->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file < 0)
+        return lb_error(LB_ERR_IO, "%s: cannot create the file: %s", job->tmp, lb_h5_cause());
+    lb_status st = write_set(file, "attention", H5T_NATIVE_FLOAT, 5, w, lb_tensor_data(job->weights), job->tmp);
+    if (st == LB_OK)
+        st = write_set(file, "layers", H5T_NATIVE_INT32, 1, &l, job->layers, job->tmp);
+    if (st == LB_OK && b->tokens)
+        st = write_set(file, "tokens", H5T_NATIVE_INT32, 2, tokens, b->tokens, job->tmp);
+    if (st == LB_OK && b->indices) {
+        int64_t example = b->indices[0];
+        st = lb_h5_write_attr_int(file, "example", example, job->tmp);
+    }
+    if (st == LB_OK && b->distance)
+        st = lb_h5_write_attr_int(file, "distance", b->distance[0], job->tmp);
+    if (st == LB_OK)
+        st = lb_h5_write_attr_string(file, "source", job->source, job->tmp);
+    return finish_file(file, st, job->tmp);
+}
+
+lb_status lb_attention_layers_write(const char *path, const lb_tensor *weights, const int32_t *layers,
+                                    const lb_batch *examples, const char *source)
+{
+    LB_CHECK_ARG(path && weights && layers && examples && source, LB_ERR_VALUE);
+    if (weights->ndim != 5 || weights->dtype != LB_FLOAT32 || weights->shape[1] != examples->batch_size)
+        return lb_error(LB_ERR_VALUE, "%s: attention weights must be float32 [L, B, H, T, T] with B = %lld examples",
+                        path, (long long)examples->batch_size);
+    lb_status st = lb_output_check(path, "attention file");
+    if (st != LB_OK)
+        return st;
+    layers_job job = {weights, layers, examples, source, NULL};
+    return lb_h5_write_new(path, "attention file", lb_output_present(path), write_layers_file, NULL, &job, &job.tmp);
+}

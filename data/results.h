@@ -57,6 +57,17 @@ lb_status lb_predictions_write(const char *path, const lb_predictions *pr, const
  * LB_ERR_MEMORY, LB_ERR_IO naming the file and the dataset, and lb_h5_write_new's. */
 lb_status lb_attention_write(const char *path, const lb_tensor *weights, const lb_dataset *data, const char *split);
 
+/* Writes every chosen layer's attention weights to `path` in bertviz's layout (one
+ * [B, H, T, T] array per layer, here stacked): "attention" float32 [L, B, H, T, T] (row q
+ * of [l, b, h] the weights of query q over the keys), "layers" int32 [L] (the model's
+ * layer index of each), "tokens" int32 [B, T] (token inputs only), the attributes
+ * "example" (the first example's index in its split), "distance" (when the task has one)
+ * and "source" (e.g. the checkpoint). Errors: LB_ERR_VALUE (a NULL argument, weights not
+ * float32 [L, B, H, T, T] with B the examples' count), LB_ERR_IO naming the file, and
+ * lb_h5_write_new's. */
+lb_status lb_attention_layers_write(const char *path, const lb_tensor *weights, const int32_t *layers,
+                                    const lb_batch *examples, const char *source);
+
 LB_API_END
 
 #endif

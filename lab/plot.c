@@ -74,9 +74,29 @@ static int device_installed(const char *name)
     return 0;
 }
 
+static const char *const preferred[] = {"pngcairo", "pngqt", "svg"};
+static const char *chosen_device; /* lb_plot_use_device's, or NULL */
+
+lb_status lb_plot_use_device(const char *device)
+{
+    if (!device) {
+        chosen_device = NULL;
+        return LB_OK;
+    }
+    for (int i = 0; i < 3; i++)
+        if (strcmp(device, preferred[i]) == 0) {
+            if (!device_installed(device))
+                return lb_error(LB_ERR_IO, "PLplot has no %s device on this machine", device);
+            chosen_device = preferred[i];
+            return LB_OK;
+        }
+    return lb_error(LB_ERR_VALUE, "plot device %s is not one of pngcairo, pngqt, svg", device);
+}
+
 const char *lb_plot_device(void)
 {
-    static const char *const preferred[] = {"pngcairo", "pngqt", "svg"};
+    if (chosen_device)
+        return chosen_device;
     const char *forced = getenv("LOOKBACK_PLOT_DEVICE");
     if (forced && *forced) {
         for (int i = 0; i < 3; i++) {

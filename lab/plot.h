@@ -101,6 +101,11 @@ lb_status lb_plot_attention_matrix(const char *png_path, const char *title, cons
  * names one that is not). */
 const char *lb_plot_device(void);
 
+/* Draws the plots that follow with `device` ("pngcairo", "pngqt" or "svg"; it must be
+ * installed) instead of the usual choice; NULL restores the usual choice. Errors:
+ * LB_ERR_IO when PLplot lacks the device, LB_ERR_VALUE for another name. */
+lb_status lb_plot_use_device(const char *device);
+
 /* The file the last successful plot wrote ("" before any): the requested path, or
  * its ".svg" sibling with the svg device. */
 const char *lb_plot_last_path(void);

@@ -364,3 +364,51 @@ lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int
     }
     return y;
 }
+
+lb_status lb_model_attention_weights(lb_model *m, const lb_model_input *in, lb_tensor **weights)
+{
+    LB_CHECK_ARG(m && in && weights, LB_ERR_VALUE);
+    const lb_model_config *c = &m->cfg;
+    const int layers = c->n_layers;
+    for (int l = 0; l < layers; l++)
+        weights[l] = NULL;
+    if (!m->family->attention) {
+        char names[256] = "";
+        for (int k = 0; k < LB_MODEL_KIND_COUNT; k++) {
+            const lb_family *f = lb_family_at(k);
+            if (f && f->attention)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", f->name);
+        }
+        return lb_error(LB_ERR_VALUE, "a %s model has no attention weights (the families with attention: %s)",
+                        lb_model_kind_name(c->kind), names);
+    }
+    if (lb_model_check_input(m, in) != LB_OK)
+        return lb_last_status();
+    lb_var **vars = calloc((size_t)layers, sizeof *vars);
+    lb_graph *g = vars ? lb_graph_new() : NULL;
+    if (!g) {
+        free(vars);
+        return lb_error(LB_ERR_MEMORY, "attention weights: out of memory");
+    }
+    lb_graph_set_grad_enabled(g, 0);
+    m->transformer.layer_weights = vars;
+    lb_var *x = lb_model_embed(g, m, in);
+    lb_var *h = x ? m->family->ops->forward(g, m, x, in, NULL, 0, NULL, NULL) : NULL;
+    m->transformer.layer_weights = NULL;
+    lb_status st = h ? LB_OK : lb_last_status();
+    for (int l = 0; st == LB_OK && l < layers; l++) {
+        if (!vars[l])
+            st = lb_error(LB_ERR_VALUE, "a %s model does not give its layer %d's attention weights",
+                          lb_model_kind_name(c->kind), l);
+        else if (!(weights[l] = lb_tensor_copy(vars[l]->value, vars[l]->value->dtype)))
+            st = lb_last_status();
+    }
+    if (st != LB_OK)
+        for (int l = 0; l < layers; l++) {
+            lb_tensor_free(weights[l]);
+            weights[l] = NULL;
+        }
+    lb_graph_free(g);
+    free(vars);
+    return st;
+}

@@ -183,6 +183,16 @@ int64_t lb_model_step_bytes(const lb_model_config *cfg, int64_t batch, int64_t s
 lb_var *lb_model_forward(lb_graph *g, lb_model *m, const lb_model_input *in, int training, lb_rng *rng,
                          lb_tensor **attention_out);
 
+/* Every attention layer's weights for one forward pass of `in` without dropout, every
+ * position a query (whatever the head reads): weights[l] (an array of n_layers entries)
+ * receives a new tensor [B, n_heads, T, T] in the model's dtype (caller frees), row q
+ * the softmax over the keys of query q (bertviz's per-layer [B, H, T, T]; masked keys
+ * exactly 0). The same numbers as the weights lb_model_forward gives for its last layer.
+ * Errors: LB_ERR_VALUE for NULL arguments and for a model whose family has no attention
+ * (the message names the families that have it), the input errors of lb_model_forward,
+ * LB_ERR_MEMORY. On error every weights[l] is NULL. */
+lb_status lb_model_attention_weights(lb_model *m, const lb_model_input *in, lb_tensor **weights);
+
 LB_API_END
 
 #endif

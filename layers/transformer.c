@@ -121,8 +121,13 @@ lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x,
         *weights = NULL;
     for (int i = 0; x && i < tr->n_layers; i++) {
         int last = i == tr->n_layers - 1;
+        lb_var *w = NULL;
         x = lb_transformer_block_forward(g, &tr->blocks[i], x, mask, last ? queries : NULL, training, rng,
-                                         last ? weights : NULL);
+                                         (last && weights) || tr->layer_weights ? &w : NULL);
+        if (last && weights)
+            *weights = w;
+        if (tr->layer_weights)
+            tr->layer_weights[i] = w;
     }
     return lb_norm_forward(g, &tr->ln_f, x);
 }

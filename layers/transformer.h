@@ -86,6 +86,8 @@ typedef struct lb_transformer {
     lb_transformer_block *blocks; /* n_layers blocks, owned */
     int n_layers;
     lb_norm ln_f;
+    lb_var **layer_weights;       /* NULL, or [n_layers]: where lb_transformer_forward puts every block's
+                                   * attention weights (set only around one forward pass) */
 } lb_transformer;
 
 /* Registers n_layers blocks "<prefix>.blocks.<i>" and "<prefix>.ln_f". Free the
@@ -97,7 +99,9 @@ void lb_transformer_free(lb_transformer *tr);
 
 /* x [B, T, d_model] -> ln_f(blocks(x)) [B, T, d_model], or [B, P, d_model] when
  * `queries` selects positions (applied in the last block only). weights (optional):
- * the last block's attention weights [B, H, Tq, T]. */
+ * the last block's attention weights [B, H, Tq, T]; with tr->layer_weights set (an
+ * array of n_layers entries), block i's weights [B, H, Tq_i, T] also go to
+ * tr->layer_weights[i] (lb_model_attention_weights). */
 lb_var *lb_transformer_forward(lb_graph *g, const lb_transformer *tr, lb_var *x, const lb_attn_mask *mask,
                                const lb_attn_queries *queries, int training, lb_rng *rng, lb_var **weights);
 
