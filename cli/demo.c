@@ -48,7 +48,7 @@ static void compare_usage(FILE *out)
 {
     fputs("usage: lookback compare --train FILE.h5 --models M1,M2,... --eval F1.h5,F2.h5,... --out DIR [options]\n"
           "\n"
-          "Trains each model (transformer, local, lstm, conv; a name may repeat as name=kind, e.g.\n"
+          "Trains each model (transformer, local, lstm, conv, mamba; a name may repeat as name=kind, e.g.\n"
           "big=transformer) on the train file with the same options and time budget, evaluates each\n"
           "on the test split of every evaluation file (each file once), prints one table and writes\n"
           "DIR/summary.json, one run folder per model and the plots. Under mpirun -np N the models\n"

@@ -48,7 +48,7 @@ static void settings_model_default(lb_model_config *m)
 
 static void gc_usage(FILE *out)
 {
-    fputs("usage: lookback gradcheck --model transformer|local|lstm|conv|all [options]\n"
+    fputs("usage: lookback gradcheck --model transformer|local|lstm|conv|mamba|all [options]\n"
           "\n"
           "Builds the model in float64 at a small size and compares the gradient of every parameter\n"
           "with central differences, (f(x + eps) - f(x - eps)) / (2 eps), as torch.autograd.gradcheck\n"
@@ -57,7 +57,7 @@ static void gc_usage(FILE *out)
           "a batch whose sequences have different lengths. One line per parameter (name, shape,\n"
           "worst error); exit 0 when all pass, 1 when one fails.\n"
           "\n"
-          "  --model NAME     transformer, local (sliding-window attention), lstm, conv, or all\n"
+          "  --model NAME     transformer, local (sliding-window attention), lstm, conv, mamba, or all\n"
           "  --features F     input features (default 3)\n"
           "  --classes C      classes (default 4)\n"
           "  --seq-len T      positions per sequence (default 7)\n"
@@ -137,7 +137,7 @@ static int apply_option(gc_settings *s, const char *key, const char *value)
         s->have_kind = 1;
         s->all = strcmp(value, "all") == 0;
         if (!s->all && lb_model_kind_parse(value, &s->check.model.kind) != LB_OK)
-            return lb_cli_error("gradcheck", 2, "--model: unknown model '%s' (expected transformer, local, lstm, conv "
+            return lb_cli_error("gradcheck", 2, "--model: unknown model '%s' (expected transformer, local, lstm, conv, mamba "
                                                 "or all)", value);
         return 0;
     }
@@ -215,7 +215,7 @@ int lb_cli_gradcheck(int argc, char **argv)
             return code;
     }
     if (!s.have_kind)
-        return lb_cli_error("gradcheck", 2, "missing --model (transformer, local, lstm, conv or all)");
+        return lb_cli_error("gradcheck", 2, "missing --model (transformer, local, lstm, conv, mamba or all)");
     for (int i = 0; i < s.n_given && !s.all; i++)
         if (!lb_model_field_in_family(lb_model_field_find(s.given[i]), s.check.model.kind))
             return lb_cli_error("gradcheck", 2, "--%s does not apply to --model %s (see lookback gradcheck --help)",

@@ -8,7 +8,7 @@
 
 static void train_usage(FILE *out)
 {
-    fputs("usage: lookback train --data FILE.h5 --model transformer|local|lstm|conv [options] --out RUN_DIR\n"
+    fputs("usage: lookback train --data FILE.h5 --model transformer|local|lstm|conv|mamba [options] --out RUN_DIR\n"
           "       lookback train --resume RUN_DIR [--steps N] [--threads N] [--time-budget S] ...\n"
           "       lookback train --data FILE.h5 --init-from CK.h5 [options] --out RUN_DIR\n"
           "\n"

@@ -580,6 +580,14 @@ static const struct {
       {"bias", "0"}, {"tie-embeddings", "1"}, {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"},
       {"weight-decay", "0.1"}, {"decay-params", "matrices"}, {"warmup", "100"}, {"schedule", "cosine"},
       {"min-lr-ratio", "0.1"}, {"steps", "2000"}, {"clip", "1"}, {"eval-every", "250"}, {"select", "loss"}}},
+    /* Mamba (Gu & Dao 2023) at the transformer's width and context, d_state 16, expand 2,
+     * with the transformer's optimiser (the paper trains its language models with AdamW,
+     * weight decay 0.1, a cosine schedule after a warm-up, clipping at 1) */
+    {"mamba", "4 Mamba blocks, d_model 128, nanoGPT's optimiser",
+     {{"layers", "4"}, {"d-model", "128"}, {"d-state", "16"}, {"d-conv", "4"}, {"expand", "2"}, {"seq-len", "64"},
+      {"batch", "12"}, {"optim", "adamw"}, {"lr", "1e-3"}, {"beta2", "0.99"}, {"weight-decay", "0.1"},
+      {"decay-params", "matrices"}, {"warmup", "100"}, {"schedule", "cosine"}, {"min-lr-ratio", "0.1"},
+      {"steps", "2000"}, {"clip", "1"}, {"eval-every", "250"}, {"select", "loss"}}},
 };
 
 lb_status lb_compare_text_recipe(lb_run_config *rc)

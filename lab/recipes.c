@@ -7,7 +7,7 @@
 #include "layers/family.h"
 
 const char *const lb_recipe_task_names[LB_RECIPE_T_COUNT] = {"spike16", "recall", "local", "parity", "copy", "modsum"};
-const char *const lb_recipe_method_names[LB_RECIPE_M_COUNT] = {"transformer", "local", "lstm", "conv", "ssmax", "mixed", "logn", "linear"};
+const char *const lb_recipe_method_names[LB_RECIPE_M_COUNT] = {"transformer", "local", "lstm", "conv", "ssmax", "mixed", "logn", "linear", "mamba"};
 
 #define LR3 {3e-3, 1e-3, 3e-4, 0}
 #define ZOOLOGY_LRS {2.15e-3, 1e-4, 4.64e-4, 1e-2} /* np.logspace(-4, -2, 4), the default first */
@@ -21,6 +21,7 @@ const lb_recipe lb_recipes[] = {
     {LB_RECIPE_T_SPIKE16, LB_RECIPE_M_LOCAL, 2, 64, 16, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the study's local attention"},
     {LB_RECIPE_T_SPIKE16, LB_RECIPE_M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the study's LSTM"},
     {LB_RECIPE_T_SPIKE16, LB_RECIPE_M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, LR3, "a TCN sized to T (kernel 3)"},
+    {LB_RECIPE_T_SPIKE16, LB_RECIPE_M_MAMBA, 2, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "Gu & Dao 2023's synthetic-task model: 2 blocks, d_model 64, d_state 16, expand 2; the study's lrs"},
     {LB_RECIPE_T_SPIKE16, LB_RECIPE_M_SSMAX, 1, 64, 0, 0, NONE, LB_LENGTH_SCALE_SCALABLE, 0, 32, 0.01, LR3, "scalable softmax (Nakanishi 2025)"},
     {LB_RECIPE_T_SPIKE16, LB_RECIPE_M_MIXED, 1, 64, 0, 0, NONE, PLAIN, 1, 32, 0.01, LR3, "mixed training lengths"},
     {LB_RECIPE_T_SPIKE16, LB_RECIPE_M_LOGN, 1, 64, 0, 0, NONE, LB_LENGTH_SCALE_LOG_N, 1, 32, 0.01, LR3, "log-n logits (Chiang & Cholak 2022), mixed lengths"},
@@ -31,30 +32,35 @@ const lb_recipe lb_recipes[] = {
     {LB_RECIPE_T_RECALL, LB_RECIPE_M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "the study's LSTM (probe choice of the previous study)"},
     {LB_RECIPE_T_RECALL, LB_RECIPE_M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "a TCN sized to T (probe choice of the previous study)"},
     {LB_RECIPE_T_RECALL, LB_RECIPE_M_LINEAR, 2, 64, 0, 0, NONE, PLAIN, 0, 64, 0.1, ZOOLOGY_LRS, "Zoology's recipe (Arora et al. 2023 train linear attention the same way)"},
+    {LB_RECIPE_T_RECALL, LB_RECIPE_M_MAMBA, 2, 64, 0, 0, NONE, PLAIN, 0, 64, 0.1, ZOOLOGY_LRS, "Zoology (Arora et al. 2023)'s Mamba: 2 layers, d_model 64, AdamW wd 0.1, 4 log-spaced lrs"},
 
     {LB_RECIPE_T_LOCAL, LB_RECIPE_M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "full attention on a local pattern (calibrated: docs/study.md)"},
     {LB_RECIPE_T_LOCAL, LB_RECIPE_M_LOCAL, 2, 64, 4, 0, ROT, PLAIN, 0, 32, 0.01, {3e-3, 0}, "window 4, the pattern's reach (calibrated: docs/study.md)"},
     {LB_RECIPE_T_LOCAL, LB_RECIPE_M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "probe choice of the previous study"},
     {LB_RECIPE_T_LOCAL, LB_RECIPE_M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "kernel 3 = the pattern's width (calibrated: docs/study.md)"},
     {LB_RECIPE_T_LOCAL, LB_RECIPE_M_LINEAR, 2, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the transformer's recipe with linear attention"},
+    {LB_RECIPE_T_LOCAL, LB_RECIPE_M_MAMBA, 2, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Gu & Dao 2023's synthetic-task model (2 blocks, d_model 64), Adam lr 1e-3"},
 
     {LB_RECIPE_T_PARITY, LB_RECIPE_M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Deletang et al. 2023: transformers stay near 50 %; calibration at 1e-3"},
     {LB_RECIPE_T_PARITY, LB_RECIPE_M_LOCAL, 2, 64, 16, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "as the transformer, window 16"},
     {LB_RECIPE_T_PARITY, LB_RECIPE_M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "Deletang et al. 2023 (lengths up to 40); lr 3e-3 (calibrated: docs/study.md)"},
     {LB_RECIPE_T_PARITY, LB_RECIPE_M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "a TCN sized to T"},
     {LB_RECIPE_T_PARITY, LB_RECIPE_M_LINEAR, 2, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the transformer's recipe with linear attention"},
+    {LB_RECIPE_T_PARITY, LB_RECIPE_M_MAMBA, 2, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Gu & Dao 2023's synthetic-task model (2 blocks, d_model 64), Adam lr 1e-3"},
 
     {LB_RECIPE_T_COPY, LB_RECIPE_M_TRANSFORMER, 2, 64, 0, 0, LEARNED, PLAIN, 0, 32, 0.01, {3e-3, 0}, "learned positions (copy is addressed by position); probe choice of the previous study"},
     {LB_RECIPE_T_COPY, LB_RECIPE_M_LOCAL, 2, 64, 16, 0, LEARNED, PLAIN, 0, 32, 0.01, {3e-3, 0}, "as the transformer, window 16"},
     {LB_RECIPE_T_COPY, LB_RECIPE_M_LSTM, 1, 128, 0, 0, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "Bai et al. 2018: LSTMs reach only the memoryless loss"},
     {LB_RECIPE_T_COPY, LB_RECIPE_M_CONV, 0, 16, 0, 8, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Bai et al. 2018's TCN: kernel 8, 8 levels at T = 1,000, width 16; AdamW 1e-3 (the paper: RMSprop 5e-4; calibrated: docs/study.md)"},
     {LB_RECIPE_T_COPY, LB_RECIPE_M_LINEAR, 2, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the transformer's recipe with linear attention (no positions: order from causality)"},
+    {LB_RECIPE_T_COPY, LB_RECIPE_M_MAMBA, 2, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Gu & Dao 2023's selective-copying model: 2 blocks, d_model 64, lr 1e-3"},
 
     {LB_RECIPE_T_MODSUM, LB_RECIPE_M_TRANSFORMER, 2, 64, 0, 0, ROT, PLAIN, 0, 32, 0.01, {1e-3, 0}, "probe choice of the previous study"},
     {LB_RECIPE_T_MODSUM, LB_RECIPE_M_LOCAL, 2, 64, 16, 0, ROT, PLAIN, 0, 32, 0.01, {3e-4, 0}, "probe choice of the previous study"},
     {LB_RECIPE_T_MODSUM, LB_RECIPE_M_LSTM, 1, 64, 0, 0, NONE, PLAIN, 0, 64, 0.01, {1e-2, 0}, "Deletang et al. 2023's LSTM; hidden 64, batch 64, lr 1e-2 (calibrated: docs/study.md)"},
     {LB_RECIPE_T_MODSUM, LB_RECIPE_M_CONV, 0, 64, 0, 3, NONE, PLAIN, 0, 32, 0.01, {3e-3, 0}, "probe choice of the previous study"},
     {LB_RECIPE_T_MODSUM, LB_RECIPE_M_LINEAR, 2, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, LR3, "the transformer's recipe with linear attention"},
+    {LB_RECIPE_T_MODSUM, LB_RECIPE_M_MAMBA, 2, 64, 0, 0, NONE, PLAIN, 0, 32, 0.01, {1e-3, 0}, "Gu & Dao 2023's synthetic-task model (2 blocks, d_model 64), Adam lr 1e-3"},
 };
 #undef NONE
 #undef ROT
@@ -131,6 +137,7 @@ static const struct {
     [LB_RECIPE_M_MIXED] = {"transformer", ""},
     [LB_RECIPE_M_LOGN] = {"transformer", ", logits x ln(n) / ln(256), n keys seen"},
     [LB_RECIPE_M_LINEAR] = {"linear", ""},
+    [LB_RECIPE_M_MAMBA] = {"mamba", ""},
 };
 
 lb_model_kind lb_recipe_method_kind(lb_recipe_method m)

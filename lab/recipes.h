@@ -17,7 +17,7 @@ LB_API_BEGIN
 enum { LB_RECIPE_MAX_LRS = 4 };
 
 typedef enum lb_recipe_task { LB_RECIPE_T_SPIKE16 = 0, LB_RECIPE_T_RECALL, LB_RECIPE_T_LOCAL, LB_RECIPE_T_PARITY, LB_RECIPE_T_COPY, LB_RECIPE_T_MODSUM, LB_RECIPE_T_COUNT } lb_recipe_task;
-typedef enum lb_recipe_method { LB_RECIPE_M_TRANSFORMER = 0, LB_RECIPE_M_LOCAL, LB_RECIPE_M_LSTM, LB_RECIPE_M_CONV, LB_RECIPE_M_SSMAX, LB_RECIPE_M_MIXED, LB_RECIPE_M_LOGN, LB_RECIPE_M_LINEAR, LB_RECIPE_M_COUNT } lb_recipe_method;
+typedef enum lb_recipe_method { LB_RECIPE_M_TRANSFORMER = 0, LB_RECIPE_M_LOCAL, LB_RECIPE_M_LSTM, LB_RECIPE_M_CONV, LB_RECIPE_M_SSMAX, LB_RECIPE_M_MIXED, LB_RECIPE_M_LOGN, LB_RECIPE_M_LINEAR, LB_RECIPE_M_MAMBA, LB_RECIPE_M_COUNT } lb_recipe_method;
 
 extern const char *const lb_recipe_task_names[LB_RECIPE_T_COUNT];   /* "spike16", "recall", ... */
 extern const char *const lb_recipe_method_names[LB_RECIPE_M_COUNT]; /* "transformer", "local", ... */

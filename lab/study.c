@@ -70,7 +70,8 @@ static double solved_accuracy(const study_task *t) { return t->solved_accuracy >
 static const char *const method_rows[LB_RECIPE_M_COUNT] = {
     "full self-attention", "local attention", "LSTM", "dilated causal conv (TCN)",
     "full attention + scalable softmax", "full attention + mixed training lengths",
-    "full attention + log-n logits, mixed lengths", "linear attention"};
+    "full attention + log-n logits, mixed lengths", "linear attention",
+    "selective state space (Mamba)"};
 /* The row of the source's table each method belongs to. */
 static const char *const method_text_row[LB_RECIPE_M_COUNT] = {
     "Full self-attention", "Local or sparse attention", "RNN or LSTM", "1D convolution", "Full self-attention",
@@ -1388,7 +1389,8 @@ static void write_markdown(const lb_study *s, cell_stats st[LB_RECIPE_T_COUNT][L
         "long sequences with structured dependencies", "streaming input or naturally sequential control",
         "local patterns and high-throughput signals", "(length-robust variant of full attention)",
         "(length-robust variant of full attention)", "(length-robust variant of full attention)",
-        "(a fixed-size state, d_k x d_v per head, read like attention)"};
+        "(a fixed-size state, d_k x d_v per head, read like attention)",
+        "(a fixed-state recurrent model: streaming with constant memory)"};
     for (int m = 0; m < LB_RECIPE_M_COUNT; m++) {
         int runs = 0; /* a method with no task of this study (ssmax without spike16) has no row */
         for (int t = 0; t < LB_RECIPE_T_COUNT; t++)

@@ -13,6 +13,7 @@ extern const lb_family lb_family_transformer, lb_family_local; /* layers/family_
 extern const lb_family lb_family_lstm;                        /* layers/family_lstm.c */
 extern const lb_family lb_family_conv;                        /* layers/family_conv.c */
 extern const lb_family lb_family_linear;                      /* layers/family_linear.c */
+extern const lb_family lb_family_mamba;                       /* layers/family_mamba.c */
 
 static const lb_family *const table[LB_MODEL_KIND_COUNT] = {
     [LB_MODEL_TRANSFORMER] = &lb_family_transformer,
@@ -20,6 +21,7 @@ static const lb_family *const table[LB_MODEL_KIND_COUNT] = {
     [LB_MODEL_LSTM] = &lb_family_lstm,
     [LB_MODEL_CONV] = &lb_family_conv,
     [LB_MODEL_LINEAR] = &lb_family_linear,
+    [LB_MODEL_MAMBA] = &lb_family_mamba,
 };
 
 const lb_family *lb_family_at(int i) { return i >= 0 && i < LB_MODEL_KIND_COUNT ? table[i] : NULL; }
@@ -88,6 +90,12 @@ int lb_family_never(const lb_model_config *c)
 }
 
 int64_t lb_family_any_length(const lb_model_config *c)
+{
+    (void)c;
+    return 0;
+}
+
+int64_t lb_family_no_scratch(const lb_model_config *c)
 {
     (void)c;
     return 0;

@@ -12,6 +12,7 @@
  *   local        layers/family_attention.c  the same with sliding-window attention
  *   lstm         layers/family_lstm.c       a torch.nn.LSTM-compatible stack
  *   conv         layers/family_conv.c       residual causal dilated 1-D convolutions
+ *   mamba        layers/family_mamba.c      RMSNorm residual blocks of the selective scan (Mamba)
  *
  * Adding a family: its value in lb_model_kind (layers/model.h), its file with its row
  * (its `flops` count included: tests/test_costs.c checks each against a hand count),
@@ -84,7 +85,8 @@ typedef struct lb_family {
      * positions) is not counted (nanoGPT's estimate_mfu, Kaplan et al. 2020 §2.1).
      * Per layer: attention 8 t D² + 4 t D F, plus 4 D per key each query reads (causal:
      * min(i + 1, W) keys at position i; not causal: t); LSTM 8 t H (in + H); conv
-     * 2 t K D². NULL: the family has no count (lb_model_flops gives NAN). */
+     * 2 t K D²; mamba 2 t Di (3 D + 2 R + 4 N + K), Di = expand D. NULL: the family has no
+     * count (lb_model_flops gives NAN). */
     double (*flops)(const lb_model_config *c, int64_t t, int64_t read, double *attention);
 } lb_family;
 

@@ -105,12 +105,6 @@ typedef struct conv_state {
     void **taps;           /* L weights in tap-major layout [K, D, D] (the event step) */
 } conv_state;
 
-static int64_t scratch_width(const lb_model_config *c)
-{
-    (void)c;
-    return 0;
-}
-
 static lb_status state_new(lb_model_state *s, const lb_stream_options *o)
 {
     (void)o;
@@ -267,7 +261,7 @@ static void commit(lb_model_state *s, const int64_t *valid)
     }
 }
 
-static const lb_family_ops ops = {check,     build,    NULL,       model_free,  forward,     scratch_width,
+static const lb_family_ops ops = {check,     build,    NULL,       model_free,  forward,     lb_family_no_scratch,
                                   state_new, work_new, state_free, state_reset, state_bytes, state_allocated,
                                   NULL,      chunk,    event,      commit,      NULL};
 

@@ -29,6 +29,7 @@ typedef enum lb_model_kind {
     LB_MODEL_LSTM,            /* torch.nn.LSTM-compatible stack */
     LB_MODEL_CONV,            /* causal dilated 1-D convolutions */
     LB_MODEL_LINEAR,          /* pre-norm blocks with causal linear attention */
+    LB_MODEL_MAMBA,           /* selective state-space blocks (Gu & Dao 2023) */
     LB_MODEL_KIND_COUNT       /* the number of families (layers/family.h has their table) */
 } lb_model_kind;
 
@@ -53,6 +54,7 @@ enum {
     LB_FAMILY_LSTM = 1 << LB_MODEL_LSTM,
     LB_FAMILY_CONV = 1 << LB_MODEL_CONV,
     LB_FAMILY_LINEAR = 1 << LB_MODEL_LINEAR,
+    LB_FAMILY_MAMBA = 1 << LB_MODEL_MAMBA,
     LB_FAMILY_ATTENTION = LB_FAMILY_TRANSFORMER | LB_FAMILY_LOCAL,
     LB_FAMILY_ALL = (1 << LB_MODEL_KIND_COUNT) - 1
 };
@@ -77,9 +79,9 @@ typedef enum lb_field_type {
 
 /* A model's configuration: one member per row of layers/model_fields.def, which
  * documents each (kind, dtype, vocab_size, input_features, num_classes, head,
- * max_seq_len, n_layers, d_model, n_heads, n_kv_heads, d_ff, pos, window, causal, length_scale,
- * dropout, bias, tie_embeddings, init, hidden_size, forget_bias, kernel_size, seed, in
- * that order). Start from
+ * max_seq_len, n_layers, d_model, n_heads, n_kv_heads, d_ff, pos, window, causal,
+ * length_scale, dropout, bias, tie_embeddings, init, hidden_size, forget_bias, kernel_size,
+ * d_state, d_conv, expand, dt_rank, seed, in that order). Start from
  * lb_model_config_default and set what differs. */
 typedef struct lb_model_config {
 #define LB_MODEL_FIELD(member, option, type, families, when, def, min, max, flags, help) LB_FIELD_CTYPE_##type member;
@@ -131,7 +133,7 @@ int lb_model_kv_heads(const lb_model_config *cfg);
 /* Defaults for a family (small sizes suitable for the synthetic tasks): each field's
  * default, then the family's own (its row's `defaults`, layers/family.h). */
 void lb_model_config_default(lb_model_kind kind, lb_model_config *cfg);
-/* A family's name ("transformer", "local", "lstm", "conv": the rows of layers/family.h)
+/* A family's name ("transformer", "local", "lstm", "conv", "mamba": the rows of layers/family.h)
  * <-> kind. Parse errors name the word and list the families. */
 lb_status lb_model_kind_parse(const char *name, lb_model_kind *kind);
 const char *lb_model_kind_name(lb_model_kind kind);

@@ -23,6 +23,7 @@ struct lb_model {
     lb_transformer transformer;
     lb_lstm lstm;
     lb_conv1d *conv;   /* n_layers causal convolutions D -> D, dilation 2^i */
+    void *family_body; /* a family's own parts, made and read by its file only (mamba) */
     lb_linear head;    /* [body width, C or 1] + [C or 1]; with tie_embeddings weight is NULL
                           (the embedding serves) and bias may be NULL (bias 0) */
 };
@@ -94,6 +95,8 @@ typedef struct lb_family_ops {
 int lb_family_always(const lb_model_config *c);
 int lb_family_never(const lb_model_config *c);
 int64_t lb_family_any_length(const lb_model_config *c);
+/* An event step that needs no scratch beyond D (lb_family_ops.scratch_width 0). */
+int64_t lb_family_no_scratch(const lb_model_config *c);
 
 /* Checks tokens / features and lengths of `in` against the config (lengths in [1, T]). */
 lb_status lb_model_check_input(const lb_model *m, const lb_model_input *in);

@@ -14,7 +14,9 @@
  *                values (bounded);
  *   lstm         per layer (h, c), 2 · L · H values (constant);
  *   conv         per layer the last (K - 1) · dilation inputs, Σ_i (K - 1) · 2^i · D
- *                values (bounded).
+ *                values (bounded);
+ *   mamba        per block the last K - 1 inputs of its convolution and the scan state
+ *                [Di, N], L · (Di · N + (K - 1) · Di) values (constant).
  * A chunk of C events costs O(C · T · D) in attention (each query compares with every
  * cached key) and O(C) for the other families.
  *

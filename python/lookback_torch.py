@@ -8,7 +8,7 @@ Plain h5py + torch (Debian: python3-torch, python3-h5py, python3-numpy); nothing
     lookback_torch.save(model, model.config, "init.h5")     # lookback train --init-from init.h5
 
 load(path) builds a LookbackModel of the checkpoint's family (transformer with any
-position kind, local attention, LSTM, conv) holding the checkpoint's weights; its forward
+position kind, local attention, LSTM, conv, Mamba) holding the checkpoint's weights; its forward
 computes what lookback's model forward computes (in eval mode). save(module, config,
 path) writes a checkpoint that `lookback eval`, `lookback train --init-from` and the
 library's lb_checkpoint_load_params accept. LookbackModel(config) alone builds a model
@@ -17,9 +17,9 @@ with PyTorch's default initialisation, e.g. to train in PyTorch first.
 Parameter names: the module's state_dict uses lookback's parameter names, with ".weight"
 appended to the attention projections (w_q -> w_q.weight). lookback stores linear weights
 as [in, out] (it computes x @ W); PyTorch's nn.Linear stores [out, in]. So the weights of
-input, head, ffn.fc1, ffn.fc2 and attn.w_q/w_k/w_v/w_o are transposed on the way in and
-out; everything else (embedding, pos_embedding, LayerNorms, LSTM, Conv1d, biases) keeps
-its layout. The full table is in docs/pytorch.md.
+input, head, ffn.fc1, ffn.fc2, attn.w_q/w_k/w_v/w_o and Mamba's in_proj, x_proj, dt_proj
+and out_proj are transposed on the way in and out; everything else (embedding,
+pos_embedding, norms, LSTM, Conv1d, A_log, D, biases) keeps its layout. The full table is in docs/pytorch.md.
 """
 import math
 import os
@@ -68,11 +68,17 @@ CONFIG_DEFAULTS = {
     "bias": 1,
     "tie_embeddings": 0,
     "init": "default",
+    "d_state": 16,
+    "d_conv": 4,
+    "expand": 2,
+    "dt_rank": 0,
     "decay": 0,
 }
+# Fields a checkpoint written before they existed lacks: it loads with their defaults.
+_LATER_FIELDS = ("length_scale", "n_kv_heads", "d_state", "d_conv", "expand", "dt_rank", "decay")
 _STRING_FIELDS = ("kind", "dtype", "head", "pos", "length_scale", "init")
 _REAL_FIELDS = ("dropout", "forget_bias")
-KINDS = ("transformer", "local", "lstm", "conv", "linear")
+KINDS = ("transformer", "local", "lstm", "conv", "linear", "mamba")
 # The families whose body is pre-norm blocks (attention, or linear attention in "linear").
 _BLOCK_KINDS = ("transformer", "local", "linear")
 POSITIONS = ("none", "sinusoidal", "learned", "rotary", "alibi")
@@ -98,6 +104,10 @@ FIELD_RANGES = {
     "hidden_size": (1, 65536),
     "forget_bias": (-100.0, 100.0),
     "kernel_size": (1, 1024),
+    "d_state": (1, 4096),
+    "d_conv": (1, 1024),
+    "expand": (1, 64),
+    "dt_rank": (0, 65536),
     "decay": (0, 1),
     "seed": (0, 2**63 - 1),
 }
@@ -108,10 +118,12 @@ _FAMILY_FIELDS = {
     "length_scale": ("transformer", "local"), "dropout": ("transformer", "local"), "hidden_size": ("lstm",),
     "forget_bias": ("lstm",), "kernel_size": ("conv",), "bias": _BLOCK_KINDS, "decay": ("linear",),
     "init": ("transformer", "local"), "n_kv_heads": ("transformer", "local"),
+    "d_state": ("mamba",), "d_conv": ("mamba",), "expand": ("mamba",), "dt_rank": ("mamba",),
 }
 # Fields that only change the initial parameters: a module may differ from its config in them.
 _INIT_FIELDS = ("seed", "forget_bias", "init")
 LAYER_NORM_EPS = 1e-5  # LB_NORM_EPS
+RMS_NORM_EPS = 1e-5  # Mamba's RMSNorm (layers/family_mamba.c)
 ROTARY_BASE = 10000.0
 
 
@@ -358,6 +370,67 @@ class Block(nn.Module):
         return x + self.dropout(self.ffn(self.ln2(x)))
 
 
+def dt_rank(c):
+    """Mamba's rank of the step-size projection: dt_rank, or ceil(d_model / 16) when 0."""
+    return c["dt_rank"] if c["dt_rank"] > 0 else -(-c["d_model"] // 16)
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight over the last dim (torch.nn.RMSNorm of later
+    PyTorch versions; Zhang & Sennrich 2019)."""
+
+    def __init__(self, d, eps=RMS_NORM_EPS):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def selective_scan(u, delta, A, B, C, D):
+    """Mamba's selective scan one step at a time (Gu & Dao 2023, Algorithm 2; the
+    authors' selective_scan_ref with delta_softplus applied by the caller), time before
+    channels: u, delta [b, t, d] (delta after softplus), A [d, n], B, C [b, t, n], D [d]
+    -> y [b, t, d]:  h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t,  y_t = C_t h_t + D u_t."""
+    delta_a = torch.exp(torch.einsum("btd,dn->btdn", delta, A))
+    delta_b_u = torch.einsum("btd,btn,btd->btdn", delta, B, u)
+    h = u.new_zeros(u.shape[0], u.shape[2], A.shape[1])
+    ys = []
+    for t in range(u.shape[1]):
+        h = delta_a[:, t] * h + delta_b_u[:, t]
+        ys.append(torch.einsum("bdn,bn->bd", h, C[:, t]))
+    return torch.stack(ys, dim=1) + u * D
+
+
+class MambaBlock(nn.Module):
+    """x + Mamba(RMSNorm(x)): the block of Gu & Dao 2023 (section 3.4, Figure 3) as
+    layers/family_mamba.c computes it."""
+
+    def __init__(self, c):
+        super().__init__()
+        d, n, k, r = c["d_model"], c["d_state"], c["d_conv"], dt_rank(c)
+        di = c["expand"] * d
+        self.d_inner, self.d_state, self.rank = di, n, r
+        self.norm = RMSNorm(d)
+        self.in_proj = nn.Linear(d, 2 * di, bias=False)
+        self.conv1d = nn.Conv1d(di, di, k, groups=di, padding=k - 1)
+        self.x_proj = nn.Linear(di, r + 2 * n, bias=False)
+        self.dt_proj = nn.Linear(r, di)
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, n + 1, dtype=torch.float32)).repeat(di, 1))
+        self.D = nn.Parameter(torch.ones(di))
+        self.out_proj = nn.Linear(di, d, bias=False)
+
+    def forward(self, h):
+        t = h.shape[1]
+        x, z = self.in_proj(self.norm(h)).chunk(2, dim=-1)
+        x = F.silu(self.conv1d(x.transpose(1, 2))[..., :t].transpose(1, 2))
+        dt, B, C = self.x_proj(x).split([self.rank, self.d_state, self.d_state], dim=-1)
+        delta = F.softplus(self.dt_proj(dt))
+        y = selective_scan(x, delta, -torch.exp(self.A_log), B, C, self.D)
+        return h + self.out_proj(y * F.silu(z))
+
+
 class LookbackModel(nn.Module):
     """lookback's lb_model in PyTorch: input -> body -> head (layers/model.h).
 
@@ -395,6 +468,9 @@ class LookbackModel(nn.Module):
                     for k in range(c["n_layers"]):
                         getattr(self.lstm, f"bias_ih_l{k}")[h:2 * h] += c["forget_bias"]
             width = c["hidden_size"]
+        elif c["kind"] == "mamba":
+            self.layers = nn.ModuleList(MambaBlock(c) for _ in range(c["n_layers"]))
+            self.norm_f = RMSNorm(d)
         else:
             self.conv = nn.ModuleList(
                 nn.Conv1d(d, d, c["kernel_size"], dilation=2 ** i) for i in range(c["n_layers"]))
@@ -438,6 +514,11 @@ class LookbackModel(nn.Module):
             h = self.ln_f(x)
         elif c["kind"] == "lstm":
             h, _ = self.lstm(x)
+        elif c["kind"] == "mamba":
+            h = x
+            for layer in self.layers:
+                h = layer(h)
+            h = self.norm_f(h)
         else:
             h = x
             for conv in self.conv:
@@ -477,6 +558,15 @@ def parameter_map(config):
         for k in range(c["n_layers"]):
             rows += [(f"lstm.{n}_l{k}", f"lstm.{n}_l{k}", False)
                      for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    elif c["kind"] == "mamba":
+        for i in range(c["n_layers"]):
+            p = f"layers.{i}"
+            for name, transposed in (("norm.weight", False), ("in_proj.weight", True), ("conv1d.weight", False),
+                                     ("conv1d.bias", False), ("x_proj.weight", True), ("dt_proj.weight", True),
+                                     ("dt_proj.bias", False), ("A_log", False), ("D", False),
+                                     ("out_proj.weight", True)):
+                rows.append((f"{p}.{name}", f"{p}.{name}", transposed))
+        rows.append(("norm_f.weight", "norm_f.weight", False))
     else:
         for i in range(c["n_layers"]):
             rows += [(f"conv.{i}.weight", f"conv.{i}.weight", False), (f"conv.{i}.bias", f"conv.{i}.bias", False)]
@@ -515,6 +605,17 @@ def parameter_shapes(config):
             shapes[f"lstm.weight_hh_l{k}"] = (4 * h, h)
             shapes[f"lstm.bias_ih_l{k}"] = shapes[f"lstm.bias_hh_l{k}"] = (4 * h,)
         width = h
+    elif c["kind"] == "mamba":
+        n, k, r = c["d_state"], c["d_conv"], dt_rank(c)
+        di = c["expand"] * d
+        for i in range(c["n_layers"]):
+            p = f"layers.{i}"
+            shapes.update({f"{p}.norm.weight": (d,), f"{p}.in_proj.weight": (2 * di, d),
+                           f"{p}.conv1d.weight": (di, 1, k), f"{p}.conv1d.bias": (di,),
+                           f"{p}.x_proj.weight": (r + 2 * n, di), f"{p}.dt_proj.weight": (di, r),
+                           f"{p}.dt_proj.bias": (di,), f"{p}.A_log": (di, n), f"{p}.D": (di,),
+                           f"{p}.out_proj.weight": (d, di)})
+        shapes["norm_f.weight"] = (d,)
     else:
         for i in range(c["n_layers"]):
             shapes[f"conv.{i}.weight"], shapes[f"conv.{i}.bias"] = (d, d, c["kernel_size"]), (d,)
@@ -581,8 +682,8 @@ def _read_config(f, path):
             value = value.item() if isinstance(value, np.generic) else value
             # lookback writes fixed-length strings, which h5py reads as bytes
             config[key[len("model."):]] = value.decode() if isinstance(value, bytes) else value
-    # absent before they existed: no length scale, every head its own keys and values
-    missing = sorted(set(CONFIG_DEFAULTS) - set(config) - {"length_scale", "n_kv_heads"})
+    # absent before they existed: no length scale, every head its own keys and values, Mamba's sizes
+    missing = sorted(set(CONFIG_DEFAULTS) - set(config) - set(_LATER_FIELDS))
     if missing:
         raise ValueError(f"{path}: model config attribute(s) {missing} are missing")
     return check_config(config)

@@ -131,6 +131,17 @@ static void test_linear_by_hand(void)
     check_count(&c, 5, 5 * 928.0 + 5 * 48.0 + 32.0, 0);
 }
 
+static void test_mamba_by_hand(void)
+{
+    lb_model_config c;
+    /* L 1, D 16, Di 32, N 4, K 4, R = ceil(16 / 16) = 1, T 6: in_proj 2 · 16 · 64 = 2048,
+     * x_proj 2 · 32 · 9 = 576, dt_proj 2 · 1 · 32 = 64, out_proj 2 · 32 · 16 = 1024, scan
+     * 4 · 32 · 4 = 512, conv 2 · 4 · 32 = 256: 4480 per position; head 2 · 16 · 10. */
+    tokens_every(LB_MODEL_MAMBA, &c, 10);
+    c.n_layers = 1, c.d_model = 16, c.d_state = 4, c.d_conv = 4;
+    check_count(&c, 6, 6 * (4480.0 + 320.0), 0);
+}
+
 static void test_every_family_counts(void)
 {
     for (int k = 0; k < LB_MODEL_KIND_COUNT; k++) {
@@ -258,6 +269,7 @@ int main(void)
         {"lstm FLOPs by hand at two sizes", test_lstm_by_hand},
         {"conv FLOPs by hand at two sizes", test_conv_by_hand},
         {"linear FLOPs by hand at two sizes", test_linear_by_hand},
+        {"mamba FLOPs by hand", test_mamba_by_hand},
         {"every family counts; bad arguments", test_every_family_counts},
         {"sgemm rate, MFU, peak memory, FLOP text", test_rate_mfu_and_text},
         {"the trainer's costs and metrics.csv", test_trainer_reports_costs},

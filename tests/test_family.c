@@ -45,7 +45,7 @@ static void test_rows_and_names(void)
     c.num_classes = 4;
     c.kind = (lb_model_kind)LB_MODEL_KIND_COUNT;
     CU_ASSERT_PTR_NULL(lb_model_new(&c));
-    CU_ASSERT_TRUE(lb_test_error_has("transformer, local, lstm, conv or linear"));
+    CU_ASSERT_TRUE(lb_test_error_has("transformer, local, lstm, conv, linear or mamba"));
 }
 
 /* Which families a field belongs to, as text. */
@@ -55,6 +55,7 @@ static void test_field_families_text(void)
     CU_ASSERT_STRING_EQUAL(lb_model_field_families(lb_model_field_find("heads"), ", ", buf, sizeof buf),
                            "transformer, local, linear");
     CU_ASSERT_STRING_EQUAL(lb_model_field_families(lb_model_field_find("hidden"), ", ", buf, sizeof buf), "lstm");
+    CU_ASSERT_STRING_EQUAL(lb_model_field_families(lb_model_field_find("d-state"), ", ", buf, sizeof buf), "mamba");
     CU_ASSERT_STRING_EQUAL(lb_model_field_families(lb_model_field_find("d-model"), ", ", buf, sizeof buf), "");
     CU_ASSERT_PTR_NULL(lb_model_field_families(NULL, ", ", buf, sizeof buf));
 }

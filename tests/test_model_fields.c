@@ -13,7 +13,7 @@ static void test_every_member_has_one_row(void)
 {
     int n;
     const lb_model_field *f = lb_model_fields(&n);
-    CU_ASSERT_EQUAL(n, 25);
+    CU_ASSERT_EQUAL(n, 29);
     CU_ASSERT_EQUAL(f[0].offset, 0);
     CU_ASSERT_STRING_EQUAL(f[0].member, "kind");
     CU_ASSERT_STRING_EQUAL(f[n - 1].member, "seed");
@@ -59,6 +59,10 @@ static void test_defaults_per_family(void)
     CU_ASSERT_EQUAL(t.causal, 1);
     CU_ASSERT_EQUAL(r.hidden_size, 128);
     CU_ASSERT_EQUAL(c.kernel_size, 3);
+    CU_ASSERT_EQUAL(t.d_state, 16); /* Mamba's, for every family */
+    CU_ASSERT_EQUAL(t.d_conv, 4);
+    CU_ASSERT_EQUAL(t.expand, 2);
+    CU_ASSERT_EQUAL(t.dt_rank, 0);
     CU_ASSERT_EQUAL(t.seed, 1);
     CU_ASSERT_EQUAL(t.pos, LB_POS_NONE);
     CU_ASSERT_EQUAL(t.head, LB_HEAD_LAST);
@@ -82,7 +86,8 @@ static void test_set_and_format_round_trip(void)
         {"window", "9"},         {"causal", "0"},           {"length-scale", "log-n"}, {"dropout", "0.15"},
         {"bias", "0"},           {"tie-embeddings", "1"},   {"init", "gpt2"},
         {"hidden", "12"},
-        {"forget-bias", "-1.5"}, {"kernel", "5"},           {"decay", "1"},       {"model-seed", "18446744073"},
+        {"forget-bias", "-1.5"}, {"kernel", "5"},           {"decay", "1"},       {"d-state", "8"},
+        {"d-conv", "3"},         {"expand", "3"},           {"dt-rank", "5"},     {"model-seed", "18446744073"},
     };
     lb_model_config a;
     lb_model_config_default(LB_MODEL_TRANSFORMER, &a);
@@ -110,6 +115,10 @@ static void test_set_and_format_round_trip(void)
     CU_ASSERT_DOUBLE_EQUAL(a.forget_bias, -1.5, 0);
     CU_ASSERT_EQUAL(a.seed, 18446744073ull);
     CU_ASSERT_EQUAL(a.decay, 1);
+    CU_ASSERT_EQUAL(a.d_state, 8);
+    CU_ASSERT_EQUAL(a.d_conv, 3);
+    CU_ASSERT_EQUAL(a.expand, 3);
+    CU_ASSERT_EQUAL(a.dt_rank, 5);
     CU_ASSERT_DOUBLE_EQUAL(lb_model_field_number(&a, lb_model_field_find("d-model")), 24.0, 0);
 }
 

@@ -195,6 +195,20 @@ static void test_linear(void)
     }
 }
 
+/* Mamba's convolution histories and scan states; a kernel of one tap keeps no history. */
+static void test_mamba(void)
+{
+    check_family(LB_MODEL_MAMBA, LB_POS_NONE, LB_FLOAT32);
+    check_family(LB_MODEL_MAMBA, LB_POS_NONE, LB_FLOAT64);
+    lb_model_config c = config(LB_MODEL_MAMBA, LB_POS_NONE, LB_FLOAT64);
+    c.d_conv = 1;
+    c.d_state = 5;
+    lb_model *m = lb_model_new(&c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    check_config(&c, m);
+    lb_model_free(m);
+}
+
 /* Real-valued inputs and a regression head, every family, float64. */
 static void test_features_regression(void)
 {
@@ -364,6 +378,7 @@ static void test_state_bytes(void)
             case LB_MODEL_LOCAL: want[b] = (size_t)(2 * 2 * 9 * 16 * 4); break;
             case LB_MODEL_LSTM: want[b] = (size_t)(2 * 2 * 12 * 4); break;
             case LB_MODEL_LINEAR: want[b] = (size_t)(2 * 2 * 8 * 9 * 4); break; /* L H d (d + 1) */
+            case LB_MODEL_MAMBA: want[b] = (size_t)(2 * 32 * (16 + 3) * 4); break; /* L Di (N + K - 1) */
             default: want[b] = (size_t)((2 + 4 + 8) * 16 * 4); break; /* (K-1) * (1 + 2 + 4) * D */
             }
             CU_ASSERT_EQUAL(lb_model_state_bytes(s, b), want[b]);
@@ -426,6 +441,7 @@ static void test_work_bytes(void)
             break;
         case LB_MODEL_CONV: want = b * 3 * d * es + 3 * k * d * d * es; break;
         case LB_MODEL_LINEAR: want = 0; break; /* its events go through the graph */
+        case LB_MODEL_MAMBA: want = 0; break;
         default: want = b * (d + d + f) * es + (4 * b * d + b * 2) * es + 2 * b * 4; break;
         }
         CU_ASSERT_EQUAL(lb_model_state_work_bytes(s), want);
@@ -649,6 +665,7 @@ int main(void)
         {"lstm carried (h, c), chunks 1/7/128/whole", test_lstm},
         {"conv histories, chunks 1/7/128/whole", test_conv},
         {"linear attention's (S, z), with and without decay, chunks 1/7/128/whole", test_linear},
+        {"mamba convolution histories and scan states, chunks 1/7/128/whole", test_mamba},
         {"feature inputs and regression heads, every family", test_features_regression},
         {"single steps, head = last, reset of one stream", test_single_step},
         {"max_context equals local attention, bounded cache", test_max_context},

@@ -25,15 +25,26 @@ static void test_one_row_per_task_and_method(void)
     }
     for (int t = 0; t < LB_RECIPE_T_COUNT; t++)
         for (int m = 0; m < LB_RECIPE_M_COUNT; m++) {
-            /* ssmax, mixed, logn: spike16 only */
-            int expected = m <= LB_RECIPE_M_CONV || m == LB_RECIPE_M_LINEAR || t == LB_RECIPE_T_SPIKE16;
+            /* ssmax, mixed, logn: spike16 only; linear and mamba on every task */
+            int expected = m <= LB_RECIPE_M_CONV || m == LB_RECIPE_M_LINEAR || m == LB_RECIPE_M_MAMBA ||
+                           t == LB_RECIPE_T_SPIKE16;
             CU_ASSERT_EQUAL(count[t][m], expected);
             if (!expected)
                 CU_ASSERT_PTR_NULL(lb_recipe_of((lb_recipe_task)t, (lb_recipe_method)m));
         }
-    CU_ASSERT_EQUAL(lb_recipes_count, 6 * 5 + 3);
+    CU_ASSERT_EQUAL(lb_recipes_count, 6 * 6 + 3);
     CU_ASSERT_STRING_EQUAL(lb_recipe_task_names[LB_RECIPE_T_COPY], "copy");
     CU_ASSERT_STRING_EQUAL(lb_recipe_method_names[LB_RECIPE_M_LOGN], "logn");
+    CU_ASSERT_STRING_EQUAL(lb_recipe_method_names[LB_RECIPE_M_MAMBA], "mamba");
+    /* Mamba's recipe builds the paper's block: d_state 16, expand 2, 2 blocks of d_model 64 */
+    lb_model_config mc;
+    char text[256];
+    lb_recipe_model(lb_recipe_of(LB_RECIPE_T_RECALL, LB_RECIPE_M_MAMBA), 128, &mc, text, sizeof text);
+    CU_ASSERT_EQUAL(mc.kind, LB_MODEL_MAMBA);
+    CU_ASSERT_EQUAL(mc.n_layers, 2);
+    CU_ASSERT_EQUAL(mc.d_model, 64);
+    CU_ASSERT_EQUAL(mc.d_state, 16);
+    CU_ASSERT_STRING_EQUAL(text, "2 blocks, d_model 64, d_inner 128, d_state 16, d_conv 4, dt_rank 4");
 }
 
 /* The anchors the docs cite: Zoology's recall recipe, Bai's TCN on copy, Deletang's

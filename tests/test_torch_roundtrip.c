@@ -65,6 +65,10 @@ static const rt_case cases[] = {
     {"linear", "recall", "adamw", {"--model", "linear", SMALL}},
     {"linear-decay-features", "adding", "adam", {"--model", "linear", SMALL, "--decay", "1"}},
     {"conv-features", "adding", "adamw", {"--model", "conv", "--layers", "2", "--d-model", "8", "--kernel", "2"}},
+    {"mamba", "recall", "adam", {"--model", "mamba", "--layers", "2", "--d-model", "8", "--d-state", "4"}},
+    {"mamba-spike", "spike", "adamw", {"--model", "mamba", "--layers", "1", "--d-model", "12", "--d-state", "3",
+                                       "--d-conv", "3", "--expand", "3", "--dt-rank", "2"}},
+    {"mamba-features", "adding", "sgd", {"--model", "mamba", "--layers", "2", "--d-model", "6", "--d-state", "5"}},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
