@@ -47,6 +47,7 @@
 #include "train/cost.h"
 #include "train/distributed.h"
 #include "train/metrics.h"
+#include "train/predict.h"
 #include "train/score.h"
 #include "train/trainer.h"
 

@@ -88,6 +88,14 @@ static lb_status write_predictions_file(void *ctx)
     return finish_file(file, st, f);
 }
 
+void lb_predictions_free(lb_predictions *pr)
+{
+    if (!pr)
+        return;
+    free(pr->output);
+    pr->output = NULL;
+}
+
 /* The predicted class of each row of W logits: the first largest, -1 when NaN. */
 static void argmax_rows(const lb_predictions *pr, int32_t *predicted)
 {

@@ -28,6 +28,9 @@ typedef struct lb_predictions {
     double *output;    /* [N, P, W] float64; owned by whoever filled it */
 } lb_predictions;
 
+/* Frees pr->output (when it is not NULL) and sets it to NULL; pr may be NULL. */
+void lb_predictions_free(lb_predictions *pr);
+
 /* What a predictions file records of where its numbers came from, as string attributes
  * of its root group: the checkpoint and data file (paths as given), the split, the model
  * family's name and the path that computed them ("full" or "incremental"). */
