@@ -1636,3 +1636,31 @@ lb_status lb_study_report(lb_study *s, double seconds)
     write_plots(s, st);
     return LB_OK;
 }
+
+/* ---- running the jobs (lab/jobs.h) ---- */
+
+static int study_count(void *ctx, int phase) { return lb_study_jobs(ctx, (lb_study_phase)phase); }
+static const char *study_name(void *ctx, int phase, int i) { return lb_study_job_name(ctx, (lb_study_phase)phase, i); }
+static int study_done(void *ctx, int phase, int i) { return lb_study_job_done(ctx, (lb_study_phase)phase, i); }
+static double study_budget(void *ctx, int phase, int i) { return lb_study_job_budget(ctx, (lb_study_phase)phase, i); }
+static lb_status study_run(void *ctx, int phase, int i) { return lb_study_run_job(ctx, (lb_study_phase)phase, i); }
+
+static void study_summary(void *ctx, int phase, int i, char *buf, size_t size)
+{
+    lb_study_job_summary(ctx, (lb_study_phase)phase, i, buf, size);
+}
+
+static void study_begin(void *ctx, int cells, int stored, int left)
+{
+    const lb_study *s = ctx;
+    fprintf(stderr, "study in %s: %d cells (%d already stored), %d jobs to run\n", s->out, cells, stored, left);
+}
+
+lb_status lb_study_run(lb_study *s, int quiet, lb_jobs_result *out)
+{
+    LB_CHECK_ARG(s && out, LB_ERR_VALUE);
+    static const char *const phase_names[LB_STUDY_PHASES] = {"data", "lr probe", "cell"};
+    lb_job_list jobs = {s,         "study",      LB_STUDY_PHASES, phase_names,  LB_STUDY_CELL, study_count,
+                        study_name, study_done, study_budget,    study_run,    study_summary, study_begin};
+    return lb_jobs_run(&jobs, s->parallel, quiet, "lookback study", out);
+}

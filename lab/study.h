@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "lab/jobs.h"
 #include "tensor/error.h"
 #include "tensor/api.h"
 
@@ -90,6 +91,14 @@ void lb_study_job_summary(const lb_study *s, lb_study_phase phase, int index, ch
  * the report) keeps the wall time the previous study.json recorded. Errors: LB_ERR_IO.
  * Plots that cannot be drawn are noted on stderr and skipped. */
 lb_status lb_study_report(lb_study *s, double seconds);
+
+/* Runs the jobs not yet stored, phase by phase, opt->jobs at a time, each in a child
+ * process (lb_jobs_run, lab/jobs.h; under mpirun job i of a phase on rank i mod N), with
+ * progress lines on stderr unless `quiet` ("study in DIR: 20 cells (4 already stored),
+ * 31 jobs to run", then one line per job). A SIGINT or SIGTERM stops the jobs running
+ * (each saves its checkpoint) and starts no other: out->signal says so. Errors: those
+ * of lb_jobs_run. */
+lb_status lb_study_run(lb_study *s, int quiet, lb_jobs_result *out);
 
 LB_API_END
 
