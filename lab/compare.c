@@ -831,3 +831,99 @@ lb_status lb_compare_check_name(const char *name)
     return LB_OK;
 }
 
+
+/* ---- the models and files of a comparison from the command line's lists ---- */
+
+/* One model of the list: item "kind" or "name=kind" into m. */
+static lb_status model_from_item(char *item, const char *train, int text, double budget, const lb_option_list *given,
+                                 const lb_compare_model *before, int n_before, lb_compare_model *s)
+{
+    char *eq = strchr(item, '=');
+    const char *kind = eq ? eq + 1 : item;
+    if (eq)
+        *eq = '\0';
+    if (lb_compare_check_name(item) != LB_OK)
+        return lb_last_status();
+    snprintf(s->name, sizeof s->name, "%.*s", (int)sizeof s->name - 1, item);
+    for (int j = 0; j < n_before; j++)
+        if (strcmp(before[j].name, s->name) == 0)
+            return lb_error(LB_ERR_VALUE, "model name '%s' appears twice; name them, e.g. a=%s,b=%s", s->name, kind,
+                            kind);
+    lb_run_config_default(&s->rc, LB_MODEL_TRANSFORMER);
+    snprintf(s->rc.data, sizeof s->rc.data, "%s", train);
+    if (lb_run_config_set(&s->rc, "model", kind) != LB_OK)
+        return lb_last_status();
+    /* validation during a comparison: every 100 steps on the first 256 windows (the curve
+     * and the time to the target); the table's column is the whole test split */
+    if (text && (lb_compare_text_recipe(&s->rc) != LB_OK || lb_run_config_set(&s->rc, "budget-clock", "cpu") != LB_OK ||
+                 lb_run_config_set(&s->rc, "eval-every", "100") != LB_OK ||
+                 lb_run_config_set(&s->rc, "eval-examples", "256") != LB_OK))
+        return lb_last_status();
+    if (text)
+        snprintf(s->note, sizeof s->note, "recipe: %s (docs/text.md)", lb_compare_text_recipe_name(s->rc.model.kind));
+    s->rc.train.time_budget = budget;
+    return lb_run_config_apply(&s->rc, given);
+}
+
+lb_status lb_compare_models_from_list(const char *list, const char *train, int text, double budget,
+                                      const lb_option_list *given, lb_compare_model *models, int *n_models)
+{
+    LB_CHECK_ARG(list && train && given && models && n_models, LB_ERR_VALUE);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", list);
+    int n = 0;
+    lb_status st = LB_OK;
+    for (char *tok = buf, *next; tok && st == LB_OK; tok = next) {
+        next = strchr(tok, ',');
+        if (next)
+            *next++ = '\0';
+        if (n == LB_COMPARE_MAX_MODELS)
+            return lb_error(LB_ERR_VALUE, "at most %d models", LB_COMPARE_MAX_MODELS);
+        memset(&models[n], 0, sizeof models[n]);
+        st = model_from_item(tok, train, text, budget, given, models, n, &models[n]);
+        n++;
+    }
+    *n_models = n;
+    /* Each option must be used by one of the models at least (--hidden by the LSTMs, ...). */
+    for (int i = 0; i < given->n && st == LB_OK; i++) {
+        int used = 0;
+        for (int m = 0; m < n; m++)
+            used |= lb_run_option_applies(&models[m].rc, given->items[i].name);
+        if (!used) {
+            lb_option_list one = {.n = 1, .items = {given->items[i]}};
+            st = lb_run_config_check_used(&models[0].rc, &one);
+        }
+    }
+    return st == LB_OK ? LB_OK : lb_error(LB_ERR_VALUE, "%s", lb_last_error());
+}
+
+lb_status lb_compare_evals_from_list(const char *list, double target_bits, int64_t examples, lb_compare_eval *evals,
+                                     int *n_evals)
+{
+    LB_CHECK_ARG(list && evals && n_evals, LB_ERR_VALUE);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", list);
+    int n = 0;
+    for (char *tok = buf, *next; tok; tok = next) {
+        next = strchr(tok, ',');
+        if (next)
+            *next++ = '\0';
+        if (!tok[0])
+            return lb_error(LB_ERR_VALUE, "--eval has an empty file name (two commas, or a trailing comma?)");
+        if (n == LB_COMPARE_MAX_EVALS)
+            return lb_error(LB_ERR_VALUE, "at most %d evaluation files", LB_COMPARE_MAX_EVALS);
+        /* one file once, however spelled: two columns of it would tell nothing apart */
+        struct stat a, b;
+        for (int e = 0; e < n; e++)
+            if (strcmp(evals[e].path, tok) == 0 ||
+                (stat(evals[e].path, &a) == 0 && stat(tok, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+                return lb_error(LB_ERR_VALUE, "--eval names the file %s twice ('%s' and '%s'); give each file once", tok,
+                                evals[e].path, tok);
+        memset(&evals[n], 0, sizeof evals[n]);
+        snprintf(evals[n].path, sizeof evals[n].path, "%s", tok);
+        evals[n].target_bits = target_bits;
+        evals[n++].examples = examples;
+    }
+    *n_evals = n;
+    return LB_OK;
+}

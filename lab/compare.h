@@ -119,6 +119,25 @@ const char *lb_compare_text_recipe_name(lb_model_kind kind);
 /* The recipe's options as text ("--layers 4 --heads 4 ...") into buf; returns buf. */
 char *lb_compare_text_recipe_text(lb_model_kind kind, char *buf, size_t size);
 
+/* The models of a comparison from `list`, "M1,M2,..." with each item a family name
+ * ("lstm") or name=family ("big=transformer"; names checked by lb_compare_check_name,
+ * each once): a model of that family's defaults trained on `train` with time_budget
+ * `budget`; on a text corpus (`text`) from its family's recipe (lb_compare_text_recipe)
+ * with a CPU budget clock and validation every 100 steps on 256 windows; then the
+ * options `given` applied, every one of which must apply to one model at least
+ * (lb_run_option_applies). Fills models[0..*n_models). Errors: LB_ERR_VALUE naming the
+ * item or option (more than LB_COMPARE_MAX_MODELS, a bad or repeated name, an unknown
+ * family, an option no model uses, a bad value). */
+lb_status lb_compare_models_from_list(const char *list, const char *train, int text, double budget,
+                                      const lb_option_list *given, lb_compare_model *models, int *n_models);
+/* The evaluation files of a comparison from `list`, "F1,F2,...": each file once however
+ * its path is spelled (the same device and inode), each scored on at most `examples`
+ * test examples (0 = all) with `target_bits` (see lb_compare_eval). Fills
+ * evals[0..*n_evals). Errors: LB_ERR_VALUE (an empty name, more than
+ * LB_COMPARE_MAX_EVALS files, a file named twice). */
+lb_status lb_compare_evals_from_list(const char *list, double target_bits, int64_t examples, lb_compare_eval *evals,
+                                     int *n_evals);
+
 /* Prints the comparison's table to `out`: per model its parameters, training time, time
  * per step and score on every file, with chance (or the mean predictor's MSE for
  * regression), then the files' clue distances and the models' notes. */

@@ -127,3 +127,75 @@ lb_status lb_demo_choose_lr(lb_compare_model *spec, const char *out_dir, double 
     return LB_OK;
 }
 
+
+lb_status lb_demo_make_data(const char *data_dir, int quick, int quiet, char paths[LB_DEMO_FILES][4096])
+{
+    LB_CHECK_ARG(data_dir && paths, LB_ERR_VALUE);
+    const int64_t n_eval = quick ? 64 : 200;
+    const lb_demo_file files[LB_DEMO_FILES] = {
+        {"train", 256, 1, 250, quick ? 4000 : 20000, quick ? 256 : 1000, 0},
+        {"short", 64, 4, 60, quick ? 4000 : 20000, quick ? 256 : 1000, n_eval},
+        {"near-100", 160, 90, 110, 0, 0, n_eval},
+        {"far-1000", 1100, 950, 1050, 0, 0, n_eval},
+        {"far-7000", 7200, 6900, 7100, 0, 0, n_eval},
+    };
+    for (int i = 0; i < LB_DEMO_FILES; i++)
+        if (lb_demo_ensure_file(data_dir, &files[i], 1000 + (uint64_t)i, paths[i], 4096, quiet) != LB_OK)
+            return lb_last_status();
+    return LB_OK;
+}
+
+void lb_demo_models(char paths[LB_DEMO_FILES][4096], int quick, double budget, lb_budget_clock clock, int threads,
+                    lb_compare_model specs[LB_DEMO_MODELS])
+{
+    if (!paths || !specs)
+        return;
+    memset(specs, 0, LB_DEMO_MODELS * sizeof *specs);
+    /* Attention: one pre-norm block, no positional encoding, so the alarm finds the spike by
+     * content at any distance; the last block reads only the alarm's position. */
+    lb_compare_model *att = &specs[0];
+    snprintf(att->name, sizeof att->name, "attention");
+    lb_run_config_default(&att->rc, LB_MODEL_TRANSFORMER);
+    snprintf(att->rc.data, sizeof att->rc.data, "%s", paths[0]);
+    att->rc.model.n_layers = 1;
+    att->rc.model.d_model = 64;
+    att->rc.model.n_heads = 4;
+    att->rc.model.d_ff = 128;
+    att->rc.model.pos = LB_POS_NONE;
+    att->rc.train.optim.lr = 3e-3;
+    /* The LSTM: forget-gate bias 1 (Gers et al. 2000; Jozefowicz et al. 2015). */
+    lb_compare_model *lstm = &specs[1];
+    snprintf(lstm->name, sizeof lstm->name, "lstm");
+    lb_run_config_default(&lstm->rc, LB_MODEL_LSTM);
+    snprintf(lstm->rc.data, sizeof lstm->rc.data, "%s", paths[0]);
+    lstm->rc.model.hidden_size = 128;
+    lstm->rc.model.n_layers = 1;
+    lstm->rc.model.forget_bias = 1.0;
+    /* The same LSTM on short sequences: the baseline works when the clue is near. */
+    lb_compare_model *lstm_short = &specs[2];
+    *lstm_short = *lstm;
+    snprintf(lstm_short->name, sizeof lstm_short->name, "lstm-short");
+    snprintf(lstm_short->rc.data, sizeof lstm_short->rc.data, "%s", paths[1]);
+    for (int m = 0; m < LB_DEMO_MODELS; m++) {
+        specs[m].rc.train.time_budget = budget;
+        specs[m].rc.train.budget_clock = clock;
+        specs[m].rc.train.steps = 1000000;
+        specs[m].rc.train.schedule = lb_schedule_constant(specs[m].rc.train.optim.lr); /* base_lr follows lr */
+        specs[m].rc.train.schedule.warmup_steps = 50;
+        specs[m].rc.train.eval_every = quick ? 25 : 100;
+        specs[m].rc.train.eval_examples = 256;
+        specs[m].rc.train.threads = threads;
+    }
+}
+
+void lb_demo_evals(char paths[LB_DEMO_FILES][4096], lb_compare_eval evals[LB_DEMO_EVALS])
+{
+    if (!paths || !evals)
+        return;
+    memset(evals, 0, LB_DEMO_EVALS * sizeof *evals);
+    const char *labels[LB_DEMO_EVALS] = {"short 4-60", "~100", "~1000", "~7000"};
+    for (int e = 0; e < LB_DEMO_EVALS; e++) {
+        snprintf(evals[e].path, sizeof evals[e].path, "%s", paths[e + 1]);
+        snprintf(evals[e].label, sizeof evals[e].label, "%s", labels[e]);
+    }
+}

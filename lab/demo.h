@@ -32,6 +32,24 @@ int lb_demo_lock_cache(const char *dir, int quiet);
  * in spec->note. Errors: those of lb_run_train. */
 lb_status lb_demo_choose_lr(lb_compare_model *spec, const char *out_dir, double budget, int quiet);
 
+/* The demo's files, in the order the functions below take them: "train" (256 events,
+ * clue 1..250 back), "short" (64, 4..60), "near-100", "far-1000" and "far-7000"
+ * (evaluation only). */
+enum { LB_DEMO_FILES = 5, LB_DEMO_MODELS = 3, LB_DEMO_EVALS = 4 };
+/* Makes (or finds) the demo's files in data_dir (lb_demo_ensure_file, seeds 1000 + i;
+ * --quick sizes when `quick`) and puts their paths in paths[i]. The caller holds the
+ * cache's lock (lb_demo_lock_cache). Errors: those of lb_demo_ensure_file. */
+lb_status lb_demo_make_data(const char *data_dir, int quick, int quiet, char paths[LB_DEMO_FILES][4096]);
+/* The demo's models into models[0..3): "attention" (one pre-norm block of d_model 64, 4
+ * heads, no positional encoding, lr 3e-3) and "lstm" (hidden 128, forget-gate bias 1) on
+ * the train file, "lstm-short", the same LSTM on the short file; each with time_budget
+ * `budget` on `clock`, warm-up 50 steps, validation every 25 (quick) or 100 steps on 256
+ * examples, `threads` threads (0 = the default). */
+void lb_demo_models(char paths[LB_DEMO_FILES][4096], int quick, double budget, lb_budget_clock clock, int threads,
+                    lb_compare_model models[LB_DEMO_MODELS]);
+/* The demo's evaluation files into evals[0..4): short, ~100, ~1000 and ~7000 events back. */
+void lb_demo_evals(char paths[LB_DEMO_FILES][4096], lb_compare_eval evals[LB_DEMO_EVALS]);
+
 LB_API_END
 
 #endif
