@@ -249,11 +249,17 @@ static int stream_read(stream_run *r, FILE *in, const char *name, int strict)
     return code;
 }
 
-int lb_cli_stream(int argc, char **argv)
+/* The command line of stream. */
+typedef struct stream_args {
+    const char *ck, *input, *csv;
+    int64_t every, threads, max_context;
+    int json, strict, input_set, missing;
+} stream_args;
+
+/* Reads the options into a; -1 to go on, else the exit code (printed). */
+static int parse_args(int argc, char **argv, stream_args *a)
 {
-    const char *cmd = "stream", *ck = NULL, *input = "-", *csv = NULL;
-    int64_t every = 1, threads = 1, max_context = 0;
-    int json = 0, strict = 0, input_set = 0, missing = -1;
+    const char *cmd = "stream";
     static const struct option opts[] = {
         {"checkpoint", required_argument, NULL, 'c'}, {"input", required_argument, NULL, 'i'},
         {"every", required_argument, NULL, 'e'},      {"json", no_argument, NULL, 'j'},
@@ -269,18 +275,18 @@ int lb_cli_stream(int argc, char **argv)
     lb_missing_policy policy;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1 && st == LB_OK) {
         switch (c) {
-        case 'c': ck = optarg; break;
-        case 'V': csv = optarg; break;
+        case 'c': a->ck = optarg; break;
+        case 'V': a->csv = optarg; break;
         case 'M':
             if ((st = lb_missing_parse(optarg, &policy)) == LB_OK)
-                missing = (int)policy;
+                a->missing = (int)policy;
             break;
-        case 'i': input = optarg; input_set = 1; break;
-        case 'e': st = lb_option_int("--every", optarg, 1, INT64_MAX, &every); break;
-        case 'j': json = 1; break;
-        case 's': strict = 1; break;
-        case 'm': st = lb_option_int("--max-context", optarg, 1, INT32_MAX, &max_context); break;
-        case 't': st = lb_option_int("--threads", optarg, 0, 1024, &threads); break;
+        case 'i': a->input = optarg; a->input_set = 1; break;
+        case 'e': st = lb_option_int("--every", optarg, 1, INT64_MAX, &a->every); break;
+        case 'j': a->json = 1; break;
+        case 's': a->strict = 1; break;
+        case 'm': st = lb_option_int("--max-context", optarg, 1, INT32_MAX, &a->max_context); break;
+        case 't': st = lb_option_int("--threads", optarg, 0, 1024, &a->threads); break;
         case 'h': stream_usage(stdout); return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
         }
@@ -289,29 +295,33 @@ int lb_cli_stream(int argc, char **argv)
         return lb_cli_error(cmd, 2, "%s", lb_last_error());
     if (optind < argc)
         return lb_cli_error(cmd, 2, "unexpected argument '%s'", argv[optind]);
-    if (!ck)
+    if (!a->ck)
         return lb_cli_error(cmd, 2, "--checkpoint is required");
-    if (csv) {
-        if (input_set || strict)
-            return lb_cli_error(cmd, 2, "--csv reads CSV rows: drop %s", input_set ? "--input" : "--strict");
-        if (!csv[0])
-            return lb_cli_error(cmd, 2, "--csv is empty: name a file, or - for standard input");
-        if (lb_run_set_threads((int)threads) < 0)
-            return lb_cli_fail(cmd);
-        return lb_cli_stream_csv(ck, csv, every, json, max_context, missing);
-    }
-    if (missing >= 0)
-        return lb_cli_error(cmd, 2, "--missing applies to CSV rows (--csv) only: token ids have no empty values; drop it");
-    if (!input[0])
-        return lb_cli_error(cmd, 2, "--input is empty: name a file, or - for standard input");
-    if (lb_run_set_threads((int)threads) < 0)
+    return -1;
+}
+
+/* stream --csv: an event log's rows, scored as they come. */
+static int stream_csv(const stream_args *a)
+{
+    const char *cmd = "stream";
+    if (a->input_set || a->strict)
+        return lb_cli_error(cmd, 2, "--csv reads CSV rows: drop %s", a->input_set ? "--input" : "--strict");
+    if (!a->csv[0])
+        return lb_cli_error(cmd, 2, "--csv is empty: name a file, or - for standard input");
+    if (lb_run_set_threads((int)a->threads) < 0)
         return lb_cli_fail(cmd);
-    lb_model *model = lb_checkpoint_load_model(ck);
-    if (!model)
-        return lb_cli_fail(cmd);
+    return lb_cli_stream_csv(a->ck, a->csv, a->every, a->json, a->max_context, a->missing);
+}
+
+/* The model's streaming state on the token ids of a->input; the exit code. */
+static int stream_tokens(const stream_args *a, lb_model *model)
+{
+    const char *cmd = "stream", *ck = a->ck, *input = a->input;
+    int64_t max_context = a->max_context;
+    int strict = a->strict;
     int code = 0;
     const lb_model_config *mc = lb_model_get_config(model);
-    stream_run r = {NULL, NULL, mc, every, 0, 0, json, 0, NULL, 0};
+    stream_run r = {NULL, NULL, mc, a->every, 0, 0, a->json, 0, NULL, 0};
     /* learned positions end at max_seq_len: a window of the last --max-context events (default
      * the table) that slides, re-encoded so that every output is the full forward on it */
     int learned = lb_cli_has_attention(mc) && mc->pos == LB_POS_LEARNED;
@@ -357,6 +367,28 @@ int lb_cli_stream(int argc, char **argv)
         lb_window_stream_free(r.window);
     else
         lb_model_state_free(r.state);
+    return code;
+}
+
+int lb_cli_stream(int argc, char **argv)
+{
+    const char *cmd = "stream";
+    stream_args a = {.input = "-", .every = 1, .threads = 1, .missing = -1};
+    int code = parse_args(argc, argv, &a);
+    if (code >= 0)
+        return code;
+    if (a.csv)
+        return stream_csv(&a);
+    if (a.missing >= 0)
+        return lb_cli_error(cmd, 2, "--missing applies to CSV rows (--csv) only: token ids have no empty values; drop it");
+    if (!a.input[0])
+        return lb_cli_error(cmd, 2, "--input is empty: name a file, or - for standard input");
+    if (lb_run_set_threads((int)a.threads) < 0)
+        return lb_cli_fail(cmd);
+    lb_model *model = lb_checkpoint_load_model(a.ck);
+    if (!model)
+        return lb_cli_fail(cmd);
+    code = stream_tokens(&a, model);
     lb_model_free(model);
     return code;
 }
