@@ -10,21 +10,19 @@
  * Guards: a file whose splits hold more than 16 GiB before compression
  * (lb_task_raw_bytes: also the memory needed to read it back) is refused unless
  * --allow-large is given, and a note is printed when the output folder has less
- * free space than that. While the file is written, SIGINT, SIGTERM and SIGHUP
- * remove FILE.h5.tmp and the writer's lock file FILE.h5.lock (unlink from the
- * handler; the lock file only once generation has reported progress, which it does
- * only while holding the lock) and then end the process by the same signal (exit
- * status 130 for Ctrl-C, 143 for SIGTERM in a shell).
+ * free space than that (lb_task_check_size). While the file is written, SIGINT, SIGTERM
+ * and SIGHUP remove FILE.h5.tmp and the writer's lock file FILE.h5.lock (the lock file
+ * only once generation has reported progress, which it does only while holding the
+ * lock) and then end the process by the same signal (exit status 130 for Ctrl-C, 143
+ * for SIGTERM in a shell; lb_output_cleanup_arm, data/output.h).
  */
 #include <ctype.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "data/dataset.h"
@@ -62,102 +60,6 @@ static void data_usage(FILE *out)
     lb_task_print_help(out);
 }
 
-/* Above this many bytes of data before compression, generation needs --allow-large. */
-static const int64_t large_bytes = (int64_t)16 << 30;
-
-/* "3.8 TiB", "512.0 MiB". */
-static char *bytes_str(double bytes, char *buf, size_t size)
-{
-    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    int u = 0;
-    for (; bytes >= 1024 && u < 6; u++)
-        bytes /= 1024;
-    snprintf(buf, size, u && bytes != (double)(int64_t)bytes ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-    return buf;
-}
-
-/* Refuses data over large_bytes unless allowed; notes when the output folder has
- * less free space than the data before compression. Returns an exit code or 0. */
-static int check_size(const lb_task_options *opt, const char *output, int allow_large, int quiet)
-{
-    int64_t raw = lb_task_raw_bytes(opt);
-    char size[32], limit[32], free_text[32];
-    if (raw > large_bytes && !allow_large)
-        return lb_cli_error("data", 2,
-                            "%lld sequences of %lld positions hold %s before compression, over the %s limit (reading "
-                            "the file back needs as much memory): lower --train/--val/--test or --seq-len, or add "
-                            "--allow-large",
-                            (long long)(opt->n_train + opt->n_val + opt->n_test), (long long)opt->seq_len,
-                            bytes_str((double)raw, size, sizeof size), bytes_str((double)large_bytes, limit, sizeof limit));
-    char folder[4096];
-    const char *slash = strrchr(output, '/');
-    if (slash == output)
-        snprintf(folder, sizeof folder, "/");
-    else if (slash)
-        snprintf(folder, sizeof folder, "%.*s", (int)(slash - output), output);
-    else
-        snprintf(folder, sizeof folder, ".");
-    struct statvfs vfs;
-    if (!quiet && statvfs(folder, &vfs) == 0 && (double)vfs.f_bavail * (double)vfs.f_frsize < (double)raw)
-        fprintf(stderr,
-                "lookback data: note: %s has %s free and the data is %s before compression; if the disk fills, "
-                "generation stops and removes its partial file\n",
-                folder, bytes_str((double)vfs.f_bavail * (double)vfs.f_frsize, free_text, sizeof free_text),
-                bytes_str((double)raw, size, sizeof size));
-    return 0;
-}
-
-/* ---- removing FILE.h5.tmp when interrupted ---- */
-
-static char interrupted_tmp[4096];         /* the temporary file being written */
-static char interrupted_lock[4096];        /* the writer's lock file (lb_output_lock) */
-static volatile sig_atomic_t tmp_armed;    /* 1 while it may exist */
-static volatile sig_atomic_t lock_armed;   /* 1 once this process holds the lock */
-static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
-enum { CLEANUP_SIGNALS = (int)(sizeof cleanup_signals / sizeof cleanup_signals[0]) };
-
-/* Only async-signal-safe calls: unlink, raise. SA_RESETHAND has restored the default
- * action, so raising the signal again ends the process as the sender expects. */
-static void on_signal(int sig)
-{
-    if (tmp_armed)
-        unlink(interrupted_tmp);
-    if (tmp_armed && lock_armed)
-        unlink(interrupted_lock);
-    raise(sig);
-}
-
-/* Installs on_signal for the signals not ignored; saves the old actions. */
-static void arm_cleanup(const char *output, struct sigaction *old)
-{
-    if (lb_task_temp_path(output, interrupted_tmp, sizeof interrupted_tmp) != 0)
-        return; /* cannot name it: then no handler (the library still cleans up on errors) */
-    if (snprintf(interrupted_lock, sizeof interrupted_lock, "%s.lock", output) >= (int)sizeof interrupted_lock)
-        return;
-    lock_armed = 0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    tmp_armed = 1;
-    for (int i = 0; i < CLEANUP_SIGNALS; i++) {
-        sigaction(cleanup_signals[i], NULL, &old[i]);
-        if (old[i].sa_handler != SIG_IGN) /* e.g. nohup: keep ignoring */
-            sigaction(cleanup_signals[i], &sa, NULL);
-    }
-}
-
-static void disarm_cleanup(const struct sigaction *old)
-{
-    if (!tmp_armed)
-        return;
-    for (int i = 0; i < CLEANUP_SIGNALS; i++)
-        sigaction(cleanup_signals[i], &old[i], NULL);
-    tmp_armed = 0;
-    lock_armed = 0;
-}
-
 /* An option name rather than a value: "-x" or "--x", but not "-5" or "-". */
 static int is_option(const char *arg)
 {
@@ -174,7 +76,7 @@ typedef struct data_progress {
 static void on_progress(int64_t done, int64_t total, void *user)
 {
     data_progress *p = user;
-    lock_armed = 1; /* generation runs only while this process holds FILE.h5.lock */
+    lb_output_cleanup_locked(); /* generation runs only while this process holds FILE.h5.lock */
     if (!p->enabled)
         return;
     if (!p->shown) {
@@ -392,11 +294,10 @@ static int data_text(int argc, char **argv)
         opt.vocab = lb_vocab_get_kind(like_vocab);
     double start = lb_clock_wall();
     lb_text_summary sum;
-    struct sigaction old_actions[CLEANUP_SIGNALS];
-    arm_cleanup(output, old_actions);
-    lock_armed = 1;
+    lb_output_cleanup_arm(output);
+    lb_output_cleanup_locked();
     st = lb_text_import(&opt, (const char *const *)(argv + optind), n_inputs, output, &sum);
-    disarm_cleanup(old_actions);
+    lb_output_cleanup_disarm();
     lb_vocab_free(like_vocab);
     if (st != LB_OK)
         return lb_cli_fail(cmd);
@@ -432,6 +333,126 @@ static int data_text(int argc, char **argv)
     return 0;
 }
 
+/* The command line of data (generation). */
+typedef struct data_args {
+    const char *task_name, *output;
+    int force, allow_large, quiet, n_pairs;
+    const char **keys, **values; /* the task's options as given, applied once the task is known */
+    char **owned;                /* keys split from "--key=value" */
+    int n_owned;
+} data_args;
+
+/* Splits "--key=value"; otherwise the value is the next argument unless that is another
+ * option (then it is absent, which a flag accepts). 0 or the exit code. */
+static int data_option(data_args *a, int argc, char **argv, int *i)
+{
+    const char *arg = argv[*i];
+    const char *eq = strchr(arg, '=');
+    const char *key = arg, *value = NULL;
+    if (eq && arg[1] == '-') {
+        char *k = strndup(arg, (size_t)(eq - arg));
+        if (!k)
+            return lb_cli_error("data", 1, "out of memory");
+        a->owned[a->n_owned++] = k;
+        key = k;
+        value = eq + 1;
+    } else if (*i + 1 < argc && !is_option(argv[*i + 1])) {
+        value = argv[++*i];
+    }
+    if (strcmp(key, "-o") == 0 || strcmp(key, "--output") == 0) {
+        if (!value || !*value)
+            return lb_cli_error("data", 2, "%s needs a file name", key);
+        a->output = value;
+    } else if (strcmp(key, "--task") == 0) {
+        char tasks[256];
+        if (!value)
+            return lb_cli_error("data", 2, "--task needs a value (%s)", lb_task_names_text(tasks, sizeof tasks));
+        a->task_name = value;
+    } else if (key[1] != '-') {
+        return lb_cli_error("data", 2, "unknown option '%s' (see `lookback data --help`)", key);
+    } else {
+        a->keys[a->n_pairs] = key;
+        a->values[a->n_pairs++] = value;
+    }
+    return 0;
+}
+
+/* Reads the arguments into a; -1 to go on, else the exit code (printed; 0 after --help). */
+static int data_parse(int argc, char **argv, data_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        int code = 0;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            data_usage(stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--force") == 0)
+            a->force = 1;
+        else if (strcmp(arg, "--allow-large") == 0)
+            a->allow_large = 1;
+        else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0)
+            a->quiet = 1;
+        else if (arg[0] != '-' || arg[1] == '\0')
+            return lb_cli_error("data", 2, "unexpected argument '%s' (options are --name value; the output file "
+                                           "goes after -o)", arg);
+        else if ((code = data_option(a, argc, argv, &i)) != 0)
+            return code;
+    }
+    return -1;
+}
+
+/* The task's options: its defaults, then those given. -1 to go on, else the exit code. */
+static int task_options(const data_args *a, lb_task_kind *task, lb_task_options *opt)
+{
+    if (lb_task_parse_name(a->task_name, task) != LB_OK)
+        return lb_cli_error("data", 2, "--task: %s", lb_last_error());
+    lb_task_options_default(*task, opt);
+    for (int p = 0; p < a->n_pairs; p++) {
+        if (!a->values[p]) {
+            /* No value: only a flag may stand alone, meaning "on". */
+            lb_task_options probe = *opt;
+            if (lb_task_set_option(&probe, a->keys[p], "true") == LB_OK) {
+                *opt = probe;
+                continue;
+            }
+            lb_task_set_option(&probe, a->keys[p], NULL); /* "needs a value", or names the unknown option */
+            return lb_cli_error("data", 2, "%s", lb_last_error());
+        }
+        if (lb_task_set_option(opt, a->keys[p], a->values[p]) != LB_OK)
+            return lb_cli_error("data", 2, "%s", lb_last_error());
+    }
+    if (lb_task_options_resolve(opt) != LB_OK)
+        return lb_cli_error("data", 2, "%s", lb_last_error());
+    return -1;
+}
+
+/* Writes the file (FILE.h5.tmp and its lock removed if a signal stops it) and says what
+ * it holds. The exit code. */
+static int generate(const data_args *a, lb_task_kind task, const lb_task_options *opt)
+{
+    const char *output = a->output;
+    data_progress progress = {.enabled = !a->quiet};
+    lb_progress_begin(&progress.bar, "generate", opt->n_train + opt->n_val + opt->n_test);
+    double start = lb_clock_wall();
+    lb_output_cleanup_arm(output);
+    lb_status st = lb_task_generate(opt, output, on_progress, &progress);
+    lb_output_cleanup_disarm();
+    if (progress.shown)
+        lb_progress_end(&progress.bar);
+    if (st != LB_OK)
+        return lb_cli_fail("data");
+    struct stat sb;
+    double megabytes = stat(output, &sb) == 0 ? (double)sb.st_size / 1e6 : 0;
+    printf("wrote %s: task %s, seq_len %lld, train %lld, val %lld, test %lld (%.2f MB in %.1f s)\n", output,
+           lb_task_name(task), (long long)opt->seq_len, (long long)opt->n_train, (long long)opt->n_val,
+           (long long)opt->n_test, megabytes, lb_clock_wall() - start);
+    fputs("options: ", stdout);
+    lb_task_print_options(opt, " ", stdout);
+    fputc('\n', stdout);
+    return 0;
+}
+
 int lb_cli_data(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "info") == 0)
@@ -440,151 +461,31 @@ int lb_cli_data(int argc, char **argv)
         return lb_cli_data_csv(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "text") == 0)
         return data_text(argc - 1, argv + 1);
-
-    const char *task_name = "spike", *output = NULL;
-    int force = 0, allow_large = 0, quiet = 0, n_pairs = 0;
-    /* (key, value) pairs for the task's options, applied once the task is known. */
-    const char **keys = calloc((size_t)argc + 1, sizeof *keys);
-    const char **values = calloc((size_t)argc + 1, sizeof *values);
-    char **owned = calloc((size_t)argc + 1, sizeof *owned); /* keys split from "--key=value" */
-    int n_owned = 0, code = 0;
-    if (!keys || !values || !owned) {
-        code = lb_cli_error("data", 1, "out of memory");
-        goto done;
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            data_usage(stdout);
-            goto done;
-        }
-        if (strcmp(arg, "--force") == 0) {
-            force = 1;
-            continue;
-        }
-        if (strcmp(arg, "--allow-large") == 0) {
-            allow_large = 1;
-            continue;
-        }
-        if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
-            quiet = 1;
-            continue;
-        }
-        if (arg[0] != '-' || arg[1] == '\0') {
-            code = lb_cli_error("data", 2, "unexpected argument '%s' (options are --name value; the output file "
-                                           "goes after -o)", arg);
-            goto done;
-        }
-        /* Split "--key=value"; otherwise the value is the next argument unless that is
-         * another option (then it is absent, which a flag accepts). */
-        const char *eq = strchr(arg, '=');
-        const char *key = arg, *value = NULL;
-        if (eq && arg[1] == '-') {
-            char *k = strndup(arg, (size_t)(eq - arg));
-            if (!k) {
-                code = lb_cli_error("data", 1, "out of memory");
-                goto done;
-            }
-            owned[n_owned++] = k;
-            key = k;
-            value = eq + 1;
-        } else if (i + 1 < argc && !is_option(argv[i + 1])) {
-            value = argv[++i];
-        }
-        if (strcmp(key, "-o") == 0 || strcmp(key, "--output") == 0) {
-            if (!value || !*value) {
-                code = lb_cli_error("data", 2, "%s needs a file name", key);
-                goto done;
-            }
-            output = value;
-        } else if (strcmp(key, "--task") == 0) {
-            if (!value) {
-                char tasks[256];
-                code = lb_cli_error("data", 2, "--task needs a value (%s)", lb_task_names_text(tasks, sizeof tasks));
-                goto done;
-            }
-            task_name = value;
-        } else if (key[1] != '-') {
-            code = lb_cli_error("data", 2, "unknown option '%s' (see `lookback data --help`)", key);
-            goto done;
-        } else {
-            keys[n_pairs] = key;
-            values[n_pairs++] = value;
-        }
-    }
-
+    data_args a = {.task_name = "spike"};
+    a.keys = calloc((size_t)argc + 1, sizeof *a.keys);
+    a.values = calloc((size_t)argc + 1, sizeof *a.values);
+    a.owned = calloc((size_t)argc + 1, sizeof *a.owned);
     lb_task_kind task;
-    if (lb_task_parse_name(task_name, &task) != LB_OK) {
-        code = lb_cli_error("data", 2, "--task: %s", lb_last_error());
-        goto done;
-    }
     lb_task_options opt;
-    lb_task_options_default(task, &opt);
-    for (int p = 0; p < n_pairs; p++) {
-        if (!values[p]) {
-            /* No value: only a flag may stand alone, meaning "on". */
-            lb_task_options probe = opt;
-            if (lb_task_set_option(&probe, keys[p], "true") == LB_OK) {
-                opt = probe;
-                continue;
-            }
-            lb_task_set_option(&probe, keys[p], NULL); /* "needs a value", or names the unknown option */
-            code = lb_cli_error("data", 2, "%s", lb_last_error());
-            goto done;
-        }
-        if (lb_task_set_option(&opt, keys[p], values[p]) != LB_OK) {
-            code = lb_cli_error("data", 2, "%s", lb_last_error());
-            goto done;
-        }
-    }
-    if (lb_task_options_resolve(&opt) != LB_OK) {
-        code = lb_cli_error("data", 2, "%s", lb_last_error());
-        goto done;
-    }
-    if (!output) {
+    int code = !a.keys || !a.values || !a.owned ? lb_cli_error("data", 1, "out of memory") : data_parse(argc, argv, &a);
+    if (code < 0)
+        code = task_options(&a, &task, &opt);
+    if (code < 0 && !a.output)
         code = lb_cli_error("data", 2, "missing the output file: add -o FILE.h5");
-        goto done;
-    }
     /* What may not be written at all (a device, a symbolic link, ...) is said so before
      * "already exists", which --force would answer. */
-    if (lb_output_check(output, "data file") != LB_OK) {
+    if (code < 0 && lb_output_check(a.output, "data file") != LB_OK)
         code = lb_cli_fail("data");
-        goto done;
-    }
-    if (lb_files_exists(output) && !force) {
-        code = lb_cli_error("data", 1, "%s already exists; use --force to overwrite it", output);
-        goto done;
-    }
-    if ((code = check_size(&opt, output, allow_large, quiet)) != 0)
-        goto done;
-
-    data_progress progress = {.enabled = !quiet};
-    lb_progress_begin(&progress.bar, "generate", opt.n_train + opt.n_val + opt.n_test);
-    double start = lb_clock_wall();
-    struct sigaction old_actions[CLEANUP_SIGNALS];
-    arm_cleanup(output, old_actions);
-    lb_status st = lb_task_generate(&opt, output, on_progress, &progress);
-    disarm_cleanup(old_actions);
-    if (progress.shown)
-        lb_progress_end(&progress.bar);
-    if (st != LB_OK) {
-        code = lb_cli_fail("data");
-        goto done;
-    }
-    struct stat sb;
-    double megabytes = stat(output, &sb) == 0 ? (double)sb.st_size / 1e6 : 0;
-    printf("wrote %s: task %s, seq_len %lld, train %lld, val %lld, test %lld (%.2f MB in %.1f s)\n", output,
-           lb_task_name(task), (long long)opt.seq_len, (long long)opt.n_train, (long long)opt.n_val,
-           (long long)opt.n_test, megabytes, lb_clock_wall() - start);
-    fputs("options: ", stdout);
-    lb_task_print_options(&opt, " ", stdout);
-    fputc('\n', stdout);
-
-done:
-    for (int k = 0; owned && k < n_owned; k++)
-        free(owned[k]);
-    free(owned);
-    free(keys);
-    free(values);
+    if (code < 0 && lb_files_exists(a.output) && !a.force)
+        code = lb_cli_error("data", 1, "%s already exists; use --force to overwrite it", a.output);
+    if (code < 0 && lb_task_check_size(&opt, a.output, a.allow_large, a.quiet) != LB_OK)
+        code = lb_cli_error("data", 2, "%s", lb_last_error());
+    if (code < 0)
+        code = generate(&a, task, &opt);
+    for (int k = 0; a.owned && k < a.n_owned; k++)
+        free(a.owned[k]);
+    free(a.owned);
+    free(a.keys);
+    free(a.values);
     return code;
 }

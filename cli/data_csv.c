@@ -89,12 +89,17 @@ static lb_event_schema *like_schema(const char *path)
     return s;
 }
 
-int lb_cli_data_csv(int argc, char **argv)
-{
-    const char *cmd = "data csv", *output = NULL, *like = NULL;
+/* The command line of data csv. */
+typedef struct csv_args {
+    const char *output, *like;
     lb_csv_options opt;
-    lb_csv_options_default(&opt);
-    int force = 0, given = 0; /* given: an import option was set (not allowed with --like) */
+    int force, given; /* given: an import option was set (not allowed with --like) */
+} csv_args;
+
+/* Reads the options into a; -1 to go on, else the exit code (printed). */
+static int csv_parse(int argc, char **argv, csv_args *a)
+{
+    const char *cmd = "data csv";
     static const struct option opts[] = {
         {"sequence-key", required_argument, NULL, 'k'}, {"order-key", required_argument, NULL, 'r'},
         {"order-as", required_argument, NULL, 'a'},
@@ -114,41 +119,70 @@ int lb_cli_data_csv(int argc, char **argv)
     lb_status st = LB_OK;
     int64_t number = 0;
     while ((c = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1 && st == LB_OK) {
-        given += c != 'o' && c != 'F' && c != 'L' && c != 'h';
+        a->given += c != 'o' && c != 'F' && c != 'L' && c != 'h';
         switch (c) {
-        case 'k': opt.sequence_key = optarg; break;
-        case 'r': opt.order_key = optarg; break;
-        case 'a': st = lb_order_as_parse(optarg, &opt.order_as); break;
-        case 'f': opt.features = optarg; break;
-        case 'n': opt.tokens = optarg; break;
-        case 'l': opt.label = optarg; break;
-        case 'p': st = lb_label_per_parse(optarg, &opt.label_per); break;
+        case 'k': a->opt.sequence_key = optarg; break;
+        case 'r': a->opt.order_key = optarg; break;
+        case 'a': st = lb_order_as_parse(optarg, &a->opt.order_as); break;
+        case 'f': a->opt.features = optarg; break;
+        case 'n': a->opt.tokens = optarg; break;
+        case 'l': a->opt.label = optarg; break;
+        case 'p': st = lb_label_per_parse(optarg, &a->opt.label_per); break;
         case 'T':
             st = lb_option_int("--seq-len", optarg, 1, 1 << 20, &number);
-            opt.seq_len = number;
+            a->opt.seq_len = number;
             break;
         case 'S':
             st = lb_option_int("--stride", optarg, 1, 1 << 20, &number);
-            opt.stride = number;
+            a->opt.stride = number;
             break;
-        case 'b': st = lb_split_by_parse(optarg, &opt.split_by); break;
-        case 'v': st = lb_option_real("--val", optarg, 0, 0.99, &opt.val_fraction); break;
-        case 'x': st = lb_option_real("--test", optarg, 0, 0.99, &opt.test_fraction); break;
+        case 'b': st = lb_split_by_parse(optarg, &a->opt.split_by); break;
+        case 'v': st = lb_option_real("--val", optarg, 0, 0.99, &a->opt.val_fraction); break;
+        case 'x': st = lb_option_real("--test", optarg, 0, 0.99, &a->opt.test_fraction); break;
         case 's':
             st = lb_option_int("--seed", optarg, 0, INT64_MAX, &number);
-            opt.seed = (uint64_t)number;
+            a->opt.seed = (uint64_t)number;
             break;
-        case 'm': st = lb_missing_parse(optarg, &opt.missing); break;
-        case 'q': st = lb_short_parse(optarg, &opt.short_policy); break;
-        case 'L': like = optarg; break;
-        case 'o': output = optarg; break;
-        case 'F': force = 1; break;
+        case 'm': st = lb_missing_parse(optarg, &a->opt.missing); break;
+        case 'q': st = lb_short_parse(optarg, &a->opt.short_policy); break;
+        case 'L': a->like = optarg; break;
+        case 'o': a->output = optarg; break;
+        case 'F': a->force = 1; break;
         case 'h': csv_usage(stdout); return 0;
         default: return lb_cli_bad_option(cmd, c, argv);
         }
     }
     if (st != LB_OK)
         return lb_cli_error(cmd, 2, "%s", lb_last_error());
+    return -1;
+}
+
+/* What the import wrote. */
+static void print_import(const char *output, const lb_event_schema *s)
+{
+    printf("wrote %s: %lld rows of %lld sources; windows of %lld rows: train %lld, val %lld, test %lld; %lld inputs per "
+           "row, %lld classes",
+           output, (long long)s->rows, (long long)s->sources, (long long)s->seq_len, (long long)s->windows[0],
+           (long long)s->windows[1], (long long)s->windows[2], (long long)s->input_features, (long long)s->num_classes);
+    if (s->rows_skipped)
+        printf("; %lld rows with missing values left out", (long long)s->rows_skipped);
+    if (s->segments_short)
+        printf("; %lld split segments shorter than a window skipped", (long long)s->segments_short);
+    fputc('\n', stdout);
+}
+
+int lb_cli_data_csv(int argc, char **argv)
+{
+    const char *cmd = "data csv";
+    csv_args a = {0};
+    lb_csv_options_default(&a.opt);
+    int code = csv_parse(argc, argv, &a);
+    if (code >= 0)
+        return code;
+    const char *output = a.output, *like = a.like;
+    lb_csv_options opt = a.opt;
+    int force = a.force, given = a.given;
+    lb_status st;
     if (optind >= argc)
         return lb_cli_error(cmd, 2, "missing the CSV file (usage: lookback data csv FILE.csv -o FILE.h5 ...)");
     if (optind + 1 < argc)
@@ -179,15 +213,7 @@ int lb_cli_data_csv(int argc, char **argv)
     lb_event_schema_free(like_s);
     if (st != LB_OK)
         return lb_cli_fail(cmd);
-    printf("wrote %s: %lld rows of %lld sources; windows of %lld rows: train %lld, val %lld, test %lld; %lld inputs per "
-           "row, %lld classes",
-           output, (long long)s->rows, (long long)s->sources, (long long)s->seq_len, (long long)s->windows[0],
-           (long long)s->windows[1], (long long)s->windows[2], (long long)s->input_features, (long long)s->num_classes);
-    if (s->rows_skipped)
-        printf("; %lld rows with missing values left out", (long long)s->rows_skipped);
-    if (s->segments_short)
-        printf("; %lld split segments shorter than a window skipped", (long long)s->segments_short);
-    fputc('\n', stdout);
+    print_import(output, s);
     lb_event_schema_free(s);
     if (fflush(stdout) != 0)
         return lb_cli_error(cmd, 1, "cannot write to standard output: %s", lb_system_error(errno));

@@ -1,6 +1,5 @@
 /* lookback: train attention models and the LSTM baseline on long-range tasks. */
 #include <errno.h>
-#include <hdf5.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -105,8 +104,10 @@ int main(int argc, char **argv)
      * (tensor/threads.h): libgomp reads the setting at load, so once more with it set */
     if (lb_omp_wait_defaults())
         execv("/proc/self/exe", argv);
-    /* HDF5 prints its whole error stack by default; lookback reports each failure in one line. */
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    /* HDF5 prints its whole error stack by default; lookback reports each failure in one
+     * line: its printing stays off for the whole process. */
+    static lb_h5_quiet hdf5_printer;
+    lb_h5_quiet_begin(&hdf5_printer);
     /* Over a file-size limit (ulimit -f) a write fails with EFBIG, which the error line
      * names, instead of SIGXFSZ ending the process with a core dump. */
     signal(SIGXFSZ, SIG_IGN);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,4 +224,61 @@ void lb_output_unlock(const char *path, int fd)
     if (path && snprintf(lock, sizeof lock, "%s.lock", path) < (int)sizeof lock)
         unlink(lock);
     close(fd);
+}
+
+/* ---- removing PATH.tmp and PATH.lock when interrupted ---- */
+
+static char interrupted_tmp[4096];       /* the temporary file being written */
+static char interrupted_lock[4096];      /* the writer's lock file (lb_output_lock) */
+static volatile sig_atomic_t tmp_armed;  /* 1 while it may exist */
+static volatile sig_atomic_t lock_armed; /* 1 once this process holds the lock */
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+enum { CLEANUP_SIGNALS = (int)(sizeof cleanup_signals / sizeof cleanup_signals[0]) };
+static struct sigaction cleanup_old[CLEANUP_SIGNALS];
+
+/* Only async-signal-safe calls: unlink, raise. SA_RESETHAND has restored the default
+ * action, so raising the signal again ends the process as the sender expects. */
+static void on_cleanup_signal(int sig)
+{
+    if (tmp_armed)
+        unlink(interrupted_tmp);
+    if (tmp_armed && lock_armed)
+        unlink(interrupted_lock);
+    raise(sig);
+}
+
+void lb_output_cleanup_arm(const char *path)
+{
+    if (!path || tmp_armed)
+        return;
+    if (snprintf(interrupted_tmp, sizeof interrupted_tmp, "%s.tmp", path) >= (int)sizeof interrupted_tmp ||
+        snprintf(interrupted_lock, sizeof interrupted_lock, "%s.lock", path) >= (int)sizeof interrupted_lock)
+        return; /* cannot name them: then no handler */
+    lock_armed = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_cleanup_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    tmp_armed = 1;
+    for (int i = 0; i < CLEANUP_SIGNALS; i++) {
+        sigaction(cleanup_signals[i], NULL, &cleanup_old[i]);
+        if (cleanup_old[i].sa_handler != SIG_IGN) /* e.g. nohup: keep ignoring */
+            sigaction(cleanup_signals[i], &sa, NULL);
+    }
+}
+
+void lb_output_cleanup_locked(void)
+{
+    lock_armed = 1;
+}
+
+void lb_output_cleanup_disarm(void)
+{
+    if (!tmp_armed)
+        return;
+    for (int i = 0; i < CLEANUP_SIGNALS; i++)
+        sigaction(cleanup_signals[i], &cleanup_old[i], NULL);
+    tmp_armed = 0;
+    lock_armed = 0;
 }

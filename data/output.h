@@ -66,6 +66,18 @@ void lb_output_protect_clear(void);
 lb_status lb_output_lock(const char *path, const char *what, int *fd);
 void lb_output_unlock(const char *path, int fd);
 
+/* Removing a writer's leftovers when the process is stopped: between lb_output_cleanup_arm
+ * and lb_output_cleanup_disarm, SIGINT, SIGTERM and SIGHUP (those not ignored, e.g. under
+ * nohup) unlink PATH.tmp and, once lb_output_cleanup_locked was called (the writer holds
+ * PATH.lock), PATH.lock, then end the process by the same signal (the default action, so
+ * a shell reports 130 for Ctrl-C, 143 for SIGTERM). The handler makes only
+ * async-signal-safe calls. One writer at a time per process; when PATH.tmp or PATH.lock
+ * does not fit in 4096 bytes no handler is installed (the writer still cleans up on
+ * errors). _locked is async-signal-safe (it may be called from a progress callback). */
+void lb_output_cleanup_arm(const char *path);
+void lb_output_cleanup_locked(void);
+void lb_output_cleanup_disarm(void);
+
 LB_API_END
 
 #endif

@@ -6,8 +6,10 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "data/options.h"
 
@@ -701,4 +703,48 @@ void lb_task_print_help(FILE *out)
         fputc('\n', out);
         print_defaults(&t[i], out);
     }
+}
+
+/* Above this many bytes of data before compression, generation needs --allow-large. */
+static const int64_t large_bytes = (int64_t)16 << 30;
+
+/* "3.8 TiB", "512.0 MiB". */
+static char *bytes_str(double bytes, char *buf, size_t size)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    for (; bytes >= 1024 && u < 6; u++)
+        bytes /= 1024;
+    snprintf(buf, size, u && bytes != (double)(int64_t)bytes ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+    return buf;
+}
+
+lb_status lb_task_check_size(const lb_task_options *opt, const char *output, int allow_large, int quiet)
+{
+    LB_CHECK_ARG(opt && output, LB_ERR_VALUE);
+    int64_t raw = lb_task_raw_bytes(opt);
+    char size[32], limit[32], free_text[32];
+    if (raw > large_bytes && !allow_large)
+        return lb_error(LB_ERR_VALUE,
+                        "%lld sequences of %lld positions hold %s before compression, over the %s limit (reading "
+                        "the file back needs as much memory): lower --train/--val/--test or --seq-len, or add "
+                        "--allow-large",
+                        (long long)(opt->n_train + opt->n_val + opt->n_test), (long long)opt->seq_len,
+                        bytes_str((double)raw, size, sizeof size), bytes_str((double)large_bytes, limit, sizeof limit));
+    char folder[4096];
+    const char *slash = strrchr(output, '/');
+    if (slash == output)
+        snprintf(folder, sizeof folder, "/");
+    else if (slash)
+        snprintf(folder, sizeof folder, "%.*s", (int)(slash - output), output);
+    else
+        snprintf(folder, sizeof folder, ".");
+    struct statvfs vfs;
+    if (!quiet && statvfs(folder, &vfs) == 0 && (double)vfs.f_bavail * (double)vfs.f_frsize < (double)raw)
+        fprintf(stderr,
+                "lookback data: note: %s has %s free and the data is %s before compression; if the disk fills, "
+                "generation stops and removes its partial file\n",
+                folder, bytes_str((double)vfs.f_bavail * (double)vfs.f_frsize, free_text, sizeof free_text),
+                bytes_str((double)raw, size, sizeof size));
+    return LB_OK;
 }

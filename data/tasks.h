@@ -155,10 +155,17 @@ void lb_task_print_help(FILE *out);
  * INT64_MAX if it does not fit (options not resolved). */
 int64_t lb_task_raw_bytes(const lb_task_options *opt);
 
+/* The guard before generating into `output`: data over 16 GiB before compression
+ * (lb_task_raw_bytes: also the memory needed to read the file back) is refused unless
+ * allow_large, with LB_ERR_VALUE naming the sizes and the options that lower them
+ * (--train/--val/--test, --seq-len, --allow-large); unless quiet, a note on stderr when
+ * output's folder has less free space than that. */
+lb_status lb_task_check_size(const lb_task_options *opt, const char *output, int allow_large, int quiet);
+
 /* The temporary file lb_task_generate writes before renaming it over `path`:
  * "<path>.tmp" into buf. 0 on success, -1 if it does not fit in `size` bytes. A
- * program that is interrupted by a signal can unlink it from its handler (see
- * cli/data.c). */
+ * program that is interrupted by a signal can unlink it from its handler
+ * (lb_output_cleanup_arm, data/output.h). */
 int lb_task_temp_path(const char *path, char *buf, size_t size);
 
 /* Progress callback: `done` of `total` sequences written so far. */
