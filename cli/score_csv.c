@@ -2,7 +2,6 @@
  * of a CSV event log of its training layout (train/score.h: the stored scaling and token
  * maps applied, one stream per source). This file parses nothing but options; it calls
  * the library and prints. */
-#include <csv.h>
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -40,33 +39,6 @@ static lb_model *load(const char *ck, lb_event_schema **schema, int missing)
     return m;
 }
 
-static const char *const score_header = "row,line,source,position,label,predicted,probability,score";
-
-/* One scored row as a CSV line (the source key quoted as RFC 4180 asks). */
-static int print_row(FILE *out, const lb_event_score *s)
-{
-    int bad = fprintf(out, "%lld,%lld,", (long long)s->row, (long long)s->line) < 0;
-    bad |= csv_fwrite(out, s->key, strlen(s->key)) != 0;
-    bad |= fprintf(out, ",%lld,%d,%d,%.9g,%.9g\n", (long long)s->position, s->label, s->predicted, s->probability,
-                   s->score) < 0;
-    return bad;
-}
-
-typedef struct csv_out {
-    FILE *f;
-    int bad;
-    int64_t rows, flagged;
-} csv_out;
-
-static int write_score(const lb_event_score *s, void *user)
-{
-    csv_out *o = user;
-    o->bad |= print_row(o->f, s);
-    o->rows++;
-    o->flagged += s->predicted != 0;
-    return o->bad;
-}
-
 int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int force, int64_t chunk, int64_t max_context,
                        int missing)
 {
@@ -86,43 +58,18 @@ int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int for
         code = lb_cli_error(cmd, 2, "%s", lb_last_error());
         goto done;
     }
-    char tmp[4200];
-    int lock = -1;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp) {
+    if (strlen(out) + sizeof ".tmp" > 4200) {
         code = lb_cli_error(cmd, 2, "-o: path too long");
         goto done;
     }
-    if (lb_output_lock(out, "scores file", &lock) != LB_OK) {
-        code = lb_cli_fail(cmd);
-        goto done;
-    }
-    csv_out o = {fopen(tmp, "w"), 0, 0, 0};
     double start = lb_clock_wall();
-    lb_status st = o.f ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot write: %s", tmp, lb_system_error(errno));
-    if (st == LB_OK)
-        o.bad |= fprintf(o.f, "%s\n", score_header) < 0;
-    int64_t rows = 0;
-    if (st == LB_OK)
-        st = lb_event_score_file(model, schema, csv, chunk, max_context, write_score, &o, &rows);
-    if (o.f) {
-        o.bad |= fflush(o.f) != 0 || fsync(fileno(o.f)) != 0;
-        int err = errno;
-        o.bad |= fclose(o.f) != 0;
-        if (st == LB_OK && o.bad)
-            st = lb_error(LB_ERR_IO, "%s: writing the scores failed (%s); nothing was written", out,
-                          lb_system_error(err ? err : EIO));
-    }
-    if (st == LB_OK)
-        st = lb_output_commit(tmp, out, "scores file");
-    else
-        unlink(tmp);
-    lb_output_unlock(out, lock);
-    if (st != LB_OK)
+    int64_t rows = 0, flagged = 0;
+    if (lb_event_score_write(model, schema, csv, out, chunk, max_context, &rows, &flagged) != LB_OK)
         code = lb_cli_fail(cmd);
     else
         printf("%s: %lld rows of %s scored (one stream per source, %s) in %.2f s; %lld flagged (predicted class != 0)\n",
-               out, (long long)o.rows, csv, chunk > 0 ? "chunked" : "each source as one chunk", lb_clock_wall() - start,
-               (long long)o.flagged);
+               out, (long long)rows, csv, chunk > 0 ? "chunked" : "each source as one chunk", lb_clock_wall() - start,
+               (long long)flagged);
 done:
     lb_model_free(model);
     lb_event_schema_free(schema);
@@ -149,7 +96,7 @@ static int print_score(const lb_event_score *s, int json)
         bad = printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) < 0;
         json_object_put(o);
     } else {
-        bad = print_row(stdout, s);
+        bad = lb_event_score_print_csv(stdout, s);
     }
     return bad || fflush(stdout) != 0 || ferror(stdout);
 }
@@ -173,7 +120,7 @@ int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, 
         code = lb_cli_fail(cmd);
         goto done;
     }
-    if (!json && (printf("%s\n", score_header) < 0 || fflush(stdout) != 0)) {
+    if (!json && (printf("%s\n", lb_event_score_csv_header()) < 0 || fflush(stdout) != 0)) {
         code = lb_cli_error(cmd, 1, "cannot write to standard output: %s", lb_system_error(errno));
         goto done;
     }

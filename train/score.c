@@ -1,10 +1,15 @@
 /* Scoring event-log rows through one streaming state per source (train/score.h). */
 #include "train/score.h"
 
+#include <csv.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "data/output.h"
 #include "layers/stream.h"
 
 /* Element i of a new (contiguous) float32 or float64 tensor. */
@@ -318,5 +323,82 @@ lb_status lb_event_score_file(lb_model *model, const lb_event_schema *schema, co
     free(first);
     free(idx);
     file_rows_free(&f);
+    return st;
+}
+
+/* ---- the scores CSV ---- */
+
+const char *lb_event_score_csv_header(void)
+{
+    return "row,line,source,position,label,predicted,probability,score";
+}
+
+int lb_event_score_print_csv(FILE *out, const lb_event_score *s)
+{
+    LB_CHECK_ARG(out && s && s->key, 1);
+    int bad = fprintf(out, "%lld,%lld,", (long long)s->row, (long long)s->line) < 0;
+    bad |= csv_fwrite(out, s->key, strlen(s->key)) != 0;
+    bad |= fprintf(out, ",%lld,%d,%d,%.9g,%.9g\n", (long long)s->position, s->label, s->predicted, s->probability,
+                   s->score) < 0;
+    return bad;
+}
+
+typedef struct csv_out {
+    FILE *f;
+    int bad;
+    int64_t rows, flagged;
+} csv_out;
+
+static int write_score(const lb_event_score *s, void *user)
+{
+    csv_out *o = user;
+    o->bad |= lb_event_score_print_csv(o->f, s);
+    o->rows++;
+    o->flagged += s->predicted != 0;
+    return o->bad;
+}
+
+/* Scores into the open temporary file; its flush to disk and close included. */
+static lb_status score_into(lb_model *model, const lb_event_schema *schema, const char *csv, const char *out,
+                            const char *tmp, int64_t chunk, int64_t max_context, csv_out *o)
+{
+    lb_status st = o->f ? LB_OK : lb_error(LB_ERR_IO, "%s: cannot write: %s", tmp, lb_system_error(errno));
+    if (st == LB_OK)
+        o->bad |= fprintf(o->f, "%s\n", lb_event_score_csv_header()) < 0;
+    int64_t rows = 0;
+    if (st == LB_OK)
+        st = lb_event_score_file(model, schema, csv, chunk, max_context, write_score, o, &rows);
+    if (o->f) {
+        o->bad |= fflush(o->f) != 0 || fsync(fileno(o->f)) != 0;
+        int err = errno;
+        o->bad |= fclose(o->f) != 0;
+        if (st == LB_OK && o->bad)
+            st = lb_error(LB_ERR_IO, "%s: writing the scores failed (%s); nothing was written", out,
+                          lb_system_error(err ? err : EIO));
+    }
+    return st;
+}
+
+lb_status lb_event_score_write(lb_model *model, const lb_event_schema *schema, const char *csv, const char *out,
+                               int64_t chunk, int64_t max_context, int64_t *rows, int64_t *flagged)
+{
+    LB_CHECK_ARG(model && schema && csv && out, LB_ERR_VALUE);
+    char tmp[4200];
+    int lock = -1;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp)
+        return lb_error(LB_ERR_VALUE, "-o: path too long");
+    if (lb_output_lock(out, "scores file", &lock) != LB_OK)
+        return lb_last_status();
+    csv_out o = {fopen(tmp, "w"), 0, 0, 0};
+    lb_status st = score_into(model, schema, csv, out, tmp, chunk, max_context, &o);
+    if (st == LB_OK)
+        st = lb_output_commit(tmp, out, "scores file");
+    else
+        unlink(tmp);
+    lb_output_unlock(out, lock);
+    if (rows)
+        *rows = o.rows;
+    if (flagged)
+        *flagged = o.flagged;
     return st;
 }

@@ -26,6 +26,7 @@
 #include "tensor/api.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "data/events.h"
 #include "layers/model.h"
@@ -69,6 +70,24 @@ size_t lb_event_scorer_bytes(const lb_event_scorer *s);
 typedef int (*lb_event_score_fn)(const lb_event_score *score, void *user);
 lb_status lb_event_score_file(lb_model *model, const lb_event_schema *schema, const char *path, int64_t chunk,
                               int64_t max_context, lb_event_score_fn fn, void *user, int64_t *rows);
+
+/* The scores CSV: its header line (without the newline), "row,line,source,position,label,
+ * predicted,probability,score", and one scored row as a line of it written to out (the
+ * source key quoted as RFC 4180 asks; probability and score with 9 significant digits).
+ * _print_csv returns 0, or 1 when a write failed or an argument is NULL (then with
+ * LB_ERR_VALUE). */
+const char *lb_event_score_csv_header(void);
+int lb_event_score_print_csv(FILE *out, const lb_event_score *s);
+
+/* Scores every row of the CSV file `csv` as lb_event_score_file does and writes the scores
+ * CSV `out`: to OUT.tmp, flushed to disk (fsync), then renamed into place; OUT is locked
+ * meanwhile (lb_output_lock) and left as it was on failure. The caller checked `out`
+ * (lb_output_check). *rows and *flagged (rows whose predicted class is not 0) may be
+ * NULL. Errors: LB_ERR_VALUE (a NULL argument, a path too long), LB_ERR_IO naming OUT
+ * (cannot write; the write failed: nothing was written), the lock's, the rename's, and
+ * lb_event_score_file's. */
+lb_status lb_event_score_write(lb_model *model, const lb_event_schema *schema, const char *csv, const char *out,
+                               int64_t chunk, int64_t max_context, int64_t *rows, int64_t *flagged);
 
 LB_API_END
 
