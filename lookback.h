@@ -19,6 +19,7 @@
 #include "data/results.h"
 #include "data/tasks.h"
 #include "data/text.h"
+#include "data/token_ids.h"
 #include "layers/attention.h"
 #include "layers/conv.h"
 #include "layers/family.h"

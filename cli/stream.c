@@ -1,17 +1,16 @@
 /* lookback stream: reads token ids one event at a time and prints the model's
  * prediction after each event, through the streaming path (layers/stream.h). */
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "data/events.h"
+#include "data/token_ids.h"
 #include "layers/stream.h"
 
 static void stream_usage(FILE *out)
@@ -153,100 +152,45 @@ static lb_status stream_finish(stream_run *r)
     return y ? print_event(r, y, r->held_token) : LB_OK;
 }
 
-/* The longest token kept: an id of the vocabulary (int32) has at most 10 digits, so a
- * longer token is a bad id whatever it holds; it is read to its end in bounded memory. */
-enum { TOKEN_MAX = 24, SHOWN_MAX = 40 };
+/* What the reading of token ids needs: the run, how bad ids are taken, the exit code. */
+typedef struct stream_input {
+    stream_run *run;
+    const char *name;
+    int strict, code;
+} stream_input;
 
-/* A token as a message shows it: printable ASCII as is, other bytes as \xHH, a quote or
- * backslash escaped, at most SHOWN_MAX bytes, then "..." and its length when longer. */
-static void show_token(const unsigned char *tok, size_t kept, uint64_t length, char *buf, size_t size)
+/* An id: fed to the model, its prediction printed when due. Non-zero stops the reading. */
+static int on_id(int32_t id, int64_t line, int64_t column, void *user)
 {
-    size_t used = 0;
-    for (size_t i = 0; i < kept && i < SHOWN_MAX && used + 5 < size; i++) {
-        unsigned char ch = tok[i];
-        if (ch == '\'' || ch == '\\')
-            used += (size_t)snprintf(buf + used, size - used, "\\%c", ch);
-        else if (ch >= 0x20 && ch < 0x7f)
-            buf[used++] = (char)ch;
-        else
-            used += (size_t)snprintf(buf + used, size - used, "\\x%02x", ch);
-    }
-    buf[used] = '\0';
-    if (length > SHOWN_MAX || length > kept)
-        snprintf(buf + used, size - used, "...' (%llu bytes", (unsigned long long)length);
+    stream_input *in = user;
+    if (stream_event(in->run, id) == LB_OK)
+        return 0;
+    in->code = in->run->write_failed ? lb_cli_error("stream", 1, "%s", lb_last_error())
+                                     : lb_cli_error("stream", 1, "%s, line %lld, column %lld, event %lld: %s", in->name,
+                                                    (long long)line, (long long)column,
+                                                    (long long)in->run->events + 1, lb_last_error());
+    return 1;
 }
 
-/* Reads ids from `in` byte by byte; a bad id is named by line and column. Memory stays
- * bounded whatever the input holds (no line or token is kept whole). Returns the exit code. */
+/* What is not an id: said, then skipped (or, with --strict, the end with exit 1). */
+static int on_bad(const char *message, void *user)
+{
+    stream_input *in = user;
+    fprintf(stderr, "lookback stream: %s%s\n", message, in->strict ? "" : "; skipped");
+    in->run->skipped++;
+    if (in->strict)
+        in->code = 1;
+    return in->strict;
+}
+
+/* Reads ids from `in` (data/token_ids.h); a bad id is named by line and column. Returns
+ * the exit code. */
 static int stream_read(stream_run *r, FILE *in, const char *name, int strict)
 {
-    const char *cmd = "stream";
-    unsigned char tok[TOKEN_MAX + 1];
-    size_t kept = 0;
-    uint64_t length = 0; /* the current token's bytes (kept or not) */
-    int64_t lineno = 1, column = 0, tok_line = 0, tok_column = 0, vocab = r->mc->vocab_size;
-    int code = 0;
-    for (;;) {
-        int ch = getc(in);
-        if (ch != EOF)
-            column++;
-        int ends = ch == EOF || ch == '\0' || isspace(ch);
-        if (!ends) {
-            if (length == 0) {
-                tok_line = lineno;
-                tok_column = column;
-            }
-            if (kept < TOKEN_MAX)
-                tok[kept++] = (unsigned char)ch;
-            length++;
-            continue;
-        }
-        if (length > 0) { /* a token ended */
-            tok[kept] = '\0';
-            char *end = NULL;
-            errno = 0;
-            long long id = length <= TOKEN_MAX ? strtoll((char *)tok, &end, 10) : -1;
-            if (length > TOKEN_MAX || *end || errno == ERANGE || id < 0 || id >= vocab) {
-                char shown[SHOWN_MAX * 4 + 64];
-                show_token(tok, kept, length, shown, sizeof shown);
-                fprintf(stderr, "lookback stream: %s, line %lld, column %lld: '%s%s is not a token id (a whole number in "
-                                "[0, %lld), the model's vocabulary)%s\n",
-                        name, (long long)tok_line, (long long)tok_column, shown,
-                        length > SHOWN_MAX || length > kept ? ")" : "'", (long long)vocab,
-                        strict ? "" : "; skipped");
-                r->skipped++;
-                if (strict)
-                    code = 1;
-            } else if (stream_event(r, (int32_t)id) != LB_OK) {
-                code = r->write_failed ? lb_cli_error(cmd, 1, "%s", lb_last_error())
-                                       : lb_cli_error(cmd, 1, "%s, line %lld, column %lld, event %lld: %s", name,
-                                                      (long long)tok_line, (long long)tok_column,
-                                                      (long long)r->events + 1, lb_last_error());
-            }
-            kept = 0;
-            length = 0;
-            if (code)
-                break;
-        }
-        if (ch == EOF)
-            break;
-        if (ch == '\0') {
-            fprintf(stderr, "lookback stream: %s, line %lld, column %lld: a NUL byte is not a token id%s\n", name,
-                    (long long)lineno, (long long)column, strict ? "" : "; skipped");
-            r->skipped++;
-            if (strict) {
-                code = 1;
-                break;
-            }
-        } else if (ch == '\n') {
-            lineno++;
-            column = 0;
-        }
-    }
-    if (code == 0 && ferror(in))
-        code = lb_cli_error(cmd, 1, "%s: read error at line %lld: %s", name, (long long)lineno,
-                            errno ? lb_system_error(errno) : "unknown error");
-    return code;
+    stream_input input = {r, name, strict, 0};
+    if (lb_token_ids_read(in, name, r->mc->vocab_size, on_id, on_bad, &input) != LB_OK && input.code == 0)
+        input.code = lb_cli_error("stream", 1, "%s", lb_last_error());
+    return input.code;
 }
 
 /* The command line of stream. */
