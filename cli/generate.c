@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "data/output.h"
@@ -140,56 +139,18 @@ static int print_token(void *user, int64_t index, int32_t token, const float *lo
 /* The whole of file `path` into a new buffer (*size bytes, NUL added). */
 static char *read_prompt_file(const char *cmd, const char *path, size_t *size, int *code)
 {
-    FILE *f = fopen(path, "rb");
-    struct stat sb;
-    if (!f) {
-        *code = lb_cli_error(cmd, 1, "--prompt-file %s: cannot open: %s", path, lb_system_error(errno));
+    char *buf = NULL;
+    if (lb_files_read(path, &buf, size) != LB_OK) {
+        *code = lb_cli_error(cmd, 1, "--prompt-file %s", lb_last_error());
         return NULL;
     }
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        *code = lb_cli_error(cmd, 1, "--prompt-file %s: is a folder, not a text file", path);
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        if (n == cap) {
-            char *bigger = cap < SIZE_MAX / 4 ? realloc(buf, 2 * cap + 1) : NULL;
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int failed = ferror(f), err = errno;
-    fclose(f);
-    if (!buf) {
-        *code = lb_cli_error(cmd, 1, "--prompt-file %s: out of memory (while reading the prompt)", path);
-        return NULL;
-    }
-    if (failed) {
-        free(buf);
-        *code = lb_cli_error(cmd, 1, "--prompt-file %s: read error after %zu bytes: %s", path, n,
-                             err ? lb_system_error(err) : "unknown error");
-        return NULL;
-    }
-    if (n == 0) {
+    if (*size == 0) {
         free(buf);
         *code = lb_cli_error(cmd, 1, "--prompt-file %s: is empty; a prompt needs at least one character (or give no "
                                      "prompt: generation then starts from a newline)",
                              path);
         return NULL;
     }
-    buf[n] = '\0';
-    *size = n;
     return buf;
 }
 

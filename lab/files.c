@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <ftw.h>
 #include <json-c/json.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,4 +100,50 @@ void lb_files_remove_tree(const char *dir)
     struct stat sb;
     if (dir && lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
         nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+lb_status lb_files_read(const char *path, char **data, size_t *size)
+{
+    LB_CHECK_ARG(path && data && size, LB_ERR_VALUE);
+    *data = NULL;
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    struct stat sb;
+    if (!f)
+        return lb_error(LB_ERR_IO, "%s: cannot open: %s", path, lb_system_error(errno));
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return lb_error(LB_ERR_IO, "%s: is a folder, not a text file", path);
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        if (n == cap) {
+            char *bigger = cap < SIZE_MAX / 4 ? realloc(buf, 2 * cap + 1) : NULL;
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int failed = ferror(f), err = errno;
+    fclose(f);
+    if (!buf)
+        return lb_error(LB_ERR_MEMORY, "%s: out of memory (while reading it)", path);
+    if (failed) {
+        free(buf);
+        return lb_error(LB_ERR_IO, "%s: read error after %zu bytes: %s", path, n,
+                        err ? lb_system_error(err) : "unknown error");
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *size = n;
+    return LB_OK;
 }

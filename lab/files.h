@@ -28,6 +28,12 @@ struct json_object;
 lb_status lb_files_write_json(struct json_object *root, const char *path, const char *what);
 /* The CRC-32 (zlib's crc32) and size in bytes of a whole file. Errors: LB_ERR_IO naming it. */
 lb_status lb_files_crc32(const char *path, uint32_t *crc, int64_t *bytes);
+/* The whole of the file `path` (a regular file, a pipe, a terminal) into a new buffer
+ * *data (caller frees) of *size bytes, with a NUL after them. Errors: LB_ERR_IO "PATH:
+ * cannot open: <why>", "PATH: is a folder, not a text file", "PATH: read error after N
+ * bytes: <why>"; LB_ERR_MEMORY "PATH: out of memory (while reading it)"; LB_ERR_VALUE for
+ * a NULL argument. */
+lb_status lb_files_read(const char *path, char **data, size_t *size);
 /* Removes folder `dir` and everything in it: symbolic links are removed, never
  * followed, and other file systems mounted inside it are not entered (nftw with
  * FTW_PHYS | FTW_MOUNT). A `dir` that is not a folder (or a link to one) is left alone.
