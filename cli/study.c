@@ -3,9 +3,7 @@
  * writes the report. */
 #include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "lab/study.h"
@@ -109,28 +107,6 @@ static int parse_args(int argc, char **argv, lb_study_options *o, int *jobs, int
     return -1;
 }
 
-/* The processors of this host (OMP_NUM_THREADS when set), shared by the processes
- * mpirun started on it: jobs x threads fill them. */
-static void share_processors(lb_study_options *o, int jobs)
-{
-    long avail = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *omp = getenv("OMP_NUM_THREADS");
-    if (omp && atoi(omp) > 0)
-        avail = atoi(omp);
-    avail /= lb_dist_local_size();
-    if (avail < 1)
-        avail = 1;
-    if (!jobs)
-        jobs = o->threads > 0 ? (int)(avail / o->threads) : (int)avail;
-    if (jobs < 1)
-        jobs = 1;
-    if (jobs > 64)
-        jobs = 64;
-    if (!o->threads)
-        o->threads = avail / jobs > 1 ? (int)(avail / jobs) : 1;
-    o->jobs = jobs;
-}
-
 /* The study of the folder on every rank, or NULL with *code the exit code (printed by
  * rank 0; under mpirun the others wait for it, then leave with the same code). */
 static lb_study *open_study(const lb_study_options *o, int *code)
@@ -194,7 +170,7 @@ int lb_cli_study(int argc, char **argv)
     int quiet = 0, jobs = 0, code = parse_args(argc, argv, &o, &jobs, &quiet);
     if (code >= 0)
         return code;
-    share_processors(&o, jobs);
+    lb_study_share_processors(&o, jobs);
     /* The command as run, for the report's header (arguments with spaces or quotes quoted). */
     char command[1024] = "lookback";
     for (int i = 0; i < argc; i++) {

@@ -1639,6 +1639,28 @@ lb_status lb_study_report(lb_study *s, double seconds)
 
 /* ---- running the jobs (lab/jobs.h) ---- */
 
+void lb_study_share_processors(lb_study_options *o, int jobs)
+{
+    if (!o)
+        return;
+    long avail = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *omp = getenv("OMP_NUM_THREADS");
+    if (omp && atoi(omp) > 0)
+        avail = atoi(omp);
+    avail /= lb_dist_local_size();
+    if (avail < 1)
+        avail = 1;
+    if (!jobs)
+        jobs = o->threads > 0 ? (int)(avail / o->threads) : (int)avail;
+    if (jobs < 1)
+        jobs = 1;
+    if (jobs > 64)
+        jobs = 64;
+    if (!o->threads)
+        o->threads = avail / jobs > 1 ? (int)(avail / jobs) : 1;
+    o->jobs = jobs;
+}
+
 static int study_count(void *ctx, int phase) { return lb_study_jobs(ctx, (lb_study_phase)phase); }
 static const char *study_name(void *ctx, int phase, int i) { return lb_study_job_name(ctx, (lb_study_phase)phase, i); }
 static int study_done(void *ctx, int phase, int i) { return lb_study_job_done(ctx, (lb_study_phase)phase, i); }

@@ -92,6 +92,13 @@ void lb_study_job_summary(const lb_study *s, lb_study_phase phase, int index, ch
  * Plots that cannot be drawn are noted on stderr and skipped. */
 lb_status lb_study_report(lb_study *s, double seconds);
 
+/* Shares the processors of this host (OMP_NUM_THREADS when set; under mpirun divided by
+ * the processes started on it) between the jobs run at once and their threads, so that
+ * jobs x threads fill them: o->jobs = `jobs` (0 = processors / o->threads, or all the
+ * processors when o->threads is 0 too), in [1, 64]; o->threads, when 0, = processors /
+ * jobs (at least 1). */
+void lb_study_share_processors(lb_study_options *o, int jobs);
+
 /* Runs the jobs not yet stored, phase by phase, opt->jobs at a time, each in a child
  * process (lb_jobs_run, lab/jobs.h; under mpirun job i of a phase on rank i mod N), with
  * progress lines on stderr unless `quiet` ("study in DIR: 20 cells (4 already stored),
