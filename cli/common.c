@@ -1,20 +1,9 @@
 #include <ctype.h>
-#include <json-c/json.h>
-#include <errno.h>
-#include <math.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "data/output.h"
 #include "layers/family.h"
 #include "layers/model.h"
-#include "tensor/threads.h"
 #include "train/distributed.h"
 #include "cli/cli.h"
 #include "lab/run_config.h"
@@ -35,8 +24,6 @@ static const char *user_message(const char *m)
     return m;
 }
 
-/* One error line; under mpirun it names the rank, and usage errors (the same on every
- * rank) are printed by rank 0 only, also before the job is joined. */
 /* Length of the valid UTF-8 sequence at p (1 to 4 bytes), 0 when it is not one. */
 static size_t utf8_sequence(const unsigned char *p)
 {
@@ -66,6 +53,8 @@ void lb_cli_printable(const char *message, char *out, size_t size)
     out[used] = '\0';
 }
 
+/* One error line; under mpirun it names the rank, and usage errors (the same on every
+ * rank) are printed by rank 0 only, also before the job is joined. */
 static void print_error(const char *command, int code, const char *raw)
 {
     char message[4096];
@@ -109,7 +98,6 @@ int lb_cli_bad_option(const char *command, int c, char *const *argv)
     return lb_cli_error(command, 2, "unknown option '%s' (see lookback %s --help)", argv[optind - 1], command);
 }
 
-
 lb_status lb_cli_split(const char *option, const char *text, const char **out)
 {
     static const char *const names[] = {"train", "val", "test"};
@@ -121,21 +109,6 @@ lb_status lb_cli_split(const char *option, const char *text, const char **out)
     }
     return lb_error(LB_ERR_VALUE, "%s: unknown split '%s' (expected train, val or test)", option, text ? text : "");
 }
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 int lb_cli_has_attention(const struct lb_model_config *mc)
 {

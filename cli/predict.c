@@ -1,8 +1,6 @@
 /* lookback predict: a checkpoint's outputs for every example of a split, as HDF5
  * datasets; --incremental computes them through the streaming path (layers/stream.h). */
 #include <getopt.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
