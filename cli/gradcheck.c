@@ -31,21 +31,6 @@ typedef struct gc_settings {
     int n_given;
 } gc_settings;
 
-/* gradcheck's sizes: small, so that the check runs in about a second per family. */
-static const struct {
-    const char *option, *value;
-} small_model[] = {{"layers", "2"}, {"d-model", "8"}, {"heads", "2"}, {"d-ff", "16"}, {"hidden", "6"},
-                   {"kernel", "3"}, {"window", "3"}, {"pos", "learned"}};
-
-
-/* The model fields at gradcheck's small sizes. */
-static void settings_model_default(lb_model_config *m)
-{
-    lb_model_config_default(LB_MODEL_TRANSFORMER, m);
-    for (size_t i = 0; i < sizeof small_model / sizeof small_model[0]; i++)
-        lb_model_field_set(m, lb_model_field_find(small_model[i].option), small_model[i].value);
-}
-
 static void gc_usage(FILE *out)
 {
     fputs("usage: lookback gradcheck --model transformer|local|lstm|conv|mamba|all [options]\n"
@@ -71,8 +56,8 @@ static void gc_usage(FILE *out)
           "\n"
           "Model options ([families] that use them; with one --model, others are refused):\n",
           out);
-    lb_model_config small;
-    settings_model_default(&small);
+    lb_model_gradcheck_setup small;
+    lb_model_gradcheck_defaults(&small);
     int n;
     const lb_model_field *fields = lb_model_fields(&n);
     for (int i = 0; i < n; i++) {
@@ -81,58 +66,13 @@ static void gc_usage(FILE *out)
         char families[96] = "", value[64];
         lb_model_field_families(&fields[i], ", ", families, sizeof families);
         fprintf(out, "  --%-14s %s%s%s%s (default %s)\n", fields[i].option, fields[i].help, families[0] ? " [" : "",
-                families, families[0] ? "]" : "", lb_model_field_format(&small, &fields[i], value, sizeof value));
+                families, families[0] ? "]" : "", lb_model_field_format(&small.model, &fields[i], value, sizeof value));
     }
-}
-
-/* ---- option parsing ---- */
-
-static void settings_default(gc_settings *s)
-{
-    memset(s, 0, sizeof *s);
-    settings_model_default(&s->check.model);
-    s->check.seq_len = 7;
-    s->check.batch = 2;
-    s->check.features = 3;
-    s->check.classes = 4;
-    s->check.head = LB_HEAD_LAST;
-    s->check.seed = 1;
-    s->check.tol = lb_gradcheck_defaults();
 }
 
 /* Applies one option; returns 0 or the exit code of a usage error (already printed). */
 static int apply_option(gc_settings *s, const char *key, const char *value)
 {
-    static const struct {
-        const char *name;
-        size_t offset;
-        int64_t min, max;
-    } ints[] = {
-        {"--seq-len", offsetof(gc_settings, check.seq_len), 1, 4096},
-        {"--batch", offsetof(gc_settings, check.batch), 1, 256},
-        {"--features", offsetof(gc_settings, check.features), 1, 256},
-        {"--classes", offsetof(gc_settings, check.classes), 2, 256},
-        {"--seed", offsetof(gc_settings, check.seed), 0, INT64_MAX},
-    };
-    static const struct {
-        const char *name;
-        size_t offset;
-        double min, max;
-    } reals[] = {
-        {"--eps", offsetof(gc_settings, check.tol.eps), 1e-12, 1e-1},
-        {"--atol", offsetof(gc_settings, check.tol.atol), 0, 1e3},
-        {"--rtol", offsetof(gc_settings, check.tol.rtol), 0, 1e3},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (strcmp(key, ints[i].name) == 0)
-            return lb_option_int(key, value, ints[i].min, ints[i].max, (int64_t *)((char *)s + ints[i].offset)) == LB_OK
-                       ? 0
-                       : lb_cli_error("gradcheck", 2, "%s", lb_last_error());
-    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
-        if (strcmp(key, reals[i].name) == 0)
-            return lb_option_real(key, value, reals[i].min, reals[i].max, (double *)((char *)s + reals[i].offset)) == LB_OK
-                       ? 0
-                       : lb_cli_error("gradcheck", 2, "%s", lb_last_error());
     if (strcmp(key, "--model") == 0) {
         s->have_kind = 1;
         s->all = strcmp(value, "all") == 0;
@@ -141,24 +81,15 @@ static int apply_option(gc_settings *s, const char *key, const char *value)
                                                 "or all)", value);
         return 0;
     }
-    const lb_model_field *f = lb_model_field_find(key + 2);
-    if (f && !lb_model_gradcheck_skips(f)) {
-        if (lb_model_field_set(&s->check.model, f, value) != LB_OK)
-            return lb_cli_error("gradcheck", 2, "%s", lb_last_error());
-        if (s->n_given < 64)
-            s->given[s->n_given++] = f->option;
-        return 0;
-    }
-    if (strcmp(key, "--head") == 0) {
-        if (strcmp(value, "last") == 0)
-            s->check.head = LB_HEAD_LAST;
-        else if (strcmp(value, "every") == 0)
-            s->check.head = LB_HEAD_EVERY;
-        else
-            return lb_cli_error("gradcheck", 2, "--head: '%s' is neither last nor every", value);
-        return 0;
-    }
-    return lb_cli_error("gradcheck", 2, "unknown option '%s' (see `lookback gradcheck --help`)", key);
+    const char *model_option = NULL;
+    int set = lb_model_gradcheck_option(&s->check, key, value, &model_option);
+    if (set < 0)
+        return lb_cli_error("gradcheck", 2, "%s", lb_last_error());
+    if (set == 0)
+        return lb_cli_error("gradcheck", 2, "unknown option '%s' (see `lookback gradcheck --help`)", key);
+    if (model_option && s->n_given < 64)
+        s->given[s->n_given++] = model_option;
+    return 0;
 }
 
 /* Checks one family, printing its table. Returns 0 (all passed), 1 (a failure or
@@ -185,7 +116,8 @@ static int check_model(const lb_model_gradcheck_setup *s, lb_model_kind kind, in
 int lb_cli_gradcheck(int argc, char **argv)
 {
     gc_settings s;
-    settings_default(&s);
+    memset(&s, 0, sizeof s);
+    lb_model_gradcheck_defaults(&s.check);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {

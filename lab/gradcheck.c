@@ -8,10 +8,12 @@
  * differences by lb_gradcheck (autograd/gradcheck.h: torch.autograd.gradcheck's rule). */
 #include "lab/gradcheck.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lab/run_config.h"
 #include "tensor/rng.h"
 
 int lb_model_gradcheck_skips(const lb_model_field *f)
@@ -177,4 +179,79 @@ lb_status lb_model_gradcheck(const lb_model_gradcheck_setup *s, lb_model_kind ki
     free(report);
     free_case(&c);
     return st;
+}
+
+/* gradcheck's sizes: small, so that the check runs in about a second per family. */
+static const struct {
+    const char *option, *value;
+} small_model[] = {{"layers", "2"}, {"d-model", "8"}, {"heads", "2"}, {"d-ff", "16"}, {"hidden", "6"},
+                   {"kernel", "3"}, {"window", "3"}, {"pos", "learned"}};
+
+void lb_model_gradcheck_defaults(lb_model_gradcheck_setup *s)
+{
+    if (!s)
+        return;
+    memset(s, 0, sizeof *s);
+    lb_model_config_default(LB_MODEL_TRANSFORMER, &s->model);
+    for (size_t i = 0; i < sizeof small_model / sizeof small_model[0]; i++)
+        lb_model_field_set(&s->model, lb_model_field_find(small_model[i].option), small_model[i].value);
+    s->seq_len = 7;
+    s->batch = 2;
+    s->features = 3;
+    s->classes = 4;
+    s->head = LB_HEAD_LAST;
+    s->seed = 1;
+    s->tol = lb_gradcheck_defaults();
+}
+
+int lb_model_gradcheck_option(lb_model_gradcheck_setup *s, const char *option, const char *value,
+                              const char **model_option)
+{
+    LB_CHECK_ARG(s && option && value, -1);
+    static const struct {
+        const char *name;
+        size_t offset;
+        int64_t min, max;
+    } ints[] = {
+        {"--seq-len", offsetof(lb_model_gradcheck_setup, seq_len), 1, 4096},
+        {"--batch", offsetof(lb_model_gradcheck_setup, batch), 1, 256},
+        {"--features", offsetof(lb_model_gradcheck_setup, features), 1, 256},
+        {"--classes", offsetof(lb_model_gradcheck_setup, classes), 2, 256},
+        {"--seed", offsetof(lb_model_gradcheck_setup, seed), 0, INT64_MAX},
+    };
+    static const struct {
+        const char *name;
+        size_t offset;
+        double min, max;
+    } reals[] = {
+        {"--eps", offsetof(lb_model_gradcheck_setup, tol.eps), 1e-12, 1e-1},
+        {"--atol", offsetof(lb_model_gradcheck_setup, tol.atol), 0, 1e3},
+        {"--rtol", offsetof(lb_model_gradcheck_setup, tol.rtol), 0, 1e3},
+    };
+    if (model_option)
+        *model_option = NULL;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (strcmp(option, ints[i].name) == 0)
+            return lb_option_int(option, value, ints[i].min, ints[i].max, (int64_t *)((char *)s + ints[i].offset)) ==
+                           LB_OK ? 1 : -1;
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
+        if (strcmp(option, reals[i].name) == 0)
+            return lb_option_real(option, value, reals[i].min, reals[i].max, (double *)((char *)s + reals[i].offset)) ==
+                           LB_OK ? 1 : -1;
+    const lb_model_field *f = strncmp(option, "--", 2) == 0 ? lb_model_field_find(option + 2) : NULL;
+    if (f && !lb_model_gradcheck_skips(f)) {
+        if (lb_model_field_set(&s->model, f, value) != LB_OK)
+            return -1;
+        if (model_option)
+            *model_option = f->option;
+        return 1;
+    }
+    if (strcmp(option, "--head") != 0)
+        return 0;
+    if (strcmp(value, "last") != 0 && strcmp(value, "every") != 0) {
+        lb_error(LB_ERR_VALUE, "--head: '%s' is neither last nor every", value);
+        return -1;
+    }
+    s->head = strcmp(value, "last") == 0 ? LB_HEAD_LAST : LB_HEAD_EVERY;
+    return 1;
 }

@@ -36,6 +36,19 @@ typedef struct lb_model_gradcheck_setup {
 lb_status lb_model_gradcheck(const lb_model_gradcheck_setup *s, lb_model_kind kind, FILE *out, int *n_params,
                              int *n_failed);
 
+/* The setup of `lookback gradcheck` before its options: the model at small sizes (2 layers,
+ * d_model 8, 2 heads, d_ff 16, hidden 6, kernel 3, window 3, learned positions: about a
+ * second per family), T 7, B 2, F 3, C 4, the last position's head, seed 1 and
+ * lb_gradcheck_defaults()'s tolerances. */
+void lb_model_gradcheck_defaults(lb_model_gradcheck_setup *s);
+/* Sets one option of the setup from text: --seq-len, --batch, --features, --classes,
+ * --seed, --eps, --atol, --rtol, --head last|every, or a model option the check takes
+ * ("--d-model"; *model_option, when not NULL, then names it, else is set to NULL).
+ * Returns 1 when set, 0 when `option` is none of them (nothing set), -1 with LB_ERR_VALUE
+ * naming the option when the value is out of range or not a value of it. */
+int lb_model_gradcheck_option(lb_model_gradcheck_setup *s, const char *option, const char *value,
+                              const char **model_option);
+
 /* 1 for the model options a gradient check does not take: those without an option, the
  * model kind (checked per family), dropout (off in the checked forward) and the model
  * seed (the setup's seed seeds both the model and the data); 0 otherwise. */
