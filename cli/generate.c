@@ -154,41 +154,6 @@ static char *read_prompt_file(const char *cmd, const char *path, size_t *size, i
     return buf;
 }
 
-/* The prompt's ids (caller frees) from text, or the default start. */
-static int32_t *encode_prompt(const char *cmd, const lb_vocab *v, const char *what, const char *text, size_t len,
-                              int64_t *n, int *code)
-{
-    if (!text) { /* nanoGPT's start = "\n"; a vocabulary without it starts from its first symbol */
-        int32_t *ids = malloc(sizeof *ids);
-        int64_t got = 0;
-        if (!ids) {
-            *code = lb_cli_error(cmd, 1, "out of memory");
-            return NULL;
-        }
-        if (lb_vocab_encode(v, "\n", 1, 0, ids, 1, &got) != LB_OK || got != 1)
-            ids[0] = 0;
-        lb_clear_error();
-        *n = 1;
-        return ids;
-    }
-    int64_t count = 0;
-    if (lb_vocab_encode(v, text, len, 0, NULL, 0, &count) != LB_OK) {
-        *code = lb_cli_error(cmd, 1, "%s: %s", what, lb_last_error());
-        return NULL;
-    }
-    int32_t *ids = malloc((size_t)(count > 0 ? count : 1) * sizeof *ids);
-    if (!ids) {
-        *code = lb_cli_error(cmd, 1, "%s: out of memory for %lld tokens", what, (long long)count);
-        return NULL;
-    }
-    if (lb_vocab_encode(v, text, len, 0, ids, count, n) != LB_OK) {
-        free(ids);
-        *code = lb_cli_error(cmd, 1, "%s: %s", what, lb_last_error());
-        return NULL;
-    }
-    return ids;
-}
-
 /* The options of one run, as read. */
 typedef struct generate_args {
     const char *checkpoint, *prompt, *prompt_file;
@@ -387,7 +352,8 @@ int lb_cli_generate(int argc, char **argv)
         size_t len = a.prompt_file ? file_len : a.prompt ? strlen(a.prompt) : 0;
         char what[4200];
         snprintf(what, sizeof what, a.prompt_file ? "--prompt-file %s" : "--prompt", a.prompt_file);
-        prompt = encode_prompt(cmd, vocab, what, text, len, &prompt_len, &code);
+        if (!(prompt = lb_vocab_encode_new(vocab, text, len, &prompt_len)))
+            code = lb_cli_error(cmd, 1, "%s: %s", what, lb_last_error());
     }
     int64_t separator = code == 0 && a.documents ? lb_vocab_separator_id(vocab) : -1;
     lb_doc_set *train_docs = NULL;

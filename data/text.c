@@ -2124,3 +2124,29 @@ size_t lb_utf8_whole(lb_utf8_pending *p, const char *bytes, size_t len, char *ou
     }
     return used;
 }
+
+int32_t *lb_vocab_encode_new(const lb_vocab *v, const char *text, size_t len, int64_t *n)
+{
+    LB_CHECK_ARG(v && n, NULL);
+    int64_t count = 1;
+    if (text && lb_vocab_encode(v, text, len, 0, NULL, 0, &count) != LB_OK)
+        return NULL;
+    int32_t *ids = malloc((size_t)(count > 0 ? count : 1) * sizeof *ids);
+    if (!ids) {
+        lb_error(LB_ERR_MEMORY, "out of memory for %lld tokens", (long long)count);
+        return NULL;
+    }
+    if (!text) { /* nanoGPT's start = "\n"; a vocabulary without it starts from its first symbol */
+        int64_t got = 0;
+        if (lb_vocab_encode(v, "\n", 1, 0, ids, 1, &got) != LB_OK || got != 1)
+            ids[0] = 0;
+        lb_clear_error();
+        *n = 1;
+        return ids;
+    }
+    if (lb_vocab_encode(v, text, len, 0, ids, count, n) != LB_OK) {
+        free(ids);
+        return NULL;
+    }
+    return ids;
+}

@@ -140,6 +140,11 @@ const unsigned char *lb_vocab_bytes(const lb_vocab *v, size_t *n_bytes);
  * More symbols than capacity (ids not NULL): LB_ERR_VALUE. */
 lb_status lb_vocab_encode(const lb_vocab *v, const char *text, size_t len, int map_unk, int32_t *ids,
                           int64_t capacity, int64_t *n);
+/* The ids of text[0..len) (lb_vocab_encode without map_unk) in a new array (caller frees;
+ * *n ids, room for one at least). text NULL: the start of a generation without a prompt,
+ * one id: "\n" (as nanoGPT's sample.py), or id 0 when the vocabulary has no newline.
+ * Errors (NULL): lb_vocab_encode's, LB_ERR_MEMORY "out of memory for N tokens". */
+int32_t *lb_vocab_encode_new(const lb_vocab *v, const char *text, size_t len, int64_t *n);
 /* Ids -> text: the symbols of ids[0..n) appended into buf[0..size), NUL-terminated and
  * truncated to size - 1 bytes; *len (may be NULL) receives the full length in bytes
  * (without the NUL). A byte vocabulary's output may end inside a UTF-8 character.

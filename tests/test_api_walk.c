@@ -274,7 +274,7 @@ static const struct {
     {"lb_k_selective_scan_backward", "du"}, {"lb_k_selective_scan_backward", "ddelta"},
     {"lb_k_selective_scan_backward", "dA"}, {"lb_k_selective_scan_backward", "dB"},
     {"lb_k_selective_scan_backward", "dC"},
-    {"lb_predictions_score", "targets"}, {"lb_predictions_score", "values"},
+    {"lb_predictions_score", "targets"}, {"lb_predictions_score", "values"}, {"lb_vocab_encode_new", "text"},
     {NULL, NULL},
 };
 
