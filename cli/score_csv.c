@@ -17,28 +17,6 @@
 #include "tensor/clock.h"
 #include "train/trainer.h"
 
-/* The model and the events schema of a checkpoint; missing >= 0 (--missing) replaces the
- * policy the training file was imported with (which the schema records, the default). */
-static lb_model *load(const char *ck, lb_event_schema **schema, int missing)
-{
-    *schema = NULL;
-    if (lb_checkpoint_read_events(ck, schema) != LB_OK)
-        return NULL;
-    if (!*schema) {
-        lb_error(LB_ERR_VALUE, "%s: the model was not trained on an imported CSV event log (no events schema), so "
-                 "--csv does not apply: use --data or --input", ck);
-        return NULL;
-    }
-    if (missing >= 0)
-        (*schema)->missing = (lb_missing_policy)missing;
-    lb_model *m = lb_checkpoint_load_model(ck);
-    if (!m) {
-        lb_event_schema_free(*schema);
-        *schema = NULL;
-    }
-    return m;
-}
-
 int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int force, int64_t chunk, int64_t max_context,
                        int missing)
 {
@@ -50,7 +28,7 @@ int lb_cli_predict_csv(const char *ck, const char *csv, const char *out, int for
     if (access(out, F_OK) == 0 && !force)
         return lb_cli_error(cmd, 1, "%s already exists; choose another -o or add --force", out);
     lb_event_schema *schema = NULL;
-    lb_model *model = load(ck, &schema, missing);
+    lb_model *model = lb_event_model_load(ck, missing, &schema);
     if (!model)
         return lb_cli_fail(cmd);
     int code = 0;
@@ -105,7 +83,7 @@ int lb_cli_stream_csv(const char *ck, const char *csv, int64_t every, int json, 
 {
     const char *cmd = "stream";
     lb_event_schema *schema = NULL;
-    lb_model *model = load(ck, &schema, missing);
+    lb_model *model = lb_event_model_load(ck, missing, &schema);
     if (!model)
         return lb_cli_fail(cmd);
     int code = 0;

@@ -73,44 +73,42 @@ typedef struct stream_run {
 /* Prints the prediction y of event r->events (token `token`); frees y. */
 static lb_status print_event(stream_run *r, lb_tensor *y, int32_t token)
 {
-    {
-        int64_t classes = r->mc->num_classes;
-        int best = 0;
-        double p = 0, value = lb_tensor_flat(y, 0);
-        if (classes > 0) { /* softmax probability of the arg-max class */
-            for (int64_t k = 1; k < classes; k++)
-                if (lb_tensor_flat(y, k) > lb_tensor_flat(y, best))
-                    best = (int)k;
-            double top = lb_tensor_flat(y, best), sum = 0;
-            for (int64_t k = 0; k < classes; k++)
-                sum += exp(lb_tensor_flat(y, k) - top);
-            p = 1.0 / sum;
-        }
-        size_t bytes = lb_model_state_bytes(r->state, 0);
-        if (r->json) {
-            json_object *o = json_object_new_object();
-            json_object_object_add(o, "event", json_object_new_int64(r->events));
-            json_object_object_add(o, "token", json_object_new_int(token));
-            if (classes > 0) {
-                json_object_object_add(o, "class", json_object_new_int(best));
-                json_object_object_add(o, "probability", json_object_new_double(p));
-            } else {
-                json_object_object_add(o, "value", json_object_new_double(value));
-            }
-            json_object_object_add(o, "state_bytes", json_object_new_int64((int64_t)bytes));
-            printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-            json_object_put(o);
-        } else if (classes > 0) {
-            printf("event %lld: class %d (p = %.4f)\n", (long long)r->events, best, p);
+    int64_t classes = r->mc->num_classes;
+    int best = 0;
+    double p = 0, value = lb_tensor_flat(y, 0);
+    if (classes > 0) { /* softmax probability of the arg-max class */
+        for (int64_t k = 1; k < classes; k++)
+            if (lb_tensor_flat(y, k) > lb_tensor_flat(y, best))
+                best = (int)k;
+        double top = lb_tensor_flat(y, best), sum = 0;
+        for (int64_t k = 0; k < classes; k++)
+            sum += exp(lb_tensor_flat(y, k) - top);
+        p = 1.0 / sum;
+    }
+    size_t bytes = lb_model_state_bytes(r->state, 0);
+    if (r->json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "event", json_object_new_int64(r->events));
+        json_object_object_add(o, "token", json_object_new_int(token));
+        if (classes > 0) {
+            json_object_object_add(o, "class", json_object_new_int(best));
+            json_object_object_add(o, "probability", json_object_new_double(p));
         } else {
-            printf("event %lld: %.6g\n", (long long)r->events, value);
+            json_object_object_add(o, "value", json_object_new_double(value));
         }
-        if (fflush(stdout) != 0 || ferror(stdout)) {
-            int err = errno;
-            lb_tensor_free(y);
-            r->write_failed = 1;
-            return lb_error(LB_ERR_IO, "cannot write to standard output: %s", err ? lb_system_error(err) : "write error");
-        }
+        json_object_object_add(o, "state_bytes", json_object_new_int64((int64_t)bytes));
+        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+    } else if (classes > 0) {
+        printf("event %lld: class %d (p = %.4f)\n", (long long)r->events, best, p);
+    } else {
+        printf("event %lld: %.6g\n", (long long)r->events, value);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int err = errno;
+        lb_tensor_free(y);
+        r->write_failed = 1;
+        return lb_error(LB_ERR_IO, "cannot write to standard output: %s", err ? lb_system_error(err) : "write error");
     }
     lb_tensor_free(y);
     return LB_OK;

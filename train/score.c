@@ -11,6 +11,7 @@
 
 #include "data/output.h"
 #include "layers/stream.h"
+#include "train/trainer.h"
 
 /* Element i of a new (contiguous) float32 or float64 tensor. */
 static void set_flat(lb_tensor *t, int64_t i, double v)
@@ -324,6 +325,27 @@ lb_status lb_event_score_file(lb_model *model, const lb_event_schema *schema, co
     free(idx);
     file_rows_free(&f);
     return st;
+}
+
+lb_model *lb_event_model_load(const char *ck, int missing, lb_event_schema **schema)
+{
+    LB_CHECK_ARG(ck && schema, NULL);
+    *schema = NULL;
+    if (lb_checkpoint_read_events(ck, schema) != LB_OK)
+        return NULL;
+    if (!*schema) {
+        lb_error(LB_ERR_VALUE, "%s: the model was not trained on an imported CSV event log (no events schema), so "
+                 "--csv does not apply: use --data or --input", ck);
+        return NULL;
+    }
+    if (missing >= 0)
+        (*schema)->missing = (lb_missing_policy)missing;
+    lb_model *m = lb_checkpoint_load_model(ck);
+    if (!m) {
+        lb_event_schema_free(*schema);
+        *schema = NULL;
+    }
+    return m;
 }
 
 /* ---- the scores CSV ---- */

@@ -45,6 +45,14 @@ typedef struct lb_event_score {
     int64_t unseen;     /* token values of the row unseen in training */
 } lb_event_score;
 
+/* The detector of a checkpoint and the events schema of the file it was trained on (*schema,
+ * caller frees; NULL on error); missing >= 0 (an lb_missing_policy) replaces the policy the
+ * training file was imported with, which the schema records. Errors (NULL): LB_ERR_VALUE
+ * "CK: the model was not trained on an imported CSV event log (no events schema), so --csv
+ * does not apply: use --data or --input"; those of lb_checkpoint_read_events and
+ * lb_checkpoint_load_model. */
+lb_model *lb_event_model_load(const char *checkpoint, int missing, lb_event_schema **schema);
+
 typedef struct lb_event_scorer lb_event_scorer;
 
 /* A scorer for `model` (a classifier of real-valued inputs of schema->input_features
