@@ -198,6 +198,22 @@ lb_var *lb_attention_fused(lb_graph *g, lb_var *q, lb_var *k, lb_var *v, const l
  *   y = (x - mean) / sqrt(var + eps) * weight + bias, var biased (divides by D),
  *   computed in two passes. */
 lb_var *lb_layer_norm(lb_graph *g, lb_var *x, lb_var *weight, lb_var *bias, double eps);
+/* RMS normalisation over the last axis (Zhang & Sennrich 2019, eq. 4; torch.nn.RMSNorm):
+ *   x: [..., D], weight: [D] or NULL -> [..., D],
+ *   y = x / sqrt(mean(x^2) + eps) * weight: no mean subtraction, no bias; mean(x^2) in
+ *   double, one pass (kernels/stream.h's lb_k_rms_norm_rows). Gradients flow to x and
+ *   weight. Errors: LB_ERR_SHAPE for an empty last dim or a weight that is not [D],
+ *   LB_ERR_VALUE for eps negative or not finite. */
+lb_var *lb_rms_norm(lb_graph *g, lb_var *x, lb_var *weight, double eps);
+/* The gated product of a gated linear unit (Shazeer 2020, eqs. 5-6):
+ *   x: [..., 2 H] holding the gate a = x[..., :H], then the value b = x[..., H:] -> [..., H],
+ *   lb_swiglu: silu(a) * b = a sigmoid(a) b   (F.silu(a) * b)
+ *   lb_geglu:  gelu(a) * b, exact GELU          (F.gelu(a) * b)
+ * one pass (kernels/gelu.h's lb_k_glu), each element in double. A feed-forward layer
+ * computes x W1 = [x W_gate, x W_up] with one product, then this op.
+ * Errors: LB_ERR_SHAPE for an odd or empty last dim. */
+lb_var *lb_swiglu(lb_graph *g, lb_var *x);
+lb_var *lb_geglu(lb_graph *g, lb_var *x);
 /* Embedding lookup (torch.nn.functional.embedding):
  *   weight: [V, D], ids: int32 [*S] (ndim, shape) -> [*S, D]. Repeated ids
  *   accumulate their gradients. Errors: an id outside [0, V) (names the position). */

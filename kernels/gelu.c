@@ -140,3 +140,69 @@ lb_status lb_k_gelu_backward(lb_dtype dtype, int64_t n, const void *x, const voi
     LB_CHECK_ARG(dx, LB_ERR_VALUE);
     return gelu_run(__func__, dtype, n, x, NULL, 0, dy, dx);
 }
+
+/* sigmoid without overflow at either end */
+static double sigmoid_d(double a) { return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a)); }
+
+/* act(a) and, when grad is not NULL, act'(a) into *grad. */
+static double glu_act(lb_glu_act act, double a, double *grad)
+{
+    if (act == LB_GLU_GELU) {
+        if (grad)
+            *grad = gelu_grad_d(a);
+        return gelu_d(a);
+    }
+    double s = sigmoid_d(a);
+    if (grad)
+        *grad = s + a * s * (1.0 - s);
+    return a * s;
+}
+
+/* Both directions: dy == NULL computes y = act(a) b, else dx += [dy b act'(a), dy act(a)]. */
+static lb_status glu_run(const char *op, lb_dtype dtype, lb_glu_act act, int64_t N, int64_t H, const void *x,
+                         void *y, const void *dy, void *dx)
+{
+    if (N < 0 || H < 0)
+        return lb_error(LB_ERR_VALUE, "%s: N = %lld and H = %lld must be >= 0", op, (long long)N, (long long)H);
+    if (dtype != LB_FLOAT32 && dtype != LB_FLOAT64)
+        return lb_error(LB_ERR_VALUE, "%s: dtype must be float32 or float64", op);
+    if (act != LB_GLU_SILU && act != LB_GLU_GELU)
+        return lb_error(LB_ERR_VALUE, "%s: act = %d is neither silu nor gelu", op, (int)act);
+    int nt = lb_threads_for(N * H, 4096);
+    LB_DISPATCH(dtype, T, {
+        _Pragma("omp parallel for schedule(static) num_threads(nt) if (nt > 1)")
+        for (int64_t r = 0; r < N; r++) {
+            const T *a = (const T *)x + r * 2 * H, *b = a + H;
+            if (!dy) {
+                T *yr = (T *)y + r * H;
+                for (int64_t j = 0; j < H; j++)
+                    yr[j] = (T)(glu_act(act, (double)a[j], NULL) * (double)b[j]);
+            } else {
+                const T *g = (const T *)dy + r * H;
+                T *da = (T *)dx + r * 2 * H, *db = da + H;
+                for (int64_t j = 0; j < H; j++) {
+                    double grad, v = glu_act(act, (double)a[j], &grad);
+                    da[j] += (T)((double)g[j] * (double)b[j] * grad);
+                    db[j] += (T)((double)g[j] * v);
+                }
+            }
+        }
+    });
+    return LB_OK;
+}
+
+lb_status lb_k_glu(lb_dtype dtype, lb_glu_act act, int64_t N, int64_t H, const void *x, void *y)
+{
+    LB_CHECK_ARG(x, LB_ERR_VALUE);
+    LB_CHECK_ARG(y, LB_ERR_VALUE);
+    return glu_run(__func__, dtype, act, N, H, x, y, NULL, NULL);
+}
+
+lb_status lb_k_glu_backward(lb_dtype dtype, lb_glu_act act, int64_t N, int64_t H, const void *x, const void *dy,
+                            void *dx)
+{
+    LB_CHECK_ARG(x, LB_ERR_VALUE);
+    LB_CHECK_ARG(dy, LB_ERR_VALUE);
+    LB_CHECK_ARG(dx, LB_ERR_VALUE);
+    return glu_run(__func__, dtype, act, N, H, x, NULL, dy, dx);
+}

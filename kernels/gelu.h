@@ -29,6 +29,24 @@ lb_status lb_k_gelu(lb_dtype dtype, int64_t n, const void *x, void *y, int resid
  * Errors: LB_ERR_VALUE for a NULL pointer, n < 0 or another dtype. */
 lb_status lb_k_gelu_backward(lb_dtype dtype, int64_t n, const void *x, const void *dy, void *dx);
 
+/* The activation of a gated linear unit's gate. */
+typedef enum lb_glu_act { LB_GLU_SILU = 0, LB_GLU_GELU } lb_glu_act;
+
+/* The gated product of a gated linear unit (Shazeer 2020, "GLU Variants Improve
+ * Transformer", eqs. 5-6): for each row of x [N, 2 H] holding the gate a = x[:, :H]
+ * and the value b = x[:, H:],
+ *   y [N, H] = act(a) * b,  act = silu (SwiGLU: a sigmoid(a), torch.nn.functional.silu)
+ *                              or gelu (GeGLU: the exact form above).
+ * Each element in double, rounded once; rows over the threads (the same bits at any
+ * thread count). Errors: LB_ERR_VALUE for a NULL pointer, N or H < 0, another dtype
+ * or act. */
+lb_status lb_k_glu(lb_dtype dtype, lb_glu_act act, int64_t N, int64_t H, const void *x, void *y);
+
+/* Its backward: dx [N, 2 H] += [dy * b * act'(a), dy * act(a)], dy [N, H].
+ * Errors: as lb_k_glu. */
+lb_status lb_k_glu_backward(lb_dtype dtype, lb_glu_act act, int64_t N, int64_t H, const void *x, const void *dy,
+                            void *dx);
+
 LB_API_END
 
 #endif

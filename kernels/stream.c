@@ -116,6 +116,29 @@ void lb_k_layer_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, c
     });
 }
 
+void lb_k_rms_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, const void *weight, double eps, void *y,
+                        double *rstd)
+{
+    LB_CHECK_ARG(x);
+    LB_CHECK_ARG(y);
+    LB_DISPATCH(dtype, real, {
+        const real *px = x, *pw = weight; /* [N, D], [D] */
+        real *py = y;                     /* [N, D] */
+        for (int64_t r = 0; r < N; r++) {
+            const real *xr = px + r * D;
+            real *yr = py + r * D;
+            double ms = 0;
+            for (int64_t j = 0; j < D; j++)
+                ms += (double)xr[j] * (double)xr[j];
+            double rs = 1.0 / sqrt(ms / (double)D + eps);
+            for (int64_t j = 0; j < D; j++)
+                yr[j] = (real)(pw ? (double)xr[j] * rs * (double)pw[j] : (double)xr[j] * rs);
+            if (rstd)
+                rstd[r] = rs;
+        }
+    });
+}
+
 void lb_k_conv1d_step(lb_dtype dtype, int64_t N, int64_t Ci, int64_t Co, int64_t K, int64_t d, const void *x,
                       const void *hist, const void *taps, const void *bias, void *y)
 {

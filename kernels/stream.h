@@ -50,6 +50,15 @@ void lb_k_affine_rows_t(lb_dtype dtype, int64_t N, int64_t n_in, int64_t n_out, 
 void lb_k_layer_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, const void *weight, const void *bias,
                           double eps, void *y);
 
+/* y [N, D] = RMSNorm of each row of x [N, D] (Zhang & Sennrich 2019; torch.nn.RMSNorm):
+ *   y = x / sqrt(mean(x^2) + eps) * weight,   weight [D] or NULL (no mean subtraction, no bias)
+ * mean(x^2) in double; y computed in double and rounded once. rstd [N] (float64, or NULL)
+ * receives 1 / sqrt(mean(x^2) + eps) of each row (what the backward needs). y may be x.
+ * The op lb_rms_norm computes its rows with this function, so a streamed step and the
+ * graph give the same bits. */
+void lb_k_rms_norm_rows(lb_dtype dtype, int64_t N, int64_t D, const void *x, const void *weight, double eps, void *y,
+                        double *rstd);
+
 /* One event of a causal dilated convolution (kernels/conv.h's formula) for N
  * streams, reading the past inputs from each stream's history:
  *   x    [N, Ci]      the input at the new event

@@ -16,7 +16,7 @@
 #include "layers/family.h"
 #include "tensor/blas.h"
 
-/* The run's options: "data", every model field that has an option (the field list of
+/* The run's options: "data", "preset", every model field that has an option (the field list of
  * layers/model_fields.def, in its order), then the training fields of
  * train/train_fields.def, in theirs. */
 enum { OPTION_BASE = 1000, MAX_OPTIONS = 128 };
@@ -24,12 +24,53 @@ enum { OPTION_BASE = 1000, MAX_OPTIONS = 128 };
 /* One option: a model field or a training option. */
 typedef struct run_option {
     const char *name;
-    const lb_model_field *field; /* NULL for a training option and "data" */
-    const lb_train_field *train; /* NULL for a model field and "data" */
+    const lb_model_field *field; /* NULL for a training option, "data" and "preset" */
+    const lb_train_field *train; /* NULL for a model field, "data" and "preset" */
 } run_option;
 
 /* "data": the training file, the one option that is neither a model nor a training field. */
 static const char *const data_help = "training data file (HDF5, from `lookback data`)";
+
+/* "preset": a named set of block options (attention families), applied before the
+ * options given beside it so that they override it. One row per preset. */
+typedef struct run_preset {
+    const char *name;
+    const char *settings[6][2]; /* option, value; ends at a NULL option */
+} run_preset;
+static const run_preset presets[] = {
+    /* GPT-2 (Radford et al. 2019): LayerNorm before each sublayer, a GELU MLP, learned
+     * positions, biases */
+    {"gpt2", {{"norm", "layernorm"}, {"norm-position", "pre"}, {"ffn", "gelu"}, {"pos", "learned"}, {"bias", "1"}}},
+    /* Llama (Touvron et al. 2023): RMSNorm before each sublayer, SwiGLU, rotary positions,
+     * no biases */
+    {"llama", {{"norm", "rmsnorm"}, {"norm-position", "pre"}, {"ffn", "swiglu"}, {"pos", "rotary"}, {"bias", "0"}}},
+};
+enum { N_PRESETS = sizeof presets / sizeof presets[0] };
+
+const char *lb_run_presets_text(void)
+{
+    static char text[512];
+    if (!text[0])
+        for (int p = 0; p < N_PRESETS; p++) {
+            snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s (", p ? " | " : "", presets[p].name);
+            for (int i = 0; i < 6 && presets[p].settings[i][0]; i++)
+                snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s %s", i ? ", " : "",
+                         presets[p].settings[i][0], presets[p].settings[i][1]);
+            snprintf(text + strlen(text), sizeof text - strlen(text), ")");
+        }
+    return text;
+}
+
+static const run_preset *find_preset(const char *name)
+{
+    for (int p = 0; p < N_PRESETS; p++)
+        if (strcmp(presets[p].name, name) == 0)
+            return &presets[p];
+    return NULL;
+}
+
+/* 1 for the "preset" option (neither a model field nor a training option). */
+static int is_preset(const struct run_option *o);
 
 /* "data", the model fields with options, the training options. */
 static const run_option *all_options(int *count)
@@ -42,6 +83,7 @@ static const run_option *all_options(int *count)
         int n_train;
         const lb_train_field *train = lb_train_fields(&n_train);
         list[n++] = (run_option){"data", NULL, NULL};
+        list[n++] = (run_option){"preset", NULL, NULL};
         for (int i = 0; i < n_fields && n < MAX_OPTIONS; i++)
             if (fields[i].option)
                 list[n++] = (run_option){fields[i].option, &fields[i], NULL};
@@ -61,6 +103,8 @@ void lb_run_config_default(lb_run_config *rc, lb_model_kind kind)
     lb_model_config_default(kind, &rc->model);
     lb_train_config_default(&rc->train);
 }
+
+static int is_preset(const run_option *o) { return o->field == NULL && o->train == NULL && strcmp(o->name, "preset") == 0; }
 
 static const run_option *find_option(const char *name)
 {
@@ -97,6 +141,16 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
         return set_model_field(rc, ro->field, value);
     char flag[96];
     snprintf(flag, sizeof flag, "--%s", name);
+    if (is_preset(ro)) {
+        const run_preset *p = find_preset(value);
+        if (!p)
+            return lb_error(LB_ERR_VALUE, "--preset: '%s' is not one of gpt2, llama", value);
+        for (int i = 0; i < 6 && p->settings[i][0]; i++)
+            if (set_model_field(rc, find_option(p->settings[i][0])->field, p->settings[i][1]) != LB_OK)
+                return lb_error_context("--preset %s", p->name);
+        snprintf(rc->preset, sizeof rc->preset, "%s", p->name);
+        return LB_OK;
+    }
     if (!ro->train) { /* data */
         if (strlen(value) >= sizeof rc->data)
             return lb_error(LB_ERR_VALUE, "%s: path too long", flag);
@@ -151,6 +205,8 @@ lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *val
 
 static int option_applies(const run_option *o, const lb_run_config *rc)
 {
+    if (is_preset(o))
+        return rc->preset[0] && lb_model_field_in_family(lb_model_field_find("norm"), rc->model.kind); /* its families */
     if (o->field)
         return lb_model_field_applies(o->field, &rc->model);
     return !o->train || lb_train_field_applies(o->train, &rc->train);
@@ -188,6 +244,8 @@ static json_object *option_json(const lb_run_config *rc, const run_option *ro)
         default: return json_object_new_string(lb_model_field_format(&rc->model, f, text, sizeof text));
         }
     }
+    if (is_preset(ro))
+        return json_object_new_string(rc->preset);
     if (!ro->train)
         return json_object_new_string(rc->data);
     const lb_train_field *o = ro->train;
@@ -516,11 +574,25 @@ lb_status lb_run_config_apply(lb_run_config *rc, const lb_option_list *list)
     char label[4200];
     if (model && lb_run_config_set(rc, "model", model->value) != LB_OK)
         return model->source ? lb_error_context("%s", model->source) : lb_last_status();
+    /* then the preset, which the list's own options override */
+    const lb_option_item *preset = NULL;
+    int d_ff_given = 0, ffn_given = 0;
+    for (int i = 0; i < list->n; i++) {
+        preset = strcmp(list->items[i].name, "preset") == 0 ? &list->items[i] : preset;
+        d_ff_given |= strcmp(list->items[i].name, "d-ff") == 0;
+        ffn_given |= strcmp(list->items[i].name, "ffn") == 0;
+    }
+    if (preset && lb_run_config_set(rc, "preset", preset->value) != LB_OK)
+        return preset->source ? lb_error_context("%s", item_label(preset, label, sizeof label)) : lb_last_status();
     for (int i = 0; i < list->n; i++) {
         const lb_option_item *it = &list->items[i];
-        if (strcmp(it->name, "model") != 0 && lb_run_config_set(rc, it->name, it->value) != LB_OK)
+        if (strcmp(it->name, "model") != 0 && strcmp(it->name, "preset") != 0 &&
+            lb_run_config_set(rc, it->name, it->value) != LB_OK)
             return it->source ? lb_error_context("%s", item_label(it, label, sizeof label)) : lb_last_status();
     }
+    /* a gated feed-forward chosen here without its width: Llama's rule (layers/ffn.h) */
+    if ((ffn_given || preset) && !d_ff_given && rc->model.ffn != LB_FFN_GELU)
+        rc->model.d_ff = lb_ffn_gated_width(rc->model.d_model);
     return LB_OK;
 }
 
@@ -528,6 +600,10 @@ lb_status lb_run_config_apply(lb_run_config *rc, const lb_option_list *list)
 static void users_of(const run_option *o, char *buf, size_t size)
 {
     buf[0] = '\0';
+    if (is_preset(o)) {
+        snprintf(buf, size, "--model transformer and --model local");
+        return;
+    }
     if (o->field) {
         int n = 0, seen = 0;
         for (int k = 0; k < LB_MODEL_KIND_COUNT; k++)
@@ -548,7 +624,7 @@ static void users_of(const run_option *o, char *buf, size_t size)
 /* What in rc makes an option unused: "--model transformer", "--optim adamw". */
 static void chosen(const run_option *o, const lb_run_config *rc, char *buf, size_t size)
 {
-    if (o->field)
+    if (o->field || is_preset(o))
         snprintf(buf, size, "--model %s", lb_model_kind_name(rc->model.kind));
     else if (o->train && (o->train->when == LB_TRAIN_SGD || o->train->when == LB_TRAIN_ADAM))
         snprintf(buf, size, "--optim %s", lb_optim_kind_name(rc->train.optim.kind));
@@ -662,8 +738,13 @@ void lb_run_options_help(FILE *out, int single_run)
         for (int i = 0; i < n; i++) {
             const run_option *o = &list[i];
             int is_run_choice = strcmp(o->name, "data") == 0 || (o->field && o->field->type == LB_FIELD_KIND);
-            if ((o->field != NULL) != (pass == 0) || (is_run_choice && !single_run))
+            if ((o->field != NULL || is_preset(o)) != (pass == 0) || (is_run_choice && !single_run))
                 continue;
+            if (is_preset(o)) {
+                fprintf(out, "  --%-18s %s, set before the options beside it, which override it [transformer, local] "
+                             "(default none)\n", o->name, lb_run_presets_text());
+                continue;
+            }
             char families[96] = "", def[96], help[160];
             if (o->field)
                 lb_model_field_families(o->field, ", ", families, sizeof families);
@@ -678,7 +759,7 @@ void lb_run_options_help(FILE *out, int single_run)
 int lb_run_option_is_model(const char *name)
 {
     const run_option *o = name ? find_option(name) : NULL;
-    return o && o->field != NULL;
+    return o && (o->field != NULL || is_preset(o));
 }
 
 int lb_run_option_resumable(const char *name)

@@ -24,6 +24,7 @@ typedef struct lb_run_config {
                                 config.json): otherwise a text corpus is validated whole */
     int select_given;        /* 1 once --select was set: otherwise a text corpus selects best.h5
                                 by the validation loss (bits per character) */
+    char preset[16];         /* --preset: the block preset whose options were set ("" = none) */
 } lb_run_config;
 
 /* Model and training defaults for `kind` (data-derived fields stay 0). */
@@ -31,7 +32,8 @@ void lb_run_config_default(lb_run_config *rc, lb_model_kind kind);
 
 /* Sets option `name` (without leading dashes) from text. The model options are the
  * model configuration's field list (layers/model_fields.def); the training options
- * are the training configuration's (train/train_fields.def). Changing "model" resets the model fields to that
+ * are the training configuration's (train/train_fields.def). "preset" (gpt2 | llama,
+ * lb_run_presets_text) sets the model options its row names, at once. Changing "model" resets the model fields to that
  * family's defaults (keeping --model-seed), so give it first.
  * Errors: LB_ERR_VALUE naming the option (unknown name, bad value). */
 lb_status lb_run_config_set(lb_run_config *rc, const char *name, const char *value);
@@ -57,12 +59,19 @@ lb_status lb_option_list_add(lb_option_list *list, const char *name, const char 
 lb_status lb_option_list_read_json(lb_option_list *list, const char *path);
 void lb_option_list_free(lb_option_list *list);
 /* Sets every option of the list on rc: the last "model" first (it resets the model
- * fields), then the others in order. Errors as lb_run_config_set, naming the file. */
+ * fields), then the last "preset" (it sets the block options it names, so that the
+ * list's own options override it), then the others in order. Then, when the list (or
+ * its preset) chose a gated --ffn (swiglu, geglu) and gave no --d-ff, d_ff becomes
+ * lb_ffn_gated_width(d_model) (Llama's rule, layers/ffn.h). Errors as
+ * lb_run_config_set, naming the file. */
 lb_status lb_run_config_apply(lb_run_config *rc, const lb_option_list *list);
 /* LB_ERR_VALUE when an option of the list is not used by rc's model, optimizer or
  * schedule ("--window does not apply to --model transformer (only --model local uses
  * it); drop it"). A file's option that holds the default changes nothing and passes. */
 lb_status lb_run_config_check_used(const lb_run_config *rc, const lb_option_list *list);
+/* The presets and what each sets, as text for --help and docs:
+ * "gpt2 (norm layernorm, ...) | llama (...)". */
+const char *lb_run_presets_text(void);
 /* Applies a JSON config file (lb_option_list_read_json + lb_run_config_apply). */
 lb_status lb_run_config_load_json(lb_run_config *rc, const char *path);
 /* The key of config.json that records what a run resolved (threads, version, data

@@ -6,7 +6,8 @@
  * F d_ff, W window, P read positions.
  *
  * Parameters (after the input's): "pos_embedding" [max_seq_len, D] (learned positions
- * only), then "blocks.<i>.*" and "ln_f.*" (layers/transformer.h).
+ * only), then "blocks.<i>.*" and "ln_f.*" (pre-norm only; layers/transformer.h). The
+ * blocks follow the fields norm, norm_position and ffn (layers/norm.h, layers/ffn.h).
  * Streaming state per stream: per layer a key-value cache, 2 L T D values (transformer;
  * max_context N keeps the last N) or 2 L min(T, W) D (local).
  */
@@ -15,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/gelu.h"
-#include "kernels/stream.h"
 #include "layers/model_internal.h"
 
 enum { DEFAULT_CAPACITY = 256 };
@@ -42,7 +41,10 @@ static int crops_context(const lb_model_config *c)
 
 static int64_t body_width(const lb_model_config *c) { return c->d_model; }
 
-static double layer_floats(const lb_model_config *c) { return (double)c->d_model + (double)c->d_ff; }
+/* The feed-forward hidden values per position: d_ff, or a gated layer's 2 d_ff and d_ff. */
+static double ffn_floats(const lb_model_config *c) { return c->ffn == LB_FFN_GELU ? (double)c->d_ff : 3.0 * (double)c->d_ff; }
+
+static double layer_floats(const lb_model_config *c) { return (double)c->d_model + ffn_floats(c); }
 
 static double state_floats(const lb_model_config *c, int64_t t)
 {
@@ -77,6 +79,12 @@ static lb_status check(const lb_model_config *c)
         return BAD("pos = %d is not none, sinusoidal, learned, rotary or alibi", (int)c->pos);
     if (c->length_scale < LB_LENGTH_SCALE_NONE || c->length_scale > LB_LENGTH_SCALE_SCALABLE)
         return BAD("length_scale = %d is not none, log-n or scalable", (int)c->length_scale);
+    if (c->norm < LB_NORM_LAYERNORM || c->norm > LB_NORM_RMSNORM)
+        return BAD("norm = %d is neither layernorm nor rmsnorm", (int)c->norm);
+    if (c->norm_position < LB_NORM_PRE || c->norm_position > LB_NORM_POST)
+        return BAD("norm_position = %d is neither pre nor post", (int)c->norm_position);
+    if (c->ffn < LB_FFN_GELU || c->ffn > LB_FFN_GEGLU)
+        return BAD("ffn = %d is not gelu, swiglu or geglu", (int)c->ffn);
     if (c->d_model % c->n_heads != 0)
         return BAD("d_model = %lld is not divisible by n_heads = %d (every head gets an equal share of the width)",
                    (long long)c->d_model, c->n_heads);
@@ -130,7 +138,8 @@ static lb_status build(lb_model *m, lb_rng *r_pos, lb_rng *r_body)
         return lb_last_status();
     lb_transformer_config tc = {c->d_model,  c->n_heads,      c->d_ff,        c->dropout, c->pos == LB_POS_ROTARY,
                                 c->n_layers, c->length_scale, c->max_seq_len, !c->bias,
-                                lb_model_kv_heads(c),  c->pos == LB_POS_ALIBI};
+                                lb_model_kv_heads(c),  c->pos == LB_POS_ALIBI, c->norm,   c->norm_position,
+                                c->ffn};
     return lb_transformer_init(&m->transformer, &m->params, NULL, &tc, c->dtype, r_body);
 }
 
@@ -182,7 +191,8 @@ typedef struct attention_state {
     lb_mha_step_work work; /* the event step's per-layer buffers (shared by the layers) */
 } attention_state;
 
-static int64_t scratch_width(const lb_model_config *c) { return c->d_ff; }
+/* lb_ffn_rows' scratch: d_ff, or a gated layer's 3 d_ff. */
+static int64_t scratch_width(const lb_model_config *c) { return (int64_t)ffn_floats(c); }
 
 static lb_status state_new(lb_model_state *s, const lb_stream_options *o)
 {
@@ -286,9 +296,6 @@ static lb_var *chunk(lb_model_state *s, lb_var *x, const lb_decode_chunk *ch, in
                                          a->caches, ch);
 }
 
-/* The data of an optional parameter (a bias a model may lack), or NULL. */
-static const void *var_data(const lb_var *v) { return v ? lb_tensor_data(v->value) : NULL; }
-
 /* x[i] += y[i] for n values. */
 static void add_rows(lb_dtype dt, int64_t n, void *x, const void *y)
 {
@@ -300,8 +307,9 @@ static void add_rows(lb_dtype dt, int64_t n, void *x, const void *y)
     });
 }
 
-/* The transformer stack (pre-norm blocks, then ln_f) on one event per stream: s->x [B, D]
- * with positions added here. Returns [B, D] (s->a). */
+/* The transformer stack on one event per stream: s->x [B, D] with positions added here;
+ * pre-norm blocks then ln_f, or post-norm blocks (layers/transformer.h). Returns [B, D]
+ * (s->a, or s->x after post-norm blocks). */
 static const void *event(lb_model_state *s, const lb_decode_chunk *ch)
 {
     const lb_model *m = s->model;
@@ -313,25 +321,28 @@ static const void *event(lb_model_state *s, const lb_decode_chunk *ch)
     lb_positional_add_rows(&m->pos, dt, b, s->x, ch->positions);
     for (int i = 0; i < tr->n_layers; i++) {
         const lb_transformer_block *blk = &tr->blocks[i];
-        const lb_ffn *ffn = &blk->ffn;
-        /* x = x + MHA(LN1(x)) */
-        lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(blk->ln1.weight->value), var_data(blk->ln1.bias),
-                             blk->ln1.eps, s->a);
+        if (blk->norm_position == LB_NORM_POST) { /* x = LN1(x + MHA(x)); x = LN2(x + FFN(x)) */
+            if (lb_mha_step(&blk->attn, s->x, &a->caches[i], ch, &a->work, s->f) != LB_OK)
+                return NULL;
+            add_rows(dt, b * d, s->x, s->f);
+            lb_norm_rows(&blk->ln1, dt, b, s->x, s->x);
+            lb_ffn_rows(&blk->ffn, dt, b, s->x, s->f, s->a);
+            add_rows(dt, b * d, s->x, s->a);
+            lb_norm_rows(&blk->ln2, dt, b, s->x, s->x);
+            continue;
+        }
+        /* x = x + MHA(LN1(x)); x = x + FFN(LN2(x)) */
+        lb_norm_rows(&blk->ln1, dt, b, s->x, s->a);
         if (lb_mha_step(&blk->attn, s->a, &a->caches[i], ch, &a->work, s->f) != LB_OK)
             return NULL;
         add_rows(dt, b * d, s->x, s->f);
-        /* x = x + fc2(GELU(fc1(LN2(x)))) */
-        lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(blk->ln2.weight->value), var_data(blk->ln2.bias),
-                             blk->ln2.eps, s->a);
-        lb_k_affine_rows(dt, b, d, ffn->fc1.out_features, s->a, lb_tensor_data(ffn->fc1.weight->value),
-                         var_data(ffn->fc1.bias), s->f);
-        lb_k_gelu(dt, b * ffn->fc1.out_features, s->f, s->f, 0);
-        lb_k_affine_rows(dt, b, ffn->fc1.out_features, d, s->f, lb_tensor_data(ffn->fc2.weight->value),
-                         var_data(ffn->fc2.bias), s->a);
+        lb_norm_rows(&blk->ln2, dt, b, s->x, s->a);
+        lb_ffn_rows(&blk->ffn, dt, b, s->a, s->f, s->a);
         add_rows(dt, b * d, s->x, s->a);
     }
-    lb_k_layer_norm_rows(dt, b, d, s->x, lb_tensor_data(tr->ln_f.weight->value), var_data(tr->ln_f.bias), tr->ln_f.eps,
-                         s->a);
+    if (!tr->ln_f.weight)
+        return s->x;
+    lb_norm_rows(&tr->ln_f, dt, b, s->x, s->a);
     return s->a;
 }
 

@@ -18,6 +18,8 @@
 
 #include "autograd/ops.h"
 #include "layers/attention.h"
+#include "layers/ffn.h"
+#include "layers/norm.h"
 #include "layers/params.h"
 #include "layers/positional.h" /* lb_pos_kind */
 
@@ -64,7 +66,7 @@ enum { LB_FIELD_INIT = 1 };
 /* The type of a configuration field, and the C type of its member. */
 typedef enum lb_field_type {
     LB_FIELD_INT64, LB_FIELD_INT, LB_FIELD_REAL, LB_FIELD_U64, LB_FIELD_KIND, LB_FIELD_POS, LB_FIELD_HEAD,
-    LB_FIELD_DTYPE, LB_FIELD_SCALE, LB_FIELD_INITIALIZER
+    LB_FIELD_DTYPE, LB_FIELD_SCALE, LB_FIELD_INITIALIZER, LB_FIELD_NORM, LB_FIELD_NORM_POSITION, LB_FIELD_FFN
 } lb_field_type;
 #define LB_FIELD_CTYPE_INT64 int64_t
 #define LB_FIELD_CTYPE_INT int
@@ -76,12 +78,15 @@ typedef enum lb_field_type {
 #define LB_FIELD_CTYPE_DTYPE lb_dtype
 #define LB_FIELD_CTYPE_SCALE lb_length_scale
 #define LB_FIELD_CTYPE_INITIALIZER lb_init_scheme
+#define LB_FIELD_CTYPE_NORM lb_norm_kind
+#define LB_FIELD_CTYPE_NORM_POSITION lb_norm_position
+#define LB_FIELD_CTYPE_FFN lb_ffn_kind
 
 /* A model's configuration: one member per row of layers/model_fields.def, which
  * documents each (kind, dtype, vocab_size, input_features, num_classes, head,
  * max_seq_len, n_layers, d_model, n_heads, n_kv_heads, d_ff, pos, window, causal,
- * length_scale, dropout, bias, tie_embeddings, init, hidden_size, forget_bias, kernel_size,
- * d_state, d_conv, expand, dt_rank, seed, in that order). Start from
+ * length_scale, dropout, bias, norm, norm_position, ffn, tie_embeddings, init, hidden_size,
+ * forget_bias, kernel_size, d_state, d_conv, expand, dt_rank, seed, in that order). Start from
  * lb_model_config_default and set what differs. */
 typedef struct lb_model_config {
 #define LB_MODEL_FIELD(member, option, type, families, when, def, min, max, flags, help) LB_FIELD_CTYPE_##type member;
@@ -113,7 +118,7 @@ int lb_model_field_in_family(const lb_model_field *f, lb_model_kind kind);
  * holds (max_seq_len only with learned positions or log-n length scaling). */
 int lb_model_field_applies(const lb_model_field *f, const lb_model_config *cfg);
 /* Sets a field from text: a whole number or decimal in [min, max], or the name of an
- * enum value ("rotary", "every", "float64", "lstm", "log-n"). Setting "kind" does not reset the
+ * enum value ("rotary", "every", "float64", "lstm", "log-n", "rmsnorm", "post", "swiglu"). Setting "kind" does not reset the
  * other fields. Errors: LB_ERR_VALUE naming the option as "--<option>" (or the member)
  * and the accepted range. Nothing is changed on error. */
 lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, const char *text);

@@ -96,6 +96,7 @@ static const char *field_label(const lb_model_field *f, char *buf, size_t size)
 static const char *const head_names[] = {"last", "every"};
 static const char *const dtype_names[] = {"float32", "float64"};
 
+
 static lb_status parse_name(const char *label, const char *text, const char *const *names, int n, int *out)
 {
     for (int i = 0; i < n; i++)
@@ -200,6 +201,30 @@ lb_status lb_model_field_set(lb_model_config *cfg, const lb_model_field *f, cons
             lb_error_context("%s", label);
         return st;
     }
+    case LB_FIELD_NORM: {
+        lb_norm_kind norm;
+        if ((st = lb_norm_kind_parse(text, &norm)) == LB_OK)
+            *(lb_norm_kind *)p = norm;
+        else
+            lb_error_context("%s", label);
+        return st;
+    }
+    case LB_FIELD_NORM_POSITION: {
+        lb_norm_position position;
+        if ((st = lb_norm_position_parse(text, &position)) == LB_OK)
+            *(lb_norm_position *)p = position;
+        else
+            lb_error_context("%s", label);
+        return st;
+    }
+    case LB_FIELD_FFN: {
+        lb_ffn_kind ffn;
+        if ((st = lb_ffn_kind_parse(text, &ffn)) == LB_OK)
+            *(lb_ffn_kind *)p = ffn;
+        else
+            lb_error_context("%s", label);
+        return st;
+    }
     case LB_FIELD_HEAD:
         if ((st = parse_name(label, text, head_names, 2, &index)) == LB_OK)
             *(lb_head_kind *)p = (lb_head_kind)index;
@@ -241,6 +266,9 @@ char *lb_model_field_format(const lb_model_config *cfg, const lb_model_field *f,
     case LB_FIELD_DTYPE: snprintf(buf, size, "%s", lb_dtype_name(*(const lb_dtype *)p)); break;
     case LB_FIELD_SCALE: snprintf(buf, size, "%s", lb_length_scale_name(*(const lb_length_scale *)p)); break;
     case LB_FIELD_INITIALIZER: snprintf(buf, size, "%s", lb_init_scheme_name(*(const lb_init_scheme *)p)); break;
+    case LB_FIELD_NORM: snprintf(buf, size, "%s", lb_norm_kind_name(*(const lb_norm_kind *)p)); break;
+    case LB_FIELD_NORM_POSITION: snprintf(buf, size, "%s", lb_norm_position_name(*(const lb_norm_position *)p)); break;
+    case LB_FIELD_FFN: snprintf(buf, size, "%s", lb_ffn_kind_name(*(const lb_ffn_kind *)p)); break;
     }
     return buf;
 }
@@ -261,6 +289,9 @@ double lb_model_field_number(const lb_model_config *cfg, const lb_model_field *f
     case LB_FIELD_DTYPE: return (double)*(const lb_dtype *)p;
     case LB_FIELD_SCALE: return (double)*(const lb_length_scale *)p;
     case LB_FIELD_INITIALIZER: return (double)*(const lb_init_scheme *)p;
+    case LB_FIELD_NORM: return (double)*(const lb_norm_kind *)p;
+    case LB_FIELD_NORM_POSITION: return (double)*(const lb_norm_position *)p;
+    case LB_FIELD_FFN: return (double)*(const lb_ffn_kind *)p;
     }
     return NAN;
 }

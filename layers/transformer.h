@@ -1,20 +1,29 @@
-/* Pre-norm transformer blocks and stacks (the GPT-2 / "pre-LN" arrangement,
- * Xiong et al. 2020; torch.nn.TransformerEncoderLayer(norm_first=True,
+/* Transformer blocks and stacks. Pre-norm (the default; the GPT-2 / "pre-LN"
+ * arrangement, Xiong et al. 2020; torch.nn.TransformerEncoderLayer(norm_first=True,
  * activation="gelu", batch_first=True) without attention biases):
  *
  *   x = x + dropout(MHA(LN1(x)))
  *   x = x + FFN(LN2(x))            (the FFN ends with its own dropout)
  *
- * and a stack of n_layers blocks followed by a final LayerNorm ("ln_f") before the
- * model's head. Shapes: x [B, T, d_model] -> [B, T, d_model], or [B, P, d_model]
- * with selected queries (readout).
+ * and a stack of n_layers blocks followed by a final norm ("ln_f") before the model's
+ * head. Post-norm (norm_position LB_NORM_POST; Vaswani et al. 2017, §3.1;
+ * torch.nn.TransformerEncoderLayer(norm_first=False)):
+ *
+ *   x = LN1(x + dropout(MHA(x)))
+ *   x = LN2(x + FFN(x))
+ *
+ * with no final norm (the last block's output is normalised already). LN is LayerNorm
+ * or RMSNorm (`norm`, layers/norm.h), the FFN of kind `ffn` (layers/ffn.h).
+ * Shapes: x [B, T, d_model] -> [B, T, d_model], or [B, P, d_model] with selected
+ * queries (readout).
  *
  * Parameter names, with the block prefix "<prefix>.blocks.<i>" (or "blocks.<i>"):
  *   ln1.weight, ln1.bias [d_model]; attn.w_q, attn.w_o [d_model, d_model], attn.w_k,
  *   attn.w_v [d_model, n_kv_heads * d_head]; attn.softmax_scale [n_heads] (scalable softmax only); ln2.weight, ln2.bias [d_model]; ffn.fc1.weight [d_model, d_ff],
  *   ffn.fc1.bias [d_ff], ffn.fc2.weight [d_ff, d_model], ffn.fc2.bias [d_model];
- * then "<prefix>.ln_f.weight", "<prefix>.ln_f.bias" (or "ln_f.*"). With no_bias the
- * ln*.bias and ffn.fc*.bias parameters do not exist.
+ * then "<prefix>.ln_f.weight", "<prefix>.ln_f.bias" (or "ln_f.*"; pre-norm only). With
+ * no_bias, and for RMSNorm always, the ln*.bias parameters do not exist; with no_bias
+ * the ffn.fc*.bias do not either. A gated FFN's fc1 is [d_model, 2 d_ff] (layers/ffn.h).
  *
  * Readout: given lb_attn_queries, only the LAST block runs its queries, residual and
  * FFN on the selected positions (the earlier blocks compute every position, since
@@ -45,6 +54,9 @@ typedef struct lb_transformer_config {
     int no_bias;    /* 1: the LayerNorms and the FFN have no biases (nanoGPT's bias=False) */
     int n_kv_heads; /* key/value heads (lb_mha_init_gqa); 0 = n_heads */
     int alibi;      /* ALiBi biases inside attention (lb_mha's alibi) */
+    lb_norm_kind norm;               /* LayerNorm (0, the default) or RMSNorm */
+    lb_norm_position norm_position;  /* pre-norm (0, the default) or post-norm blocks */
+    lb_ffn_kind ffn;                 /* the feed-forward kind (layers/ffn.h; 0 = gelu) */
 } lb_transformer_config;
 
 typedef struct lb_transformer_block {
@@ -52,6 +64,7 @@ typedef struct lb_transformer_block {
     lb_mha attn;
     lb_ffn ffn;
     double dropout;
+    lb_norm_position norm_position;
     char name[96];
 } lb_transformer_block;
 
@@ -85,7 +98,7 @@ lb_var *lb_transformer_block_forward_cached(lb_graph *g, const lb_transformer_bl
 typedef struct lb_transformer {
     lb_transformer_block *blocks; /* n_layers blocks, owned */
     int n_layers;
-    lb_norm ln_f;
+    lb_norm ln_f; /* pre-norm stacks only (post-norm: weight NULL) */
     lb_var **layer_weights;       /* NULL, or [n_layers]: where lb_transformer_forward puts every block's
                                    * attention weights (set only around one forward pass) */
 } lb_transformer;

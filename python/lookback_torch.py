@@ -73,16 +73,23 @@ CONFIG_DEFAULTS = {
     "expand": 2,
     "dt_rank": 0,
     "decay": 0,
+    "norm": "layernorm",
+    "norm_position": "pre",
+    "ffn": "gelu",
 }
 # Fields a checkpoint written before they existed lacks: it loads with their defaults.
-_LATER_FIELDS = ("length_scale", "n_kv_heads", "d_state", "d_conv", "expand", "dt_rank", "decay")
-_STRING_FIELDS = ("kind", "dtype", "head", "pos", "length_scale", "init")
+_LATER_FIELDS = ("length_scale", "n_kv_heads", "d_state", "d_conv", "expand", "dt_rank", "decay", "norm",
+                 "norm_position", "ffn")
+_STRING_FIELDS = ("kind", "dtype", "head", "pos", "length_scale", "init", "norm", "norm_position", "ffn")
 _REAL_FIELDS = ("dropout", "forget_bias")
 KINDS = ("transformer", "local", "lstm", "conv", "linear", "mamba")
 # The families whose body is pre-norm blocks (attention, or linear attention in "linear").
 _BLOCK_KINDS = ("transformer", "local", "linear")
 POSITIONS = ("none", "sinusoidal", "learned", "rotary", "alibi")
 LENGTH_SCALES = ("none", "log-n", "scalable")
+NORMS = ("layernorm", "rmsnorm")
+NORM_POSITIONS = ("pre", "post")
+FFNS = ("gelu", "swiglu", "geglu")
 # The accepted range of every number field: the min and max columns of lookback's field
 # list (layers/model_fields.def). tests/test_torch_roundtrip.c compares this table with the
 # library's (lb_model_fields), so the two cannot drift apart.
@@ -119,10 +126,11 @@ _FAMILY_FIELDS = {
     "forget_bias": ("lstm",), "kernel_size": ("conv",), "bias": _BLOCK_KINDS, "decay": ("linear",),
     "init": ("transformer", "local"), "n_kv_heads": ("transformer", "local"),
     "d_state": ("mamba",), "d_conv": ("mamba",), "expand": ("mamba",), "dt_rank": ("mamba",),
+    "norm": ("transformer", "local"), "norm_position": ("transformer", "local"), "ffn": ("transformer", "local"),
 }
 # Fields that only change the initial parameters: a module may differ from its config in them.
 _INIT_FIELDS = ("seed", "forget_bias", "init")
-LAYER_NORM_EPS = 1e-5  # LB_NORM_EPS
+LAYER_NORM_EPS = 1e-5  # LB_NORM_EPS, LayerNorm's and RMSNorm's
 RMS_NORM_EPS = 1e-5  # Mamba's RMSNorm (layers/family_mamba.c)
 ROTARY_BASE = 10000.0
 
@@ -177,9 +185,17 @@ def check_config(config):
         raise ValueError(f"lookback_torch: window = {c['window']} must be >= 1 for local attention")
     if c["init"] not in ("default", "gpt2"):
         raise ValueError(f"lookback_torch: init = {c['init']!r} is neither default nor gpt2")
-    if (c["kind"] in _BLOCK_KINDS and c["bias"] == 0) or c["tie_embeddings"] == 1:
-        raise ValueError("lookback_torch: models without biases (bias = 0) or with tied embeddings "
-                         "(tie_embeddings = 1) are not supported by this module")
+    for k, names in (("norm", NORMS), ("norm_position", NORM_POSITIONS), ("ffn", FFNS)):
+        if c[k] not in names:
+            raise ValueError(f"lookback_torch: {k} = {c[k]!r} is not one of {names}")
+    if c["kind"] == "linear" and c["bias"] == 0:
+        raise ValueError("lookback_torch: linear-attention models without biases (bias = 0) are not supported by "
+                         "this module")
+    if c["tie_embeddings"] == 1:
+        width = c["hidden_size"] if c["kind"] == "lstm" else c["d_model"]
+        if c["vocab_size"] == 0 or c["num_classes"] != c["vocab_size"] or width != c["d_model"]:
+            raise ValueError("lookback_torch: tie_embeddings = 1 needs token inputs, num_classes = vocab_size and a "
+                             "body width equal to d_model (the head's weight is the token embedding)")
     for k, (lo, hi) in FIELD_RANGES.items():
         if c["kind"] in _FAMILY_FIELDS.get(k, KINDS) and not lo <= c[k] <= hi:
             raise ValueError(f"lookback_torch: {k} = {c[k]} must be in [{lo}, {hi}] for a {c['kind']} model")
@@ -341,30 +357,67 @@ class LinearAttention(nn.Module):
         return self.w_o(out.transpose(1, 2).reshape(b, t, d))
 
 
-class FeedForward(nn.Module):
-    def __init__(self, d_model, d_ff):
+class RMSNorm(nn.Module):
+    """torch.nn.RMSNorm(d, eps) (torch >= 2.4) for torch 1.13: x / sqrt(mean(x^2) + eps) * weight
+    (Zhang & Sennrich 2019; lb_rms_norm), no bias."""
+
+    def __init__(self, d, eps=LAYER_NORM_EPS):
         super().__init__()
-        self.fc1 = nn.Linear(d_model, d_ff)
-        self.fc2 = nn.Linear(d_ff, d_model)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
 
     def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x)))
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(c):
+    """The block's norm: nn.LayerNorm (with or without bias) or RMSNorm."""
+    if c["norm"] == "rmsnorm":
+        return RMSNorm(c["d_model"])
+    norm = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
+    if not c["bias"]:  # torch 1.13's LayerNorm has no bias=False: a zero bias that is no parameter
+        del norm.bias
+        norm.register_buffer("bias", None)
+    return norm
+
+
+class FeedForward(nn.Module):
+    """fc2(act(fc1(x))) for gelu; fc2(act(a) * b) with [a, b] = fc1(x) split in halves for the gated
+    kinds (swiglu: silu, geglu: gelu; Shazeer 2020): lb_ffn."""
+
+    def __init__(self, d_model, d_ff, kind="gelu", bias=True):
+        super().__init__()
+        self.kind = kind
+        self.fc1 = nn.Linear(d_model, d_ff if kind == "gelu" else 2 * d_ff, bias=bias)
+        self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        if self.kind == "gelu":
+            return self.fc2(F.gelu(h))
+        a, b = h.chunk(2, dim=-1)
+        return self.fc2((F.silu(a) if self.kind == "swiglu" else F.gelu(a)) * b)
 
 
 class Block(nn.Module):
-    """Pre-norm block: x + dropout(attn(ln1(x))), then + dropout(ffn(ln2(x)))."""
+    """Pre-norm block: x + dropout(attn(ln1(x))), then + dropout(ffn(ln2(x)));
+    post-norm: ln1(x + dropout(attn(x))), then ln2(x + dropout(ffn(x)))."""
 
     def __init__(self, c):
         super().__init__()
-        self.ln1 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
+        self.post = c["norm_position"] == "post"
+        self.ln1 = make_norm(c)
         self.linear = c["kind"] == "linear"
         self.attn = LinearAttention(c["d_model"], c["n_heads"], c["decay"]) if self.linear else Attention(c["d_model"], c["n_heads"], c["pos"] == "rotary", c["length_scale"], c["max_seq_len"],
                               kv_heads(c), c["pos"] == "alibi")
-        self.ln2 = nn.LayerNorm(c["d_model"], eps=LAYER_NORM_EPS)
-        self.ffn = FeedForward(c["d_model"], c["d_ff"])
+        self.ln2 = make_norm(c)
+        self.ffn = FeedForward(c["d_model"], c["d_ff"], c["ffn"], bool(c["bias"]))
         self.dropout = nn.Dropout(c["dropout"])
 
     def forward(self, x, allowed, log_n=None):
+        if self.post:
+            x = self.ln1(x + self.dropout(self.attn(x, allowed, log_n)))
+            return self.ln2(x + self.dropout(self.ffn(x)))
         a = self.attn(self.ln1(x)) if self.linear else self.attn(self.ln1(x), allowed, log_n)
         x = x + self.dropout(a)
         return x + self.dropout(self.ffn(self.ln2(x)))
@@ -373,19 +426,6 @@ class Block(nn.Module):
 def dt_rank(c):
     """Mamba's rank of the step-size projection: dt_rank, or ceil(d_model / 16) when 0."""
     return c["dt_rank"] if c["dt_rank"] > 0 else -(-c["d_model"] // 16)
-
-
-class RMSNorm(nn.Module):
-    """x / sqrt(mean(x^2) + eps) * weight over the last dim (torch.nn.RMSNorm of later
-    PyTorch versions; Zhang & Sennrich 2019)."""
-
-    def __init__(self, d, eps=RMS_NORM_EPS):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))
-
-    def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
 def selective_scan(u, delta, A, B, C, D):
@@ -456,7 +496,8 @@ class LookbackModel(nn.Module):
                 self.pos_embedding = nn.Parameter(torch.randn(c["max_seq_len"], d))
             self.embed_dropout = nn.Dropout(c["dropout"])
             self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
-            self.ln_f = nn.LayerNorm(d, eps=LAYER_NORM_EPS)
+            if c["norm_position"] == "pre":
+                self.ln_f = make_norm(c)
         elif c["kind"] == "linear":
             self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
             self.ln_f = nn.LayerNorm(d, eps=LAYER_NORM_EPS)
@@ -474,7 +515,13 @@ class LookbackModel(nn.Module):
         else:
             self.conv = nn.ModuleList(
                 nn.Conv1d(d, d, c["kernel_size"], dilation=2 ** i) for i in range(c["n_layers"]))
-        self.head = nn.Linear(width, max(c["num_classes"], 1))
+        head_bias = c["kind"] not in ("transformer", "local") or bool(c["bias"])
+        if c["tie_embeddings"]:  # the head reads h @ embedding.weight^T; only its bias is its own
+            self.head = nn.Module()
+            if head_bias:
+                self.head.bias = nn.Parameter(torch.zeros(c["num_classes"]))
+        else:
+            self.head = nn.Linear(width, max(c["num_classes"], 1), bias=head_bias)
         self.to(_dtype(c))
 
     def forward(self, tokens=None, features=None, lengths=None):
@@ -507,7 +554,7 @@ class LookbackModel(nn.Module):
             log_n = log_key_counts(t, lengths, c["causal"], window) if c["length_scale"] != "none" else None
             for block in self.blocks:
                 x = block(x, allowed, log_n)
-            h = self.ln_f(x)
+            h = self.ln_f(x) if c["norm_position"] == "pre" else x
         elif c["kind"] == "linear":  # causal by construction: padding after a length changes nothing before it
             for block in self.blocks:
                 x = block(x, None)
@@ -528,7 +575,12 @@ class LookbackModel(nn.Module):
         if c["head"] == "last":
             last = (lengths - 1) if lengths is not None else torch.full((b,), t - 1, dtype=torch.long)
             h = h[torch.arange(b), last.to(h.device)]
-        y = self.head(h)
+        if c["tie_embeddings"]:
+            y = h @ self.embedding.weight.t()
+            if getattr(self.head, "bias", None) is not None:
+                y = y + self.head.bias
+        else:
+            y = self.head(h)
         return y.squeeze(-1) if c["num_classes"] == 0 else y
 
 
@@ -543,17 +595,25 @@ def parameter_map(config):
     if c["kind"] in _BLOCK_KINDS:
         if c["pos"] == "learned" and c["kind"] != "linear":
             rows.append(("pos_embedding", "pos_embedding", False))
+        norm_bias = c["bias"] and c["norm"] == "layernorm"
+
+        def norm(name):
+            return [(f"{name}.weight", f"{name}.weight", False)] + ([(f"{name}.bias", f"{name}.bias", False)]
+                                                                     if norm_bias else [])
+
         for i in range(c["n_layers"]):
             p = f"blocks.{i}"
-            rows += [(f"{p}.ln1.weight", f"{p}.ln1.weight", False), (f"{p}.ln1.bias", f"{p}.ln1.bias", False)]
+            rows += norm(f"{p}.ln1")
             rows += [(f"{p}.attn.{w}", f"{p}.attn.{w}.weight", True) for w in ("w_q", "w_k", "w_v", "w_o")]
             if c["length_scale"] == "scalable" and c["kind"] != "linear":
                 rows.append((f"{p}.attn.softmax_scale", f"{p}.attn.softmax_scale", False))
-            rows += [(f"{p}.ln2.weight", f"{p}.ln2.weight", False), (f"{p}.ln2.bias", f"{p}.ln2.bias", False)]
+            rows += norm(f"{p}.ln2")
             for fc in ("fc1", "fc2"):
-                rows += [(f"{p}.ffn.{fc}.weight", f"{p}.ffn.{fc}.weight", True),
-                         (f"{p}.ffn.{fc}.bias", f"{p}.ffn.{fc}.bias", False)]
-        rows += [("ln_f.weight", "ln_f.weight", False), ("ln_f.bias", "ln_f.bias", False)]
+                rows.append((f"{p}.ffn.{fc}.weight", f"{p}.ffn.{fc}.weight", True))
+                if c["bias"]:
+                    rows.append((f"{p}.ffn.{fc}.bias", f"{p}.ffn.{fc}.bias", False))
+        if c["norm_position"] == "pre":
+            rows += norm("ln_f")
     elif c["kind"] == "lstm":
         for k in range(c["n_layers"]):
             rows += [(f"lstm.{n}_l{k}", f"lstm.{n}_l{k}", False)
@@ -570,7 +630,10 @@ def parameter_map(config):
     else:
         for i in range(c["n_layers"]):
             rows += [(f"conv.{i}.weight", f"conv.{i}.weight", False), (f"conv.{i}.bias", f"conv.{i}.bias", False)]
-    rows += [("head.weight", "head.weight", True), ("head.bias", "head.bias", False)]
+    if not c["tie_embeddings"]:
+        rows.append(("head.weight", "head.weight", True))
+    if c["kind"] not in ("transformer", "local") or c["bias"]:
+        rows.append(("head.bias", "head.bias", False))
     return rows
 
 
@@ -586,17 +649,18 @@ def parameter_shapes(config):
     if c["kind"] in _BLOCK_KINDS:
         if c["pos"] == "learned" and c["kind"] != "linear":
             shapes["pos_embedding"] = (c["max_seq_len"], d)
+        fc1 = c["d_ff"] if c["ffn"] == "gelu" else 2 * c["d_ff"]
         for i in range(c["n_layers"]):
             p = f"blocks.{i}"
-            for name in ("ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias", "ffn.fc2.bias"):
-                shapes[f"{p}.{name}"] = (d,)
             d_kv = d // c["n_heads"] * kv_heads(c) if c["kind"] != "linear" else d
             for w in ("w_q", "w_k", "w_v", "w_o"):
                 shapes[f"{p}.attn.{w}.weight"] = (d_kv, d) if w in ("w_k", "w_v") else (d, d)
             if c["length_scale"] == "scalable" and c["kind"] != "linear":
                 shapes[f"{p}.attn.softmax_scale"] = (c["n_heads"],)
-            shapes[f"{p}.ffn.fc1.weight"], shapes[f"{p}.ffn.fc1.bias"] = (c["d_ff"], d), (c["d_ff"],)
-            shapes[f"{p}.ffn.fc2.weight"] = (d, c["d_ff"])
+            shapes[f"{p}.ffn.fc1.weight"], shapes[f"{p}.ffn.fc1.bias"] = (fc1, d), (fc1,)
+            shapes[f"{p}.ffn.fc2.weight"], shapes[f"{p}.ffn.fc2.bias"] = (d, c["d_ff"]), (d,)
+            for name in ("ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"):
+                shapes[f"{p}.{name}"] = (d,)
         shapes["ln_f.weight"], shapes["ln_f.bias"] = (d,), (d,)
     elif c["kind"] == "lstm":
         h = c["hidden_size"]
@@ -621,7 +685,8 @@ def parameter_shapes(config):
             shapes[f"conv.{i}.weight"], shapes[f"conv.{i}.bias"] = (d, d, c["kernel_size"]), (d,)
     out = max(c["num_classes"], 1)
     shapes["head.weight"], shapes["head.bias"] = (out, width), (out,)
-    return shapes
+    # only what parameter_map lists (biases, ln_f and the head's weight may be absent)
+    return {torch_name: shapes[torch_name] for _, torch_name, _ in parameter_map(c)}
 
 
 def check_module(module, config):
@@ -660,6 +725,15 @@ def check_module(module, config):
                                  f"{sub.n_kv_heads}, rotary = {sub.rotary}, alibi = {sub.alibi}, length_scale = "
                                  f"{scale!r}, but the config says n_heads = {c['n_heads']}, n_kv_heads = "
                                  f"{c['n_kv_heads']}, pos = {c['pos']!r}, length_scale = {c['length_scale']!r}")
+        if isinstance(sub, FeedForward) and sub.kind != c["ffn"]:
+            raise ValueError(f"save: a feed-forward layer of the module is {sub.kind!r}, but the config says "
+                             f"ffn = {c['ffn']!r}")
+        if isinstance(sub, Block) and sub.post != (c["norm_position"] == "post"):
+            raise ValueError(f"save: a block of the module is {'post' if sub.post else 'pre'}-norm, but the config "
+                             f"says norm_position = {c['norm_position']!r}")
+        if isinstance(sub, (RMSNorm, nn.LayerNorm)) and isinstance(sub, RMSNorm) != (c["norm"] == "rmsnorm"):
+            raise ValueError(f"save: a norm of the module is {type(sub).__name__}, but the config says "
+                             f"norm = {c['norm']!r}")
     return c
 
 
@@ -682,7 +756,7 @@ def _read_config(f, path):
             value = value.item() if isinstance(value, np.generic) else value
             # lookback writes fixed-length strings, which h5py reads as bytes
             config[key[len("model."):]] = value.decode() if isinstance(value, bytes) else value
-    # absent before they existed: no length scale, every head its own keys and values, Mamba's sizes
+    # absent before they existed: no length scale, every head its own keys and values, Mamba's sizes, today's block
     missing = sorted(set(CONFIG_DEFAULTS) - set(config) - set(_LATER_FIELDS))
     if missing:
         raise ValueError(f"{path}: model config attribute(s) {missing} are missing")

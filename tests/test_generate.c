@@ -144,12 +144,15 @@ static const struct {
     lb_model_kind kind;
     lb_pos_kind pos;
     int nanogpt; /* nanoGPT's model options: no biases, tied embeddings, GPT-2 initialisation */
+    int block;   /* 1: Llama's block (rmsnorm, swiglu, no biases, tied); 2: post-norm rmsnorm, geglu */
 } families[] = {
-    {LB_MODEL_TRANSFORMER, LB_POS_LEARNED, 0}, {LB_MODEL_TRANSFORMER, LB_POS_LEARNED, 1},
-    {LB_MODEL_TRANSFORMER, LB_POS_ROTARY, 0},  {LB_MODEL_TRANSFORMER, LB_POS_SINUSOIDAL, 0},
-    {LB_MODEL_LOCAL, LB_POS_LEARNED, 0},       {LB_MODEL_LOCAL, LB_POS_NONE, 0},
-    {LB_MODEL_LSTM, LB_POS_NONE, 0},           {LB_MODEL_CONV, LB_POS_NONE, 0},
-    {LB_MODEL_LINEAR, LB_POS_NONE, 0},
+    {LB_MODEL_TRANSFORMER, LB_POS_LEARNED, 0, 0}, {LB_MODEL_TRANSFORMER, LB_POS_LEARNED, 1, 0},
+    {LB_MODEL_TRANSFORMER, LB_POS_ROTARY, 0, 0},  {LB_MODEL_TRANSFORMER, LB_POS_SINUSOIDAL, 0, 0},
+    {LB_MODEL_LOCAL, LB_POS_LEARNED, 0, 0},       {LB_MODEL_LOCAL, LB_POS_NONE, 0, 0},
+    {LB_MODEL_LSTM, LB_POS_NONE, 0, 0},           {LB_MODEL_CONV, LB_POS_NONE, 0, 0},
+    {LB_MODEL_LINEAR, LB_POS_NONE, 0, 0},
+    {LB_MODEL_TRANSFORMER, LB_POS_ROTARY, 0, 1},  {LB_MODEL_LOCAL, LB_POS_ROTARY, 0, 2},
+    {LB_MODEL_TRANSFORMER, LB_POS_LEARNED, 0, 2},
 };
 enum { N_FAMILIES = sizeof families / sizeof families[0] };
 
@@ -160,6 +163,16 @@ static lb_model_config family_config(int f, lb_dtype dtype)
         c.bias = 0;
         c.tie_embeddings = 1;
         c.init = LB_INIT_GPT2;
+    }
+    if (families[f].block == 1) {
+        c.norm = LB_NORM_RMSNORM;
+        c.ffn = LB_FFN_SWIGLU;
+        c.bias = 0;
+        c.tie_embeddings = 1;
+    } else if (families[f].block == 2) {
+        c.norm = LB_NORM_RMSNORM;
+        c.norm_position = LB_NORM_POST;
+        c.ffn = LB_FFN_GEGLU;
     }
     return c;
 }

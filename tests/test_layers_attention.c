@@ -622,7 +622,7 @@ static void test_readout_transformer(void)
 {
     for (size_t i = 0; i < sizeof READOUT_CASES / sizeof READOUT_CASES[0]; i++) {
         const readout_case *rc = &READOUT_CASES[i];
-        lb_transformer_config cfg = {4, 2, 6, 0.0, rc->rotary, 2, LB_LENGTH_SCALE_NONE, 0, 0, 0, 0};
+        lb_transformer_config cfg = {4, 2, 6, 0.0, rc->rotary, 2, LB_LENGTH_SCALE_NONE, 0, 0, 0, 0, LB_NORM_LAYERNORM, LB_NORM_PRE, LB_FFN_GELU};
         lb_params ps;
         lb_params_init(&ps);
         lb_rng rng;
@@ -647,7 +647,7 @@ static void test_readout_transformer(void)
 
 static void test_transformer_names_and_values(void)
 {
-    lb_transformer_config cfg = {4, 2, 6, 0.0, 0, 2, LB_LENGTH_SCALE_NONE, 0, 0, 0, 0};
+    lb_transformer_config cfg = {4, 2, 6, 0.0, 0, 2, LB_LENGTH_SCALE_NONE, 0, 0, 0, 0, LB_NORM_LAYERNORM, LB_NORM_PRE, LB_FFN_GELU};
     lb_params ps;
     lb_params_init(&ps);
     lb_rng rng;
@@ -697,7 +697,7 @@ static void test_transformer_gradcheck(void)
 {
     int64_t sm[2] = {T, T};
     lb_tensor *allowed = lb_tensor_from_doubles(LB_FLOAT64, 2, sm, ALLOWED);
-    lb_transformer_config cfg = {4, 2, 6, 0.0, 1, 2, LB_LENGTH_SCALE_NONE, 0, 0, 0, 0};
+    lb_transformer_config cfg = {4, 2, 6, 0.0, 1, 2, LB_LENGTH_SCALE_NONE, 0, 0, 0, 0, LB_NORM_LAYERNORM, LB_NORM_PRE, LB_FFN_GELU};
     lb_params ps;
     lb_params_init(&ps);
     lb_rng rng;

@@ -13,7 +13,7 @@ static void test_every_member_has_one_row(void)
 {
     int n;
     const lb_model_field *f = lb_model_fields(&n);
-    CU_ASSERT_EQUAL(n, 29);
+    CU_ASSERT_EQUAL(n, 32);
     CU_ASSERT_EQUAL(f[0].offset, 0);
     CU_ASSERT_STRING_EQUAL(f[0].member, "kind");
     CU_ASSERT_STRING_EQUAL(f[n - 1].member, "seed");
@@ -70,6 +70,9 @@ static void test_defaults_per_family(void)
     CU_ASSERT_EQUAL(t.bias, 1);
     CU_ASSERT_EQUAL(t.tie_embeddings, 0);
     CU_ASSERT_EQUAL(t.init, LB_INIT_DEFAULT);
+    CU_ASSERT_EQUAL(t.norm, LB_NORM_LAYERNORM);
+    CU_ASSERT_EQUAL(t.norm_position, LB_NORM_PRE);
+    CU_ASSERT_EQUAL(t.ffn, LB_FFN_GELU);
 }
 
 /* Text -> field -> text gives the same text for every field, and a second config set
@@ -84,7 +87,8 @@ static void test_set_and_format_round_trip(void)
         {"d-model", "24"},       {"heads", "6"},            {"kv-heads", "2"},    {"d-ff", "48"},
         {"pos", "rotary"},
         {"window", "9"},         {"causal", "0"},           {"length-scale", "log-n"}, {"dropout", "0.15"},
-        {"bias", "0"},           {"tie-embeddings", "1"},   {"init", "gpt2"},
+        {"bias", "0"},           {"norm", "rmsnorm"},       {"norm-position", "post"}, {"ffn", "geglu"},
+        {"tie-embeddings", "1"}, {"init", "gpt2"},
         {"hidden", "12"},
         {"forget-bias", "-1.5"}, {"kernel", "5"},           {"decay", "1"},       {"d-state", "8"},
         {"d-conv", "3"},         {"expand", "3"},           {"dt-rank", "5"},     {"model-seed", "18446744073"},
@@ -111,6 +115,9 @@ static void test_set_and_format_round_trip(void)
     CU_ASSERT_EQUAL(a.bias, 0);
     CU_ASSERT_EQUAL(a.tie_embeddings, 1);
     CU_ASSERT_EQUAL(a.init, LB_INIT_GPT2);
+    CU_ASSERT_EQUAL(a.norm, LB_NORM_RMSNORM);
+    CU_ASSERT_EQUAL(a.norm_position, LB_NORM_POST);
+    CU_ASSERT_EQUAL(a.ffn, LB_FFN_GEGLU);
     CU_ASSERT_DOUBLE_EQUAL(a.dropout, 0.15, 0);
     CU_ASSERT_DOUBLE_EQUAL(a.forget_bias, -1.5, 0);
     CU_ASSERT_EQUAL(a.seed, 18446744073ull);

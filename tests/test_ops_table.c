@@ -162,6 +162,11 @@ static lb_var *b_dropout_mask(lb_graph *g, lb_var *const *x)
     return y;
 }
 /* x [2, 3, 6]: the first 4 features rotated in interleaved pairs, tables [3, 2] */
+/* x [4, 6] with weight [6]; the same rows without a weight in the misuse */
+static lb_var *b_rms_norm(lb_graph *g, lb_var *const *x) { return lb_rms_norm(g, x[0], x[1], 1e-5); }
+/* x [2, 3, 4]: H = 2 */
+static lb_var *b_swiglu(lb_graph *g, lb_var *const *x) { return lb_swiglu(g, x[0]); }
+static lb_var *b_geglu(lb_graph *g, lb_var *const *x) { return lb_geglu(g, x[0]); }
 static lb_var *b_rotary(lb_graph *g, lb_var *const *x)
 {
     double c[6], sn[6];
@@ -340,6 +345,15 @@ static lb_var *m_dropout_mask(lb_graph *g, lb_var *const *x)
     return y;
 }
 /* tables [3, 4]: 8 rotated features, but x has 6 */
+/* weight [5] for x [..., 6] */
+static lb_var *m_rms_norm(lb_graph *g, lb_var *const *x)
+{
+    lb_var *weight = lb_input(g, lb_tensor_zeros(LB_FLOAT64, 1, (int64_t[]){5}), 0);
+    return lb_rms_norm(g, x[0], weight, 1e-5);
+}
+/* an odd last dim: [2, 3, 3] has no halves */
+static lb_var *m_swiglu(lb_graph *g, lb_var *const *x) { return lb_swiglu(g, lb_slice(g, x[0], 2, 0, 3, 1)); }
+static lb_var *m_geglu(lb_graph *g, lb_var *const *x) { return lb_geglu(g, lb_slice(g, x[0], 2, 0, 3, 1)); }
 static lb_var *m_rotary(lb_graph *g, lb_var *const *x)
 {
     lb_tensor *t = lb_tensor_zeros(LB_FLOAT64, 2, (int64_t[]){3, 4});
@@ -418,6 +432,9 @@ static const op_recipe recipes[] = {
     {LB_OP_NLL_LOSS, 1, {{2, {4, 5}, -2, 0}}, b_nll_loss, m_nll_loss, LB_ERR_VALUE, "nll_loss|[4, 5]", 0},
     {LB_OP_DROPOUT_MASK, 1, {T46}, b_dropout_mask, m_dropout_mask, LB_ERR_SHAPE, "dropout|[4]", 0},
     {LB_OP_ROTARY, 1, {{3, {2, 3, 6}, -1, 1}}, b_rotary, m_rotary, LB_ERR_SHAPE, "rotary|[3, 4]", 0},
+    {LB_OP_RMS_NORM, 2, {T46, {1, {6}, 0.5, 1.5}}, b_rms_norm, m_rms_norm, LB_ERR_SHAPE, "rms_norm|[5]", 1e-4},
+    {LB_OP_SWIGLU, 1, {{3, {2, 3, 4}, -3, 3}}, b_swiglu, m_swiglu, LB_ERR_SHAPE, "swiglu|[2, 3, 3]", 0},
+    {LB_OP_GEGLU, 1, {{3, {2, 3, 4}, -3, 3}}, b_geglu, m_geglu, LB_ERR_SHAPE, "geglu|[2, 3, 3]", 0},
 };
 enum { N_RECIPES = sizeof recipes / sizeof recipes[0] };
 
@@ -650,6 +667,24 @@ static lb_var *c_layer_norm(lb_graph *g, lb_var *const *x)
     lb_var *sd = lb_exp(g, lb_scale(g, lb_log(g, lb_add(g, var, constant_like(g, x[0], 1, (int64_t[]){1}, eps))), 0.5));
     return lb_add(g, lb_mul(g, lb_div(g, centred, sd), x[1]), x[2]);
 }
+static lb_var *c_rms_norm(lb_graph *g, lb_var *const *x)
+{
+    double eps[1] = {1e-5};
+    lb_var *ms = lb_add(g, lb_mean_axes(g, lb_mul(g, x[0], x[0]), 1, (int[]){-1}, 1),
+                        constant_like(g, x[0], 1, (int64_t[]){1}, eps));
+    lb_var *rms = lb_exp(g, lb_scale(g, lb_log(g, ms), 0.5));
+    return lb_mul(g, lb_div(g, x[0], rms), x[1]);
+}
+/* [2, 3, 4]: gate x[..., :2], value x[..., 2:] */
+static lb_var *c_swiglu(lb_graph *g, lb_var *const *x)
+{
+    lb_var *a = lb_slice(g, x[0], 2, 0, 2, 1), *b = lb_slice(g, x[0], 2, 2, 4, 1);
+    return lb_mul(g, lb_mul(g, a, lb_sigmoid(g, a)), b);
+}
+static lb_var *c_geglu(lb_graph *g, lb_var *const *x)
+{
+    return lb_mul(g, lb_gelu(g, lb_slice(g, x[0], 2, 0, 2, 1)), lb_slice(g, x[0], 2, 2, 4, 1));
+}
 /* b_embedding's ids {4, 0, 2, 2, 1, 4} as one-hot rows [2, 3, 5] times weight [5, 3] */
 static lb_var *c_embedding(lb_graph *g, lb_var *const *x)
 {
@@ -761,6 +796,7 @@ static const struct {
     {LB_OP_NLL_LOSS, c_nll_loss},         {LB_OP_MSE, c_mse},                 {LB_OP_DROPOUT_MASK, c_dropout_mask},
     {LB_OP_CONV1D, c_conv1d},           {LB_OP_LINEAR_ATTENTION, c_linear_attention},
     {LB_OP_SELECTIVE_SCAN, c_selective_scan},
+    {LB_OP_RMS_NORM, c_rms_norm},         {LB_OP_SWIGLU, c_swiglu},           {LB_OP_GEGLU, c_geglu},
 };
 
 /* The fused ops that autograd/ops.def lists, with their compositions. */

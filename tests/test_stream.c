@@ -145,6 +145,34 @@ static void test_length_scale(void)
         }
 }
 
+/* The block options (norm, norm position, feed-forward kind, biases) stream exactly, in
+ * float32 and float64, full and local attention. */
+static void test_block_options(void)
+{
+    static const struct {
+        lb_norm_kind norm;
+        lb_norm_position position;
+        lb_ffn_kind ffn;
+        int bias;
+    } blocks[] = {
+        {LB_NORM_RMSNORM, LB_NORM_PRE, LB_FFN_SWIGLU, 0}, {LB_NORM_RMSNORM, LB_NORM_POST, LB_FFN_GELU, 1},
+        {LB_NORM_LAYERNORM, LB_NORM_POST, LB_FFN_GEGLU, 1}, {LB_NORM_LAYERNORM, LB_NORM_PRE, LB_FFN_SWIGLU, 1},
+    };
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        for (int kind = LB_MODEL_TRANSFORMER; kind <= LB_MODEL_LOCAL; kind++)
+            for (int dt = LB_FLOAT32; dt <= LB_FLOAT64; dt++) {
+                lb_model_config c = config((lb_model_kind)kind, LB_POS_ROTARY, (lb_dtype)dt);
+                c.norm = blocks[i].norm;
+                c.norm_position = blocks[i].position;
+                c.ffn = blocks[i].ffn;
+                c.bias = blocks[i].bias;
+                lb_model *m = lb_model_new(&c);
+                CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+                check_config(&c, m);
+                lb_model_free(m);
+            }
+}
+
 static void test_transformer(void)
 {
     for (int p = LB_POS_NONE; p <= LB_POS_ALIBI; p++) {
@@ -662,6 +690,7 @@ int main(void)
          test_grouped_heads},
         {"local attention, every position kind, chunks 1/7/128/whole", test_local},
         {"length-scaled logits (log n, scalable softmax) stream exactly", test_length_scale},
+        {"rmsnorm, post-norm, swiglu and geglu blocks stream exactly, chunks 1/7/128/whole", test_block_options},
         {"lstm carried (h, c), chunks 1/7/128/whole", test_lstm},
         {"conv histories, chunks 1/7/128/whole", test_conv},
         {"linear attention's (S, z), with and without decay, chunks 1/7/128/whole", test_linear},

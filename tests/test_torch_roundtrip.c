@@ -37,7 +37,7 @@ typedef struct rt_case {
     const char *name;
     const char *data;      /* spike (last position, lengths), recall (every position), adding (features) */
     const char *optim;     /* sgd (momentum 0.9) | adam | adamw, for the one-step check */
-    const char *args[20];  /* model options for `lookback train`, NULL-terminated */
+    const char *args[24];  /* model options for `lookback train`, NULL-terminated */
 } rt_case;
 
 #define SMALL "--layers", "2", "--d-model", "16", "--heads", "2", "--d-ff", "24"
@@ -58,6 +58,14 @@ static const rt_case cases[] = {
                                           "--d-ff", "24", "--kv-heads", "1", "--pos", "alibi", "--window", "4"}},
     {"local-log-n", "spike", "adam", {"--model", "local", SMALL, "--window", "5", "--length-scale", "log-n"}},
     {"local-learned", "adding", "sgd", {"--model", "local", SMALL, "--pos", "learned", "--window", "3"}},
+    {"transformer-llama-tied", "local", "adamw", {"--model", "transformer", SMALL, "--norm", "rmsnorm", "--ffn", "swiglu",
+                                                  "--pos", "rotary", "--bias", "0", "--tie-embeddings", "1"}},
+    {"transformer-post-geglu", "spike", "adam", {"--model", "transformer", SMALL, "--norm-position", "post", "--ffn",
+                                                 "geglu", "--pos", "learned"}},
+    {"local-rmsnorm-post-nobias", "adding", "sgd", {"--model", "local", SMALL, "--norm", "rmsnorm", "--norm-position",
+                                                    "post", "--bias", "0", "--window", "4"}},
+    {"transformer-layernorm-nobias", "recall", "adam", {"--model", "transformer", SMALL, "--bias", "0", "--ffn",
+                                                        "swiglu"}},
     {"lstm", "spike", "adamw", {"--model", "lstm", "--layers", "2", "--d-model", "8", "--hidden", "12",
                                 "--forget-bias", "1"}},
     {"lstm-every", "recall", "adam", {"--model", "lstm", "--layers", "1", "--d-model", "8", "--hidden", "10"}},
@@ -72,11 +80,20 @@ static const rt_case cases[] = {
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
-/* Data files: T = 20, variable lengths for spike and recall. */
+/* Data files: T = 20, variable lengths for spike and recall; local with as many classes
+ * as token ids (vocab 9: a head tied to the embedding can predict them). */
 static const char *data_file(const char *task)
 {
-    static char paths[3][512];
-    int i = strcmp(task, "spike") == 0 ? 0 : strcmp(task, "recall") == 0 ? 1 : 2;
+    static char paths[4][512];
+    int i = strcmp(task, "spike") == 0 ? 0 : strcmp(task, "recall") == 0 ? 1 : strcmp(task, "adding") == 0 ? 2 : 3;
+    if (i == 3 && !paths[3][0]) {
+        snprintf(paths[3], sizeof paths[3], "%s", path_in("local.h5"));
+        const char *local[] = {"data", "--task", "local", "--seq-len", "20", "--classes", "9", "--train", "48", "--val",
+                               "8", "--test", "16", "-o", paths[3], "--quiet", NULL};
+        run_result r = run(local);
+        EXPECT(r.code == 0, r);
+        run_free(&r);
+    }
     if (!paths[i][0]) {
         snprintf(paths[i], sizeof paths[i], "%s", path_in(i == 0 ? "spike.h5" : i == 1 ? "recall.h5" : "adding.h5"));
         const char *spike[] = {"data", "--task", "spike", "--seq-len", "20", "--variable-length", "1", "--min-length", "8",
