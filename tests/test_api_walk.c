@@ -275,6 +275,7 @@ static const struct {
     {"lb_k_selective_scan_backward", "dA"}, {"lb_k_selective_scan_backward", "dB"},
     {"lb_k_selective_scan_backward", "dC"},
     {"lb_predictions_score", "targets"}, {"lb_predictions_score", "values"}, {"lb_vocab_encode_new", "text"},
+    {"lb_rms_norm", "weight"},
     {NULL, NULL},
 };
 

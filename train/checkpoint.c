@@ -838,8 +838,8 @@ lb_status lb_trainer_load(lb_trainer *t, const char *path)
     lb_status st = read_isolated(path, load_job_run, &job);
     lb_loader_state ls = {job.epoch, job.position, job.loader_rng};
     /* Everything read and checked: now change the trainer. */
-    if (st == LB_OK)
-        st = lb_loader_set_state(t->loader, &ls);
+    if (st == LB_OK && (st = lb_loader_set_state(t->loader, &ls)) != LB_OK)
+        lb_error_context("checkpoint %s", path); /* the data file's message: say which checkpoint */
     if (st == LB_OK) {
         for (int i = 0; i < ps->count; i++)
             lb_tensor_copy_into(ps->items[i]->value, job.vals[i]);
