@@ -58,7 +58,7 @@ static const rt_case cases[] = {
                                           "--d-ff", "24", "--kv-heads", "1", "--pos", "alibi", "--window", "4"}},
     {"local-log-n", "spike", "adam", {"--model", "local", SMALL, "--window", "5", "--length-scale", "log-n"}},
     {"local-learned", "adding", "sgd", {"--model", "local", SMALL, "--pos", "learned", "--window", "3"}},
-    {"transformer-llama-tied", "local", "adamw", {"--model", "transformer", SMALL, "--norm", "rmsnorm", "--ffn", "swiglu",
+    {"transformer-llama-tied", "local", "sgd", {"--model", "transformer", SMALL, "--norm", "rmsnorm", "--ffn", "swiglu",
                                                   "--pos", "rotary", "--bias", "0", "--tie-embeddings", "1"}},
     {"transformer-post-geglu", "spike", "adam", {"--model", "transformer", SMALL, "--norm-position", "post", "--ffn",
                                                  "geglu", "--pos", "learned"}},
