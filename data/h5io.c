@@ -21,7 +21,7 @@ enum {
     CHUNK_BYTES = 1 << 20,      /* target size of one chunk */
     CHUNK_MAX_ROWS = 1 << 16,   /* keeps [N] chunks small enough for the chunk cache */
     DEFLATE_LEVEL = 1,          /* fast; the byte shuffle filter does most of the work */
-    MAX_STRING_ATTR = 256
+    MAX_STRING_ATTR = 4096 /* the longest string attribute: a checkpoint's model_fields list */
 };
 
 void lb_h5_quiet_begin(lb_h5_quiet *saved)
