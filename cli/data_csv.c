@@ -18,7 +18,7 @@ static void csv_usage(FILE *out)
 {
     fputs("usage: lookback data csv FILE.csv -o FILE.h5 --label COL (--features COLS | --tokens COLS)\n"
           "                         [--sequence-key COLS] [--order-key COL [--order-as text|number]]\n"
-          "                         [--label-per event|sequence]\n"
+          "                         [--classes K] [--label-per event|sequence]\n"
           "                         [--seq-len T] [--stride S] [--split-by time|sequence] [--val F] [--test F]\n"
           "                         [--seed N] [--missing refuse|skip|previous] [--short skip|refuse] [--force]\n"
           "       lookback data csv NEW.csv -o NEW.h5 --like CHECKPOINT.h5|TRAIN.h5 [--force]\n"
@@ -38,7 +38,10 @@ static void csv_usage(FILE *out)
           "  --features COLS      numeric columns, standardised with the train split's mean and std\n"
           "  --tokens COLS        categorical columns, one-hot; a value unseen in training has its own\n"
           "                       slot (id 0)\n"
-          "  --label COL          integer classes 0, 1, ... (required)\n"
+          "  --label COL          integer classes 0, 1, ... (required); the classes are 0 to the\n"
+          "                       largest label, refused when more than half of them have no row\n"
+          "                       (a stray value: the values and its row are named)\n"
+          "  --classes K          the classes are 0..K-1: a label outside is refused by row\n"
           "  --label-per WHAT     event: every row is scored (default); sequence: each window is\n"
           "                       scored by its last row's label\n"
           "  --seq-len T          rows per window (default 64)\n"
@@ -102,7 +105,7 @@ static int csv_parse(int argc, char **argv, csv_args *a)
     const char *cmd = "data csv";
     static const struct option opts[] = {
         {"sequence-key", required_argument, NULL, 'k'}, {"order-key", required_argument, NULL, 'r'},
-        {"order-as", required_argument, NULL, 'a'},
+        {"order-as", required_argument, NULL, 'a'},     {"classes", required_argument, NULL, 'K'},
         {"features", required_argument, NULL, 'f'},     {"tokens", required_argument, NULL, 'n'},
         {"label", required_argument, NULL, 'l'},        {"label-per", required_argument, NULL, 'p'},
         {"seq-len", required_argument, NULL, 'T'},      {"stride", required_argument, NULL, 'S'},
@@ -124,6 +127,10 @@ static int csv_parse(int argc, char **argv, csv_args *a)
         case 'k': a->opt.sequence_key = optarg; break;
         case 'r': a->opt.order_key = optarg; break;
         case 'a': st = lb_order_as_parse(optarg, &a->opt.order_as); break;
+        case 'K':
+            st = lb_option_int("--classes", optarg, 2, 1 << 20, &number);
+            a->opt.num_classes = number;
+            break;
         case 'f': a->opt.features = optarg; break;
         case 'n': a->opt.tokens = optarg; break;
         case 'l': a->opt.label = optarg; break;

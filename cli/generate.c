@@ -144,6 +144,9 @@ static char *read_prompt_file(const char *cmd, const char *path, size_t *size, i
         *code = lb_cli_error(cmd, 1, "--prompt-file %s", lb_last_error());
         return NULL;
     }
+    size_t bom = lb_text_bom_length(buf, *size); /* a byte-order mark is no part of the prompt */
+    memmove(buf, buf + bom, *size - bom + 1);
+    *size -= bom;
     if (*size == 0) {
         free(buf);
         *code = lb_cli_error(cmd, 1, "--prompt-file %s: is empty; a prompt needs at least one character (or give no "

@@ -1166,7 +1166,16 @@ static int compare_int32(const void *a, const void *b)
 /* Classes printed one by one even when absent, when num_classes is at most this or at
  * most the split's targets; beyond, only the classes that occur (the report is bounded
  * by the data in the file, whatever num_classes claims). */
-enum { HISTOGRAM_ALL_CLASSES = 4096 };
+enum { HISTOGRAM_ALL_CLASSES = 4096, HISTOGRAM_SHOWN = 64 };
+
+/* After a histogram that shows only the classes that occur: how many do, of how many. */
+static void print_classes_note(FILE *out, int64_t present, int64_t num_classes)
+{
+    fprintf(out, "\n  (%lld of the %lld classes occur", (long long)present, (long long)num_classes);
+    if (present > HISTOGRAM_SHOWN)
+        fprintf(out, ", the first %d shown", HISTOGRAM_SHOWN);
+    fputs("; the others have 0)", out);
+}
 
 static void print_histogram_of(const lb_dataset *ds, const char *split, FILE *out)
 {
@@ -1186,12 +1195,22 @@ static void print_histogram_of(const lb_dataset *ds, const char *split, FILE *ou
     if (dense) {
         int64_t ignored = 0;
         lb_dataset_label_histogram(ds, split, counts, &ignored);
+        /* every class when they fit in 8 lines; otherwise the classes that occur, at most
+         * HISTOGRAM_SHOWN of them */
+        int all = ds->num_classes <= HISTOGRAM_SHOWN;
+        int64_t shown = 0;
         for (int64_t c = 0; c < ds->num_classes; c++) {
-            fprintf(out, "%s%lld:%lld", c % 8 ? "  " : "\n  ", (long long)c, (long long)counts[c]);
+            if ((all || counts[c]) && shown < HISTOGRAM_SHOWN) {
+                fprintf(out, "%s%lld:%lld", shown % 8 ? "  " : "\n  ", (long long)c, (long long)counts[c]);
+                shown++;
+            }
+            present += counts[c] > 0;
             total += counts[c];
             if (top < 0 || counts[c] > top_count)
                 top = c, top_count = counts[c];
         }
+        if (!all)
+            print_classes_note(out, present, ds->num_classes);
     } else {
         const int32_t *t = rows->data[LB_FIELD_TARGETS];
         int64_t m = 0;
@@ -1203,15 +1222,15 @@ static void print_histogram_of(const lb_dataset *ds, const char *split, FILE *ou
             int64_t j = i;
             while (j < m && sorted[j] == sorted[i])
                 j++;
-            fprintf(out, "%s%d:%lld", present % 8 ? "  " : "\n  ", sorted[i], (long long)(j - i));
+            if (present < HISTOGRAM_SHOWN)
+                fprintf(out, "%s%d:%lld", present % 8 ? "  " : "\n  ", sorted[i], (long long)(j - i));
             if (j - i > top_count)
                 top = sorted[i], top_count = j - i;
             present++;
             i = j;
         }
         total = m;
-        fprintf(out, "\n  (%lld of the %lld classes occur; the others have 0)", (long long)present,
-                (long long)ds->num_classes);
+        print_classes_note(out, present, ds->num_classes);
     }
     if (ds->is_events && total > 0)
         fprintf(out, "\n  majority class %lld: %.4f of the scored targets", (long long)top,

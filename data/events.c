@@ -690,6 +690,8 @@ static lb_status check_options(import *im)
                         o->val_fraction, o->test_fraction);
     if (o->order_key && !*o->order_key)
         return lb_error(LB_ERR_VALUE, "--order-key is empty: name a column");
+    if (o->num_classes != 0 && (o->num_classes < 2 || o->num_classes > MAX_LABEL))
+        return lb_error(LB_ERR_VALUE, "--classes %lld is outside [2, %d]", (long long)o->num_classes, MAX_LABEL);
     if (!*o->label)
         return lb_error(LB_ERR_VALUE, "--label is empty: name a column");
     lb_status st = split_names_list(o->sequence_key, "--sequence-key", &im->keys);
@@ -898,6 +900,55 @@ static lb_status assign_splits(import *im)
     return LB_OK;
 }
 
+/* --classes K: every label in [0, K). */
+static lb_status labels_within(const import *im, int64_t K)
+{
+    const table *t = &im->t;
+    for (int64_t i = 0; i < t->n; i++)
+        if (t->label[i] >= K)
+            return lb_error(LB_ERR_FORMAT, "%s: row %lld (line %lld), column '%s': label %d is not one of the %lld "
+                            "classes of --classes (0..%lld)",
+                            im->file, (long long)t->row[i], (long long)t->line[i], im->opt.label, t->label[i],
+                            (long long)K, (long long)K - 1);
+    return LB_OK;
+}
+
+/* Without --classes the classes are 0..top: refused when more than half of them would
+ * have no row, naming the values and the row of the largest (a stray value). */
+static lb_status labels_dense(const import *im, int32_t top)
+{
+    const table *t = &im->t;
+    unsigned char *seen = calloc((size_t)top + 1, 1);
+    if (!seen)
+        return lb_error(LB_ERR_MEMORY, "out of memory (while counting the labels)");
+    int64_t distinct = 0, first_top = -1;
+    for (int64_t i = 0; i < t->n; i++) {
+        distinct += !seen[t->label[i]];
+        seen[t->label[i]] = 1;
+        if (first_top < 0 && t->label[i] == top)
+            first_top = i;
+    }
+    lb_status st = LB_OK;
+    if ((int64_t)top + 1 > 2 * distinct) {
+        char values[160];
+        size_t used = 0;
+        int64_t listed = 0;
+        for (int32_t v = 0; v <= top && used + 24 < sizeof values; v++)
+            if (seen[v])
+                used += (size_t)snprintf(values + used, sizeof values - used, "%s%d", listed++ ? ", " : "", v);
+        if (listed < distinct)
+            snprintf(values + used, sizeof values - used, ", ...");
+        st = lb_error(LB_ERR_FORMAT, "%s: column '%s': the labels take %lld values (%s), so the classes 0..%d would "
+                      "be %lld, %lld of them without a row; the largest, %d, is at row %lld (line %lld): correct a "
+                      "stray value, or give --classes %lld to keep that many classes",
+                      im->file, im->opt.label, (long long)distinct, values, top, (long long)top + 1,
+                      (long long)top + 1 - distinct, top, (long long)t->row[first_top], (long long)t->line[first_top],
+                      (long long)top + 1);
+    }
+    free(seen);
+    return st;
+}
+
 /* The schema: columns, scaling from the train rows, token maps from the train rows. */
 static lb_status build_schema(import *im)
 {
@@ -1024,7 +1075,10 @@ static lb_status build_schema(import *im)
             return lb_error(LB_ERR_FORMAT, "%s: column '%s': every label is %d, a single class: there is nothing to "
                             "learn (labels are classes 0, 1, ...)",
                             im->file, s->label, top);
-        s->num_classes = (int64_t)top + 1;
+        lb_status st = o->num_classes > 0 ? labels_within(im, o->num_classes) : labels_dense(im, top);
+        if (st != LB_OK)
+            return st;
+        s->num_classes = o->num_classes > 0 ? o->num_classes : (int64_t)top + 1;
     }
     s->rows = t->n;
     s->rows_skipped = t->skipped;

@@ -78,6 +78,9 @@ typedef struct lb_csv_options {
     const char *features;     /* numeric columns, or NULL */
     const char *tokens;       /* categorical columns, or NULL (features or tokens required) */
     const char *label;        /* integer class column (0, 1, ...), required */
+    int64_t num_classes;      /* the classes 0..num_classes-1 (a label outside is refused by row);
+                                 0: the largest label + 1, refused when most of those classes
+                                 would have no row (a stray value such as one 1000 among 0/1) */
     lb_label_per label_per;
     int64_t seq_len;          /* T >= 1 */
     int64_t stride;           /* >= 1; 0 = seq_len */
@@ -127,7 +130,7 @@ typedef struct lb_event_schema {
     lb_event_tokens *tokens;
     char *label;
     lb_label_per label_per;
-    int64_t num_classes;      /* largest label + 1 (at least 2) */
+    int64_t num_classes;      /* the import's num_classes, else the largest label + 1 (at least 2) */
     int64_t seq_len, stride;
     int64_t input_features;   /* F (see the top) */
     /* provenance */
@@ -171,7 +174,9 @@ int lb_event_schema_same_reading(const lb_event_schema *a, const lb_event_schema
  * LB_ERR_FORMAT for the file: empty, no data row, a named column missing from the
  * header or present twice, a ragged row (not as many fields as the header), a missing
  * value (policy refuse), a feature that is not a finite number, a label that is not a
- * whole number in [0, 2^20), a single class, a source shorter than a window (policy
+ * whole number in [0, 2^20) (or outside [0, num_classes) when given), a single class, a
+ * sparse label set (num_classes 0 and the largest label + 1 more than twice the distinct
+ * values: the values and the row of the largest are named), a source shorter than a window (policy
  * refuse), no window in the train split; LB_ERR_IO, LB_ERR_MEMORY. */
 lb_status lb_csv_import(const char *csv_path, const lb_csv_options *opt, const char *out_path,
                         lb_event_schema **schema_out);

@@ -545,6 +545,46 @@ static char *describe_cp(int32_t cp, char *buf, size_t size)
     return buf;
 }
 
+size_t lb_text_bom_length(const void *text, size_t len)
+{
+    const unsigned char *p = text;
+    return p && len >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf ? 3 : 0;
+}
+
+const char *lb_text_utf8_problem(const unsigned char *text, size_t avail, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return "";
+    unsigned char c = text && avail ? text[0] : 0;
+    if (!text || !avail) {
+        snprintf(buf, size, "no byte");
+        return buf;
+    }
+    if (c >= 0x80 && c <= 0xbf) {
+        snprintf(buf, size, "a continuation byte with no lead byte before it");
+        return buf;
+    }
+    if (c == 0xc0 || c == 0xc1 || c >= 0xf5) {
+        snprintf(buf, size, "a byte that never occurs in UTF-8");
+        return buf;
+    }
+    size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+    for (size_t i = 1; i < need; i++) {
+        if (i >= avail) {
+            snprintf(buf, size, "the lead byte of a %zu-byte character, but the file ends after %zu of its bytes", need, i);
+            return buf;
+        }
+        if ((text[i] & 0xc0) != 0x80) {
+            snprintf(buf, size, "the lead byte of a %zu-byte character, followed by byte 0x%02x, which does not "
+                     "continue it", need, (unsigned)text[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, size, "the start of an overlong form, a surrogate (U+D800..U+DFFF) or a code point above "
+             "U+10FFFF, which UTF-8 does not allow");
+    return buf;
+}
+
 lb_status lb_vocab_encode(const lb_vocab *v, const char *text, size_t len, int map_unk, int32_t *ids,
                           int64_t capacity, int64_t *n)
 {
@@ -563,8 +603,11 @@ lb_status lb_vocab_encode(const lb_vocab *v, const char *text, size_t len, int m
             cp = p[pos];
         } else {
             utf8proc_ssize_t k = utf8proc_iterate(p + pos, (utf8proc_ssize_t)(len - pos), &cp);
-            if (k < 0)
-                return lb_error(LB_ERR_VALUE, "invalid UTF-8 at byte offset %zu (byte 0x%02x)", pos, (unsigned)p[pos]);
+            if (k < 0) {
+                char why[160];
+                return lb_error(LB_ERR_VALUE, "invalid UTF-8 at byte offset %zu (byte 0x%02x: %s)", pos,
+                                (unsigned)p[pos], lb_text_utf8_problem(p + pos, len - pos, why, sizeof why));
+            }
             step = (size_t)k;
         }
         int64_t id = lb_vocab_lookup(v, cp);
@@ -1096,7 +1139,8 @@ void lb_text_options_default(lb_text_options *opt)
 /* One input as read: its name and where its bytes start in the text. */
 typedef struct input_file {
     const char *name; /* as given, "standard input" for "-" */
-    int64_t start, bytes;
+    int64_t start, bytes; /* its text in the buffer (after a byte-order mark) */
+    int64_t origin;       /* where the file's byte 0 is in the buffer (messages give offsets from it) */
     dev_t dev;
     ino_t ino;
     int has_id;
@@ -1157,7 +1201,11 @@ static lb_status open_input(const char *path, input_file *in, unsigned char **bu
         st = read_all(fd, in->name, buf, len, cap, S_ISREG(sb.st_mode) ? (int64_t)sb.st_size : 0);
     if (!is_stdin)
         close(fd);
+    in->origin = in->start;
     in->bytes = *len - in->start;
+    int64_t bom = st == LB_OK ? (int64_t)lb_text_bom_length(*buf + in->start, (size_t)in->bytes) : 0;
+    in->start += bom;
+    in->bytes -= bom;
     if (st == LB_OK && in->bytes == 0)
         st = lb_error(LB_ERR_VALUE, "%s: is empty: there is no text to import", in->name);
     return st;
@@ -1169,7 +1217,7 @@ static void where_is(const input_file *in, int n, int64_t pos, char *buf, size_t
     int f = 0;
     while (f + 1 < n && pos >= in[f + 1].start)
         f++;
-    snprintf(buf, size, "%s, byte offset %lld", in[f].name, (long long)(pos - in[f].start));
+    snprintf(buf, size, "%s, byte offset %lld", in[f].name, (long long)(pos - in[f].origin));
 }
 
 /* The byte position of symbol `index` (char: re-decodes from the start; rare: errors only). */
@@ -1206,11 +1254,13 @@ static lb_status decode_text(const unsigned char *text, const input_file *in, in
             }
             int32_t cp;
             utf8proc_ssize_t k = utf8proc_iterate(text + pos, (utf8proc_ssize_t)(end - pos), &cp);
-            if (k < 0)
-                return lb_error(LB_ERR_VALUE, "%s: invalid UTF-8 at byte offset %lld (byte 0x%02x%s): fix the text, or "
+            if (k < 0) {
+                char why[160];
+                return lb_error(LB_ERR_VALUE, "%s: invalid UTF-8 at byte offset %lld (byte 0x%02x: %s): fix the text, or "
                                 "import it byte by byte with --vocab byte",
-                                in[f].name, (long long)(pos - in[f].start), (unsigned)c,
-                                k == UTF8PROC_ERROR_INVALIDUTF8 && end - pos < 4 ? ", the file ends inside a character" : "");
+                                in[f].name, (long long)(pos - in[f].origin), (unsigned)c,
+                                lb_text_utf8_problem(text + pos, (size_t)(end - pos), why, sizeof why));
+            }
             cps[count++] = cp;
             pos += k;
         }

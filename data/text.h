@@ -300,6 +300,17 @@ typedef struct lb_text_summary {
 lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, int n_paths, const char *out_path,
                          lb_text_summary *summary);
 
+/* The length of a UTF-8 byte-order mark (EF BB BF) at the start of `text`: 3, or 0 when
+ * there is none. A corpus's files and a prompt file skip it, as `data csv` does. */
+size_t lb_text_bom_length(const void *text, size_t len);
+
+/* What is wrong with the invalid UTF-8 sequence at `text` (`avail` bytes left before the
+ * end of its file), in words, into buf: a continuation byte without a lead byte, a byte
+ * that never occurs in UTF-8, a lead byte followed by a byte that does not continue it
+ * (and where), the file ending inside a character, an overlong form, a surrogate or a
+ * code point above U+10FFFF (RFC 3629, section 3). Returns buf. */
+const char *lb_text_utf8_problem(const unsigned char *text, size_t avail, char *buf, size_t size);
+
 LB_API_END
 
 #endif

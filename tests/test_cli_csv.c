@@ -230,6 +230,51 @@ static void test_order_key_kinds(void)
     run_free(&r);
 }
 
+/* One stray label among 0/1 would make 1,001 classes: refused naming the values and the
+ * row; --classes says how many there are; data info's histograms stay short. */
+static void test_sparse_labels(void)
+{
+    char csv[500], out[520];
+    snprintf(csv, sizeof csv, "%s", path_in("stray.csv"));
+    snprintf(out, sizeof out, "%s", path_in("stray.h5"));
+    FILE *f = fopen(csv, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "t,x,label\n");
+    for (int i = 0; i < 60; i++)
+        fprintf(f, "%d,%d,%d\n", i, i % 5, i == 23 ? 1000 : i % 4 == 0);
+    fclose(f);
+    const char *args[] = {"data", "csv", csv, "-o", out, "--features", "x", "--label", "label", "--seq-len", "2", NULL};
+    run_result r = run(args);
+    EXPECT(r.code == 1 && one_error_line(&r, "data csv") && contains(r.err, "column 'label'") &&
+               contains(r.err, "the labels take 3 values (0, 1, 1000)") && contains(r.err, "998 of them without a row") &&
+               contains(r.err, "row 25 (line 25)") && contains(r.err, "--classes 1001"),
+           r);
+    CU_ASSERT_TRUE(nothing_written(out));
+    run_free(&r);
+    const char *two[] = {"data", "csv", csv, "-o", out, "--features", "x", "--label", "label", "--seq-len", "2",
+                         "--classes", "2", NULL};
+    r = run(two);
+    EXPECT(r.code == 1 && one_error_line(&r, "data csv") && contains(r.err, "row 25 (line 25)") &&
+               contains(r.err, "label 1000 is not one of the 2 classes"),
+           r);
+    run_free(&r);
+    const char *many[] = {"data", "csv", csv, "-o", out, "--features", "x", "--label", "label", "--seq-len", "2",
+                          "--classes", "1001", NULL};
+    r = run(many);
+    EXPECT(r.code == 0 && contains(r.out, "1001 classes"), r);
+    run_free(&r);
+    const char *info[] = {"data", "info", out, NULL};
+    r = run(info);
+    EXPECT(r.code == 0 && contains(r.out, "of the 1001 classes occur; the others have 0)") && count_lines(r.out) < 60,
+           r);
+    run_free(&r);
+    const char *one[] = {"data", "csv", csv, "-o", out, "--features", "x", "--label", "label", "--classes", "1",
+                         "--force", NULL};
+    r = run(one);
+    EXPECT(r.code == 2 && one_error_line(&r, "data csv") && contains(r.err, "--classes"), r);
+    run_free(&r);
+}
+
 static void test_info_of_an_import(void)
 {
     char csv[500], out[520];
@@ -270,6 +315,7 @@ int main(void)
         {"data info of an import: sources, windows, features, histograms per split", test_info_of_an_import},
         {"order key: numbers or text; one value of the other kind refused by row and column; --order-as",
          test_order_key_kinds},
+        {"a stray label value refused by value and row; --classes; bounded histograms", test_sparse_labels},
         {"a 17 MiB field refused in bounded memory; bare CR line ends", test_huge_field},
         {NULL, NULL},
     };
