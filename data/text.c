@@ -547,13 +547,16 @@ static char *describe_cp(int32_t cp, char *buf, size_t size)
 
 size_t lb_text_bom_length(const void *text, size_t len)
 {
+    LB_CHECK_ARG(text, 0);
     const unsigned char *p = text;
     return p && len >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf ? 3 : 0;
 }
 
 const char *lb_text_utf8_problem(const unsigned char *text, size_t avail, char *buf, size_t size)
 {
-    if (!buf || size == 0)
+    LB_CHECK_ARG(text, "");
+    LB_CHECK_ARG(buf, "");
+    if (size == 0)
         return "";
     unsigned char c = text && avail ? text[0] : 0;
     if (!text || !avail) {

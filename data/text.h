@@ -301,11 +301,13 @@ lb_status lb_text_import(const lb_text_options *opt, const char *const *paths, i
                          lb_text_summary *summary);
 
 /* The length of a UTF-8 byte-order mark (EF BB BF) at the start of `text`: 3, or 0 when
- * there is none. A corpus's files and a prompt file skip it, as `data csv` does. */
+ * there is none (and for NULL text, with LB_ERR_VALUE). A corpus's files and a prompt
+ * file skip it, as `data csv` does. */
 size_t lb_text_bom_length(const void *text, size_t len);
 
 /* What is wrong with the invalid UTF-8 sequence at `text` (`avail` bytes left before the
- * end of its file), in words, into buf: a continuation byte without a lead byte, a byte
+ * end of its file), in words, into buf (NULL text or buf: "" and LB_ERR_VALUE): a
+ * continuation byte without a lead byte, a byte
  * that never occurs in UTF-8, a lead byte followed by a byte that does not continue it
  * (and where), the file ending inside a character, an overlong form, a surrogate or a
  * code point above U+10FFFF (RFC 3629, section 3). Returns buf. */
