@@ -731,7 +731,8 @@ def check_module(module, config):
         if isinstance(sub, Block) and sub.post != (c["norm_position"] == "post"):
             raise ValueError(f"save: a block of the module is {'post' if sub.post else 'pre'}-norm, but the config "
                              f"says norm_position = {c['norm_position']!r}")
-        if isinstance(sub, (RMSNorm, nn.LayerNorm)) and isinstance(sub, RMSNorm) != (c["norm"] == "rmsnorm"):
+        if (isinstance(sub, (RMSNorm, nn.LayerNorm)) and c["kind"] in _FAMILY_FIELDS["norm"]
+                and isinstance(sub, RMSNorm) != (c["norm"] == "rmsnorm")):  # mamba's norms are always RMSNorm
             raise ValueError(f"save: a norm of the module is {type(sub).__name__}, but the config says "
                              f"norm = {c['norm']!r}")
     return c

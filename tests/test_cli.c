@@ -545,7 +545,7 @@ static void test_gradcheck_usage_errors(void)
         const char *args[8];
         const char *named;
     } cases[] = {
-        {{"gradcheck", "--model", "mamba", NULL}, "mamba"},
+        {{"gradcheck", "--model", "gru", NULL}, "gru"},
         {{"gradcheck", NULL}, "--model"},
         {{"gradcheck", "--model", "lstm", "--layers", "x", NULL}, "--layers"},
         {{"gradcheck", "--model", "lstm", "--layers", NULL}, "--layers"},

@@ -94,7 +94,7 @@ static void test_help_from_the_field_list(void)
     const char *args[] = {"train", "--help", NULL};
     run_result r = run(args);
     EXPECT(r.code == 0, r);
-    EXPECT(contains(r.out, "--layers             transformer blocks, LSTM layers or conv layers (default 2; conv 4)"), r);
+    EXPECT(contains(r.out, "--layers             transformer blocks, LSTM layers, conv layers or Mamba blocks (default 2; conv 4)"), r);
     EXPECT(contains(r.out, "--window             keys each query sees, itself included [local] (default 16)"), r);
     EXPECT(contains(r.out, "--hidden             LSTM hidden_size [lstm] (default 128)"), r);
     EXPECT(contains(r.out, "--heads              attention heads (d-model must divide by it) [transformer, local, linear] (default 4)"), r);
